@@ -1,0 +1,66 @@
+# Finds LibTorch and defines the imported target latentlab::torch.
+#
+# Default: the C++ library bundled in the pinned `torch` wheel of the project
+# venv (found through `python -c "import torch.utils; ..."`). The wheel is built
+# with CUDA; its CUDA libraries come from the nvidia-* wheels next to it, so no
+# CUDA toolkit is needed to build or run on CPU. With -DTorch_DIR=... a
+# downloaded LibTorch is used through its own TorchConfig.cmake instead.
+
+set(LATENTLAB_VENV "${CMAKE_SOURCE_DIR}/.venv" CACHE PATH "Project virtual environment")
+find_program(LATENTLAB_TORCH_PYTHON NAMES python3 python
+             HINTS "${LATENTLAB_VENV}/bin" NO_DEFAULT_PATH)
+if(NOT LATENTLAB_TORCH_PYTHON)
+  find_program(LATENTLAB_TORCH_PYTHON NAMES python3 python)
+endif()
+
+if(Torch_DIR)
+  find_package(Torch REQUIRED CONFIG)
+  add_library(latentlab_torch INTERFACE)
+  target_link_libraries(latentlab_torch INTERFACE ${TORCH_LIBRARIES})
+  target_include_directories(latentlab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  target_compile_options(latentlab_torch INTERFACE ${TORCH_CXX_FLAGS})
+  add_library(latentlab::torch ALIAS latentlab_torch)
+  set(LATENTLAB_TORCH_ROOT "${Torch_DIR}/../../..")
+  return()
+endif()
+
+execute_process(
+  COMMAND "${LATENTLAB_TORCH_PYTHON}" -c
+    "import os, torch; print(os.path.dirname(torch.__file__)); print(torch.__version__); print(int(torch.compiled_with_cxx11_abi()))"
+  OUTPUT_VARIABLE _ll_torch_out RESULT_VARIABLE _ll_torch_rc
+  ERROR_VARIABLE _ll_torch_err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _ll_torch_rc EQUAL 0)
+  message(FATAL_ERROR
+    "LibTorch not found: '${LATENTLAB_TORCH_PYTHON}' cannot import torch.\n"
+    "Run packaging/setup-venv.sh (installs the pinned torch wheel into .venv), "
+    "or pass -DTorch_DIR=<libtorch>/share/cmake/Torch.\n${_ll_torch_err}")
+endif()
+string(REPLACE "\n" ";" _ll_torch_lines "${_ll_torch_out}")
+list(GET _ll_torch_lines 0 LATENTLAB_TORCH_ROOT)
+list(GET _ll_torch_lines 1 LATENTLAB_TORCH_VERSION)
+list(GET _ll_torch_lines 2 _ll_torch_abi)
+message(STATUS "LibTorch ${LATENTLAB_TORCH_VERSION} from ${LATENTLAB_TORCH_ROOT} (cxx11 abi ${_ll_torch_abi})")
+if(NOT _ll_torch_abi EQUAL 1)
+  message(FATAL_ERROR "This LibTorch uses the pre-C++11 std::string ABI; Debian's Qt uses the C++11 ABI. Use a cxx11-abi build.")
+endif()
+
+set(_ll_lib "${LATENTLAB_TORCH_ROOT}/lib")
+add_library(latentlab_torch INTERFACE)
+target_include_directories(latentlab_torch SYSTEM INTERFACE
+  "${LATENTLAB_TORCH_ROOT}/include"
+  "${LATENTLAB_TORCH_ROOT}/include/torch/csrc/api/include")
+target_compile_definitions(latentlab_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1 USE_DISTRIBUTED USE_C10D_GLOO)
+set(_ll_libs "${_ll_lib}/libtorch.so" "${_ll_lib}/libtorch_cpu.so" "${_ll_lib}/libc10.so")
+if(EXISTS "${_ll_lib}/libtorch_cuda.so")
+  # Keep libtorch_cuda linked even though no symbol is referenced: it registers
+  # the CUDA backend at load time (what TorchConfig.cmake does too).
+  set(LATENTLAB_TORCH_HAS_CUDA ON)
+  target_link_options(latentlab_torch INTERFACE
+    "LINKER:--no-as-needed,${_ll_lib}/libtorch_cuda.so,${_ll_lib}/libc10_cuda.so,--as-needed")
+  target_compile_definitions(latentlab_torch INTERFACE LATENTLAB_TORCH_CUDA=1)
+endif()
+target_link_libraries(latentlab_torch INTERFACE ${_ll_libs})
+# The wheel's libraries find their CUDA peers through their own RUNPATH; ours
+# only needs torch/lib.
+target_link_options(latentlab_torch INTERFACE "LINKER:-rpath,${_ll_lib}")
+add_library(latentlab::torch ALIAS latentlab_torch)

@@ -1,0 +1,11 @@
+# Warning flags for LatentLab's own targets (third-party headers are SYSTEM).
+function(latentlab_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+  if(LATENTLAB_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(LATENTLAB_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()

@@ -1,0 +1,42 @@
+// Typed access to JSON fields with errors that name the file and the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "latentlab/error.h"
+
+namespace latentlab {
+
+// Parses `text`; on a syntax error throws Error(code) naming `source` and the
+// byte offset.
+nlohmann::json parseJson(const std::string& text, const std::string& source, ErrorCode code);
+
+class JsonReader {
+public:
+  JsonReader(const nlohmann::json& obj, std::string source, ErrorCode code)
+      : m_obj(obj), m_source(std::move(source)), m_code(code) {}
+
+  bool has(const std::string& key) const;
+  // Required fields: missing or of the wrong type is an error naming the field.
+  int requireInt(const std::string& key) const;
+  double requireDouble(const std::string& key) const;
+  std::string requireString(const std::string& key) const;
+  // Optional fields: absent or null gives the fallback; the wrong type is an error.
+  int optInt(const std::string& key, int fallback) const;
+  std::optional<int> optIntOrNull(const std::string& key) const;
+  double optDouble(const std::string& key, double fallback) const;
+  bool optBool(const std::string& key, bool fallback) const;
+  std::string optString(const std::string& key, const std::string& fallback) const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
+  const std::string& source() const { return m_source; }
+
+private:
+  const nlohmann::json& m_obj;
+  std::string m_source;
+  ErrorCode m_code;
+};
+
+} // namespace latentlab

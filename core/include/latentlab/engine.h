@@ -1,0 +1,64 @@
+// The engine's public entry points: plain types in, plain types out. Long
+// calls take a ProgressSink and a CancelToken.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "latentlab/kv_budget.h"
+#include "latentlab/model_config.h"
+#include "latentlab/progress.h"
+
+namespace latentlab {
+
+struct ModelSummary {
+  std::filesystem::path dir;
+  ModelConfig config;
+  std::int64_t parameters = 0;
+  KvBudget kv;                          // at the checkpoint's dtype
+  std::uintmax_t sizeOnDisk = 0;        // bytes of the weight files
+  DType weightDType = DType::F32;       // dtype of most weight bytes
+  std::vector<std::string> weightFiles;
+  int tensorCount = 0;
+  std::vector<std::string> unusedKeys;  // checkpoint keys the model does not use
+};
+
+// Reads config.json and the safetensors headers (no weights are loaded) and
+// checks that every tensor the model needs is present with the right shape.
+ModelSummary inspectModel(const std::filesystem::path& dir);
+
+struct EvalOptions {
+  std::filesystem::path model;
+  std::filesystem::path textFile;      // tokenized with the model's tokenizer.json
+  std::filesystem::path tokenFile;     // or: raw token ids
+  std::string tokenFormat = "u16";     // "u16" | "u32" (raw little-endian ids)
+  int seqLen = 256;
+  int batchSize = 4;
+  std::int64_t maxTokens = 0;          // 0 = the whole stream
+  std::string device = "cpu";          // "cpu" | "cuda" | "cuda:N"
+  DType dtype = DType::F32;
+};
+
+struct EvalResult {
+  double meanLoss = 0.0;
+  double perplexity = 0.0;
+  std::int64_t tokens = 0;             // predicted tokens
+  double seconds = 0.0;
+  double tokensPerSecond = 0.0;
+};
+
+EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const CancelToken& cancel);
+
+// Devices LibTorch can use here: "cpu" first, then "cuda:N" with its memory.
+struct DeviceInfo {
+  std::string id;        // "cpu", "cuda:0", ...
+  std::string name;
+  std::uint64_t memoryBytes = 0;
+};
+std::vector<DeviceInfo> listDevices();
+
+std::string libtorchVersion();
+
+} // namespace latentlab

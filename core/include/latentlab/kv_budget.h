@@ -1,0 +1,44 @@
+// KV-cache size per token for an original or MHA2MLA-converted model, and the
+// saving against the original: what the GUI previews before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "latentlab/model_config.h"
+
+namespace latentlab {
+
+enum class KvMethod { None, Mha2Mla };
+enum class SvdMethod { Joint, Split };
+
+struct KvSettings {
+  KvMethod method = KvMethod::None;
+  int ropePairs = 0;                  // r (pairs per head); 0 = default d_h/16
+  int dKv = 0;                        // latent dims per KV head (per factor for split)
+  SvdMethod svd = SvdMethod::Joint;
+  bool fullRope = false;              // full-rope strategy: every pair keeps RoPE
+  bool uniformStrategy = false;       // S_uniform needs r | d_h/2
+};
+
+struct KvBudget {
+  std::int64_t originalPerTokenPerLayer = 0;  // elements: 2 * n_kv * d_h
+  std::int64_t perTokenPerLayer = 0;          // elements after conversion
+  std::int64_t perToken = 0;                  // elements, all layers
+  std::int64_t bytesPerToken = 0;             // at the cache dtype
+  std::int64_t originalBytesPerToken = 0;
+  double saving = 0.0;                        // (new - old) / old, e.g. -0.6875
+  int effectiveRopePairs = 0;                 // r after defaults
+};
+
+// Default r for a head dim: d_h/16 pairs (1/8 of the head), at least 1.
+int defaultRopePairs(int headDim);
+// Why the settings are impossible for this model, or nullopt when they are fine.
+std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s);
+// Throws Error(BadInput) with checkKvSettings' reason when impossible.
+KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType);
+// The cache of a model as it stands (original, or converted per cfg.mla).
+KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType);
+
+} // namespace latentlab

@@ -1,0 +1,60 @@
+// Byte-level BPE tokenizer read from (and written to) HF tokenizer.json, as
+// used by GPT-2, SmolLM and Llama-3. Output matches HF `tokenizers` exactly.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "latentlab/progress.h"
+
+namespace latentlab {
+
+class Tokenizer {
+public:
+  // Throws Error(BadData) naming the file and the field; Error(Unsupported)
+  // for tokenizer models other than byte-level BPE (WordPiece, Unigram, ...).
+  static Tokenizer fromFile(const std::filesystem::path& tokenizerJson);
+  static Tokenizer fromJson(const std::string& json, const std::string& source);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // Encodes UTF-8 text. Invalid UTF-8 bytes are replaced by U+FFFD first
+  // (documented behaviour, never a crash). addSpecial applies the file's
+  // post-processor (e.g. a BOS token) when it has one.
+  std::vector<std::int32_t> encode(std::string_view text, bool addSpecial = false) const;
+  std::string decode(const std::vector<std::int32_t>& ids, bool skipSpecial = false) const;
+
+  int vocabSize() const;                            // including added tokens
+  std::optional<std::int32_t> tokenId(const std::string& token) const;
+  std::optional<std::int32_t> bosId() const;        // from the post-processor / added tokens
+  std::optional<std::int32_t> eosId() const;        // "<|endoftext|>", "</s>", ... when present
+  std::string hash() const;                         // content hash of the tokenizer.json
+  const std::filesystem::path& source() const;
+
+private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+struct BpeTrainOptions {
+  int vocabSize = 4096;                              // including the 256 byte tokens and specials
+  int minFrequency = 2;
+  std::vector<std::string> specialTokens = {"<|endoftext|>"};
+};
+
+// Trains a byte-level BPE tokenizer (GPT-2 pre-tokenizer) on the given text
+// files and writes a standard tokenizer.json (atomically) that HF `tokenizers`
+// loads. The first special token is the EOS document separator.
+void trainBpeTokenizer(const std::vector<std::filesystem::path>& files, const BpeTrainOptions& opts,
+                       const std::filesystem::path& outJson, ProgressSink& progress,
+                       const CancelToken& cancel);
+
+} // namespace latentlab
