@@ -1,3 +1,233 @@
-// latentlab-engine: the headless engine (placeholder until the verbs land).
+// latentlab-engine: the headless engine. One verb per job; exit codes
+// 0 done, 1 error, 2 cancelled.
+#include <csignal>
 #include <cstdio>
-int main() { std::printf("latentlab-engine\n"); return 0; }
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_args.h"
+#include "engine_cli.h"
+#include "latentlab/architectures.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "latentlab/version.h"
+
+using namespace latentlab;
+using nlohmann::json;
+using namespace latentlab::cli;
+
+namespace {
+
+
+const char* kMainHelp =
+    "latentlab-engine " LATENTLAB_VERSION " - MHA/GQA to MLA conversion and latent-attention training\n"
+    "\n"
+    "usage: latentlab-engine VERB [options]   (VERB --help for its options)\n"
+    "\n"
+    "verbs:\n"
+    "  inspect DIR        architecture, parameters, KV cache per token of an HF model folder\n"
+    "  eval DIR           mean loss and perplexity over a held-out token stream\n"
+    "  init               write a randomly initialised built-in architecture\n"
+    "  run                run a training job (a spec file, or a run in a workspace DB)\n"
+    "  runs               list, show or export the runs of a workspace DB\n"
+    "  demo               pre-train the demo base models and run the demo experiment\n"
+    "  devices            devices LibTorch can use here\n"
+    "  version            versions of LatentLab and LibTorch\n"
+    "\n"
+    "exit codes: 0 done, 1 error, 2 cancelled\n";
+
+int cmdInspect(int argc, char** argv) {
+  cli::Args args(argc, argv, 2, {"json", "help"}, {});
+  if (args.flag("help") || args.positionals().size() != 1) {
+    std::printf(
+        "usage: latentlab-engine inspect DIR [--json]\n\n"
+        "Reads DIR/config.json and the safetensors headers (no weights are loaded), checks every\n"
+        "tensor the model needs, and prints architecture, parameter count, layers, heads, KV heads,\n"
+        "head_dim, KV-cache elements and bytes per token, dtype and size on disk.\n"
+        "  --json   print one JSON object instead of text\n");
+    return args.flag("help") ? 0 : 1;
+  }
+  ModelSummary s = inspectModel(args.positionals()[0]);
+  const ModelConfig& c = s.config;
+  if (args.flag("json")) {
+    json j = {{"dir", s.dir.string()},
+              {"architecture", c.architecture},
+              {"model_type", c.modelType},
+              {"parameters", s.parameters},
+              {"layers", c.numLayers},
+              {"hidden_size", c.hiddenSize},
+              {"intermediate_size", c.intermediateSize},
+              {"heads", c.numHeads},
+              {"kv_heads", c.numKvHeads},
+              {"head_dim", c.headDim},
+              {"vocab_size", c.vocabSize},
+              {"tie_word_embeddings", c.tieWordEmbeddings},
+              {"attention_bias", c.attentionBias},
+              {"mlp_bias", c.mlpBias},
+              {"rope_theta", c.ropeTheta},
+              {"dtype", dtypeName(s.weightDType)},
+              {"kv_elements_per_token", s.kv.perToken},
+              {"kv_elements_per_token_per_layer", s.kv.perTokenPerLayer},
+              {"kv_bytes_per_token", s.kv.bytesPerToken},
+              {"original_kv_bytes_per_token", s.kv.originalBytesPerToken},
+              {"kv_saving", s.kv.saving},
+              {"size_on_disk", s.sizeOnDisk},
+              {"files", s.weightFiles},
+              {"tensors", s.tensorCount},
+              {"unused_keys", s.unusedKeys}};
+    if (c.mla) {
+      j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
+                  {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("model         %s\n", s.dir.string().c_str());
+  std::printf("architecture  %s (model_type %s)%s\n", c.architecture.c_str(), c.modelType.c_str(),
+              c.mla ? "  [MHA2MLA-converted]" : "");
+  std::printf("parameters    %lld (%.1fM)\n", static_cast<long long>(s.parameters), s.parameters / 1e6);
+  std::printf("layers        %d\n", c.numLayers);
+  std::printf("hidden        %d   (MLP %d)\n", c.hiddenSize, c.intermediateSize);
+  std::printf("heads         %d   KV heads %d   head_dim %d   (%s)\n", c.numHeads, c.numKvHeads, c.headDim,
+              c.numKvHeads == c.numHeads ? "MHA" : c.numKvHeads == 1 ? "MQA" : "GQA");
+  std::printf("vocab         %d   tied embeddings %s\n", c.vocabSize, c.tieWordEmbeddings ? "yes" : "no");
+  std::printf("biases        attention %s   mlp %s\n", c.attentionBias ? "yes" : "no", c.mlpBias ? "yes" : "no");
+  std::printf("rope theta    %g\n", c.ropeTheta);
+  if (c.mla) {
+    std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s\n", c.mla->ropeStrategy.c_str(),
+                c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str());
+  }
+  std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
+              static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
+              humanBytes(static_cast<double>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
+  if (c.mla) {
+    std::printf("kv saving     %+.2f%% against the original (%s/token)\n", 100.0 * s.kv.saving,
+                humanBytes(static_cast<double>(s.kv.originalBytesPerToken)).c_str());
+  }
+  std::printf("dtype         %s\n", dtypeName(s.weightDType));
+  std::printf("on disk       %s in %zu file(s), %d tensors\n", humanBytes(static_cast<double>(s.sizeOnDisk)).c_str(),
+              s.weightFiles.size(), s.tensorCount);
+  if (!s.unusedKeys.empty()) {
+    std::printf("unused keys   %zu (first: %s)\n", s.unusedKeys.size(), s.unusedKeys.front().c_str());
+  }
+  return 0;
+}
+
+int cmdEval(int argc, char** argv) {
+  cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
+                 {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype"});
+  if (args.flag("help") || args.positionals().size() != 1) {
+    std::printf(
+        "usage: latentlab-engine eval DIR (--text FILE | --tokens FILE) [options]\n\n"
+        "Mean next-token loss and perplexity of the model in DIR over a held-out stream, in\n"
+        "non-overlapping windows (every token after the first is predicted once).\n"
+        "  --text FILE          UTF-8 text, tokenized with DIR/tokenizer.json\n"
+        "  --tokens FILE        raw little-endian token ids\n"
+        "  --token-format F     u16 (default) or u32\n"
+        "  --seq-len N          window length (default 256)\n"
+        "  --batch N            windows per forward pass (default 4)\n"
+        "  --max-tokens N       evaluate at most N predicted tokens (default: all)\n"
+        "  --device D           cpu (default), cuda, cuda:N\n"
+        "  --dtype T            f32 (default), bf16, f16\n"
+        "  --json               print the result as JSON\n"
+        "  --quiet              no progress bar on stderr\n");
+    return args.flag("help") ? 0 : 1;
+  }
+  EvalOptions o;
+  o.model = args.positionals()[0];
+  if (auto t = args.get("text")) o.textFile = *t;
+  if (auto t = args.get("tokens")) o.tokenFile = *t;
+  o.tokenFormat = args.get("token-format", "u16");
+  o.seqLen = args.getInt("seq-len", 256);
+  o.batchSize = args.getInt("batch", 4);
+  o.maxTokens = args.getInt("max-tokens", 0);
+  o.device = args.get("device", "cpu");
+  o.dtype = parseDType(args.get("dtype", "f32"));
+  StderrProgress progress(args.flag("quiet"));
+  EvalResult r = evaluate(o, progress, cancelToken());
+  if (args.flag("json")) {
+    std::cout << json{{"loss", r.meanLoss}, {"perplexity", r.perplexity}, {"tokens", r.tokens},
+                      {"seconds", r.seconds}, {"tokens_per_second", r.tokensPerSecond}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("loss %.6f  perplexity %.4f  over %lld tokens  (%.1f tokens/s)\n", r.meanLoss, r.perplexity,
+                static_cast<long long>(r.tokens), r.tokensPerSecond);
+  }
+  return 0;
+}
+
+int cmdInit(int argc, char** argv) {
+  cli::Args args(argc, argv, 2, {"help"}, {"arch", "out", "seed", "dtype", "vocab"});
+  if (args.flag("help") || !args.get("arch") || !args.get("out")) {
+    std::printf("usage: latentlab-engine init --arch NAME --out DIR [--seed N] [--dtype f32|bf16] [--vocab N]\n\n"
+                "Writes a randomly initialised model (normal(0, 0.02)) as an HF folder.\narchitectures:");
+    for (const auto& n : builtinArchitectureNames()) std::printf(" %s", n.c_str());
+    std::printf("\n");
+    return args.flag("help") ? 0 : 1;
+  }
+  ModelConfig cfg = builtinArchitecture(*args.get("arch"), args.getInt("vocab", 0));
+  initModel(cfg, *args.get("out"), static_cast<std::uint64_t>(args.getInt("seed", 0)),
+            parseDType(args.get("dtype", "f32")));
+  std::printf("wrote %s (%s, %.1fM parameters)\n", args.get("out")->c_str(), args.get("arch")->c_str(),
+              countParameters(cfg) / 1e6);
+  return 0;
+}
+
+int cmdDevices(int argc, char** argv) {
+  cli::Args args(argc, argv, 2, {"help", "json"}, {});
+  if (args.flag("help")) {
+    std::printf("usage: latentlab-engine devices [--json]\n\nLists cpu and each CUDA device LibTorch sees.\n");
+    return 0;
+  }
+  auto devices = listDevices();
+  if (args.flag("json")) {
+    json j = json::array();
+    for (const auto& d : devices) j.push_back({{"id", d.id}, {"name", d.name}, {"memory_bytes", d.memoryBytes}});
+    std::cout << j.dump() << "\n";
+  } else {
+    for (const auto& d : devices) std::printf("%-8s %s\n", d.id.c_str(), d.name.c_str());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  installCancelHandlers();
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::printf("%s", kMainHelp);
+    return argc < 2 ? 1 : 0;
+  }
+  const std::map<std::string, std::function<int(int, char**)>> verbs = {
+      {"inspect", cmdInspect}, {"eval", cmdEval}, {"init", cmdInit}, {"devices", cmdDevices},
+      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo},
+      {"version", [](int, char**) {
+         std::printf("latentlab %s\nlibtorch %s\n", LATENTLAB_VERSION, libtorchVersion().c_str());
+         return 0;
+       }}};
+  auto it = verbs.find(argv[1]);
+  if (it == verbs.end()) {
+    std::fprintf(stderr, "error: unknown verb '%s'\n%s", argv[1], kMainHelp);
+    return 1;
+  }
+  try {
+    return it->second(argc, argv);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Cancelled) {
+      std::fprintf(stderr, "cancelled: %s\n", e.message().c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "error: %s\n", e.message().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

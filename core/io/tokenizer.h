@@ -15,7 +15,7 @@
 namespace latentlab {
 
 class Tokenizer {
-public:
+ public:
   // Throws Error(BadData) naming the file and the field; Error(Unsupported)
   // for tokenizer models other than byte-level BPE (WordPiece, Unigram, ...).
   static Tokenizer fromFile(const std::filesystem::path& tokenizerJson);
@@ -25,27 +25,33 @@ public:
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // Encodes UTF-8 text. Invalid UTF-8 bytes are replaced by U+FFFD first
-  // (documented behaviour, never a crash). addSpecial applies the file's
-  // post-processor (e.g. a BOS token) when it has one.
+  // Encodes UTF-8 text. Invalid UTF-8 is replaced by U+FFFD first, never a
+  // crash: each stray byte becomes one U+FFFD, and a truncated multi-byte
+  // sequence (a lead byte and the continuation bytes valid for it) becomes
+  // one U+FFFD - Unicode's "maximal subpart" rule, the same as Python's
+  // bytes.decode("utf-8", errors="replace"), so HF on the repaired string
+  // gives the same ids. addSpecial applies the file's post-processor (e.g. a
+  // BOS token) when it has one. Thread-safe (the word cache is locked).
   std::vector<std::int32_t> encode(std::string_view text, bool addSpecial = false) const;
+  // Ids outside the vocabulary are skipped (as HF does); bytes that do not
+  // form valid UTF-8 (a split character) decode to U+FFFD as in HF.
   std::string decode(const std::vector<std::int32_t>& ids, bool skipSpecial = false) const;
 
-  int vocabSize() const;                            // including added tokens
+  int vocabSize() const;  // highest id + 1, including added tokens
   std::optional<std::int32_t> tokenId(const std::string& token) const;
-  std::optional<std::int32_t> bosId() const;        // from the post-processor / added tokens
-  std::optional<std::int32_t> eosId() const;        // "<|endoftext|>", "</s>", ... when present
-  std::string hash() const;                         // content hash of the tokenizer.json
+  std::optional<std::int32_t> bosId() const;  // from the post-processor / added tokens
+  std::optional<std::int32_t> eosId() const;  // "<|endoftext|>", "</s>", ... when present
+  std::string hash() const;                   // content hash of the tokenizer.json
   const std::filesystem::path& source() const;
 
-private:
+ private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;
 };
 
 struct BpeTrainOptions {
-  int vocabSize = 4096;                              // including the 256 byte tokens and specials
+  int vocabSize = 4096;  // including the 256 byte tokens and specials
   int minFrequency = 2;
   std::vector<std::string> specialTokens = {"<|endoftext|>"};
 };
@@ -54,7 +60,6 @@ struct BpeTrainOptions {
 // files and writes a standard tokenizer.json (atomically) that HF `tokenizers`
 // loads. The first special token is the EOS document separator.
 void trainBpeTokenizer(const std::vector<std::filesystem::path>& files, const BpeTrainOptions& opts,
-                       const std::filesystem::path& outJson, ProgressSink& progress,
-                       const CancelToken& cancel);
+                       const std::filesystem::path& outJson, ProgressSink& progress, const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -32,8 +32,9 @@ ScratchRegistry& registry() {
 
 fs::path scratchDir(const std::string& name) {
   static std::mt19937_64 rng(std::random_device{}());
-  fs::path dir = fs::temp_directory_path() /
-                 ("latentlab-test-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000));
+  std::string leaf = "latentlab-test-";
+  leaf.append(name).append("-").append(std::to_string(::getpid())).append("-").append(std::to_string(rng() % 1000000));
+  fs::path dir = fs::temp_directory_path() / leaf;
   fs::remove_all(dir);
   fs::create_directories(dir);
   registry().dirs.push_back(dir);

@@ -62,3 +62,12 @@ std::vector<DeviceInfo> listDevices();
 std::string libtorchVersion();
 
 } // namespace latentlab
+
+namespace latentlab {
+
+// Writes a randomly initialised model of `cfg` (normal(0, initStd), norms at
+// one) as an HF folder; `outDir` must not exist.
+void initModel(const ModelConfig& cfg, const std::filesystem::path& outDir, std::uint64_t seed,
+               DType saveDType, double initStd = 0.02);
+
+} // namespace latentlab

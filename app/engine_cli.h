@@ -1,0 +1,37 @@
+// Shared pieces of latentlab-engine's verbs: cancellation, progress output,
+// and the verb entry points.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "latentlab/progress.h"
+
+namespace latentlab::cli {
+
+// SIGINT/SIGTERM request cancellation of the running job.
+void installCancelHandlers();
+CancelToken& cancelToken();
+// Also cancel on a "cancel" line on stdin (the GUI's job controller).
+void watchStdinForCancel();
+
+// Progress as a one-line bar on stderr, redrawn in place.
+class StderrProgress final : public ProgressSink {
+public:
+  explicit StderrProgress(bool quiet) : m_quiet(quiet) {}
+  ~StderrProgress() override;
+  void progress(std::string_view stage, double done, double total, std::string_view detail) override;
+  void log(LogLevel level, std::string_view message) override;
+
+private:
+  bool m_quiet;
+  bool m_drawn = false;
+};
+
+std::string humanBytes(double bytes);
+
+int cmdRun(int argc, char** argv);
+int cmdRuns(int argc, char** argv);
+int cmdDemo(int argc, char** argv);
+
+} // namespace latentlab::cli

@@ -1,0 +1,160 @@
+// `latentlab-engine run` and `latentlab-engine runs`: jobs over a workspace DB.
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "cli_args.h"
+#include "common_paths.h"
+#include "engine_cli.h"
+#include "latentlab/error.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "latentlab/train.h"
+
+namespace latentlab::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int exitCodeFor(RunStatus s) {
+  if (s == RunStatus::Completed) return 0;
+  if (s == RunStatus::Cancelled) return 2;
+  return 1;
+}
+
+std::string readFile(const fs::path& p) {
+  FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) throw Error(ErrorCode::Io, p.string() + ": cannot open");
+  std::string s;
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+} // namespace
+
+int cmdRun(int argc, char** argv) {
+  Args args(argc, argv, 2, {"help", "quiet", "no-resume"}, {"db", "run", "workspace", "device"});
+  if (args.flag("help") || !args.get("db") || (args.positionals().empty() && !args.get("run"))) {
+    std::printf(
+        "usage: latentlab-engine run SPEC.json --db FILE [options]\n"
+        "       latentlab-engine run --db FILE --run ID [options]\n\n"
+        "Runs a training job. With SPEC.json a new run is registered in the DB first; with --run\n"
+        "an existing run (as the GUI launches them) is started or resumed from its last checkpoint.\n"
+        "Metrics go to the DB; stdout carries one JSON object per line (docs/line_protocol.md).\n"
+        "A 'cancel' line on stdin or SIGTERM stops after the current step, checkpoints, exits 2.\n"
+        "  --db FILE         the workspace database (created if missing)\n"
+        "  --run ID          the run to start or resume\n"
+        "  --workspace DIR   caches and checkpoints (default: the DB's folder)\n"
+        "  --device D        cpu, cuda, cuda:N (default: the spec's)\n"
+        "  --no-resume       start from step 0 even when a checkpoint exists\n"
+        "  --quiet           no progress bar on stderr\n"
+        "exit codes: 0 completed, 1 failed, 2 cancelled\n");
+    return args.flag("help") ? 0 : 1;
+  }
+  const fs::path db = *args.get("db");
+  RunStore store(db);
+  std::int64_t runId = 0;
+  if (!args.positionals().empty()) {
+    const fs::path specPath = args.positionals()[0];
+    RunSpec spec = parseRunSpec(readFile(specPath), specPath.string());
+    runId = store.createRun(std::nullopt, spec.name.empty() ? specPath.stem().string() : spec.name, spec.kind,
+                            runSpecToJson(spec), args.get("device", spec.device));
+  } else {
+    runId = args.getInt("run", 0);
+    store.run(runId);  // throws when absent
+  }
+  JobEnvironment env;
+  env.workspace = args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db);
+  env.device = args.get("device", "");
+  env.resume = !args.flag("no-resume");
+  std::mutex outMutex;
+  env.lines = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(outMutex);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  };
+  env.lines(json{{"event", "hello"}, {"protocol", 1}, {"run", runId}, {"pid", static_cast<long long>(::getpid())}}.dump());
+  watchStdinForCancel();
+  StderrProgress progress(args.flag("quiet"));
+  RunResult r = runJob(store, runId, env, progress, cancelToken());
+  if (r.status == RunStatus::Failed) std::fprintf(stderr, "error: run %lld failed: %s\n", static_cast<long long>(runId), r.error.c_str());
+  return exitCodeFor(r.status);
+}
+
+int cmdRuns(int argc, char** argv) {
+  Args args(argc, argv, 2, {"help", "json"}, {"db", "out", "experiment"});
+  const auto& pos = args.positionals();
+  if (args.flag("help") || !args.get("db") || pos.empty()) {
+    std::printf(
+        "usage: latentlab-engine runs list --db FILE [--experiment ID] [--json]\n"
+        "       latentlab-engine runs show ID --db FILE [--json]\n"
+        "       latentlab-engine runs export ID --db FILE --out FILE.csv\n\n"
+        "Lists runs (id, status, name, kind, steps, last train/val loss), shows one run's spec,\n"
+        "summary, events and artifacts, or exports all its metrics as CSV.\n");
+    return args.flag("help") ? 0 : 1;
+  }
+  RunStore store(*args.get("db"));
+  const std::string& sub = pos[0];
+  if (sub == "list") {
+    RunFilter filter;
+    if (args.get("experiment")) filter.experimentId = args.getInt("experiment", 0);
+    json out = json::array();
+    if (!args.flag("json")) std::printf("%5s  %-10s  %-9s  %-17s  %7s  %10s  %10s\n", "id", "status", "device", "kind", "step", "train", "val");
+    for (const auto& r : store.listRuns(filter)) {
+      auto last = [&](const char* name) -> std::optional<double> {
+        auto s = store.lastStep(r.id, name);
+        if (!s) return std::nullopt;
+        auto pts = store.rowsSince(r.id, name, *s - 1);
+        if (pts.empty()) return std::nullopt;
+        return pts.back().value;
+      };
+      auto step = store.lastStep(r.id, "train/loss");
+      auto tl = last("train/loss"), vl = last("val/loss");
+      if (args.flag("json")) {
+        out.push_back({{"id", r.id}, {"name", r.name}, {"status", runStatusName(r.status)}, {"kind", r.kind},
+                       {"device", r.device}, {"step", step ? json(*step) : json(nullptr)},
+                       {"train_loss", tl ? json(*tl) : json(nullptr)}, {"val_loss", vl ? json(*vl) : json(nullptr)}});
+      } else {
+        std::printf("%5lld  %-10s  %-9s  %-17s  %7s  %10s  %10s  %s\n", static_cast<long long>(r.id), runStatusName(r.status),
+                    r.device.c_str(), r.kind.c_str(), step ? std::to_string(*step).c_str() : "-",
+                    tl ? std::to_string(*tl).substr(0, 8).c_str() : "-", vl ? std::to_string(*vl).substr(0, 8).c_str() : "-",
+                    r.name.c_str());
+      }
+    }
+    if (args.flag("json")) std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  if (pos.size() < 2) throw Error(ErrorCode::BadInput, "runs " + sub + " needs a run ID");
+  const std::int64_t id = std::stoll(pos[1]);
+  if (sub == "show") {
+    RunRecord r = store.run(id);
+    json j = {{"id", r.id}, {"name", r.name}, {"status", runStatusName(r.status)}, {"kind", r.kind},
+              {"device", r.device}, {"error", r.error},
+              {"spec", r.specJson.empty() ? json(nullptr) : json::parse(r.specJson)},
+              {"summary", r.summaryJson.empty() ? json(nullptr) : json::parse(r.summaryJson)},
+              {"metrics", store.metricNames(id)}, {"metric_rows", store.metricCount(id)}};
+    json ev = json::array();
+    for (const auto& e : store.listEvents(id)) ev.push_back({{"kind", e.kind}, {"message", e.message}});
+    j["events"] = ev;
+    json ar = json::array();
+    for (const auto& a : store.listArtifacts(id)) ar.push_back({{"kind", a.kind}, {"path", a.path}, {"step", a.step ? json(*a.step) : json(nullptr)}});
+    j["artifacts"] = ar;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (sub == "export") {
+    if (!args.get("out")) throw Error(ErrorCode::BadInput, "runs export needs --out FILE.csv");
+    store.exportCsv(id, *args.get("out"));
+    std::printf("wrote %s (%llu rows)\n", args.get("out")->c_str(), static_cast<unsigned long long>(store.metricCount(id)));
+    return 0;
+  }
+  throw Error(ErrorCode::BadInput, "unknown runs command '" + sub + "'", "Use list, show or export.");
+}
+
+} // namespace latentlab::cli

@@ -1,0 +1,234 @@
+// RunSpec JSON (versioned), validation, and the learning-rate schedules.
+#include "latentlab/run_spec.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/json_util.h"
+#include "latentlab/error.h"
+
+namespace latentlab {
+using nlohmann::json;
+
+namespace {
+
+// Reads optional fields into a struct, rejecting unknown keys so a typo in a
+// spec is reported rather than silently ignored.
+class Fields {
+public:
+  Fields(const json& j, std::string where) : m_j(j), m_where(std::move(where)) {
+    if (!j.is_object()) throw Error(ErrorCode::BadSpec, m_where + " must be a JSON object");
+  }
+  template <typename T>
+  void get(const std::string& key, T& out) {
+    m_known.insert(key);
+    if (!m_j.contains(key) || m_j.at(key).is_null()) return;
+    const json& v = m_j.at(key);
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        if (!v.is_boolean()) throw std::invalid_argument("a boolean");
+      } else if constexpr (std::is_integral_v<T>) {
+        if (!v.is_number_integer()) throw std::invalid_argument("an integer");
+      } else if constexpr (std::is_floating_point_v<T>) {
+        if (!v.is_number()) throw std::invalid_argument("a number");
+      } else {
+        if (!v.is_string()) throw std::invalid_argument("a string");
+      }
+      out = v.get<T>();
+    } catch (const std::invalid_argument& e) {
+      throw Error(ErrorCode::BadSpec, m_where + "." + key + " must be " + e.what() + ", got " + v.dump());
+    }
+  }
+  const json* object(const std::string& key) {
+    m_known.insert(key);
+    if (!m_j.contains(key) || m_j.at(key).is_null()) return nullptr;
+    return &m_j.at(key);
+  }
+  void rejectUnknown() const {
+    for (auto it = m_j.begin(); it != m_j.end(); ++it) {
+      if (!m_known.count(it.key())) {
+        throw Error(ErrorCode::BadSpec, m_where + "." + it.key() + " is not a RunSpec field",
+                    "Check the spelling; see docs/run_spec.md for the fields.");
+      }
+    }
+  }
+
+private:
+  const json& m_j;
+  std::string m_where;
+  std::set<std::string> m_known;
+};
+
+[[noreturn]] void bad(const std::string& source, const std::string& field, const std::string& problem) {
+  throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem);
+}
+
+} // namespace
+
+RunSpec parseRunSpec(const std::string& text, const std::string& source) {
+  json j = parseJson(text, source, ErrorCode::BadSpec);
+  RunSpec s;
+  Fields f(j, source + ": spec");
+  f.get("version", s.version);
+  if (s.version > kRunSpecVersion) {
+    throw Error(ErrorCode::BadSpec, source + ": spec version " + std::to_string(s.version) +
+                " is newer than this engine understands (" + std::to_string(kRunSpecVersion) + ")");
+  }
+  f.get("name", s.name);
+  f.get("kind", s.kind);
+  f.get("architecture", s.architecture);
+  f.get("model_dir", s.modelDir);
+  f.get("attention", s.attention);
+  f.get("steps", s.steps);
+  f.get("micro_batch", s.microBatch);
+  f.get("grad_accum", s.gradAccum);
+  f.get("dtype", s.dtype);
+  f.get("seed", s.seed);
+  f.get("eval_every", s.evalEvery);
+  f.get("eval_batches", s.evalBatches);
+  f.get("checkpoint_every", s.checkpointEvery);
+  f.get("init_std", s.initStd);
+  f.get("zero_init_output", s.zeroInitOutput);
+  f.get("device", s.device);
+  f.get("out_dir", s.outDir);
+  if (const json* c = f.object("conversion")) {
+    Fields g(*c, source + ": spec.conversion");
+    s.conversion.enabled = true;
+    g.get("enabled", s.conversion.enabled);
+    g.get("rope_strategy", s.conversion.ropeStrategy);
+    g.get("rope_pairs", s.conversion.ropePairs);
+    g.get("d_kv", s.conversion.dKv);
+    g.get("svd", s.conversion.svd);
+    g.get("two_norm_score", s.conversion.twoNormScore);
+    g.get("calib_sequences", s.conversion.calibSequences);
+    g.get("calib_seq_len", s.conversion.calibSeqLen);
+    g.rejectUnknown();
+  }
+  if (const json* d = f.object("data")) {
+    Fields g(*d, source + ": spec.data");
+    g.get("corpus", s.data.corpus);
+    g.get("text_field", s.data.textField);
+    g.get("tokenizer", s.data.tokenizer);
+    g.get("tokenizer_vocab", s.data.tokenizerVocab);
+    g.get("token_format", s.data.tokenFormat);
+    g.get("seq_len", s.data.seqLen);
+    g.get("validation_share", s.data.validationShare);
+    g.get("max_corpus_bytes", s.data.maxCorpusBytes);
+    g.rejectUnknown();
+  }
+  if (const json* o = f.object("optimizer")) {
+    Fields g(*o, source + ": spec.optimizer");
+    g.get("lr", s.optimizer.lr);
+    g.get("beta1", s.optimizer.beta1);
+    g.get("beta2", s.optimizer.beta2);
+    g.get("eps", s.optimizer.eps);
+    g.get("weight_decay", s.optimizer.weightDecay);
+    g.get("clip", s.optimizer.clip);
+    g.rejectUnknown();
+  }
+  if (const json* o = f.object("schedule")) {
+    Fields g(*o, source + ": spec.schedule");
+    g.get("kind", s.schedule.kind);
+    g.get("warmup_steps", s.schedule.warmupSteps);
+    g.get("decay_steps", s.schedule.decaySteps);
+    g.get("min_lr_ratio", s.schedule.minLrRatio);
+    g.rejectUnknown();
+  }
+  f.rejectUnknown();
+  if (s.kind == "convert-finetune") s.conversion.enabled = true;
+  validateRunSpec(s, source);
+  return s;
+}
+
+void validateRunSpec(const RunSpec& s, const std::string& source) {
+  static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune"};
+  if (!kinds.count(s.kind)) bad(source, "kind", "must be pretrain, finetune or convert-finetune, got '" + s.kind + "'");
+  if (s.kind == "pretrain" && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
+  if (s.kind != "pretrain" && s.modelDir.empty()) bad(source, "model_dir", "is required for kind " + s.kind);
+  if (s.steps < 1) bad(source, "steps", "must be at least 1");
+  if (s.microBatch < 1) bad(source, "micro_batch", "must be at least 1");
+  if (s.gradAccum < 1) bad(source, "grad_accum", "must be at least 1");
+  if (s.evalEvery < 0) bad(source, "eval_every", "must be 0 (end only) or positive");
+  if (s.evalBatches < 1) bad(source, "eval_batches", "must be at least 1");
+  if (s.checkpointEvery < 0) bad(source, "checkpoint_every", "must be 0 (end only) or positive");
+  static const std::set<std::string> dtypes = {"auto", "f32", "bf16", "f64"};
+  if (!dtypes.count(s.dtype)) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + s.dtype + "'");
+  if (s.device != "cpu" && s.device != "cuda" && s.device.rfind("cuda:", 0) != 0)
+    bad(source, "device", "must be cpu, cuda or cuda:N, got '" + s.device + "'");
+  if (s.data.seqLen < 2) bad(source, "data.seq_len", "must be at least 2");
+  if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)
+    bad(source, "data.validation_share", "must be in [0, 0.5)");
+  if (s.data.tokenizerVocab < 300) bad(source, "data.tokenizer_vocab", "must be at least 300");
+  if (!s.data.tokenFormat.empty() && s.data.tokenFormat != "u16" && s.data.tokenFormat != "u32")
+    bad(source, "data.token_format", "must be empty, u16 or u32");
+  if (!(s.optimizer.lr > 0)) bad(source, "optimizer.lr", "must be positive");
+  if (s.optimizer.beta1 < 0 || s.optimizer.beta1 >= 1) bad(source, "optimizer.beta1", "must be in [0, 1)");
+  if (s.optimizer.beta2 < 0 || s.optimizer.beta2 >= 1) bad(source, "optimizer.beta2", "must be in [0, 1)");
+  if (!(s.optimizer.eps > 0)) bad(source, "optimizer.eps", "must be positive");
+  if (s.optimizer.weightDecay < 0) bad(source, "optimizer.weight_decay", "must be >= 0");
+  if (s.optimizer.clip < 0) bad(source, "optimizer.clip", "must be >= 0 (0 disables clipping)");
+  static const std::set<std::string> scheds = {"wsd", "cosine", "constant"};
+  if (!scheds.count(s.schedule.kind)) bad(source, "schedule.kind", "must be wsd, cosine or constant");
+  if (s.schedule.warmupSteps < 0 || s.schedule.warmupSteps > s.steps)
+    bad(source, "schedule.warmup_steps", "must be in [0, steps]");
+  if (s.schedule.decaySteps < 0 || s.schedule.warmupSteps + s.schedule.decaySteps > s.steps)
+    bad(source, "schedule.decay_steps", "must be >= 0 with warmup_steps + decay_steps <= steps");
+  if (s.schedule.minLrRatio < 0 || s.schedule.minLrRatio > 1) bad(source, "schedule.min_lr_ratio", "must be in [0, 1]");
+  if (s.conversion.enabled) {
+    static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
+    if (!strategies.count(s.conversion.ropeStrategy))
+      bad(source, "conversion.rope_strategy", "must be high, low, uniform, 2-norm or full, got '" + s.conversion.ropeStrategy + "'");
+    if (s.conversion.ropePairs < 0) bad(source, "conversion.rope_pairs", "must be >= 1 (or 0 for d_h/16)");
+    if (s.conversion.dKv < 1) bad(source, "conversion.d_kv", "must be at least 1");
+    if (s.conversion.svd != "joint" && s.conversion.svd != "split") bad(source, "conversion.svd", "must be joint or split");
+    if (s.conversion.twoNormScore != "product" && s.conversion.twoNormScore != "sum")
+      bad(source, "conversion.two_norm_score", "must be product or sum");
+    if (s.conversion.calibSequences < 1) bad(source, "conversion.calib_sequences", "must be at least 1");
+    if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
+  }
+}
+
+std::string runSpecToJson(const RunSpec& s) {
+  json j = {
+      {"version", s.version}, {"name", s.name}, {"kind", s.kind}, {"architecture", s.architecture},
+      {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
+      {"grad_accum", s.gradAccum}, {"dtype", s.dtype}, {"seed", s.seed}, {"eval_every", s.evalEvery},
+      {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
+      {"zero_init_output", s.zeroInitOutput}, {"device", s.device}, {"out_dir", s.outDir},
+      {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},
+                {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", s.data.tokenFormat},
+                {"seq_len", s.data.seqLen}, {"validation_share", s.data.validationShare},
+                {"max_corpus_bytes", s.data.maxCorpusBytes}}},
+      {"optimizer", {{"lr", s.optimizer.lr}, {"beta1", s.optimizer.beta1}, {"beta2", s.optimizer.beta2},
+                     {"eps", s.optimizer.eps}, {"weight_decay", s.optimizer.weightDecay}, {"clip", s.optimizer.clip}}},
+      {"schedule", {{"kind", s.schedule.kind}, {"warmup_steps", s.schedule.warmupSteps},
+                    {"decay_steps", s.schedule.decaySteps}, {"min_lr_ratio", s.schedule.minLrRatio}}}};
+  if (s.conversion.enabled) {
+    j["conversion"] = {{"enabled", true}, {"rope_strategy", s.conversion.ropeStrategy},
+                       {"rope_pairs", s.conversion.ropePairs}, {"d_kv", s.conversion.dKv}, {"svd", s.conversion.svd},
+                       {"two_norm_score", s.conversion.twoNormScore},
+                       {"calib_sequences", s.conversion.calibSequences}, {"calib_seq_len", s.conversion.calibSeqLen}};
+  }
+  return j.dump(2);
+}
+
+double learningRateAt(const OptimizerSpec& opt, const ScheduleSpec& sched, int step, int totalSteps) {
+  const double lr0 = opt.lr, lrMin = sched.minLrRatio * opt.lr;
+  const int warm = sched.warmupSteps;
+  if (warm > 0 && step < warm) return lr0 * static_cast<double>(step + 1) / static_cast<double>(warm);
+  if (sched.kind == "constant") return lr0;
+  if (sched.kind == "cosine") {
+    const int span = std::max(1, totalSteps - warm);
+    const double progress = std::min(1.0, static_cast<double>(step - warm) / static_cast<double>(span));
+    return lrMin + 0.5 * (lr0 - lrMin) * (1.0 + std::cos(M_PI * progress));
+  }
+  // WSD: constant until t_decay, then 1-sqrt decay over the last T_decay steps.
+  const int decay = sched.decaySteps > 0 ? sched.decaySteps : std::max(1, totalSteps / 5);
+  const int tDecay = totalSteps - decay;
+  if (step < tDecay) return lr0;
+  const double frac = std::min(1.0, static_cast<double>(step - tDecay) / static_cast<double>(decay));
+  return lrMin + (lr0 - lrMin) * (1.0 - std::sqrt(frac));
+}
+
+} // namespace latentlab

@@ -1,0 +1,28 @@
+// The embedded default: a demo workspace whose base models LatentLab
+// pre-trains itself on real English text (the Python documentation shipped
+// by Debian), with a tokenizer it trains, all cached after the first run.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "latentlab/progress.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "latentlab/train.h"
+
+namespace latentlab {
+
+// The spec that pre-trains the demo base `arch` ("demo-gqa" or "demo-mha").
+RunSpec demoPretrainSpec(const std::string& arch);
+
+// <workspace>/models/<arch>: an HF folder with tokenizer.json. Pre-trains it
+// (a run in the store, kind pretrain) when missing.
+std::filesystem::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvironment& env,
+                                     ProgressSink& progress, const CancelToken& cancel);
+
+// The experiment named `name`, created when missing.
+std::int64_t findOrCreateExperiment(RunStore& store, const std::string& name, const std::string& preset,
+                                    const std::string& description);
+
+} // namespace latentlab

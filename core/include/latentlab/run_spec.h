@@ -1,0 +1,87 @@
+// RunSpec: one versioned, typed description of a job (pre-train, fine-tune,
+// convert-then-fine-tune), with every default in this header. It is stored in
+// the run database and in every checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace latentlab {
+
+inline constexpr int kRunSpecVersion = 1;
+
+struct ConversionSpec {
+  bool enabled = false;                 // true for kind "convert-finetune"
+  std::string ropeStrategy = "2-norm";  // high | low | uniform | 2-norm | full
+  int ropePairs = 0;                    // r; 0 = d_h/16
+  int dKv = 16;                         // latent dims per KV head
+  std::string svd = "joint";            // joint | split
+  std::string twoNormScore = "product"; // product | sum
+  int calibSequences = 64;              // paper: 1024
+  int calibSeqLen = 256;                // paper: 2048
+};
+
+struct DataSpec {
+  std::string corpus = "demo";          // file, folder, .jsonl, or "demo" (the Python docs)
+  std::string textField = "text";       // for JSONL corpora
+  std::string tokenizer;                // tokenizer.json; empty = the model's, or trained for "demo"
+  int tokenizerVocab = 4096;            // when LatentLab trains the tokenizer
+  std::string tokenFormat;              // "" = tokenize text; "u16"/"u32" = pre-tokenized raw ids
+  int seqLen = 128;
+  double validationShare = 0.02;
+  std::int64_t maxCorpusBytes = 0;      // 0 = all
+};
+
+struct OptimizerSpec {
+  double lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  double clip = 1.0;                    // 0 = no clipping
+};
+
+struct ScheduleSpec {
+  std::string kind = "wsd";             // wsd | cosine | constant
+  int warmupSteps = 0;
+  int decaySteps = 0;                   // wsd: length of the final 1-sqrt decay; 0 = 20% of steps
+  double minLrRatio = 0.0;              // lr_min = ratio * lr (cosine floor / WSD end)
+};
+
+struct RunSpec {
+  int version = kRunSpecVersion;
+  std::string name;
+  std::string kind = "pretrain";        // pretrain | finetune | convert-finetune
+  std::string architecture;             // built-in shape for pretrain (e.g. "demo-gqa")
+  std::string modelDir;                 // HF folder for finetune / convert-finetune
+  std::string attention;                // from-scratch variant; empty = the architecture's own
+  ConversionSpec conversion;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  int steps = 100;
+  int microBatch = 8;
+  int gradAccum = 1;
+  std::string dtype = "auto";           // auto (fp32 on CPU, bf16 autocast on CUDA) | f32 | bf16 | f64
+  std::uint64_t seed = 0;
+  int evalEvery = 25;                   // 0 = only at the end
+  int evalBatches = 4;
+  int checkpointEvery = 50;             // 0 = only at the end
+  double initStd = 0.02;                // pretrain initialisation
+  bool zeroInitOutput = false;          // zero-init o_proj/down_proj (MLRA recipe)
+  std::string device = "cpu";
+  std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
+};
+
+// Parses and validates; throws Error(BadSpec) naming `source` and the field.
+RunSpec parseRunSpec(const std::string& json, const std::string& source);
+std::string runSpecToJson(const RunSpec& spec);
+void validateRunSpec(const RunSpec& spec, const std::string& source);
+
+// The learning rate at `step` (0-based) of `totalSteps` for this schedule:
+// linear warmup to lr, then constant, then WSD's "1-sqrt" decay
+// lr_min + (lr - lr_min) * (1 - sqrt((t - t_decay) / T_decay)), or cosine to lr_min.
+double learningRateAt(const OptimizerSpec& opt, const ScheduleSpec& sched, int step, int totalSteps);
+
+} // namespace latentlab

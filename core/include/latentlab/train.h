@@ -1,0 +1,45 @@
+// Running a training job recorded in the run store: the engine side of
+// `latentlab-engine run`. The store row holds the RunSpec; the engine sets the
+// status, writes metrics/events/artifacts, checkpoints and resumes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "latentlab/progress.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+
+namespace latentlab {
+
+// One JSON object per event (progress, log, checkpoint, eval, status), as
+// printed on stdout by `latentlab-engine run` (docs/line_protocol.md).
+using EventLineSink = std::function<void(const std::string& jsonLine)>;
+
+struct JobEnvironment {
+  std::filesystem::path workspace;        // caches/ and runs/ live here
+  std::string device;                     // overrides the spec's device when set
+  EventLineSink lines;                    // may be empty
+  bool resume = true;                     // continue from the run's last checkpoint when there is one
+};
+
+struct RunResult {
+  RunStatus status = RunStatus::Completed;
+  std::string error;                      // set when failed
+  std::int64_t steps = 0;                 // steps completed
+  std::int64_t tokens = 0;
+  double finalTrainLoss = 0;
+  std::optional<double> finalValLoss;
+  std::filesystem::path lastCheckpoint;
+  std::filesystem::path finalModel;       // HF folder of the trained model
+};
+
+// Runs store.run(runId): never throws for job failures (they become a failed
+// run with the message); throws only when the store itself is unusable.
+RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
+                 const CancelToken& cancel);
+
+} // namespace latentlab

@@ -1,0 +1,112 @@
+// evaluate: mean next-token loss and perplexity of a model over a token stream.
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "common/file_util.h"
+#include "latentlab/engine.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::int64_t> readRawTokens(const fs::path& path, const std::string& format, int vocab) {
+  MappedFile f(path);
+  std::size_t width = 0;
+  if (format == "u16") width = 2;
+  else if (format == "u32") width = 4;
+  else throw Error(ErrorCode::BadInput, "token format '" + format + "' is not u16 or u32");
+  if (f.size() % width != 0) {
+    throw Error(ErrorCode::BadData, path.string() + ": size " + std::to_string(f.size()) +
+                " is not a multiple of " + std::to_string(width) + " bytes (" + format + " ids)");
+  }
+  std::vector<std::int64_t> ids(f.size() / width);
+  const auto* p = reinterpret_cast<const unsigned char*>(f.data());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::uint32_t v = 0;
+    for (std::size_t b = 0; b < width; ++b) v |= static_cast<std::uint32_t>(p[i * width + b]) << (8 * b);
+    if (v >= static_cast<std::uint32_t>(vocab)) {
+      throw Error(ErrorCode::BadData, path.string() + ": token " + std::to_string(v) + " at index " +
+                  std::to_string(i) + " is outside the model's vocabulary (" + std::to_string(vocab) + ")");
+    }
+    ids[i] = v;
+  }
+  return ids;
+}
+
+} // namespace
+
+std::vector<std::int64_t> tokenizeForModel(const fs::path& modelDir, const fs::path& textFile);
+
+EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const CancelToken& cancel) {
+  return withTorchErrors("eval", [&]() {
+    if (opts.seqLen < 1) throw Error(ErrorCode::BadInput, "--seq-len must be at least 1");
+    if (opts.batchSize < 1) throw Error(ErrorCode::BadInput, "--batch must be at least 1");
+    const auto device = parseDevice(opts.device);
+    LoadReport report;
+    auto model = loadModel(opts.model, device, toTorch(opts.dtype), &report);
+    const int vocab = model->config().vocabSize;
+    std::vector<std::int64_t> ids;
+    if (!opts.tokenFile.empty()) {
+      ids = readRawTokens(opts.tokenFile, opts.tokenFormat, vocab);
+    } else if (!opts.textFile.empty()) {
+      ids = tokenizeForModel(opts.model, opts.textFile);
+    } else {
+      throw Error(ErrorCode::BadInput, "eval needs --text FILE or --tokens FILE");
+    }
+    if (opts.maxTokens > 0 && static_cast<std::int64_t>(ids.size()) > opts.maxTokens + 1) {
+      ids.resize(static_cast<std::size_t>(opts.maxTokens + 1));
+    }
+    if (ids.size() < 2) {
+      throw Error(ErrorCode::BadData, "the evaluation stream has " + std::to_string(ids.size()) +
+                  " tokens; at least 2 are needed");
+    }
+    // Non-overlapping windows of seqLen+1 tokens with stride seqLen: every
+    // token after the first is predicted exactly once.
+    const std::int64_t n = static_cast<std::int64_t>(ids.size());
+    const std::int64_t L = opts.seqLen;
+    auto all = torch::tensor(ids, torch::kInt64);
+    const std::int64_t fullWindows = (n - 1) / L;
+    double lossSum = 0.0;
+    std::int64_t predicted = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto lastReport = t0;
+    torch::NoGradGuard noGrad;
+    auto evalWindows = [&](const torch::Tensor& windows) {
+      auto logits = model->forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
+      auto targets = windows.narrow(1, 1, windows.size(1) - 1).to(device);
+      auto loss = torch::nn::functional::cross_entropy(
+          logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), targets.reshape({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      lossSum += loss.item<double>();
+      predicted += targets.numel();
+    };
+    for (std::int64_t w = 0; w < fullWindows; w += opts.batchSize) {
+      throwIfCancelled(cancel, "eval");
+      const std::int64_t b = std::min<std::int64_t>(opts.batchSize, fullWindows - w);
+      auto starts = (torch::arange(b, torch::kInt64) + w) * L;             // (b,)
+      auto index = starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64).unsqueeze(0);  // (b, L+1)
+      evalWindows(all.index({index}));
+      const auto now = std::chrono::steady_clock::now();
+      if (now - lastReport > std::chrono::milliseconds(250)) {
+        progress.progress("eval", static_cast<double>(w + b), static_cast<double>(fullWindows), "");
+        lastReport = now;
+      }
+    }
+    const std::int64_t tail = (n - 1) - fullWindows * L;   // predicted tokens left over
+    if (tail > 0) evalWindows(all.narrow(0, fullWindows * L, tail + 1).unsqueeze(0));
+    progress.progress("eval", static_cast<double>(fullWindows), static_cast<double>(fullWindows), "");
+    EvalResult r;
+    r.tokens = predicted;
+    r.meanLoss = lossSum / static_cast<double>(predicted);
+    r.perplexity = std::exp(r.meanLoss);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.tokensPerSecond = static_cast<double>(predicted) / std::max(r.seconds, 1e-9);
+    return r;
+  });
+}
+
+} // namespace latentlab

@@ -1,0 +1,33 @@
+// The attention interface every variant implements (original MHA/GQA,
+// MHA2MLA-converted, and the from-scratch latent variants), so the decoder
+// layer is one code path for all of them.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "model/kv_cache.h"
+#include "model/rope.h"
+
+namespace latentlab {
+
+struct AttentionContext {
+  RopeTables* rope = nullptr;
+  std::int64_t startPos = 0;     // position of the first token of x
+  LayerCache* cache = nullptr;   // decode cache of this layer, or null (training)
+};
+
+class AttentionModule : public torch::nn::Module {
+public:
+  // x: (B, T, d) -> (B, T, d)
+  virtual torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) = 0;
+};
+
+// Scaled dot-product attention over (B, H, Tq, D) queries and (B, Hk, Tk, D)
+// keys/values with causal masking aligned to the end (the queries are the last
+// Tq of Tk positions). Hk may divide H (GQA).
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              double scale);
+
+} // namespace latentlab

@@ -1,0 +1,121 @@
+// Llama-family decoder modules.
+#include "model/llama.h"
+
+#include <cmath>
+
+namespace latentlab {
+namespace F = torch::nn::functional;
+
+RmsNormImpl::RmsNormImpl(int dim, double eps) : m_eps(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  // fp32 statistics (fp64 stays fp64), result cast back like HF's LlamaRMSNorm.
+  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto xf = x.to(compute);
+  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  xf = xf * torch::rsqrt(var + m_eps);
+  return weight * xf.to(x.scalar_type());
+}
+
+LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias) {
+  gate_proj = register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
+  up_proj = register_module("up_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
+  down_proj = register_module("down_proj", torch::nn::Linear(torch::nn::LinearOptions(intermediate, hidden).bias(bias)));
+}
+
+torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
+  return down_proj(F::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaAttention::LlamaAttention(const ModelConfig& cfg)
+    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim) {
+  const int d = cfg.hiddenSize, q = cfg.numHeads * cfg.headDim, kv = cfg.numKvHeads * cfg.headDim;
+  q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(d, q).bias(cfg.attentionBias)));
+  k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
+  v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
+  o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(q, d).bias(cfg.oProjBias)));
+}
+
+torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  const auto B = x.size(0), T = x.size(1);
+  auto q = q_proj(x).view({B, T, m_heads, m_headDim}).transpose(1, 2);     // (B, nh, T, hd)
+  auto k = k_proj(x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
+  auto v = v_proj(x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
+  auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
+  q = applyRope(q, cos, sin);
+  k = applyRope(k, cos, sin);
+  if (ctx.cache != nullptr) {
+    k = ctx.cache->append(0, k);                                           // (B, nkv, past+T, hd)
+    v = ctx.cache->append(1, v);
+  }
+  auto out = causalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(m_headDim)));
+  return o_proj(out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention) {
+  self_attn = register_module("self_attn", std::move(attention));
+  mlp = register_module("mlp", LlamaMlp(cfg.hiddenSize, cfg.intermediateSize, cfg.mlpBias));
+  input_layernorm = register_module("input_layernorm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  auto h = x + self_attn->forward(input_layernorm(x), ctx);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocabSize, cfg.hiddenSize));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int i = 0; i < cfg.numLayers; ++i) layers->push_back(DecoderLayer(cfg, factory(cfg, i)));
+  norm = register_module("norm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
+}
+
+CausalLm::CausalLm(const ModelConfig& cfg, const AttentionFactory& factory)
+    : m_cfg(cfg), m_rope(cfg.headDim, cfg.ropeTheta) {
+  model = register_module("model", LlamaBackbone(cfg, factory));
+  if (!cfg.tieWordEmbeddings) {
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
+  }
+}
+
+DecoderLayer CausalLm::layer(int i) const {
+  return DecoderLayer(model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i)));
+}
+
+torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
+  auto x = model->embed_tokens(ids);                                        // (B, T, d)
+  AttentionContext ctx;
+  ctx.rope = &m_rope;
+  ctx.startPos = cache != nullptr ? cache->length() : 0;
+  for (int i = 0; i < m_cfg.numLayers; ++i) {
+    ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
+    x = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i))->forward(x, ctx);
+  }
+  if (cache != nullptr) {
+    for (int i = 0; i < m_cfg.numLayers; ++i) cache->layer(i).advance(ids.size(1));
+  }
+  return model->norm(x);
+}
+
+torch::Tensor CausalLm::logitsFromHidden(const torch::Tensor& h) {
+  if (lm_head) return lm_head(h);
+  return F::linear(h, model->embed_tokens->weight);
+}
+
+torch::Tensor CausalLm::forward(const torch::Tensor& ids, KvCache* cache) {
+  return logitsFromHidden(hidden(ids, cache));
+}
+
+torch::Tensor languageModelLoss(CausalLm& model, const torch::Tensor& windows) {
+  const auto T = windows.size(1) - 1;
+  auto inputs = windows.narrow(1, 0, T);
+  auto targets = windows.narrow(1, 1, T);
+  auto logits = model.forward(inputs);                                      // (B, T, V)
+  if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);  // loss in fp32 under bf16
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+} // namespace latentlab

@@ -1,0 +1,99 @@
+// The Llama-family decoder (algorithms.md §1): pre-norm blocks, fp32 RMSNorm,
+// SwiGLU MLP, causal attention with GQA, HF rotate_half RoPE, optional tied LM
+// head. Modules are named like the HF checkpoint keys, so named_parameters()
+// is the key table ("model.layers.0.self_attn.q_proj.weight", ...).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+
+#include "latentlab/model_config.h"
+#include "model/attention.h"
+#include "model/kv_cache.h"
+#include "model/rope.h"
+
+namespace latentlab {
+
+class RmsNormImpl : public torch::nn::Module {
+public:
+  RmsNormImpl(int dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+private:
+  double m_eps;
+};
+TORCH_MODULE(RmsNorm);
+
+class LlamaMlpImpl : public torch::nn::Module {
+public:
+  LlamaMlpImpl(int hidden, int intermediate, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(LlamaMlp);
+
+// Original MHA/GQA attention.
+class LlamaAttention : public AttentionModule {
+public:
+  explicit LlamaAttention(const ModelConfig& cfg);
+  torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+private:
+  int m_heads, m_kvHeads, m_headDim;
+};
+
+using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const ModelConfig&, int layer)>;
+// LlamaAttention for original configs, the converted MLA module when cfg.mla is set.
+std::shared_ptr<AttentionModule> makeAttention(const ModelConfig& cfg, int layer);
+
+class DecoderLayerImpl : public torch::nn::Module {
+public:
+  DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention);
+  torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx);
+  std::shared_ptr<AttentionModule> self_attn;
+  LlamaMlp mlp{nullptr};
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// "model": embeddings, layers, final norm.
+class LlamaBackboneImpl : public torch::nn::Module {
+public:
+  LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory);
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(LlamaBackbone);
+
+class CausalLm : public torch::nn::Module {
+public:
+  explicit CausalLm(const ModelConfig& cfg, const AttentionFactory& factory = makeAttention);
+
+  // ids (B, T) int64 -> logits (B, T, V). With a cache, positions continue
+  // after the cached tokens and the cache grows by T.
+  torch::Tensor forward(const torch::Tensor& ids, KvCache* cache = nullptr);
+  torch::Tensor hidden(const torch::Tensor& ids, KvCache* cache = nullptr);  // (B, T, d) after the final norm
+  torch::Tensor logitsFromHidden(const torch::Tensor& h);
+
+  const ModelConfig& config() const { return m_cfg; }
+  RopeTables& rope() { return m_rope; }
+  DecoderLayer layer(int i) const;
+  int numLayers() const { return m_cfg.numLayers; }
+
+  LlamaBackbone model{nullptr};
+  torch::nn::Linear lm_head{nullptr};   // null when tied to the embedding
+
+private:
+  ModelConfig m_cfg;
+  RopeTables m_rope;
+};
+
+// Mean next-token cross-entropy of windows (B, T+1): inputs [:, :-1], targets [:, 1:].
+torch::Tensor languageModelLoss(CausalLm& model, const torch::Tensor& windows);
+
+} // namespace latentlab

@@ -1,0 +1,66 @@
+// Key table of Llama-family and MHA2MLA-converted checkpoints.
+#include "model/weight_table.h"
+
+namespace latentlab {
+
+std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
+  using S = std::vector<std::int64_t>;
+  const std::int64_t d = c.hiddenSize, dh = c.headDim, nh = c.numHeads, nkv = c.numKvHeads;
+  const std::int64_t I = c.intermediateSize, V = c.vocabSize;
+  std::vector<ExpectedTensor> out;
+  out.push_back({"model.embed_tokens.weight", S{V, d}});
+  for (int l = 0; l < c.numLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.";
+    out.push_back({a + "q_proj.weight", S{nh * dh, d}});
+    if (c.attentionBias) out.push_back({a + "q_proj.bias", S{nh * dh}});
+    if (!c.mla) {
+      out.push_back({a + "k_proj.weight", S{nkv * dh, d}});
+      out.push_back({a + "v_proj.weight", S{nkv * dh, d}});
+      if (c.attentionBias) {
+        out.push_back({a + "k_proj.bias", S{nkv * dh}});
+        out.push_back({a + "v_proj.bias", S{nkv * dh}});
+      }
+    } else {
+      const std::int64_t r2 = 2 * c.mla->ropePairs, nope = dh - r2, lat = nkv * c.mla->dKv;
+      out.push_back({a + "k_rope_proj.weight", S{nkv * r2, d}});
+      if (c.attentionBias) out.push_back({a + "k_rope_proj.bias", S{nkv * r2}});
+      if (c.mla->svdMethod == "split") {
+        out.push_back({a + "k_down.weight", S{lat, d}});
+        out.push_back({a + "v_down.weight", S{lat, d}});
+        out.push_back({a + "k_up.weight", S{nkv * nope, lat}});
+        out.push_back({a + "v_up.weight", S{nkv * dh, lat}});
+        if (c.attentionBias) {
+          out.push_back({a + "k_up.bias", S{nkv * nope}});
+          out.push_back({a + "v_up.bias", S{nkv * dh}});
+        }
+      } else {
+        out.push_back({a + "kv_down.weight", S{lat, d}});
+        out.push_back({a + "kv_up.weight", S{nkv * nope + nkv * dh, lat}});
+        if (c.attentionBias) out.push_back({a + "kv_up.bias", S{nkv * nope + nkv * dh}});
+      }
+    }
+    out.push_back({a + "o_proj.weight", S{d, nh * dh}});
+    if (c.oProjBias) out.push_back({a + "o_proj.bias", S{d}});
+    const std::string m = p + "mlp.";
+    out.push_back({m + "gate_proj.weight", S{I, d}});
+    out.push_back({m + "up_proj.weight", S{I, d}});
+    out.push_back({m + "down_proj.weight", S{d, I}});
+    if (c.mlpBias) {
+      out.push_back({m + "gate_proj.bias", S{I}});
+      out.push_back({m + "up_proj.bias", S{I}});
+      out.push_back({m + "down_proj.bias", S{d}});
+    }
+    out.push_back({p + "input_layernorm.weight", S{d}});
+    out.push_back({p + "post_attention_layernorm.weight", S{d}});
+  }
+  out.push_back({"model.norm.weight", S{d}});
+  if (!c.tieWordEmbeddings) out.push_back({"lm_head.weight", S{V, d}});
+  return out;
+}
+
+bool isIgnorableKey(const std::string& name) {
+  return name.find("rotary_emb.inv_freq") != std::string::npos;
+}
+
+} // namespace latentlab

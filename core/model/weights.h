@@ -1,0 +1,42 @@
+// Loading a CausalLm from an HF folder by key table (every key mapped, every
+// shape checked, nothing left unloaded, extras reported) and saving it back.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/hf_checkpoint.h"
+#include "model/llama.h"
+
+namespace latentlab {
+
+struct LoadReport {
+  int loaded = 0;
+  std::vector<std::string> unusedKeys;     // in the checkpoint, not in the model
+};
+
+// Checks the checkpoint against expectedTensors(cfg) (names, shapes, float
+// dtypes) without copying weights; throws Error(BadCheckpoint) naming the
+// folder and the tensor. Returns the unused keys.
+std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt);
+
+// Copies every parameter of `model` from the checkpoint (converting dtype).
+LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt);
+
+// Opens `dir`, builds the model for its config and loads it on device/dtype.
+std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Device device,
+                                    torch::ScalarType dtype, LoadReport* report = nullptr);
+
+// Writes config.json + safetensors for the model (parameters cast to saveDType).
+void saveModel(CausalLm& model, const std::filesystem::path& dir, DType saveDType,
+               const std::map<std::string, std::string>& metadata = {}, std::uint64_t maxShardBytes = 0);
+
+// Tensor copy of a checkpoint entry (CPU, the file's dtype).
+torch::Tensor readTensor(const HfCheckpoint::Entry& entry);
+
+} // namespace latentlab

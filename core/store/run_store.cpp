@@ -1,0 +1,330 @@
+// RunStore: opening and migrating the file; experiments, runs and status
+// transitions, events, artifacts and tags. Metrics live in metric_store.cpp.
+#include <nlohmann/json.hpp>
+
+#include "latentlab/error.h"
+#include "store/run_store_impl.h"
+#include "store/schema.h"
+
+namespace latentlab {
+
+namespace {
+
+constexpr const char* kRunColumns =
+    "id, experiment_id, name, kind, status, spec_json, device, created_at, started_at, finished_at, "
+    "error, summary_json, pid, heartbeat_at";
+
+void requireJson(std::string_view json, const char* field) {
+  if (!nlohmann::json::accept(json)) {
+    throw Error(ErrorCode::BadInput, std::string(field) + ": not valid JSON",
+                "Pass a JSON document (an object such as {} at least).");
+  }
+}
+
+void requireText(std::string_view text, const char* field) {
+  if (text.empty()) throw Error(ErrorCode::BadInput, std::string(field) + ": must not be empty");
+}
+
+RunRecord readRun(const Statement& st, const std::filesystem::path& dbPath) {
+  RunRecord r;
+  r.id = st.columnInt(0);
+  r.experimentId = st.columnOptInt(1);
+  r.name = st.columnText(2);
+  r.kind = st.columnText(3);
+  try {
+    r.status = parseRunStatus(st.columnText(4));
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Store, dbPath.string() + ": run " + std::to_string(r.id) + ": " + e.message());
+  }
+  r.specJson = st.columnText(5);
+  r.device = st.columnText(6);
+  r.createdAt = st.columnDouble(7);
+  r.startedAt = st.columnOptDouble(8);
+  r.finishedAt = st.columnOptDouble(9);
+  r.error = st.columnText(10);
+  r.summaryJson = st.columnText(11);
+  r.pid = st.columnOptInt(12);
+  r.heartbeatAt = st.columnOptDouble(13);
+  return r;
+}
+
+bool transitionAllowed(RunStatus from, RunStatus to) {
+  if (from == to) return true;
+  if (isTerminal(from) && isTerminal(to)) return false;  // e.g. completed must not become crashed
+  if (from == RunStatus::Queued && to == RunStatus::Completed) return false;
+  return true;
+}
+
+} // namespace
+
+const char* runStatusName(RunStatus status) {
+  switch (status) {
+    case RunStatus::Queued: return "queued";
+    case RunStatus::Running: return "running";
+    case RunStatus::Completed: return "completed";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Cancelled: return "cancelled";
+    case RunStatus::Crashed: return "crashed";
+  }
+  return "unknown";
+}
+
+RunStatus parseRunStatus(std::string_view name) {
+  for (RunStatus s : {RunStatus::Queued, RunStatus::Running, RunStatus::Completed, RunStatus::Failed,
+                      RunStatus::Cancelled, RunStatus::Crashed}) {
+    if (name == runStatusName(s)) return s;
+  }
+  throw Error(ErrorCode::BadInput, "status: unknown run status '" + std::string(name) + "'",
+              "Use one of queued, running, completed, failed, cancelled, crashed.");
+}
+
+bool isTerminal(RunStatus status) { return status != RunStatus::Queued && status != RunStatus::Running; }
+
+double storeNow() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+void RunStore::Impl::runNotFound(std::int64_t runId) const {
+  throw Error(ErrorCode::Store, db.path().string() + ": run " + std::to_string(runId) + " not found",
+              "The run may have been deleted; refresh the run list.");
+}
+
+void RunStore::Impl::requireRun(std::int64_t runId) {
+  Statement st(db, "SELECT 1 FROM runs WHERE id = ?", "look up run");
+  if (!st.bind(1, runId).step()) runNotFound(runId);
+}
+
+RunStore::RunStore(const std::filesystem::path& path) : m_impl(std::make_shared<Impl>(path)) {
+  migrateStore(m_impl->db, storeMigrations());
+}
+
+RunStore::~RunStore() = default;
+RunStore::RunStore(RunStore&&) noexcept = default;
+RunStore& RunStore::operator=(RunStore&&) noexcept = default;
+
+const std::filesystem::path& RunStore::path() const { return m_impl->db.path(); }
+
+int RunStore::schemaVersion() const {
+  return static_cast<int>(m_impl->db.queryInt("PRAGMA user_version", "read schema version"));
+}
+
+int RunStore::latestSchemaVersion() { return latestStoreVersion(); }
+
+std::string RunStore::integrityCheck() const {
+  Statement st(m_impl->db, "PRAGMA integrity_check", "integrity check");
+  std::string report;
+  while (st.step()) {
+    if (!report.empty()) report += "\n";
+    report += st.columnText(0);
+  }
+  return report;
+}
+
+std::int64_t RunStore::createExperiment(std::string_view name, std::string_view preset,
+                                        std::string_view description) {
+  requireText(name, "experiment name");
+  Statement st(m_impl->db, "INSERT INTO experiments(name, preset, description, created_at) VALUES (?, ?, ?, ?)",
+               "create experiment");
+  st.bind(1, name).bind(2, preset).bind(3, description).bind(4, storeNow()).run();
+  return m_impl->db.lastInsertId();
+}
+
+ExperimentRecord RunStore::experiment(std::int64_t id) const {
+  Statement st(m_impl->db, "SELECT id, name, preset, description, created_at FROM experiments WHERE id = ?",
+               "read experiment");
+  if (!st.bind(1, id).step()) {
+    throw Error(ErrorCode::Store, path().string() + ": experiment " + std::to_string(id) + " not found");
+  }
+  return {st.columnInt(0), st.columnText(1), st.columnText(2), st.columnText(3), st.columnDouble(4)};
+}
+
+std::vector<ExperimentRecord> RunStore::listExperiments() const {
+  Statement st(m_impl->db, "SELECT id, name, preset, description, created_at FROM experiments ORDER BY id",
+               "list experiments");
+  std::vector<ExperimentRecord> out;
+  while (st.step()) {
+    out.push_back({st.columnInt(0), st.columnText(1), st.columnText(2), st.columnText(3), st.columnDouble(4)});
+  }
+  return out;
+}
+
+bool RunStore::deleteExperiment(std::int64_t id) {
+  Statement st(m_impl->db, "DELETE FROM experiments WHERE id = ?", "delete experiment");
+  st.bind(1, id).run();
+  return m_impl->db.changes() > 0;
+}
+
+std::int64_t RunStore::createRun(std::optional<std::int64_t> experimentId, std::string_view name,
+                                 std::string_view kind, std::string_view specJson, std::string_view device) {
+  requireText(name, "run name");
+  requireText(kind, "run kind");
+  if (specJson.empty()) specJson = "{}";
+  requireJson(specJson, "run spec_json");
+  if (experimentId) {
+    Statement check(m_impl->db, "SELECT 1 FROM experiments WHERE id = ?", "look up experiment");
+    if (!check.bind(1, *experimentId).step()) {
+      throw Error(ErrorCode::Store,
+                  path().string() + ": experiment " + std::to_string(*experimentId) + " not found");
+    }
+  }
+  Statement st(m_impl->db,
+               "INSERT INTO runs(experiment_id, name, kind, status, spec_json, device, created_at) "
+               "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
+               "create run");
+  st.bind(1, experimentId).bind(2, name).bind(3, kind).bind(4, specJson).bind(5, device).bind(6, storeNow()).run();
+  return m_impl->db.lastInsertId();
+}
+
+RunRecord RunStore::run(std::int64_t id) const {
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?";
+  Statement st(m_impl->db, sql.c_str(), "read run");
+  if (!st.bind(1, id).step()) m_impl->runNotFound(id);
+  return readRun(st, path());
+}
+
+std::vector<RunRecord> RunStore::listRuns(const RunFilter& filter) const {
+  std::string sql = std::string("SELECT ") + kRunColumns +
+                    " FROM runs WHERE (?1 IS NULL OR experiment_id = ?1) AND (?2 IS NULL OR status = ?2)"
+                    " AND (?3 IS NULL OR id IN (SELECT run_id FROM tags WHERE tag = ?3)) ORDER BY id";
+  Statement st(m_impl->db, sql.c_str(), "list runs");
+  st.bind(1, filter.experimentId);
+  if (filter.status) st.bind(2, std::string_view(runStatusName(*filter.status)));
+  if (filter.tag) st.bind(3, std::string_view(*filter.tag));
+  std::vector<RunRecord> out;
+  while (st.step()) out.push_back(readRun(st, path()));
+  return out;
+}
+
+void RunStore::setStatus(std::int64_t id, RunStatus status, std::optional<std::string> error) {
+  SqliteDb& db = m_impl->db;
+  Transaction tx(db, Transaction::Kind::Immediate);
+  RunStatus from = run(id).status;
+  if (!transitionAllowed(from, status)) {
+    throw Error(ErrorCode::Store,
+                path().string() + ": run " + std::to_string(id) + ": cannot change status from " +
+                    runStatusName(from) + " to " + runStatusName(status),
+                "A finished run keeps its outcome; queue it again (status queued) to rerun it.");
+  }
+  if (from == status) {  // same status: keep the times, update the error if one is given
+    if (error) {
+      Statement st(db, "UPDATE runs SET error = ? WHERE id = ?", "set run error");
+      st.bind(1, std::string_view(*error)).bind(2, id).run();
+    }
+    tx.commit();
+    return;
+  }
+  const char* sql = nullptr;
+  if (status == RunStatus::Queued) {
+    sql = "UPDATE runs SET status = ?2, started_at = NULL, finished_at = NULL, error = ?3, pid = NULL, "
+          "heartbeat_at = NULL WHERE id = ?1 AND ?4 IS NOT NULL";
+  } else if (status == RunStatus::Running) {
+    sql = "UPDATE runs SET status = ?2, started_at = coalesce(started_at, ?4), finished_at = NULL, error = ?3 "
+          "WHERE id = ?1";
+  } else {
+    sql = "UPDATE runs SET status = ?2, finished_at = ?4, error = ?3 WHERE id = ?1";
+  }
+  Statement st(db, sql, "set run status");
+  st.bind(1, id).bind(2, std::string_view(runStatusName(status))).bind(4, storeNow());
+  if (error) st.bind(3, std::string_view(*error));
+  st.run();
+  tx.commit();
+}
+
+void RunStore::setSummary(std::int64_t id, std::string_view summaryJson) {
+  requireJson(summaryJson, "run summary_json");
+  Statement st(m_impl->db, "UPDATE runs SET summary_json = ? WHERE id = ?", "set run summary");
+  st.bind(1, summaryJson).bind(2, id).run();
+  if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
+}
+
+void RunStore::setPid(std::int64_t id, std::optional<std::int64_t> pid) {
+  Statement st(m_impl->db, "UPDATE runs SET pid = ?, heartbeat_at = ? WHERE id = ?", "set run pid");
+  st.bind(1, pid).bind(2, storeNow()).bind(3, id).run();
+  if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
+}
+
+void RunStore::heartbeat(std::int64_t id) {
+  Statement st(m_impl->db, "UPDATE runs SET heartbeat_at = ? WHERE id = ?", "heartbeat");
+  st.bind(1, storeNow()).bind(2, id).run();
+  if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
+}
+
+bool RunStore::deleteRun(std::int64_t id) {
+  Statement st(m_impl->db, "DELETE FROM runs WHERE id = ?", "delete run");
+  st.bind(1, id).run();
+  return m_impl->db.changes() > 0;
+}
+
+std::int64_t RunStore::addEvent(std::int64_t runId, std::string_view kind, std::string_view message,
+                                std::string_view dataJson) {
+  requireText(kind, "event kind");
+  if (!dataJson.empty()) requireJson(dataJson, "event data_json");
+  m_impl->requireRun(runId);
+  Statement st(m_impl->db, "INSERT INTO events(run_id, time, kind, message, data_json) VALUES (?, ?, ?, ?, ?)",
+               "add event");
+  st.bind(1, runId).bind(2, storeNow()).bind(3, kind).bind(4, message);
+  if (!dataJson.empty()) st.bind(5, dataJson);
+  st.run();
+  return m_impl->db.lastInsertId();
+}
+
+std::vector<EventRecord> RunStore::listEvents(std::int64_t runId, std::int64_t afterId) const {
+  Statement st(m_impl->db,
+               "SELECT id, run_id, time, kind, message, data_json FROM events WHERE run_id = ? AND id > ? ORDER BY id",
+               "list events");
+  st.bind(1, runId).bind(2, afterId);
+  std::vector<EventRecord> out;
+  while (st.step()) {
+    out.push_back({st.columnInt(0), st.columnInt(1), st.columnDouble(2), st.columnText(3), st.columnText(4),
+                   st.columnText(5)});
+  }
+  return out;
+}
+
+std::int64_t RunStore::addArtifact(std::int64_t runId, std::string_view kind, std::string_view artifactPath,
+                                   std::optional<std::int64_t> step, std::int64_t bytes) {
+  requireText(kind, "artifact kind");
+  requireText(artifactPath, "artifact path");
+  m_impl->requireRun(runId);
+  Statement st(m_impl->db,
+               "INSERT INTO artifacts(run_id, kind, path, step, created_at, bytes) VALUES (?, ?, ?, ?, ?, ?)",
+               "add artifact");
+  st.bind(1, runId).bind(2, kind).bind(3, artifactPath).bind(4, step).bind(5, storeNow()).bind(6, bytes).run();
+  return m_impl->db.lastInsertId();
+}
+
+std::vector<ArtifactRecord> RunStore::listArtifacts(std::int64_t runId) const {
+  Statement st(m_impl->db,
+               "SELECT id, run_id, kind, path, step, created_at, bytes FROM artifacts WHERE run_id = ? ORDER BY id",
+               "list artifacts");
+  st.bind(1, runId);
+  std::vector<ArtifactRecord> out;
+  while (st.step()) {
+    out.push_back({st.columnInt(0), st.columnInt(1), st.columnText(2), st.columnText(3), st.columnOptInt(4),
+                   st.columnDouble(5), st.columnInt(6)});
+  }
+  return out;
+}
+
+void RunStore::addTag(std::int64_t runId, std::string_view tag) {
+  requireText(tag, "tag");
+  m_impl->requireRun(runId);
+  Statement st(m_impl->db, "INSERT OR IGNORE INTO tags(run_id, tag) VALUES (?, ?)", "add tag");
+  st.bind(1, runId).bind(2, tag).run();
+}
+
+void RunStore::removeTag(std::int64_t runId, std::string_view tag) {
+  Statement st(m_impl->db, "DELETE FROM tags WHERE run_id = ? AND tag = ?", "remove tag");
+  st.bind(1, runId).bind(2, tag).run();
+}
+
+std::vector<std::string> RunStore::tags(std::int64_t runId) const {
+  Statement st(m_impl->db, "SELECT tag FROM tags WHERE run_id = ? ORDER BY tag", "list tags");
+  st.bind(1, runId);
+  std::vector<std::string> out;
+  while (st.step()) out.push_back(st.columnText(0));
+  return out;
+}
+
+} // namespace latentlab

@@ -1,0 +1,212 @@
+// SQLite connection, statements and transactions; every error becomes
+// latentlab::Error naming the database file, the operation and SQLite's words.
+#include "store/sqlite_db.h"
+
+#include <cmath>
+#include <limits>
+#include <sqlite3.h>
+#include <system_error>
+
+#include "latentlab/error.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hintFor(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+      return "The disk (or the database size limit) is full. Free space and retry; "
+             "the last transaction was rolled back and stored runs are intact.";
+    case SQLITE_NOTADB:
+      return "The file exists but is not an SQLite database. Choose another workspace file.";
+    case SQLITE_CORRUPT:
+      return "The database is damaged. Restore it from a backup or copy out what "
+             "`sqlite3 FILE .recover` can read.";
+    case SQLITE_CANTOPEN:
+      return "Check that the folder exists, is writable, and that the path is not a folder.";
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      return "The file or its folder is read-only; check permissions.";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return "Another process held the database lock longer than the busy timeout; retry.";
+    case SQLITE_IOERR:
+      return "The operating system reported an I/O error; check the disk.";
+    default:
+      return {};
+  }
+}
+
+} // namespace
+
+SqliteDb::SqliteDb(const fs::path& path) : m_path(path) {
+  if (path.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) {
+      throw Error(ErrorCode::Io, path.string() + ": cannot create folder " + path.parent_path().string() + ": " +
+                                     ec.message(),
+                  "Choose a writable location for the workspace database.");
+    }
+  }
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(m_db);
+    m_db = nullptr;
+    throw Error(ErrorCode::Store, path.string() + ": cannot open database: " + msg, hintFor(rc));
+  }
+  sqlite3_extended_result_codes(m_db, 1);
+  sqlite3_busy_timeout(m_db, kBusyTimeoutMs);
+  try {
+    // journal_mode answers with the mode in effect; anything but WAL means the
+    // file system refused it (or the file is not a database: that throws).
+    Statement wal(*this, "PRAGMA journal_mode=WAL", "enable WAL");
+    std::string mode = wal.step() ? wal.columnText(0) : std::string();
+    if (mode != "wal") {
+      throw Error(ErrorCode::Store, path.string() + ": cannot enable WAL journaling (mode is '" + mode + "')",
+                  "Put the workspace on a local file system that supports shared memory.");
+    }
+    // mmap and a 32 MB page cache: chart reads of long series scan tens of MB.
+    exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; "
+         "PRAGMA mmap_size=268435456;",
+         "configure connection");
+  } catch (...) {
+    sqlite3_close_v2(m_db);
+    m_db = nullptr;
+    throw;
+  }
+}
+
+SqliteDb::~SqliteDb() {
+  if (m_db != nullptr) sqlite3_close_v2(m_db);
+}
+
+void SqliteDb::exec(const char* sql, std::string_view what) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(m_db, sql, nullptr, nullptr, &err);
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) fail(rc, what);
+}
+
+std::int64_t SqliteDb::queryInt(const char* sql, std::string_view what) {
+  Statement st(*this, sql, what);
+  return st.step() ? st.columnInt(0) : 0;
+}
+
+std::int64_t SqliteDb::lastInsertId() const { return sqlite3_last_insert_rowid(m_db); }
+
+int SqliteDb::changes() const { return sqlite3_changes(m_db); }
+
+void SqliteDb::fail(int rc, std::string_view what) const {
+  std::string msg = m_path.string() + ": " + std::string(what) + ": ";
+  msg += m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
+  msg += " (";
+  msg += sqlite3_errstr(rc);
+  msg += ")";
+  throw Error(ErrorCode::Store, msg, hintFor(rc));
+}
+
+Statement::Statement(SqliteDb& db, const char* sql, std::string_view what) : m_db(&db), m_what(what) {
+  int rc = sqlite3_prepare_v2(db.handle(), sql, -1, &m_stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(m_stmt);
+    m_stmt = nullptr;
+    db.fail(rc, m_what);
+  }
+}
+
+Statement::~Statement() {
+  if (m_stmt != nullptr) sqlite3_finalize(m_stmt);
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : m_db(other.m_db), m_stmt(other.m_stmt), m_what(std::move(other.m_what)) {
+  other.m_stmt = nullptr;
+}
+
+Statement& Statement::bind(int index, std::int64_t v) {
+  sqlite3_bind_int64(m_stmt, index, v);
+  return *this;
+}
+
+Statement& Statement::bind(int index, double v) {
+  if (std::isnan(v)) sqlite3_bind_null(m_stmt, index);
+  else sqlite3_bind_double(m_stmt, index, v);
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view v) {
+  // A default string_view has data() == nullptr, which SQLite would bind as NULL.
+  sqlite3_bind_text(m_stmt, index, v.data() != nullptr ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Statement& Statement::bind(int index, const std::optional<std::int64_t>& v) {
+  return v ? bind(index, *v) : bindNull(index);
+}
+
+Statement& Statement::bind(int index, const std::optional<double>& v) { return v ? bind(index, *v) : bindNull(index); }
+
+Statement& Statement::bindNull(int index) {
+  sqlite3_bind_null(m_stmt, index);
+  return *this;
+}
+
+bool Statement::step() {
+  int rc = sqlite3_step(m_stmt);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  sqlite3_reset(m_stmt);
+  m_db->fail(rc, m_what);
+}
+
+void Statement::reset() {
+  sqlite3_reset(m_stmt);
+  sqlite3_clear_bindings(m_stmt);
+}
+
+bool Statement::isNull(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
+
+std::int64_t Statement::columnInt(int col) const { return sqlite3_column_int64(m_stmt, col); }
+
+double Statement::columnDouble(int col) const {
+  return isNull(col) ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(m_stmt, col);
+}
+
+std::string Statement::columnText(int col) const {
+  const unsigned char* text = sqlite3_column_text(m_stmt, col);
+  if (text == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(m_stmt, col)));
+}
+
+std::optional<std::int64_t> Statement::columnOptInt(int col) const {
+  if (isNull(col)) return std::nullopt;
+  return columnInt(col);
+}
+
+std::optional<double> Statement::columnOptDouble(int col) const {
+  if (isNull(col)) return std::nullopt;
+  return sqlite3_column_double(m_stmt, col);
+}
+
+Transaction::Transaction(SqliteDb& db, Kind kind) : m_db(db) {
+  m_db.exec(kind == Kind::Immediate ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
+}
+
+Transaction::~Transaction() {
+  // SQLite may already have rolled back (e.g. after SQLITE_FULL): check first.
+  if (!m_done && sqlite3_get_autocommit(m_db.handle()) == 0) {
+    sqlite3_exec(m_db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void Transaction::commit() {
+  m_db.exec("COMMIT", "commit");
+  m_done = true;
+}
+
+} // namespace latentlab

@@ -1,0 +1,94 @@
+// Thin RAII layer over the sqlite3 C API for the run store: one connection,
+// prepared statements, transactions, and errors that name the database file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace latentlab {
+
+// One configured connection (WAL, synchronous=NORMAL, busy_timeout,
+// foreign_keys=ON). Not thread-safe: used by one thread.
+class SqliteDb {
+public:
+  static constexpr int kBusyTimeoutMs = 5000;
+
+  explicit SqliteDb(const std::filesystem::path& path);  // throws Error(Store / Io)
+  ~SqliteDb();
+  SqliteDb(const SqliteDb&) = delete;
+  SqliteDb& operator=(const SqliteDb&) = delete;
+
+  sqlite3* handle() const { return m_db; }
+  const std::filesystem::path& path() const { return m_path; }
+
+  // Runs one or more statements without results.
+  void exec(const char* sql, std::string_view what);
+  std::int64_t queryInt(const char* sql, std::string_view what);
+  std::int64_t lastInsertId() const;
+  int changes() const;
+
+  // Throws Error(Store) "<db>: <what>: <sqlite message> (<code name>)" + hint.
+  [[noreturn]] void fail(int rc, std::string_view what) const;
+
+private:
+  std::filesystem::path m_path;
+  sqlite3* m_db = nullptr;
+};
+
+// A prepared statement; bind indices start at 1. step() returns true for a
+// row, false when done, and throws (after resetting) on error.
+class Statement {
+public:
+  Statement(SqliteDb& db, const char* sql, std::string_view what);
+  ~Statement();
+  Statement(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  Statement& operator=(Statement&&) = delete;
+
+  Statement& bind(int index, std::int64_t v);
+  Statement& bind(int index, double v);  // NaN binds NULL
+  Statement& bind(int index, std::string_view v);
+  Statement& bind(int index, const std::optional<std::int64_t>& v);
+  Statement& bind(int index, const std::optional<double>& v);
+  Statement& bindNull(int index);
+
+  bool step();
+  void run() { step(); reset(); }  // a statement without rows
+  void reset();                     // also clears bindings
+
+  bool isNull(int col) const;
+  std::int64_t columnInt(int col) const;
+  double columnDouble(int col) const;  // NULL reads as NaN
+  std::string columnText(int col) const;
+  std::optional<std::int64_t> columnOptInt(int col) const;
+  std::optional<double> columnOptDouble(int col) const;
+
+private:
+  SqliteDb* m_db;
+  sqlite3_stmt* m_stmt = nullptr;
+  std::string m_what;
+};
+
+// BEGIN [IMMEDIATE] ... COMMIT; rolls back in the destructor unless committed.
+class Transaction {
+public:
+  enum class Kind { Deferred, Immediate };
+  explicit Transaction(SqliteDb& db, Kind kind = Kind::Immediate);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+private:
+  SqliteDb& m_db;
+  bool m_done = false;
+};
+
+} // namespace latentlab

@@ -1,0 +1,260 @@
+// runJob: the training loop of one run, top to bottom: read the spec, prepare
+// data, build the model, (resume,) train with AdamW + schedule, evaluate,
+// checkpoint, and record everything in the run store.
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "data/batch_loader.h"
+#include "latentlab/error.h"
+#include "latentlab/kv_budget.h"
+#include "latentlab/train.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+#include "train/checkpoint.h"
+#include "train/data_pipeline.h"
+#include "train/model_builder.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void emit(const JobEnvironment& env, const json& j) {
+  if (env.lines) env.lines(j.dump());
+}
+
+torch::Tensor toTensor(const Batch& b, torch::Device device) {
+  return torch::from_blob(const_cast<std::int64_t*>(b.ids.data()), {b.rows, b.cols}, torch::kInt64).to(device);
+}
+
+// Parameters with two or more dims get weight decay; norms and biases do not.
+std::vector<torch::optim::OptimizerParamGroup> paramGroups(CausalLm& model, double weightDecay) {
+  std::vector<torch::Tensor> decay, noDecay;
+  for (auto& p : model.parameters()) (p.dim() >= 2 ? decay : noDecay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto optsDecay = std::make_unique<torch::optim::AdamWOptions>();
+  optsDecay->weight_decay(weightDecay);
+  auto optsNo = std::make_unique<torch::optim::AdamWOptions>();
+  optsNo->weight_decay(0.0);
+  groups.emplace_back(decay, std::move(optsDecay));
+  groups.emplace_back(noDecay, std::move(optsNo));
+  return groups;
+}
+
+double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device) {
+  torch::NoGradGuard noGrad;
+  model.eval();
+  val.restore(LoaderPosition{0, 0, val.position().seed});
+  double sum = 0;
+  for (int i = 0; i < batches; ++i) sum += languageModelLoss(model, toTensor(val.next(), device)).item<double>();
+  model.train();
+  return sum / batches;
+}
+
+struct Trainer {
+  RunStore& store;
+  std::int64_t runId;
+  const JobEnvironment& env;
+  ProgressSink& progress;
+  const CancelToken& cancel;
+  RunSpec spec;
+  fs::path runDir;
+
+  RunResult run();
+};
+
+RunResult Trainer::run() {
+  RunResult result;
+  const torch::Device device = parseDevice(env.device.empty() ? spec.device : env.device);
+  const bool cuda = device.is_cuda();
+  torch::ScalarType paramType = spec.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
+  const bool autocastBf16 = spec.dtype == "bf16" || (spec.dtype == "auto" && cuda);
+
+  // 1. Data.
+  PreparedData data = prepareData(spec.data, spec.modelDir, env.workspace / "cache", progress, cancel);
+  LoaderOptions lo;
+  lo.batchSize = spec.microBatch;
+  lo.seqLen = spec.data.seqLen;
+  lo.validationShare = spec.data.validationShare;
+  lo.seed = spec.seed;
+  BatchLoader train(data.shard, Split::Train, lo);
+  std::optional<BatchLoader> val;
+  if (spec.data.validationShare > 0) {
+    LoaderOptions vo = lo;
+    vo.shuffle = false;
+    val.emplace(data.shard, Split::Validation, vo);
+  }
+
+  // 2. Model and optimiser.
+  json notes;
+  auto model = buildModelForRun(spec, data.vocabSize, data.shard, device, paramType, progress, cancel, notes);
+  model->train();
+  torch::optim::AdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
+                                torch::optim::AdamWOptions(spec.optimizer.lr)
+                                    .betas({spec.optimizer.beta1, spec.optimizer.beta2})
+                                    .eps(spec.optimizer.eps));
+  std::vector<torch::Tensor> params = model->parameters();
+  const ModelConfig& cfg = model->config();
+  const KvBudget kv = currentKvBudget(cfg, autocastBf16 ? DType::BF16 : fromTorch(paramType));
+
+  // 3. Resume.
+  TrainerState state;
+  if (env.resume) {
+    if (auto ckpt = latestCheckpoint(runDir)) {
+      state = loadCheckpoint(*ckpt, *model, optimizer);
+      train.restore(state.data);
+      result.lastCheckpoint = *ckpt;
+      progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
+      store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
+      emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
+    }
+  }
+
+  MetricWriter metrics = store.metricWriter(runId);
+  const std::int64_t tokensPerStep = static_cast<std::int64_t>(spec.microBatch) * spec.gradAccum * spec.data.seqLen;
+  const auto wallStart = Clock::now();
+  const double wallOffset = state.wallSeconds;
+  auto wallNow = [&] { return wallOffset + std::chrono::duration<double>(Clock::now() - wallStart).count(); };
+  double lastLoss = 0;
+  auto checkpoint = [&]() {
+    state.data = train.position();
+    state.wallSeconds = wallNow();
+    result.lastCheckpoint = saveCheckpoint(runDir, *model, optimizer, state, runSpecToJson(spec));
+    store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
+    metrics.flush();
+    emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
+  };
+  auto runEval = [&]() {
+    if (!val) return;
+    const double v = evaluateLoss(*model, *val, spec.evalBatches, device);
+    metrics.add("val/loss", state.step, state.tokens, wallNow(), v);
+    if (!state.bestValLoss || v < *state.bestValLoss) state.bestValLoss = v;
+    result.finalValLoss = v;
+    emit(env, {{"event", "eval"}, {"step", state.step}, {"val_loss", v}});
+  };
+  if (state.step == 0 && val) runEval();  // the loss right after build/conversion
+
+  // 4. Train.
+  Batch batch;
+  auto lastReport = Clock::now() - std::chrono::seconds(1);
+  while (state.step < spec.steps) {
+    if (cancel.requested()) {
+      checkpoint();
+      result.status = RunStatus::Cancelled;
+      break;
+    }
+    const auto t0 = Clock::now();
+    const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer.zero_grad();
+    double lossSum = 0;
+    for (int micro = 0; micro < spec.gradAccum; ++micro) {
+      train.next(batch);
+      auto windows = toTensor(batch, device);
+      torch::Tensor loss;
+      if (autocastBf16) {
+        at::autocast::set_autocast_enabled(device.type(), true);
+        at::autocast::set_autocast_dtype(device.type(), torch::kBFloat16);
+        loss = languageModelLoss(*model, windows);
+        at::autocast::set_autocast_enabled(device.type(), false);
+        at::autocast::clear_cache();
+      } else {
+        loss = languageModelLoss(*model, windows);
+      }
+      (loss / spec.gradAccum).backward();
+      lossSum += loss.item<double>();
+    }
+    const double trainLoss = lossSum / spec.gradAccum;
+    const double gradNorm = torch::nn::utils::clip_grad_norm_(
+        params, spec.optimizer.clip > 0 ? spec.optimizer.clip : std::numeric_limits<double>::infinity());
+    if (!std::isfinite(trainLoss) || !std::isfinite(gradNorm)) {
+      metrics.flush();
+      result.status = RunStatus::Failed;
+      result.error = std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
+                     std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1) + "; last good checkpoint: " +
+                     (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string());
+      break;
+    }
+    optimizer.step();
+    state.step += 1;
+    state.tokens += tokensPerStep;
+    lastLoss = trainLoss;
+    const double stepSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double tokPerSec = static_cast<double>(tokensPerStep) / std::max(stepSeconds, 1e-9);
+    const double wall = wallNow();
+    metrics.add("train/loss", state.step, state.tokens, wall, trainLoss);
+    metrics.add("lr", state.step, state.tokens, wall, lr);
+    metrics.add("grad_norm", state.step, state.tokens, wall, gradNorm);
+    metrics.add("tokens_per_s", state.step, state.tokens, wall, tokPerSec);
+    metrics.add("tokens", state.step, state.tokens, wall, static_cast<double>(state.tokens));
+    if (spec.evalEvery > 0 && state.step % spec.evalEvery == 0 && state.step < spec.steps) runEval();
+    if (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps) {
+      lastReport = Clock::now();
+      progress.progress("train", static_cast<double>(state.step), spec.steps,
+                        "loss " + std::to_string(trainLoss).substr(0, 6));
+      emit(env, {{"event", "progress"}, {"step", state.step}, {"steps", spec.steps}, {"tokens", state.tokens},
+                 {"loss", trainLoss}, {"lr", lr}, {"grad_norm", gradNorm}, {"tokens_per_s", tokPerSec}});
+      store.heartbeat(runId);
+    }
+    if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint();
+  }
+  if (result.status == RunStatus::Completed) {
+    runEval();
+    checkpoint();
+    result.finalModel = result.lastCheckpoint / "model";
+  }
+  metrics.flush();
+  result.steps = state.step;
+  result.tokens = state.tokens;
+  result.finalTrainLoss = lastLoss;
+  json summary = {{"steps", state.step},
+                  {"tokens", state.tokens},
+                  {"final_train_loss", lastLoss},
+                  {"parameters", notes.value("parameters", json(nullptr))},
+                  {"kv_bytes_per_token", kv.bytesPerToken},
+                  {"kv_elements_per_token", kv.perToken},
+                  {"kv_saving", kv.saving},
+                  {"wall_seconds", wallNow()},
+                  {"tokens_per_s", wallNow() > 0 ? static_cast<double>(state.tokens) / wallNow() : 0.0},
+                  {"checkpoint", result.lastCheckpoint.string()},
+                  {"notes", notes}};
+  if (result.finalValLoss) summary["final_val_loss"] = *result.finalValLoss;
+  if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
+  store.setSummary(runId, summary.dump());
+  return result;
+}
+
+} // namespace
+
+RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
+                 const CancelToken& cancel) {
+  RunRecord rec = store.run(runId);
+  RunResult result;
+  store.setPid(runId, static_cast<std::int64_t>(::getpid()));
+  store.setStatus(runId, RunStatus::Running);
+  emit(env, {{"event", "status"}, {"run", runId}, {"status", "running"}});
+  try {
+    RunSpec spec = parseRunSpec(rec.specJson, "run " + std::to_string(runId) + " spec");
+    fs::path runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
+    Trainer t{store, runId, env, progress, cancel, spec, runDir};
+    result = withTorchErrors("run " + std::to_string(runId), [&] { return t.run(); });
+  } catch (const Error& e) {
+    result.status = e.code() == ErrorCode::Cancelled ? RunStatus::Cancelled : RunStatus::Failed;
+    result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
+  }
+  store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
+  if (!result.error.empty()) store.addEvent(runId, "error", result.error);
+  store.setPid(runId, std::nullopt);
+  json st = {{"event", "status"}, {"run", runId}, {"status", runStatusName(result.status)}};
+  if (!result.error.empty()) st["error"] = result.error;
+  emit(env, st);
+  return result;
+}
+
+} // namespace latentlab

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs LatentLab's Debian 12 build and test dependencies (run as root or
+# with sudo). LibTorch itself comes from the torch wheel: see setup-venv.sh.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  python3 python3-venv python3-pip
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6svg6-dev libgl-dev
+  libsqlite3-dev nlohmann-json3-dev googletest libgtest-dev
+  xvfb xauth
+  python3.11-doc        # the demo corpus: the Python documentation's reST sources
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps-debian: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "deps-debian: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

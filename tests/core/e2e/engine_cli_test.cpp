@@ -1,0 +1,140 @@
+// The engine binary as the GUI and users drive it: --help on every verb,
+// field-naming errors for bad specs, and a run killed with SIGKILL that
+// resumes to exactly the uninterrupted run's losses.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "../train/train_test_util.h"
+#include "latentlab/run_store.h"
+#include "test_support.h"
+
+namespace latentlab::test {
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kEngine = LATENTLAB_ENGINE_EXE;
+
+void writeFile(const fs::path& p, const std::string& s) {
+  std::ofstream out(p);
+  out << s;
+}
+
+pid_t spawnEngine(const std::vector<std::string>& args, const fs::path& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    ::dup2(fileno(f), 1);
+    ::dup2(fileno(f), 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(kEngine.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(kEngine.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+} // namespace
+
+TEST(EngineCli, EveryVerbHasHelp) {
+  for (const char* verb : {"inspect", "eval", "init", "run", "runs", "demo", "devices"}) {
+    std::string out;
+    EXPECT_EQ(runCommand(shellQuote(kEngine) + " " + verb + " --help", &out), 0) << verb;
+    EXPECT_NE(out.find("usage"), std::string::npos) << verb << ": " << out;
+  }
+  std::string out;
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " --help", &out), 0);
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " frobnicate", &out), 1);
+  EXPECT_NE(out.find("unknown verb"), std::string::npos);
+}
+
+TEST(EngineCli, BadSpecNamesTheFieldAndCreatesNoRun) {
+  fs::path dir = scratchDir("badspec");
+  writeFile(dir / "bad.json", R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":"fast"}})");
+  std::string out;
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "bad.json").string()) + " --db " +
+                           shellQuote((dir / "runs.db").string()), &out), 1);
+  EXPECT_NE(out.find("optimizer.lr"), std::string::npos) << out;
+  RunStore store(dir / "runs.db");
+  EXPECT_TRUE(store.listRuns().empty());
+  writeFile(dir / "arch.json", R"({"kind":"pretrain","architecture":"gpt-5"})");
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "arch.json").string()) + " --db " +
+                           shellQuote((dir / "runs.db").string()), &out), 1);
+  EXPECT_NE(out.find("gpt-5"), std::string::npos) << out;
+}
+
+TEST(EngineCli, KilledRunKeepsItsMetricsAndResumesToTheSameLosses) {
+  fs::path dir = scratchDir("kill9");
+  RunSpec spec = tinyPretrainSpec(120);
+  spec.data.validationShare = 0.0;
+  spec.checkpointEvery = 20;
+  writeFile(dir / "spec.json", runSpecToJson(spec));
+  const std::string db = (dir / "runs.db").string();
+
+  // The reference: the same spec, uninterrupted.
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --quiet --db " +
+                           shellQuote(db), &out), 0) << out;
+
+  pid_t pid = spawnEngine({"run", (dir / "spec.json").string(), "--quiet", "--db", db}, dir / "killed.log");
+  std::int64_t victim = 2;
+  {
+    RunStore store(dir / "runs.db");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto last = store.lastStep(victim, "train/loss");
+      if (last && *last >= 50) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  RunStore store(dir / "runs.db");
+  EXPECT_EQ(store.integrityCheck(), "ok");
+  auto last = store.lastStep(victim, "train/loss");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_GE(*last, 40);
+  EXPECT_LT(*last, 120);
+  EXPECT_EQ(store.run(victim).status, RunStatus::Running);  // the GUI marks it crashed
+
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " run --quiet --db " + shellQuote(db) + " --run 2", &out), 0) << out;
+  EXPECT_NE(out.find("resumed at step"), std::string::npos) << out;
+  auto a = seriesValues(store, 1, "train/loss");
+  auto b = seriesValues(store, victim, "train/loss");
+  ASSERT_EQ(a.size(), 120u);
+  ASSERT_EQ(b.size(), 120u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_EQ(store.run(victim).status, RunStatus::Completed);
+}
+
+TEST(EngineCli, InspectAndEvalOnASmolLm135mShapedCheckpoint) {
+  fs::path dir = scratchDir("smol135");
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " init --arch smollm-135m --dtype bf16 --out " + shellQuote((dir / "m").string()), &out), 0) << out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " inspect --json " + shellQuote((dir / "m").string()), &out), 0) << out;
+  EXPECT_NE(out.find("\"kv_elements_per_token\": 11520"), std::string::npos) << out;  // 2*3*64*30
+  EXPECT_NE(out.find("\"layers\": 30"), std::string::npos);
+  // A token file of 600 ids for eval.
+  std::vector<std::uint16_t> ids(600);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::uint16_t>((i * 7919) % 49152);
+  {
+    std::ofstream f(dir / "ids.u16", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
+  }
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " eval --quiet --json --seq-len 128 --tokens " + shellQuote((dir / "ids.u16").string()) +
+                           " " + shellQuote((dir / "m").string()), &out), 0) << out;
+  EXPECT_NE(out.find("\"tokens\":599"), std::string::npos) << out;
+  // Random weights: the loss is near ln(49152) = 10.8.
+  EXPECT_NE(out.find("\"loss\":10."), std::string::npos) << out;
+}
+
+} // namespace latentlab::test

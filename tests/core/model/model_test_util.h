@@ -1,0 +1,80 @@
+// Helpers for model tests: tiny configs, random weights, raw file I/O.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "latentlab/model_config.h"
+#include "model/llama.h"
+
+namespace latentlab::test {
+
+struct TinyShape {
+  int hidden = 64;
+  int heads = 4;
+  int kvHeads = 2;
+  int layers = 2;
+  int inter = 96;
+  int vocab = 128;
+  bool tied = false;
+  bool attentionBias = false;
+  bool mlpBias = false;
+  std::string modelType = "llama";
+};
+
+inline ModelConfig tinyConfig(const TinyShape& s) {
+  ModelConfig c;
+  c.modelType = s.modelType;
+  c.architecture = s.modelType == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  c.hiddenSize = s.hidden;
+  c.numHeads = s.heads;
+  c.numKvHeads = s.kvHeads;
+  c.headDim = s.hidden / s.heads;
+  c.numLayers = s.layers;
+  c.intermediateSize = s.inter;
+  c.vocabSize = s.vocab;
+  c.tieWordEmbeddings = s.tied;
+  c.attentionBias = s.attentionBias || s.modelType == "qwen2";
+  c.oProjBias = s.modelType == "qwen2" ? false : s.attentionBias;
+  c.mlpBias = s.mlpBias;
+  c.rmsNormEps = 1e-5;
+  c.maxPositionEmbeddings = 4096;
+  return c;
+}
+
+// A model with weights large enough that every layer shapes the logits.
+inline std::shared_ptr<CausalLm> randomModel(const ModelConfig& cfg, torch::ScalarType dtype, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  auto m = std::make_shared<CausalLm>(cfg);
+  m->to(dtype);
+  torch::NoGradGuard g;
+  for (auto& p : m->named_parameters()) {
+    if (p.key().find("norm") != std::string::npos) p.value().uniform_(0.5, 1.5);
+    else p.value().normal_(0.0, 0.1);
+  }
+  m->eval();
+  return m;
+}
+
+inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+inline void writeRaw(const std::filesystem::path& p, const torch::Tensor& t) {
+  auto c = t.contiguous();
+  std::ofstream out(p, std::ios::binary);
+  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+}
+
+inline torch::Tensor readRawFloat(const std::filesystem::path& p, std::vector<std::int64_t> shape) {
+  auto t = torch::empty(shape, torch::kFloat32);
+  std::ifstream in(p, std::ios::binary);
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 4));
+  return in.gcount() == t.numel() * 4 ? t : torch::Tensor();
+}
+
+} // namespace latentlab::test

@@ -1,0 +1,225 @@
+// Save/load round trips, sharding, half-precision files, and bad input that
+// must fail with a message naming the file and the problem.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/hf_checkpoint.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+#include "test_support.h"
+
+namespace latentlab::test {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::shared_ptr<CausalLm> savedTiny(const fs::path& dir, TinyShape s = {}, DType dtype = DType::F32) {
+  auto model = randomModel(tinyConfig(s), torch::kFloat32, 11);
+  saveModel(*model, dir, dtype);
+  return model;
+}
+
+// Expects fn to throw latentlab::Error whose message contains every needle.
+template <typename Fn>
+void expectError(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error was thrown";
+  } catch (const Error& e) {
+    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << "message: " << e.message() << "\nmissing: " << n;
+  }
+}
+
+std::string readAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+// Rewrites the JSON header of a safetensors file with `edit` (keeping the data).
+void editHeader(const fs::path& file, const std::function<void(json&)>& edit) {
+  std::string bytes = readAll(file);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  json h = json::parse(bytes.substr(8, n));
+  edit(h);
+  std::string text = h.dump();
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  writeAll(file, len + text + bytes.substr(8 + n));
+}
+
+void editConfig(const fs::path& dir, const std::function<void(json&)>& edit) {
+  json c = json::parse(readAll(dir / "config.json"));
+  edit(c);
+  writeAll(dir / "config.json", c.dump(2));
+}
+
+} // namespace
+
+TEST(CheckpointIo, SaveThenLoadGivesIdenticalLogits) {
+  for (TinyShape s : {TinyShape{}, TinyShape{.kvHeads = 4, .tied = true}, TinyShape{.attentionBias = true, .mlpBias = true},
+                      TinyShape{.kvHeads = 1, .modelType = "qwen2"}}) {
+    fs::path dir = scratchDir("roundtrip") / "m";
+    auto model = savedTiny(dir, s);
+    auto loaded = loadModel(dir, torch::kCPU, torch::kFloat32);
+    auto ids = torch::randint(0, s.vocab, {2, 33}, torch::kInt64);
+    torch::NoGradGuard g;
+    EXPECT_TRUE(torch::equal(model->forward(ids), loaded->forward(ids)));
+    EXPECT_EQ(loaded->config().tieWordEmbeddings, s.tied);
+    EXPECT_EQ(loaded->config().modelType, s.modelType);
+  }
+}
+
+TEST(CheckpointIo, ShardedCheckpointLoadsLikeUnsharded) {
+  auto model = randomModel(tinyConfig({}), torch::kFloat32, 5);
+  fs::path base = scratchDir("sharded");
+  saveModel(*model, base / "single", DType::F32);
+  saveModel(*model, base / "sharded", DType::F32, {}, /*maxShardBytes=*/20000);
+  ASSERT_TRUE(fs::exists(base / "sharded" / "model.safetensors.index.json"));
+  HfCheckpoint ck(base / "sharded");
+  EXPECT_GT(ck.files().size(), 3u);
+  auto a = loadModel(base / "single", torch::kCPU, torch::kFloat32);
+  auto b = loadModel(base / "sharded", torch::kCPU, torch::kFloat32);
+  auto ids = torch::randint(0, 128, {1, 40}, torch::kInt64);
+  torch::NoGradGuard g;
+  EXPECT_TRUE(torch::equal(a->forward(ids), b->forward(ids)));
+}
+
+TEST(CheckpointIo, HfShardedCheckpointLoads) {
+  ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
+  fs::path base = scratchDir("hf-sharded");
+  std::string log;
+  ASSERT_EQ(runPython("hf_llama.py", {"make", (base / "one").string()}, &log), 0) << log;
+  ASSERT_EQ(runPython("hf_llama.py", {"make", (base / "many").string(), "--max-shard-size", "30KB"}, &log), 0) << log;
+  ASSERT_TRUE(fs::exists(base / "many" / "model.safetensors.index.json"));
+  auto a = loadModel(base / "one", torch::kCPU, torch::kFloat32);
+  auto b = loadModel(base / "many", torch::kCPU, torch::kFloat32);
+  auto ids = torch::randint(0, 128, {1, 40}, torch::kInt64);
+  torch::NoGradGuard g;
+  EXPECT_TRUE(torch::equal(a->forward(ids), b->forward(ids)));
+}
+
+TEST(CheckpointIo, HalfPrecisionFilesLoadWithinDtypeTolerance) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    fs::path dir = scratchDir("half") / "m";
+    auto model = savedTiny(dir, {}, dt);
+    EXPECT_EQ(inspectModel(dir).weightDType, dt);
+    auto loaded = loadModel(dir, torch::kCPU, torch::kFloat32);
+    // Every weight equals the original rounded to the file's dtype.
+    auto want = model->named_parameters();
+    for (const auto& p : loaded->named_parameters()) {
+      auto rounded = want[p.key()].to(dt == DType::BF16 ? torch::kBFloat16 : torch::kFloat16).to(torch::kFloat32);
+      EXPECT_TRUE(torch::equal(p.value(), rounded)) << p.key();
+    }
+    auto ids = torch::randint(0, 128, {1, 32}, torch::kInt64);
+    torch::NoGradGuard g;
+    const double tol = dt == DType::BF16 ? 0.1 : 0.02;
+    EXPECT_LT(maxAbsDiff(model->forward(ids), loaded->forward(ids)), tol);
+  }
+}
+
+TEST(CheckpointIo, InspectReportsKvCacheOfSmolLm135mShape) {
+  ModelConfig c = tinyConfig({});
+  c.numLayers = 30; c.numHeads = 9; c.numKvHeads = 3; c.hiddenSize = 576; c.headDim = 64;
+  c.intermediateSize = 64; c.vocabSize = 64; c.tieWordEmbeddings = true;
+  fs::path dir = scratchDir("smol-shape") / "m";
+  initModel(c, dir, 0, DType::BF16);
+  auto s = inspectModel(dir);
+  EXPECT_EQ(s.kv.perToken, 2 * 3 * 64 * 30);
+  EXPECT_EQ(s.kv.bytesPerToken, 2 * 3 * 64 * 30 * 2);
+  EXPECT_EQ(s.parameters, countParameters(c));
+}
+
+TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
+  fs::path base = scratchDir("bad");
+  // Missing config.json.
+  fs::create_directories(base / "empty");
+  expectError([&] { HfCheckpoint ck(base / "empty"); }, {"config.json", "not found"});
+
+  auto fresh = [&](const std::string& name) {
+    fs::path d = base / name;
+    savedTiny(d);
+    return d;
+  };
+  // Unknown model_type.
+  fs::path d = fresh("type");
+  editConfig(d, [](json& c) { c["model_type"] = "bert"; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "model_type 'bert'"});
+  // Malformed config.json.
+  d = fresh("malformed");
+  writeAll(d / "config.json", "{\"model_type\": \"llama\", ");
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "invalid JSON"});
+  // Heads not divisible by KV heads.
+  d = fresh("heads");
+  editConfig(d, [](json& c) { c["num_key_value_heads"] = 3; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "not divisible by num_key_value_heads"});
+  // Truncated safetensors.
+  d = fresh("truncated");
+  std::string bytes = readAll(d / "model.safetensors");
+  writeAll(d / "model.safetensors", bytes.substr(0, bytes.size() - 100));
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "truncated"});
+  // Header length beyond the file size.
+  d = fresh("headerlen");
+  bytes = readAll(d / "model.safetensors");
+  bytes[6] = static_cast<char>(0x7f);
+  writeAll(d / "model.safetensors", bytes);
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "header length"});
+  // A file too short for a header.
+  d = fresh("short");
+  writeAll(d / "model.safetensors", "abc");
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "too short"});
+  // Overlapping data_offsets.
+  d = fresh("overlap");
+  editHeader(d / "model.safetensors", [](json& h) {
+    h["model.norm.weight"]["data_offsets"] = h["model.embed_tokens.weight"]["data_offsets"];
+    h["model.norm.weight"]["shape"] = h["model.embed_tokens.weight"]["shape"];
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "overlapping"});
+  // Out-of-range data_offsets.
+  d = fresh("range");
+  editHeader(d / "model.safetensors", [](json& h) {
+    h["model.norm.weight"]["data_offsets"] = json::array({100000000, 100000256});
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "model.norm.weight", "past the data section"});
+  // dtype/shape mismatch with the byte size.
+  d = fresh("bytes");
+  editHeader(d / "model.safetensors", [](json& h) { h["model.norm.weight"]["dtype"] = "F16"; });
+  expectError([&] { HfCheckpoint ck(d); }, {"model.norm.weight", "bytes"});
+  // Shape that config.json does not imply.
+  d = fresh("shape");
+  editConfig(d, [](json& c) { c["intermediate_size"] = 100; });
+  expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"mlp", "shape", "config.json implies"});
+  // Missing tensor.
+  d = fresh("missing");
+  editHeader(d / "model.safetensors", [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
+  expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"model.layers.1.mlp.up_proj.weight", "missing"});
+  // A sharded index naming a missing shard.
+  d = fresh("index");
+  writeAll(d / "model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "nope.safetensors"}})");
+  expectError([&] { HfCheckpoint ck(d); }, {"index.json", "nope.safetensors", "missing"});
+  // No weights at all.
+  d = fresh("noweights");
+  fs::remove(d / "model.safetensors");
+  expectError([&] { HfCheckpoint ck(d); }, {"no safetensors weights"});
+}
+
+TEST(CheckpointIo, SavingIntoAnExistingFolderIsRefusedAndLeavesItIntact) {
+  fs::path dir = scratchDir("exists") / "m";
+  savedTiny(dir);
+  const auto before = readAll(dir / "model.safetensors");
+  auto model = randomModel(tinyConfig({}), torch::kFloat32, 99);
+  expectError([&] { saveModel(*model, dir, DType::F32); }, {"already exists"});
+  EXPECT_EQ(readAll(dir / "model.safetensors"), before);
+}
+
+} // namespace latentlab::test

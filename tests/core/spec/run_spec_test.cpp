@@ -1,0 +1,87 @@
+// RunSpec parsing/validation and the learning-rate schedules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "latentlab/error.h"
+#include "latentlab/run_spec.h"
+
+namespace latentlab::test {
+
+namespace {
+std::string errorOf(const std::string& json) {
+  try {
+    parseRunSpec(json, "spec.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadSpec);
+    return e.message();
+  }
+  return "";
+}
+} // namespace
+
+TEST(RunSpec, RoundTripsThroughJson) {
+  RunSpec s;
+  s.kind = "convert-finetune";
+  s.modelDir = "/models/base";
+  s.conversion.enabled = true;
+  s.conversion.dKv = 8;
+  s.conversion.ropeStrategy = "uniform";
+  s.optimizer.lr = 3e-4;
+  s.schedule.kind = "cosine";
+  s.steps = 77;
+  RunSpec t = parseRunSpec(runSpecToJson(s), "x");
+  EXPECT_EQ(runSpecToJson(t), runSpecToJson(s));
+  EXPECT_EQ(t.conversion.dKv, 8);
+  EXPECT_EQ(t.steps, 77);
+}
+
+TEST(RunSpec, BadSpecsNameTheField) {
+  EXPECT_NE(errorOf(R"({"kind":"pretrain"})").find("architecture"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","steps":0})").find("steps"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","stepz":10})").find("stepz"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":-1}})").find("optimizer.lr"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","data":{"seq_len":"long"}})").find("seq_len"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"finetune"})").find("model_dir"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"train"})").find("kind"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"convert-finetune","model_dir":"m","conversion":{"rope_strategy":"middle"}})").find("conversion.rope_strategy"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"a","schedule":{"warmup_steps":500},"steps":100})").find("warmup_steps"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"version":99})").find("version"), std::string::npos);
+  EXPECT_NE(errorOf("{not json").find("invalid JSON"), std::string::npos);
+}
+
+TEST(Schedule, WsdMatchesTheOneMinusSqrtFormula) {
+  OptimizerSpec o;
+  o.lr = 1e-3;
+  ScheduleSpec s;
+  s.kind = "wsd";
+  s.warmupSteps = 10;
+  s.decaySteps = 40;
+  s.minLrRatio = 0.1;
+  const int total = 100;
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 0, total), 1e-4);          // warmup: (t+1)/warmup
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 9, total), 1e-3);
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 30, total), 1e-3);         // stable
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 59, total), 1e-3);
+  const double lrMin = 1e-4;
+  for (int t : {60, 70, 85, 99}) {
+    const double want = lrMin + (1e-3 - lrMin) * (1.0 - std::sqrt((t - 60) / 40.0));
+    EXPECT_NEAR(learningRateAt(o, s, t, total), want, 1e-15) << t;
+  }
+}
+
+TEST(Schedule, CosineReachesItsFloor) {
+  OptimizerSpec o;
+  o.lr = 2e-3;
+  ScheduleSpec s;
+  s.kind = "cosine";
+  s.warmupSteps = 0;
+  s.minLrRatio = 0.1;
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 0, 100), 2e-3);
+  EXPECT_NEAR(learningRateAt(o, s, 50, 100), 2e-4 + 0.5 * 1.8e-3, 1e-15);
+  EXPECT_NEAR(learningRateAt(o, s, 100, 100), 2e-4, 1e-15);
+  s.kind = "constant";
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 77, 100), 2e-3);
+}
+
+} // namespace latentlab::test

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Reference side of the Llama engine tests, using Hugging Face transformers.
+
+  hf_llama.py make OUT --type llama|qwen2 [--hidden 64 --layers 2 --heads 4 --kv-heads 2
+                       --inter 96 --vocab 128 --tied --attention-bias --mlp-bias
+                       --dtype float32 --max-shard-size 20KB --seed 0 --theta 10000]
+  hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
+"""
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+
+def make(a):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(a.seed)
+    common = dict(
+        vocab_size=a.vocab,
+        hidden_size=a.hidden,
+        intermediate_size=a.inter,
+        num_hidden_layers=a.layers,
+        num_attention_heads=a.heads,
+        num_key_value_heads=a.kv_heads,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=a.tied,
+        rope_theta=a.theta,
+    )
+    if a.head_dim:
+        common["head_dim"] = a.head_dim
+    if a.type == "qwen2":
+        cfg = Qwen2Config(**common)
+        model = Qwen2ForCausalLM(cfg)
+    else:
+        cfg = LlamaConfig(attention_bias=a.attention_bias, mlp_bias=a.mlp_bias, **common)
+        model = LlamaForCausalLM(cfg)
+    # Larger than the default init so that every layer matters in the logits.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, a.std)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[a.dtype]
+    model = model.to(dtype)
+    kwargs = {}
+    if a.max_shard_size:
+        kwargs["max_shard_size"] = a.max_shard_size
+    model.save_pretrained(a.out, safe_serialization=True, **kwargs)
+
+
+def logits(a):
+    from transformers import AutoModelForCausalLM
+
+    b, t = (int(x) for x in a.shape.split(","))
+    ids = np.fromfile(a.ids, dtype=np.int64).reshape(b, t)
+    model = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.from_numpy(ids)).logits.float().numpy()
+    out.astype(np.float32).tofile(a.out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("out")
+    m.add_argument("--type", default="llama")
+    m.add_argument("--hidden", type=int, default=64)
+    m.add_argument("--layers", type=int, default=2)
+    m.add_argument("--heads", type=int, default=4)
+    m.add_argument("--kv-heads", type=int, default=2)
+    m.add_argument("--head-dim", type=int, default=0)
+    m.add_argument("--inter", type=int, default=96)
+    m.add_argument("--vocab", type=int, default=128)
+    m.add_argument("--theta", type=float, default=10000.0)
+    m.add_argument("--std", type=float, default=0.1)
+    m.add_argument("--tied", action="store_true")
+    m.add_argument("--attention-bias", action="store_true")
+    m.add_argument("--mlp-bias", action="store_true")
+    m.add_argument("--dtype", default="float32")
+    m.add_argument("--max-shard-size", default="")
+    m.add_argument("--seed", type=int, default=0)
+    lg = sub.add_parser("logits")
+    lg.add_argument("dir")
+    lg.add_argument("ids")
+    lg.add_argument("out")
+    lg.add_argument("--shape", required=True)
+    a = p.parse_args()
+    {"make": make, "logits": logits}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

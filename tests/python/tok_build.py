@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+# Builds reference tokenizer.json files with Hugging Face `tokenizers`: small
+# byte-level BPE models in GPT-2, SmolLM and Llama-3 style, for the C++ tests.
+"""usage: tok_build.py STYLE VOCAB OUT.json CORPUS... [--string-merges]
+
+STYLE: gpt2 | gpt2prefix | smollm | llama3 (see build())."""
+import json
+import sys
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def build(style, vocab, corpus):
+    if style == "llama3":
+        tok = Tokenizer(models.BPE(ignore_merges=True))
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+        ])
+        specials = ["<|begin_of_text|>", "<|end_of_text|>"]
+    elif style == "smollm":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ])
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    elif style in ("gpt2", "gpt2prefix"):
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=(style == "gpt2prefix"))
+        specials = ["<|endoftext|>"]
+    else:
+        raise SystemExit("unknown style " + style)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train(corpus, trainer)
+    if style == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+            special_tokens=[("<|begin_of_text|>", bos)])
+        # Added tokens with non-default flags (special and not).
+        tok.add_special_tokens([AddedToken("<|lstrip|>", lstrip=True, normalized=False),
+                                AddedToken("<|rstrip|>", rstrip=True, normalized=False)])
+        tok.add_tokens([AddedToken("xyzzy", single_word=True), "plugh"])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.add_tokens(["<|user|>", "[NEW]"])
+    return tok
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) < 4:
+        raise SystemExit(__doc__)
+    style, vocab, out, corpus = args[0], int(args[1]), args[2], args[3:]
+    tok = build(style, vocab, corpus)
+    tok.save(out)
+    if "--string-merges" in sys.argv:  # the older "a b" form of the merges
+        with open(out, encoding="utf-8") as f:
+            j = json.load(f)
+        j["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(j, f, ensure_ascii=False)
+    print(json.dumps({"vocab_size": tok.get_vocab_size(with_added_tokens=True)}))
+
+
+if __name__ == "__main__":
+    main()
