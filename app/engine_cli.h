@@ -33,5 +33,6 @@ std::string humanBytes(double bytes);
 int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);
+int cmdConvert(int argc, char** argv);
 
 } // namespace latentlab::cli

@@ -12,13 +12,15 @@ namespace latentlab::cli {
 namespace fs = std::filesystem;
 
 int cmdDemo(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "quiet"}, {"workspace", "device", "arch"});
+  Args args(argc, argv, 2, {"help", "quiet", "base-only"}, {"workspace", "device", "arch"});
   if (args.flag("help") || !args.get("workspace")) {
     std::printf(
         "usage: latentlab-engine demo --workspace DIR [--arch demo-gqa|demo-mha] [--device D]\n\n"
         "Prepares the demo workspace offline: trains a BPE tokenizer on the Python documentation\n"
         "(Debian package python3.11-doc), tokenizes it once, pre-trains the small demo base model\n"
-        "and records every run in DIR/runs.db. Cached: a second call reuses all of it.\n");
+        "and records every run in DIR/runs.db, then converts it to MLA with three RoPE strategies\n"
+        "(d_kv 8) and fine-tunes each briefly. Cached: a second call reuses all of it.\n"
+        "  --base-only   stop after the base model\n");
     return args.flag("help") ? 0 : 1;
   }
   const fs::path ws = *args.get("workspace");
@@ -34,6 +36,27 @@ int cmdDemo(int argc, char** argv) {
   std::printf("demo base %s: %s, %.2fM parameters, %d layers, %d heads / %d KV heads, KV cache %lld elements/token\n",
               arch.c_str(), base.string().c_str(), s.parameters / 1e6, s.config.numLayers, s.config.numHeads,
               s.config.numKvHeads, static_cast<long long>(s.kv.perToken));
+  if (!args.flag("base-only")) {
+    const std::int64_t exp = findOrCreateExperiment(store, "demo: rope strategies", "rope-strategies",
+                                                    "MHA2MLA on the demo base: S_2-norm, S_high, S_uniform at d_kv 8");
+    for (const std::string strategy : {"2-norm", "high", "uniform"}) {
+      RunSpec spec = demoConvertSpec(base, strategy, 8);
+      bool done = false;
+      std::int64_t id = 0;
+      for (const auto& r : store.listRuns(RunFilter{exp, std::nullopt, std::nullopt})) {
+        if (r.name == spec.name) {
+          done = r.status == RunStatus::Completed;
+          id = r.id;
+        }
+      }
+      if (done) continue;
+      if (id == 0) id = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? "cpu" : env.device);
+      progress.log(LogLevel::Info, "run " + std::to_string(id) + ": " + spec.name);
+      RunResult r = runJob(store, id, env, progress, cancelToken());
+      if (r.status == RunStatus::Cancelled) return 2;
+      if (r.status != RunStatus::Completed) throw Error(ErrorCode::Internal, "demo run '" + spec.name + "' failed: " + r.error);
+    }
+  }
   std::printf("%-5s %-10s %-28s %10s %10s\n", "run", "status", "name", "train", "val");
   for (const auto& r : store.listRuns()) {
     std::string train = "-", val = "-";

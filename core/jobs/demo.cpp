@@ -29,6 +29,32 @@ RunSpec demoPretrainSpec(const std::string& arch) {
   return s;
 }
 
+RunSpec demoConvertSpec(const fs::path& baseDir, const std::string& ropeStrategy, int dKv) {
+  RunSpec s;
+  s.name = ropeStrategy + " d_kv " + std::to_string(dKv);
+  s.kind = "convert-finetune";
+  s.modelDir = baseDir.string();
+  s.conversion.enabled = true;
+  s.conversion.ropeStrategy = ropeStrategy;
+  s.conversion.dKv = dKv;
+  s.conversion.calibSequences = 32;
+  s.conversion.calibSeqLen = 128;
+  s.data.corpus = "demo";
+  s.data.seqLen = 128;
+  s.data.validationShare = 0.02;
+  s.steps = 60;
+  s.microBatch = 8;
+  s.optimizer.lr = 1e-3;
+  s.schedule.kind = "wsd";
+  s.schedule.warmupSteps = 5;
+  s.schedule.decaySteps = 15;
+  s.evalEvery = 20;
+  s.evalBatches = 4;
+  s.checkpointEvery = 0;
+  s.seed = 2;
+  return s;
+}
+
 std::int64_t findOrCreateExperiment(RunStore& store, const std::string& name, const std::string& preset,
                                     const std::string& description) {
   for (const auto& e : store.listExperiments()) {

@@ -3,13 +3,22 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "io/tokenizer.h"
 #include "latentlab/error.h"
 
 namespace latentlab {
 
 std::vector<std::int64_t> tokenizeForModel(const std::filesystem::path& modelDir, const std::filesystem::path& textFile) {
-  throw Error(ErrorCode::Unsupported, (modelDir / "tokenizer.json").string() +
-              ": text evaluation needs the tokenizer, which this build lacks; pass --tokens FILE");
+  const auto tokPath = modelDir / "tokenizer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(tokPath, ec)) {
+    throw Error(ErrorCode::BadData, tokPath.string() + ": not found; text evaluation needs the model's tokenizer",
+                "Copy the model's tokenizer.json into its folder, or pass --tokens FILE.");
+  }
+  Tokenizer tok = Tokenizer::fromFile(tokPath);
+  const std::string text = readTextFile(textFile);
+  std::vector<std::int32_t> ids = tok.encode(text, /*addSpecial=*/true);
+  return std::vector<std::int64_t>(ids.begin(), ids.end());
 }
 
 } // namespace latentlab

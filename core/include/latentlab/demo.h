@@ -16,6 +16,9 @@ namespace latentlab {
 // The spec that pre-trains the demo base `arch` ("demo-gqa" or "demo-mha").
 RunSpec demoPretrainSpec(const std::string& arch);
 
+// A demo-scale convert-then-fine-tune run of the demo base at `baseDir`.
+RunSpec demoConvertSpec(const std::filesystem::path& baseDir, const std::string& ropeStrategy, int dKv);
+
 // <workspace>/models/<arch>: an HF folder with tokenizer.json. Pre-trains it
 // (a run in the store, kind pretrain) when missing.
 std::filesystem::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvironment& env,

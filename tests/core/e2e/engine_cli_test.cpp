@@ -43,7 +43,7 @@ pid_t spawnEngine(const std::vector<std::string>& args, const fs::path& log) {
 } // namespace
 
 TEST(EngineCli, EveryVerbHasHelp) {
-  for (const char* verb : {"inspect", "eval", "init", "run", "runs", "demo", "devices"}) {
+  for (const char* verb : {"inspect", "eval", "init", "run", "runs", "demo", "devices", "convert"}) {
     std::string out;
     EXPECT_EQ(runCommand(shellQuote(kEngine) + " " + verb + " --help", &out), 0) << verb;
     EXPECT_NE(out.find("usage"), std::string::npos) << verb << ": " << out;

@@ -50,7 +50,14 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   auto ours = model->forward(ids);
   auto theirs = hfLogitsSized(dir, ids, vocab, &log);
   ASSERT_TRUE(theirs.defined()) << log;
-  EXPECT_LT(maxAbsDiff(ours, theirs), 1e-4) << v.name;
+  // On failure, say which side drifted: both against this model in fp64.
+  auto exact = [&] {
+    auto m64 = loadModel(dir, torch::kCPU, torch::kFloat64);
+    return m64->forward(ids);
+  };
+  EXPECT_LT(maxAbsDiff(ours, theirs), 1e-4)
+      << v.name << ": max |logit| " << theirs.abs().max().item<double>() << ", ours vs fp64 "
+      << maxAbsDiff(ours, exact()) << ", transformers vs fp64 " << maxAbsDiff(theirs, exact());
   // The late positions alone, so an error there cannot hide in the average.
   EXPECT_LT(maxAbsDiff(ours.narrow(1, 1000, 100), theirs.narrow(1, 1000, 100)), 1e-4);
 }

@@ -1,0 +1,179 @@
+// MHA2MLA conversion of an in-memory model (algorithms.md §2.1-2.2).
+#include "convert/converter.h"
+
+#include <chrono>
+#include <map>
+
+#include "convert/low_rank.h"
+#include "latentlab/error.h"
+#include "model/mla_attention.h"
+
+namespace latentlab {
+
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+torch::Tensor indexTensor(const std::vector<std::int64_t>& v, torch::Device device) {
+  return torch::tensor(v, torch::kInt64).to(device);
+}
+}  // namespace
+
+KvSettings kvSettings(const ConversionOptions& opts) {
+  KvSettings s;
+  s.method = KvMethod::Mha2Mla;
+  s.ropePairs = opts.ropePairs;
+  s.dKv = opts.dKv;
+  s.svd = opts.svd;
+  s.fullRope = opts.rope == RopeStrategy::Full;
+  s.uniformStrategy = opts.rope == RopeStrategy::Uniform;
+  return s;
+}
+
+int effectiveRopePairs(const ModelConfig& cfg, const ConversionOptions& opts) {
+  if (opts.rope == RopeStrategy::Full) return cfg.headDim / 2;
+  return opts.ropePairs > 0 ? opts.ropePairs : defaultRopePairs(cfg.headDim);
+}
+
+void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, bool haveCalibration) {
+  if (auto why = checkKvSettings(cfg, kvSettings(opts))) {
+    throw Error(ErrorCode::BadInput, "MHA2MLA conversion: " + *why,
+                cfg.mla ? "Convert the original checkpoint." : "Adjust r (rope pairs), d_kv or the strategy.");
+  }
+  if (opts.rope == RopeStrategy::TwoNorm && !haveCalibration) {
+    throw Error(ErrorCode::BadInput, "MHA2MLA conversion: S_2-norm needs calibration data",
+                "Give a calibration token file from the training data, or choose high/low/uniform.");
+  }
+}
+
+ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opts, const PairSelection& pairs) {
+  ModelConfig out = cfg;
+  MlaConversion m;
+  m.ropeStrategy = ropeStrategyName(opts.rope);
+  m.ropePairs = effectiveRopePairs(cfg, opts);
+  m.dKv = opts.dKv;
+  m.svdMethod = opts.svd == SvdMethod::Split ? "split" : "joint";
+  if (opts.rope == RopeStrategy::TwoNorm) m.twoNormScore = twoNormScoreName(opts.twoNormScore);
+  m.pairs = pairs;
+  out.mla = m;
+  out.validate("converted config");
+  return out;
+}
+
+std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
+                                              ProgressSink& progress, const CancelToken& cancel,
+                                              std::vector<double>* reconstructionError) {
+  const ModelConfig& cfg = base.config();
+  const ModelConfig mcfg = convertedConfig(cfg, opts, pairs);
+  const auto& w0 = base.model->embed_tokens->weight;
+  const auto device = w0.device();
+  const auto dtype = w0.scalar_type();
+  auto out = std::make_shared<CausalLm>(mcfg);
+  out->to(device, dtype);
+  torch::NoGradGuard noGrad;
+
+  // Everything outside self_attn is copied by name.
+  std::map<std::string, torch::Tensor> src;
+  for (const auto& p : base.named_parameters(true)) src.emplace(p.key(), p.value());
+  for (auto& p : out->named_parameters(true)) {
+    if (p.key().find(".self_attn.") != std::string::npos) continue;
+    auto it = src.find(p.key());
+    if (it == src.end() || it->second.sizes() != p.value().sizes()) {
+      throw Error(ErrorCode::Internal, "conversion: parameter '" + p.key() + "' has no original counterpart");
+    }
+    p.value().copy_(it->second);
+  }
+
+  const int nkv = cfg.numKvHeads, dh = cfg.headDim, G = cfg.kvGroupSize();
+  const int r2 = 2 * mcfg.mla->ropePairs;
+  const std::int64_t rank = static_cast<std::int64_t>(nkv) * opts.dKv;
+  if (reconstructionError != nullptr) reconstructionError->clear();
+  for (int l = 0; l < cfg.numLayers; ++l) {
+    throwIfCancelled(cancel, "conversion");
+    progress.progress("factorise", l, cfg.numLayers, "layer " + std::to_string(l));
+    auto* a = dynamic_cast<LlamaAttention*>(base.layer(l)->self_attn.get());
+    auto* m = dynamic_cast<MlaAttention*>(out->layer(l)->self_attn.get());
+    if (a == nullptr || m == nullptr) {
+      throw Error(ErrorCode::BadInput, "conversion: layer " + std::to_string(l) + " is not original MHA/GQA attention",
+                  "Convert the original checkpoint.");
+    }
+    // Row indices into q_proj / k_proj in the converted head layout.
+    std::vector<std::int64_t> qRows, kRopeRows, kNopeRows;
+    for (int g = 0; g < nkv; ++g) {
+      const auto order =
+          MlaAttention::headDimOrder(pairs[static_cast<std::size_t>(l)][static_cast<std::size_t>(g)], dh);
+      for (int j = 0; j < dh; ++j)
+        (j < r2 ? kRopeRows : kNopeRows)
+            .push_back(static_cast<std::int64_t>(g) * dh + order[static_cast<std::size_t>(j)]);
+      for (int h = g * G; h < (g + 1) * G; ++h) {
+        for (int j = 0; j < dh; ++j)
+          qRows.push_back(static_cast<std::int64_t>(h) * dh + order[static_cast<std::size_t>(j)]);
+      }
+    }
+    auto qIdx = indexTensor(qRows, device), ropeIdx = indexTensor(kRopeRows, device),
+         nopeIdx = indexTensor(kNopeRows, device);
+    m->q_proj->weight.copy_(a->q_proj->weight.index_select(0, qIdx));
+    m->k_rope_proj->weight.copy_(a->k_proj->weight.index_select(0, ropeIdx));
+    m->o_proj->weight.copy_(a->o_proj->weight);
+    if (cfg.oProjBias) m->o_proj->bias.copy_(a->o_proj->bias);
+    auto wkNope = a->k_proj->weight.index_select(0, nopeIdx);  // (nkv*nope, d)
+    auto f = factoriseKv(wkNope, a->v_proj->weight, opts.svd, rank);
+    if (opts.svd == SvdMethod::Joint) {
+      m->kv_down->weight.copy_(f.kvDown);
+      m->kv_up->weight.copy_(f.kvUp);
+    } else {
+      m->k_down->weight.copy_(f.kDown);
+      m->k_up->weight.copy_(f.kUp);
+      m->v_down->weight.copy_(f.vDown);
+      m->v_up->weight.copy_(f.vUp);
+    }
+    if (cfg.attentionBias) {
+      // W x + b = W_up (W_down x) + b: the biases move after the up-projections.
+      m->q_proj->bias.copy_(a->q_proj->bias.index_select(0, qIdx));
+      m->k_rope_proj->bias.copy_(a->k_proj->bias.index_select(0, ropeIdx));
+      auto bkNope = a->k_proj->bias.index_select(0, nopeIdx);
+      if (opts.svd == SvdMethod::Joint) {
+        m->kv_up->bias.copy_(torch::cat({bkNope, a->v_proj->bias}));
+      } else {
+        m->k_up->bias.copy_(bkNope);
+        m->v_up->bias.copy_(a->v_proj->bias);
+      }
+    }
+    if (reconstructionError != nullptr) reconstructionError->push_back(f.relError);
+  }
+  progress.progress("factorise", cfg.numLayers, cfg.numLayers, "");
+  out->train(base.is_training());
+  return out;
+}
+
+std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
+                                       const std::vector<torch::Tensor>& calibration, ProgressSink& progress,
+                                       const CancelToken& cancel, ConversionStats* stats) {
+  const ModelConfig& cfg = base.config();
+  validateConversion(cfg, opts, !calibration.empty());
+  ConversionStats local;
+  ConversionStats& s = stats != nullptr ? *stats : local;
+  PairNorms norms;
+  auto t0 = std::chrono::steady_clock::now();
+  if (opts.rope == RopeStrategy::TwoNorm) {
+    norms = calibratePairNorms(base, calibration, progress, cancel);
+    s.calibrationTokens = norms.tokens;
+  }
+  s.calibrateSeconds = secondsSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  s.pairs = selectRopePairs(cfg, opts.rope, effectiveRopePairs(cfg, opts), &norms, opts.twoNormScore);
+  s.selectSeconds = secondsSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  auto out = buildConvertedModel(base, opts, s.pairs, progress, cancel, &s.reconstructionError);
+  s.factoriseSeconds = secondsSince(t0);
+  return out;
+}
+
+std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
+                                       const std::vector<torch::Tensor>& calibration) {
+  NullProgress progress;
+  CancelToken cancel;
+  return convertModel(base, opts, calibration, progress, cancel);
+}
+
+}  // namespace latentlab

@@ -1,0 +1,58 @@
+// In-memory MHA2MLA conversion of a loaded CausalLm: validation, pair
+// selection, SVD factorisation, and the converted model (cfg.mla set).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "convert/rope_selection.h"
+#include "latentlab/kv_budget.h"
+#include "model/llama.h"
+
+namespace latentlab {
+
+struct ConversionOptions {
+  RopeStrategy rope = RopeStrategy::High;
+  int ropePairs = 0;  // r; 0 = defaultRopePairs(d_h); ignored for Full
+  int dKv = 0;        // latent dims per KV head (per factor for split)
+  SvdMethod svd = SvdMethod::Joint;
+  TwoNormScore twoNormScore = TwoNormScore::Product;
+};
+
+struct ConversionStats {
+  PairSelection pairs;
+  std::vector<double> reconstructionError;  // per layer
+  std::int64_t calibrationTokens = 0;
+  double calibrateSeconds = 0.0, selectSeconds = 0.0, factoriseSeconds = 0.0;
+};
+
+// The KV settings of the options (for checkKvSettings / computeKvBudget).
+KvSettings kvSettings(const ConversionOptions& opts);
+// r after defaults (d_h/2 for Full).
+int effectiveRopePairs(const ModelConfig& cfg, const ConversionOptions& opts);
+// Throws Error(BadInput) when the options are impossible for `cfg` (r out of
+// range, S_uniform with r not dividing d_h/2, d_kv above the available rank,
+// an already converted model, S_2-norm without calibration data).
+void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, bool haveCalibration);
+
+// The config of the converted model: cfg with the latentlab_mla block.
+ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opts, const PairSelection& pairs);
+
+// Builds the converted model from `base` (same device and dtype) with the
+// given pairs: q_proj rows reordered per head (RoPE dims first), k_rope_proj,
+// the SVD factors and biases, everything else copied.
+std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
+                                              ProgressSink& progress, const CancelToken& cancel,
+                                              std::vector<double>* reconstructionError = nullptr);
+
+// Validates, selects the pairs (calibrating on `calibration`, each (B, T)
+// int64 ids, for S_2-norm) and builds the converted model.
+std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
+                                       const std::vector<torch::Tensor>& calibration, ProgressSink& progress,
+                                       const CancelToken& cancel, ConversionStats* stats = nullptr);
+std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
+                                       const std::vector<torch::Tensor>& calibration = {});
+
+}  // namespace latentlab

@@ -1,0 +1,158 @@
+// RoPE pair selection: static lists and 2-norm calibration (algorithms.md §2.1).
+#include "convert/rope_selection.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "latentlab/error.h"
+
+namespace latentlab {
+namespace F = torch::nn::functional;
+
+RopeStrategy parseRopeStrategy(const std::string& name, const std::string& field) {
+  if (name == "high") return RopeStrategy::High;
+  if (name == "low") return RopeStrategy::Low;
+  if (name == "uniform") return RopeStrategy::Uniform;
+  if (name == "2-norm" || name == "2norm" || name == "two-norm") return RopeStrategy::TwoNorm;
+  if (name == "full" || name == "full-rope") return RopeStrategy::Full;
+  throw Error(ErrorCode::BadInput, field + ": unknown RoPE strategy '" + name + "'",
+              "Use one of high, low, uniform, 2-norm, full.");
+}
+
+const char* ropeStrategyName(RopeStrategy s) {
+  switch (s) {
+    case RopeStrategy::High:
+      return "high";
+    case RopeStrategy::Low:
+      return "low";
+    case RopeStrategy::Uniform:
+      return "uniform";
+    case RopeStrategy::TwoNorm:
+      return "2-norm";
+    case RopeStrategy::Full:
+      return "full";
+  }
+  return "?";
+}
+
+TwoNormScore parseTwoNormScore(const std::string& name, const std::string& field) {
+  if (name.empty() || name == "product") return TwoNormScore::Product;
+  if (name == "sum") return TwoNormScore::Sum;
+  throw Error(ErrorCode::BadInput, field + ": unknown 2-norm score '" + name + "'",
+              "Use product (Q·K, the official code) or sum (Q+K, the paper-era code).");
+}
+
+const char* twoNormScoreName(TwoNormScore s) {
+  return s == TwoNormScore::Sum ? "sum" : "product";
+}
+
+PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
+                             const CancelToken& cancel) {
+  const ModelConfig& cfg = model.config();
+  const int L = cfg.numLayers, nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = dh / 2;
+  if (batches.empty()) {
+    throw Error(ErrorCode::BadInput, "2-norm calibration: no calibration sequences",
+                "S_2-norm needs token ids from the training data (calibration data file).");
+  }
+  PairNorms out;
+  out.query = torch::zeros({L, nh, half}, torch::kFloat64);
+  out.key = torch::zeros({L, nkv, half}, torch::kFloat64);
+  torch::NoGradGuard noGrad;
+  const auto device = model.model->embed_tokens->weight.device();
+  // Pair norms of (B, T, H*dh) projections summed over tokens -> (H, half) fp64.
+  auto pairNormSum = [&](const torch::Tensor& proj, int heads) {
+    auto p = proj.to(torch::kFloat64).view({-1, heads, dh});       // (B*T, H, dh)
+    auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_h/2
+    return (a.square() + b.square()).sqrt().sum(0).cpu();          // (H, half)
+  };
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    throwIfCancelled(cancel, "2-norm calibration");
+    progress.progress("calibrate", static_cast<double>(i), static_cast<double>(batches.size()), "");
+    auto ids = batches[i].to(device, torch::kInt64);
+    if (ids.dim() == 1) ids = ids.unsqueeze(0);
+    auto x = model.model->embed_tokens(ids);  // (B, T, d)
+    AttentionContext ctx;
+    ctx.rope = &model.rope();
+    for (int l = 0; l < L; ++l) {
+      auto layer = model.layer(l);
+      auto* attn = dynamic_cast<LlamaAttention*>(layer->self_attn.get());
+      if (attn == nullptr) {
+        throw Error(ErrorCode::BadInput,
+                    "2-norm calibration: layer " + std::to_string(l) + " is not original MHA/GQA attention",
+                    "Calibrate the original model, not a converted one.");
+      }
+      auto h = layer->input_layernorm(x);  // attention input
+      out.query[l] += pairNormSum(attn->q_proj(h), nh);
+      out.key[l] += pairNormSum(attn->k_proj(h), nkv);
+      x = layer->forward(x, ctx);
+    }
+    out.tokens += ids.numel();
+  }
+  progress.progress("calibrate", static_cast<double>(batches.size()), static_cast<double>(batches.size()), "");
+  out.query /= static_cast<double>(out.tokens);
+  out.key /= static_cast<double>(out.tokens);
+  return out;
+}
+
+torch::Tensor twoNormScores(const PairNorms& norms, int kvHeads, TwoNormScore score) {
+  const auto L = norms.query.size(0), nh = norms.query.size(1), half = norms.query.size(2);
+  auto q = norms.query.view({L, kvHeads, nh / kvHeads, half}).sum(2);  // (L, n_kv, half)
+  return score == TwoNormScore::Product ? q * norms.key : q + norms.key;
+}
+
+PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int ropePairs, const PairNorms* norms,
+                              TwoNormScore score) {
+  const int half = cfg.headDim / 2;
+  const int r = strategy == RopeStrategy::Full ? half : ropePairs;
+  if (r < 1 || r > half) {
+    throw Error(ErrorCode::BadInput, "r = " + std::to_string(r) + " must be in [1, d_h/2 = " + std::to_string(half) +
+                                         "] frequency pairs per head");
+  }
+  std::vector<int> fixed;
+  switch (strategy) {
+    case RopeStrategy::High:
+    case RopeStrategy::Full:
+      for (int k = 0; k < r; ++k) fixed.push_back(k);
+      break;
+    case RopeStrategy::Low:
+      for (int k = half - r; k < half; ++k) fixed.push_back(k);
+      break;
+    case RopeStrategy::Uniform:
+      if (half % r != 0) {
+        throw Error(ErrorCode::BadInput, "S_uniform needs r to divide d_h/2 = " + std::to_string(half) +
+                                             " (got r = " + std::to_string(r) + ")");
+      }
+      for (int k = 0; k < half; k += half / r) fixed.push_back(k);
+      break;
+    case RopeStrategy::TwoNorm:
+      break;
+  }
+  const auto L = static_cast<std::size_t>(cfg.numLayers), nkv = static_cast<std::size_t>(cfg.numKvHeads);
+  if (strategy != RopeStrategy::TwoNorm) {
+    return PairSelection(L, std::vector<std::vector<int>>(nkv, fixed));
+  }
+  if (norms == nullptr || !norms->query.defined()) {
+    throw Error(ErrorCode::BadInput, "S_2-norm needs calibration statistics",
+                "Give calibration data (token ids from the training data).");
+  }
+  auto scores = twoNormScores(*norms, cfg.numKvHeads, score).contiguous();  // (L, n_kv, half)
+  auto acc = scores.accessor<double, 3>();
+  PairSelection out(L, std::vector<std::vector<int>>(nkv));
+  for (std::size_t l = 0; l < L; ++l) {
+    for (std::size_t g = 0; g < nkv; ++g) {
+      std::vector<int> order(static_cast<std::size_t>(half));
+      std::iota(order.begin(), order.end(), 0);
+      // Highest score first; ties keep the higher frequency (lower index).
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return acc[static_cast<std::int64_t>(l)][static_cast<std::int64_t>(g)][a] >
+               acc[static_cast<std::int64_t>(l)][static_cast<std::int64_t>(g)][b];
+      });
+      order.resize(static_cast<std::size_t>(r));
+      std::sort(order.begin(), order.end());
+      out[l][g] = order;
+    }
+  }
+  return out;
+}
+
+}  // namespace latentlab

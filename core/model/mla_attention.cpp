@@ -1,0 +1,198 @@
+// MHA2MLA attention: training forward, naive and absorbed latent-cache decode.
+#include "model/mla_attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "latentlab/error.h"
+
+namespace latentlab {
+
+namespace {
+torch::nn::Linear linear(int in, int out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+}  // namespace
+
+std::vector<int> MlaAttention::headDimOrder(const std::vector<int>& keptPairs, int headDim) {
+  const int half = headDim / 2;
+  std::vector<int> order;
+  std::vector<bool> used(static_cast<std::size_t>(headDim), false);
+  for (int p : keptPairs) order.push_back(p);
+  for (int p : keptPairs) order.push_back(p + half);
+  for (int i : order) used[static_cast<std::size_t>(i)] = true;
+  for (int i = 0; i < headDim; ++i) {
+    if (!used[static_cast<std::size_t>(i)]) order.push_back(i);
+  }
+  return order;
+}
+
+MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
+    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim) {
+  if (!cfg.mla) throw Error(ErrorCode::Internal, "MlaAttention built for a config without latentlab_mla");
+  const MlaConversion& m = *cfg.mla;
+  const int half = m_headDim / 2;
+  m_ropePairs = m.ropePairs;
+  m_nope = m_headDim - 2 * m_ropePairs;
+  m_latent = m_kvHeads * m.dKv;
+  m_split = m.svdMethod == "split";
+  if (m_ropePairs < 1 || m_ropePairs > half) {
+    throw Error(ErrorCode::BadModel, "config.json latentlab_mla.rope_pairs: " + std::to_string(m_ropePairs) +
+                                         " is outside [1, head_dim/2 = " + std::to_string(half) + "]");
+  }
+  if (layer >= static_cast<int>(m.pairs.size()) ||
+      static_cast<int>(m.pairs[static_cast<std::size_t>(layer)].size()) != m_kvHeads) {
+    throw Error(ErrorCode::BadModel, "config.json latentlab_mla.pairs: no pair list for layer " +
+                                         std::to_string(layer) + " and each of its " + std::to_string(m_kvHeads) +
+                                         " KV heads");
+  }
+  m_pairs = m.pairs[static_cast<std::size_t>(layer)];
+  std::vector<std::int64_t> cols;
+  for (const auto& kept : m_pairs) {
+    if (static_cast<int>(kept.size()) != m_ropePairs) {
+      throw Error(ErrorCode::BadModel, "config.json latentlab_mla.pairs: layer " + std::to_string(layer) + " lists " +
+                                           std::to_string(kept.size()) + " pairs for a KV head, rope_pairs is " +
+                                           std::to_string(m_ropePairs));
+    }
+    auto order = headDimOrder(kept, m_headDim);
+    for (int j = 0; j < 2 * m_ropePairs; ++j) cols.push_back(order[static_cast<std::size_t>(j)]);
+  }
+  m_ropeCols = torch::tensor(cols, torch::kInt64);
+
+  const int d = cfg.hiddenSize, dh = m_headDim, nkv = m_kvHeads, r2 = 2 * m_ropePairs;
+  const bool b = cfg.attentionBias;
+  q_proj = register_module("q_proj", linear(d, m_heads * dh, b));
+  k_rope_proj = register_module("k_rope_proj", linear(d, nkv * r2, b));
+  if (m_split) {
+    k_down = register_module("k_down", linear(d, m_latent, false));
+    v_down = register_module("v_down", linear(d, m_latent, false));
+    k_up = register_module("k_up", linear(m_latent, nkv * m_nope, b));
+    v_up = register_module("v_up", linear(m_latent, nkv * dh, b));
+  } else {
+    kv_down = register_module("kv_down", linear(d, m_latent, false));
+    kv_up = register_module("kv_up", linear(m_latent, nkv * m_nope + nkv * dh, b));
+  }
+  o_proj = register_module("o_proj", linear(m_heads * dh, d, cfg.oProjBias));
+}
+
+torch::Tensor MlaAttention::upK() const {
+  return m_split ? k_up->weight : kv_up->weight.narrow(0, 0, m_kvHeads * m_nope);
+}
+torch::Tensor MlaAttention::upV() const {
+  return m_split ? v_up->weight : kv_up->weight.narrow(0, m_kvHeads * m_nope, m_kvHeads * m_headDim);
+}
+torch::Tensor MlaAttention::upKBias() const {
+  const auto& bias = m_split ? k_up->bias : kv_up->bias;
+  if (!bias.defined()) return {};
+  return m_split ? bias : bias.narrow(0, 0, m_kvHeads * m_nope);
+}
+torch::Tensor MlaAttention::upVBias() const {
+  const auto& bias = m_split ? v_up->bias : kv_up->bias;
+  if (!bias.defined()) return {};
+  return m_split ? bias : bias.narrow(0, m_kvHeads * m_nope, m_kvHeads * m_headDim);
+}
+
+std::pair<torch::Tensor, torch::Tensor> MlaAttention::ropeTables(AttentionContext& ctx, std::int64_t T,
+                                                                 const torch::Tensor& like) {
+  if (m_ropeCols.device() != like.device()) m_ropeCols = m_ropeCols.to(like.device());
+  auto [cos, sin] = ctx.rope->range(ctx.startPos, T, like.scalar_type(), like.device());  // (T, d_h)
+  const std::int64_t r2 = 2 * m_ropePairs;
+  auto pick = [&](const torch::Tensor& t) {
+    return t.index_select(1, m_ropeCols).view({T, m_kvHeads, r2}).transpose(0, 1);  // (nkv, T, 2r)
+  };
+  return {pick(cos), pick(sin)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> MlaAttention::expand(const torch::Tensor& cK, const torch::Tensor& cV) {
+  const auto B = cK.size(0), T = cK.size(1);
+  torch::Tensor kNope, v;
+  if (m_split) {
+    kNope = k_up(cK);
+    v = v_up(cV);
+  } else {
+    auto kv = kv_up(cK);  // (B, T, nkv*(nope+dh))
+    kNope = kv.narrow(-1, 0, m_kvHeads * m_nope);
+    v = kv.narrow(-1, m_kvHeads * m_nope, m_kvHeads * m_headDim);
+  }
+  kNope = kNope.reshape({B, T, m_kvHeads, m_nope}).transpose(1, 2);  // (B, nkv, T, nope)
+  v = v.reshape({B, T, m_kvHeads, m_headDim}).transpose(1, 2);       // (B, nkv, T, dh)
+  return {kNope, v};
+}
+
+torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
+                                     const torch::Tensor& cK, const torch::Tensor& cV) {
+  const auto B = qRope.size(0), Tq = qRope.size(2), Tk = kRope.size(2);
+  const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs;
+  // Query heads of KV group g are consecutive, so (B, nh, Tq, .) views as (B, nkv, G*Tq, .).
+  auto qr = qRope.reshape({B, m_kvHeads, G * Tq, r2});       // (B, nkv, G*Tq, 2r)
+  auto scores = torch::matmul(qr, kRope.transpose(-1, -2));  // (B, nkv, G*Tq, Tk)
+  if (m_nope > 0) {
+    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});  // (B, nkv, G*Tq, nope)
+    auto wk = upK().view({m_kvHeads, m_nope, m_latent});      // (nkv, nope, lat)
+    auto qAbs = torch::matmul(qn, wk);                        // (B, nkv, G*Tq, lat): W_up_k,g^T q
+    scores = scores + torch::matmul(qAbs.reshape({B, 1, m_kvHeads * G * Tq, m_latent}), cK.transpose(-1, -2))
+                          .view({B, m_kvHeads, G * Tq, Tk});
+    auto bk = upKBias();
+    if (bk.defined()) {  // q_nope . b_k: the same for every key (kept so scores match the naive path)
+      scores = scores + (qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1, /*keepdim=*/true);
+    }
+  }
+  scores = scores.view({B, m_heads, Tq, Tk});  // (B, nh, Tq, Tk)
+  const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  scores = scores.to(compute) * (1.0 / std::sqrt(static_cast<double>(m_headDim)));
+  if (Tq > 1) {  // query i sits at position Tk - Tq + i
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(scores.device());
+    auto rows = torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq);
+    auto cols = torch::arange(Tk, opts).unsqueeze(0);
+    scores = scores.masked_fill(cols > rows, -std::numeric_limits<double>::infinity());
+  }
+  auto probs = torch::softmax(scores, -1).to(cV.scalar_type());  // (B, nh, Tq, Tk)
+  auto ctxLat = torch::matmul(probs, cV);                        // (B, nh, Tq, lat)
+  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});        // (nkv, dh, lat)
+  auto out =
+      torch::matmul(ctxLat.reshape({B, m_kvHeads, G * Tq, m_latent}), wv.transpose(-1, -2));  // (B, nkv, G*Tq, dh)
+  auto bv = upVBias();
+  if (bv.defined()) out = out + bv.view({1, m_kvHeads, 1, m_headDim});  // softmax rows sum to 1
+  return out.reshape({B, m_heads, Tq, m_headDim});                      // (B, nh, Tq, dh)
+}
+
+torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  const auto B = x.size(0), T = x.size(1);
+  const std::int64_t r2 = 2 * m_ropePairs, G = m_heads / m_kvHeads;
+  auto q = q_proj(x).view({B, T, m_heads, m_headDim}).transpose(1, 2);      // (B, nh, T, dh), RoPE dims first
+  auto qRope = q.narrow(-1, 0, r2);                                         // (B, nh, T, 2r)
+  auto qNope = q.narrow(-1, r2, m_nope);                                    // (B, nh, T, nope)
+  auto kRope = k_rope_proj(x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
+  auto [cosK, sinK] = ropeTables(ctx, T, x);
+  kRope = applyRope(kRope, cosK, sinK);
+  qRope = applyRope(qRope, cosK.repeat_interleave(G, 0), sinK.repeat_interleave(G, 0));
+  auto cK = m_split ? k_down(x) : kv_down(x);  // (B, T, lat)
+  auto cV = m_split ? v_down(x) : cK;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  torch::Tensor out;
+  if (ctx.cache == nullptr) {
+    auto [kNope, v] = expand(cK, cV);
+    out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRope, kNope}, -1), v, scale);
+  } else {
+    // The cache: slot 0 the RoPE key (B, nkv, T, 2r), slot 1 the latent (B, 1, T, lat),
+    // slot 2 the value latent (split only).
+    auto kRopeAll = ctx.cache->append(0, kRope);         // (B, nkv, Tk, 2r)
+    auto cKAll = ctx.cache->append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
+    auto cVAll = m_split ? ctx.cache->append(2, cV.unsqueeze(1)) : cKAll;
+    if (m_decode == MlaDecode::Absorbed) {
+      out = absorbed(qRope, qNope, kRopeAll, cKAll, cVAll);
+    } else {
+      auto [kNope, v] = expand(cKAll.squeeze(1), cVAll.squeeze(1));
+      out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRopeAll, kNope}, -1), v, scale);
+    }
+  }
+  return o_proj(out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)
+}
+
+void setMlaDecode(CausalLm& model, MlaDecode mode) {
+  for (int i = 0; i < model.numLayers(); ++i) {
+    if (auto* mla = dynamic_cast<MlaAttention*>(model.layer(i)->self_attn.get())) mla->setDecode(mode);
+  }
+}
+
+}  // namespace latentlab

@@ -1,0 +1,69 @@
+// MHA2MLA-converted attention (algorithms.md §2.2-2.3): partial RoPE on the
+// kept frequency pairs of each KV head, a low-rank latent for the NoPE key and
+// the value, and a decode cache that holds only the latent and the RoPE key.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "model/attention.h"
+#include "model/llama.h"
+
+namespace latentlab {
+
+// How attention runs on top of a cache. Absorbed: W_up_k is folded into the
+// query and W_up_v applied after attending over the latent. Naive: K and V are
+// rebuilt from the cached latent each step (for benchmarks and equality tests).
+enum class MlaDecode { Absorbed, Naive };
+
+// Per-head dim layout of q (rows of q_proj, per head) and of the key:
+//   [0, 2r)   RoPE dims: the kept pairs' first dims p_0 < ... < p_{r-1}, then
+//             their partners p_i + d_h/2 (rotate_half layout on 2r dims);
+//   [2r, d_h) NoPE dims: the remaining original dims, ascending.
+// Pair p keeps its original frequency theta_p.
+class MlaAttention : public AttentionModule {
+ public:
+  MlaAttention(const ModelConfig& cfg, int layer);
+  torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override;
+
+  void setDecode(MlaDecode mode) { m_decode = mode; }
+  MlaDecode decode() const { return m_decode; }
+  bool isSplit() const { return m_split; }
+  int ropePairs() const { return m_ropePairs; }
+  int latentDim() const { return m_latent; }                              // n_kv * d_kv
+  const std::vector<std::vector<int>>& pairs() const { return m_pairs; }  // [kvHead][i]
+
+  // Original head dims in the converted order: RoPE dims then NoPE dims (d_h entries).
+  static std::vector<int> headDimOrder(const std::vector<int>& keptPairs, int headDim);
+
+  // Joint SVD: kv_down (n_kv*d_kv, d) and kv_up ([k_nope (n_kv*(d_h-2r)); v (n_kv*d_h)], n_kv*d_kv).
+  // Split SVD: k_down/v_down (n_kv*d_kv, d), k_up (n_kv*(d_h-2r), n_kv*d_kv), v_up (n_kv*d_h, n_kv*d_kv).
+  torch::nn::Linear q_proj{nullptr}, k_rope_proj{nullptr}, o_proj{nullptr};
+  torch::nn::Linear kv_down{nullptr}, kv_up{nullptr};
+  torch::nn::Linear k_down{nullptr}, v_down{nullptr}, k_up{nullptr}, v_up{nullptr};
+
+ private:
+  // cos/sin of each head's RoPE dims: (H, T, 2r) for KV heads, repeated for query heads.
+  std::pair<torch::Tensor, torch::Tensor> ropeTables(AttentionContext& ctx, std::int64_t T, const torch::Tensor& like);
+  // K_nope (B, n_kv, T, d_h-2r) and V (B, n_kv, T, d_h) from latents (B, T, n_kv*d_kv).
+  std::pair<torch::Tensor, torch::Tensor> expand(const torch::Tensor& cK, const torch::Tensor& cV);
+  torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
+                         const torch::Tensor& cK, const torch::Tensor& cV);
+  // W_up_k (n_kv*(d_h-2r), lat), W_up_v (n_kv*d_h, lat) and their biases (undefined without).
+  torch::Tensor upK() const;
+  torch::Tensor upV() const;
+  torch::Tensor upKBias() const;
+  torch::Tensor upVBias() const;
+
+  int m_heads, m_kvHeads, m_headDim, m_ropePairs, m_nope, m_latent;
+  bool m_split;
+  MlaDecode m_decode = MlaDecode::Absorbed;
+  std::vector<std::vector<int>> m_pairs;
+  torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_h) RoPE tables
+};
+
+// Sets the decode mode of every MLA layer of `model` (no-op for original layers).
+void setMlaDecode(CausalLm& model, MlaDecode mode);
+
+}  // namespace latentlab

@@ -1,0 +1,195 @@
+// convert() on model folders: the output reopens with identical logits, and
+// impossible requests fail with a clear error before anything is written.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "convert_test_util.h"
+#include "latentlab/convert.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+namespace latentlab::test {
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path savedBase(const std::string& name, TinyShape s = {}) {
+  auto dir = scratchDir(name) / "base";
+  auto model = randomModel(tinyConfig(s), torch::kFloat32, 31);
+  saveModel(*model, dir, DType::F32);
+  return dir;
+}
+
+fs::path writeTokens(const fs::path& file, int count, int vocab) {
+  std::ofstream out(file, std::ios::binary);
+  for (int i = 0; i < count; ++i) {
+    const std::uint16_t v = static_cast<std::uint16_t>((i * 37 + 11) % vocab);
+    out.put(static_cast<char>(v & 0xff));
+    out.put(static_cast<char>(v >> 8));
+  }
+  return file;
+}
+
+ConvertSpec spec(const fs::path& base, const fs::path& out, const std::string& rope, int r, int dKv) {
+  ConvertSpec s;
+  s.modelDir = base;
+  s.outDir = out;
+  s.ropeStrategy = rope;
+  s.ropePairs = r;
+  s.dKv = dKv;
+  return s;
+}
+
+// Expects convert(spec) to throw Error with `code` and a message containing
+// `needle`, and `spec.outDir` not to appear.
+void expectRejected(const ConvertSpec& s, ErrorCode code, const std::string& needle) {
+  NullProgress progress;
+  CancelToken cancel;
+  const bool existed = fs::exists(s.outDir);
+  try {
+    convert(s, progress, cancel);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.message();
+    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(fs::exists(s.outDir), existed) << needle;
+  for (const auto& entry : fs::directory_iterator(s.outDir.parent_path())) {
+    EXPECT_EQ(entry.path().filename().string().find("partial"), std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST(ConvertJob, ConvertedFolderReopensWithIdenticalLogits) {
+  auto base = savedBase("convert_roundtrip", {.kvHeads = 2, .attentionBias = true});
+  auto out = base.parent_path() / "mla";
+  NullProgress progress;
+  CancelToken cancel;
+  auto s = spec(base, out, "2-norm", 2, 6);
+  s.calibration.dataFile = writeTokens(base.parent_path() / "calib.u16", 400, 128);
+  s.calibration.numSequences = 6;
+  s.calibration.seqLen = 32;
+  auto report = convert(s, progress, cancel);
+  EXPECT_EQ(report.calibrationTokens, 6 * 32);
+  EXPECT_EQ(report.reconstructionError.size(), 2u);
+  EXPECT_GT(report.meanReconstructionError, 0.0);
+  EXPECT_EQ(report.after.perTokenPerLayer, 2 * (4 + 6));
+  EXPECT_EQ(report.before.perTokenPerLayer, 2 * 2 * 16);
+  EXPECT_EQ(report.mla.ropeStrategy, "2-norm");
+  EXPECT_EQ(report.mla.twoNormScore, "product");
+  EXPECT_FALSE(report.pairsSummary.empty());
+
+  // The same conversion in memory, then the folder, agree.
+  auto original = loadModel(base, torch::kCPU, torch::kFloat32);
+  std::vector<torch::Tensor> calib;
+  {
+    auto folder = loadModel(out, torch::kCPU, torch::kFloat32);
+    EXPECT_EQ(folder->config().mla->pairs, report.mla.pairs);
+    std::int64_t parameters = 0;
+    for (const auto& p : folder->parameters()) parameters += p.numel();
+    EXPECT_EQ(report.parametersAfter, parameters);
+    EXPECT_LT(report.parametersAfter, report.parametersBefore);
+    ConversionOptions o = mlaOptions(RopeStrategy::TwoNorm, 2, 6);
+    std::vector<std::int64_t> ids;
+    for (int i = 0; i < 6 * 32; ++i) ids.push_back((i * 37 + 11) % 128);
+    calib.push_back(torch::tensor(ids, torch::kInt64).view({6, 32}).narrow(0, 0, 4));
+    calib.push_back(torch::tensor(ids, torch::kInt64).view({6, 32}).narrow(0, 4, 2));
+    auto memory = convertModel(*original, o, calib);
+    torch::NoGradGuard g;
+    auto tokens = torch::randint(0, 128, {2, 16}, torch::kInt64);
+    EXPECT_LT(maxAbsDiff(folder->forward(tokens), memory->forward(tokens)), 1e-5);
+
+    // saveModel / loadModel of a converted model is exact.
+    auto again = base.parent_path() / "mla_again";
+    saveModel(*folder, again, DType::F32);
+    auto reopened = loadModel(again, torch::kCPU, torch::kFloat32);
+    EXPECT_EQ(maxAbsDiff(reopened->forward(tokens), folder->forward(tokens)), 0.0);
+  }
+  // inspect reads the converted folder and its budget.
+  auto summary = inspectModel(out);
+  ASSERT_TRUE(summary.config.mla.has_value());
+  EXPECT_EQ(summary.kv.perTokenPerLayer, report.after.perTokenPerLayer);
+  EXPECT_TRUE(summary.unusedKeys.empty());
+}
+
+TEST(ConvertJob, ImpossibleRequestsWriteNothing) {
+  auto base = savedBase("convert_bad", {.kvHeads = 2});  // d_h 16: 8 pairs; d 64
+  auto out = base.parent_path() / "out";
+  expectRejected(spec(base, out, "high", 9, 4), ErrorCode::BadInput, "exceeds d_h/2");
+  expectRejected(spec(base, out, "high", -1, 4), ErrorCode::BadInput, "at least 1");
+  expectRejected(spec(base, out, "uniform", 3, 4), ErrorCode::BadInput, "S_uniform");
+  expectRejected(spec(base, out, "high", 2, 29), ErrorCode::BadInput, "d_kv = 29");
+  expectRejected(spec(base, out, "high", 2, 0), ErrorCode::BadInput, "d_kv must be at least 1");
+  expectRejected(spec(base, out, "2-norm", 2, 4), ErrorCode::BadInput, "calibration");
+  auto missing = spec(base, out, "2-norm", 2, 4);
+  missing.calibration.dataFile = base.parent_path() / "nope.u16";
+  expectRejected(missing, ErrorCode::BadInput, "not found");
+  auto shortData = spec(base, out, "2-norm", 2, 4);
+  shortData.calibration.dataFile = writeTokens(base.parent_path() / "short.u16", 10, 128);
+  shortData.calibration.seqLen = 32;
+  expectRejected(shortData, ErrorCode::BadData, "fewer than one calibration sequence");
+  expectRejected(spec(base, out, "sideways", 2, 4), ErrorCode::BadInput, "sideways");
+  auto badSvd = spec(base, out, "high", 2, 4);
+  badSvd.svd = "triple";
+  expectRejected(badSvd, ErrorCode::BadInput, "triple");
+  auto fullSplit = spec(base, out, "full", 0, 4);
+  fullSplit.svd = "split";
+  expectRejected(fullSplit, ErrorCode::BadInput, "SVD_split");
+
+  // An existing output folder is kept unless force.
+  fs::create_directories(out);
+  std::ofstream(out / "config.json") << "{}";
+  expectRejected(spec(base, out, "high", 2, 4), ErrorCode::BadInput, "already exists");
+  EXPECT_TRUE(fs::exists(out / "config.json"));
+  // A converted model cannot be converted again.
+  auto converted = base.parent_path() / "converted";
+  NullProgress progress;
+  CancelToken cancel;
+  convert(spec(base, converted, "high", 2, 4), progress, cancel);
+  expectRejected(spec(converted, base.parent_path() / "twice", "high", 2, 4), ErrorCode::BadInput,
+                 "already MLA-converted");
+  // Cancelled before saving: nothing written.
+  CancelToken stop;
+  stop.request();
+  auto cancelledOut = base.parent_path() / "cancelled";
+  EXPECT_THROW(convert(spec(base, cancelledOut, "high", 2, 4), progress, stop), Error);
+  EXPECT_FALSE(fs::exists(cancelledOut));
+  // checkConvertSpec previews the budget with the same validation.
+  EXPECT_EQ(checkConvertSpec(spec(base, base.parent_path() / "preview", "low", 2, 4)).perTokenPerLayer, 2 * (4 + 4));
+  EXPECT_THROW(checkConvertSpec(spec(base, base.parent_path() / "preview", "low", 2, 99)), Error);
+}
+
+TEST(ConvertJob, ForceReplacesAnExistingModelFolder) {
+  auto base = savedBase("convert_force", {.kvHeads = 4});
+  auto out = base.parent_path() / "out";
+  NullProgress progress;
+  CancelToken cancel;
+  convert(spec(base, out, "high", 2, 4), progress, cancel);
+  auto s = spec(base, out, "uniform", 4, 8);
+  s.svd = "split";
+  s.force = true;
+  auto report = convert(s, progress, cancel);
+  auto cfg = readHfConfig(out / "config.json");
+  ASSERT_TRUE(cfg.mla.has_value());
+  EXPECT_EQ(cfg.mla->ropeStrategy, "uniform");
+  EXPECT_EQ(cfg.mla->svdMethod, "split");
+  EXPECT_EQ(cfg.mla->pairs[0][0], (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(report.after.perTokenPerLayer, 4 * (8 + 16));
+  // --force never replaces the input model or a folder that is not a model.
+  auto self = spec(base, base, "high", 2, 4);
+  self.force = true;
+  expectRejected(self, ErrorCode::BadInput, "is the input model");
+  auto other = base.parent_path() / "notes";
+  fs::create_directories(other);
+  std::ofstream(other / "todo.txt") << "keep me";
+  auto notModel = spec(base, other, "high", 2, 4);
+  notModel.force = true;
+  expectRejected(notModel, ErrorCode::BadInput, "not a model folder");
+  EXPECT_TRUE(fs::exists(other / "todo.txt"));
+}
+
+}  // namespace latentlab::test

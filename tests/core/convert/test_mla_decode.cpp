@@ -1,0 +1,99 @@
+// Decoding a converted model: the latent cache with absorbed attention equals
+// the naive path and the full-sequence forward, and the cache holds exactly
+// the bytes of algorithms.md §2.3.
+#include <gtest/gtest.h>
+
+#include "convert_test_util.h"
+#include "latentlab/architectures.h"
+
+namespace latentlab::test {
+
+namespace {
+// Prefill 7, a chunk of 4, then one token at a time.
+torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& ids, KvCache& cache) {
+  std::vector<torch::Tensor> parts;
+  parts.push_back(model.forward(ids.narrow(1, 0, 7), &cache));
+  parts.push_back(model.forward(ids.narrow(1, 7, 4), &cache));
+  for (std::int64_t t = 11; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), &cache));
+  return torch::cat(parts, 1);
+}
+}  // namespace
+
+TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
+  for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+    for (TinyShape s : {TinyShape{.kvHeads = 4}, TinyShape{.kvHeads = 2}, TinyShape{.kvHeads = 2, .modelType = "qwen2"},
+                        TinyShape{.kvHeads = 1, .attentionBias = true}}) {
+      auto cfg = tinyConfig(s);
+      auto base = randomModel(cfg, torch::kFloat64, 12);
+      // A truncated latent (d_kv 5): the equality must hold at any rank.
+      auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+      torch::NoGradGuard g;
+      auto ids = torch::randint(0, s.vocab, {2, 20}, torch::kInt64);
+      auto full = mla->forward(ids);
+      KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
+      setMlaDecode(*mla, MlaDecode::Absorbed);
+      auto absorbed = decodeIncrementally(*mla, ids, absorbedCache);
+      setMlaDecode(*mla, MlaDecode::Naive);
+      auto naive = decodeIncrementally(*mla, ids, naiveCache);
+      const std::string what = (svd == SvdMethod::Split ? "split kv " : "joint kv ") + std::to_string(s.kvHeads);
+      EXPECT_LT(maxAbsDiff(absorbed, naive), 1e-10) << what;
+      EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << what;
+      EXPECT_LT(maxAbsDiff(naive, full), 1e-10) << what;
+      EXPECT_EQ(absorbedCache.length(), 20);
+    }
+  }
+}
+
+TEST(MlaDecode, FullRopeAbsorbedDecodeEqualsOriginalDecode) {
+  auto cfg = tinyConfig({.kvHeads = 2});
+  auto base = randomModel(cfg, torch::kFloat64, 13);
+  auto mla =
+      convertModel(*base, mlaOptions(RopeStrategy::Full, 0, fullRankDkv(cfg, cfg.headDim / 2, SvdMethod::Joint)));
+  torch::NoGradGuard g;
+  auto ids = torch::randint(0, cfg.vocabSize, {1, 16}, torch::kInt64);
+  KvCache a(cfg.numLayers), b(cfg.numLayers);
+  EXPECT_LT(maxAbsDiff(decodeIncrementally(*mla, ids, a), decodeIncrementally(*base, ids, b)), 1e-9);
+}
+
+TEST(MlaDecode, CacheBytesMeasuredFromTensorsEqualTheFormula) {
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+      for (int kvHeads : {4, 2}) {
+        auto cfg = tinyConfig({.kvHeads = kvHeads, .layers = 3});
+        auto base = randomModel(cfg, dtype, 14);
+        const int r = 2, dKv = 6, N = 13;
+        auto opts = mlaOptions(RopeStrategy::High, r, dKv, svd);
+        auto mla = convertModel(*base, opts);
+        torch::NoGradGuard g;
+        auto ids = torch::randint(0, cfg.vocabSize, {1, N}, torch::kInt64);
+        KvCache cache(cfg.numLayers);
+        decodeIncrementally(*mla, ids, cache);
+        const std::int64_t latentPerHead = svd == SvdMethod::Joint ? dKv : 2 * dKv;
+        const std::int64_t elemSize = dtype == torch::kFloat64 ? 8 : 4;
+        const std::int64_t expected = kvHeads * (2 * r + latentPerHead) * N * cfg.numLayers * elemSize;
+        EXPECT_EQ(cache.bytes(), expected);
+        const DType cacheType = dtype == torch::kFloat64 ? DType::F64 : DType::F32;
+        const auto budget = computeKvBudget(cfg, kvSettings(opts), cacheType);
+        EXPECT_EQ(cache.bytes(), budget.bytesPerToken * N);
+        EXPECT_EQ(currentKvBudget(mla->config(), cacheType).bytesPerToken, budget.bytesPerToken);
+        // The latent is one vector per token shared by all heads; the RoPE key is per KV head.
+        EXPECT_EQ(cache.layer(0).view(0).sizes(), (std::vector<std::int64_t>{1, kvHeads, N, 2 * r}));
+        EXPECT_EQ(cache.layer(0).view(1).sizes(), (std::vector<std::int64_t>{1, 1, N, kvHeads * dKv}));
+      }
+    }
+  }
+}
+
+TEST(MlaDecode, SmolLmSavingsMatchThePaper) {
+  for (const char* name : {"smollm-135m", "smollm-360m", "smollm-1.7b"}) {
+    const auto cfg = builtinArchitecture(name);
+    ASSERT_EQ(cfg.headDim, 64) << name;
+    for (auto [dKv, saving] : {std::pair{32, -0.6875}, std::pair{16, -0.8125}, std::pair{8, -0.875}}) {
+      const auto b = computeKvBudget(cfg, kvSettings(mlaOptions(RopeStrategy::TwoNorm, 4, dKv)), DType::BF16);
+      EXPECT_DOUBLE_EQ(b.saving, saving) << name << " d_kv " << dKv;
+      EXPECT_EQ(b.perTokenPerLayer, cfg.numKvHeads * (8 + dKv));
+    }
+  }
+}
+
+}  // namespace latentlab::test
