@@ -213,6 +213,7 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     fs::remove_all(writeTo, ec);
     saveModel(*converted, replacing ? writeTo : target, p.saveDType,
               {{"producer", "latentlab convert"}, {"source", spec.modelDir.string()}});
+    copyTokenizerFiles(spec.modelDir, replacing ? writeTo : target);
     if (replacing) {
       fs::remove_all(target, ec);
       if (ec) throw Error(ErrorCode::Io, target.string() + ": cannot remove the old folder: " + ec.message());

@@ -109,4 +109,15 @@ void saveModel(CausalLm& model, const fs::path& dir, DType saveDType,
   writeHfCheckpoint(dir, cfg, writes, metadata, maxShardBytes);
 }
 
+void copyTokenizerFiles(const fs::path& from, const fs::path& to) {
+  static const char* kFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                 "generation_config.json"};
+  for (const char* name : kFiles) {
+    std::error_code ec;
+    if (!fs::exists(from / name, ec)) continue;
+    fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw Error(ErrorCode::Io, (to / name).string() + ": cannot copy: " + ec.message());
+  }
+}
+
 } // namespace latentlab

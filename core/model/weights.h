@@ -36,6 +36,11 @@ std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Dev
 void saveModel(CausalLm& model, const std::filesystem::path& dir, DType saveDType,
                const std::map<std::string, std::string>& metadata = {}, std::uint64_t maxShardBytes = 0);
 
+// Copies tokenizer.json and the HF tokenizer/generation side files that exist
+// in `from` into the model folder `to` (a converted or trained model stays
+// usable by itself).
+void copyTokenizerFiles(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // Tensor copy of a checkpoint entry (CPU, the file's dtype).
 torch::Tensor readTensor(const HfCheckpoint::Entry& entry);
 

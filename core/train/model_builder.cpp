@@ -28,6 +28,12 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
                                            torch::Device device, torch::ScalarType dtype, ProgressSink& progress,
                                            const CancelToken& cancel, nlohmann::json& notes) {
   std::shared_ptr<CausalLm> model;
+  if (!spec.attention.empty()) {
+    // Never train a different architecture than the spec names.
+    throw Error(ErrorCode::Unsupported,
+                "spec.attention: the from-scratch variant '" + spec.attention + "' is not available in this engine yet",
+                "Leave attention empty to train the architecture's own MHA/GQA attention.");
+  }
   if (spec.kind == "pretrain") {
     ModelConfig cfg = builtinArchitecture(spec.architecture, static_cast<int>(vocabSize));
     torch::manual_seed(spec.seed);

@@ -208,6 +208,10 @@ RunResult Trainer::run() {
     runEval();
     checkpoint();
     result.finalModel = result.lastCheckpoint / "model";
+    if (!data.tokenizerPath.empty()) {
+      std::error_code ec;
+      fs::copy_file(data.tokenizerPath, result.finalModel / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+    }
   }
   metrics.flush();
   result.steps = state.step;

@@ -1,0 +1,124 @@
+// The job controller with the real engine binary: a tiny pre-training run goes
+// queued -> running -> completed (a second one waits for the single CPU slot);
+// cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
+// marked crashed; a dead run found on reopening is marked crashed.
+#include <QTemporaryDir>
+#include <QtTest>
+#include <csignal>
+
+#include "jobs/engine_path.h"
+#include "jobs/job_controller.h"
+#include "latentlab/run_store.h"
+#include "ui_test_support.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+namespace {
+
+QStringList statusesOf(const QSignalSpy& spy, qint64 runId) {
+  QStringList out;
+  for (const auto& args : spy) {
+    if (args.at(0).toLongLong() == runId) out << args.at(1).toString();
+  }
+  return out;
+}
+
+qint64 addRun(RunStore& store, const RunSpec& spec) {
+  return store.createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu");
+}
+
+} // namespace
+
+class TestJobController : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() {
+    uitest::isolateSettings();
+    qInfo("engine: %s", qPrintable(engineExecutablePath()));
+  }
+
+  void tinyRunsCompleteOneAtATimeOnTheCpu() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    QCOMPARE(jobs.cpuSlots(), 1);
+    QSignalSpy status(&jobs, &JobController::statusChanged);
+    QSignalSpy progress(&jobs, &JobController::progress);
+    QSignalSpy finished(&jobs, &JobController::finished);
+    const qint64 a = addRun(*store, uitest::tinySpec("tiny a"));
+    const qint64 b = addRun(*store, uitest::tinySpec("tiny b", 10));
+    jobs.enqueue(a);
+    jobs.enqueue(b);
+    QCOMPARE(jobs.job(a)->status, QStringLiteral("running"));
+    QCOMPARE(jobs.job(b)->status, QStringLiteral("queued"));  // one CPU job at a time
+    QVERIFY(finished.wait(60000));
+    QCOMPARE(finished.at(0).at(0).toLongLong(), a);
+    QCOMPARE(finished.at(0).at(1).toInt(), 0);
+    QCOMPARE(statusesOf(status, a), (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
+    QCOMPARE(store->run(a).status, RunStatus::Completed);
+    QVERIFY(progress.count() >= 1);
+    const auto& last = progress.last();
+    QCOMPARE(last.at(1).toLongLong(), 30);  // step
+    QCOMPARE(last.at(2).toLongLong(), 30);  // steps
+    QVERIFY(last.at(4).toDouble() > 0);     // loss
+    QCOMPARE(jobs.job(a)->step, 30);
+    QVERIFY(store->lastStep(a, "train/loss").value_or(0) == 30);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
+    QCOMPARE(statusesOf(status, b), (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
+    QCOMPARE(store->run(b).status, RunStatus::Completed);
+  }
+
+  void cancelStopsTheRunWithExitCode2() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    QSignalSpy status(&jobs, &JobController::statusChanged);
+    QSignalSpy progress(&jobs, &JobController::progress);
+    QSignalSpy finished(&jobs, &JobController::finished);
+    const qint64 id = addRun(*store, uitest::tinySpec("long", 100000));
+    jobs.enqueue(id);
+    QVERIFY(progress.wait(60000));
+    jobs.cancel(id);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(finished.at(0).at(1).toInt(), 2);
+    QCOMPARE(statusesOf(status, id).last(), QStringLiteral("cancelled"));
+    QCOMPARE(store->run(id).status, RunStatus::Cancelled);
+    QVERIFY(!store->run(id).pid.has_value());
+  }
+
+  void killedChildIsMarkedCrashed() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    QSignalSpy status(&jobs, &JobController::statusChanged);
+    QSignalSpy progress(&jobs, &JobController::progress);
+    QSignalSpy finished(&jobs, &JobController::finished);
+    const qint64 id = addRun(*store, uitest::tinySpec("doomed", 100000));
+    jobs.enqueue(id);
+    QVERIFY(progress.wait(60000));
+    const qint64 pid = jobs.processId(id);
+    QVERIFY(pid > 0);
+    QCOMPARE(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(finished.at(0).at(1).toInt(), -SIGKILL);
+    QCOMPARE(statusesOf(status, id).last(), QStringLiteral("crashed"));
+    const RunRecord r = store->run(id);
+    QCOMPARE(r.status, RunStatus::Crashed);
+    QCOMPARE(QString::fromStdString(r.error), QStringLiteral("engine process ended unexpectedly (signal 9)"));
+  }
+
+  void deadRunFoundOnReopeningIsMarkedCrashed() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 id = addRun(*store, uitest::tinySpec("orphan"));
+    store->setStatus(id, RunStatus::Running);
+    store->setPid(id, 999999999);  // no such process
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.reattach(false);
+    QCOMPARE(store->run(id).status, RunStatus::Crashed);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestJobController)
+#include "test_job_controller.moc"

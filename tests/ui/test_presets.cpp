@@ -1,0 +1,88 @@
+// Every preset file parses at every scale: each run spec passes
+// validateRunSpec, placeholders are substituted, and conversion settings are
+// possible for the model the spec names; loading one creates queued runs.
+#include <QDir>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "latentlab/architectures.h"
+#include "latentlab/kv_budget.h"
+#include "latentlab/run_store.h"
+#include "preset_loader.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+namespace {
+
+ModelConfig shapeFor(const RunSpec& s) {
+  const QString dir = QString::fromStdString(s.modelDir);
+  if (dir.endsWith(QLatin1String("SmolLM-135M"))) return builtinArchitecture("smollm-135m");
+  if (dir.endsWith(QLatin1String("Llama-2-7B"))) return builtinArchitecture("llama-2-7b");
+  return builtinArchitecture(s.architecture.empty() ? "demo-gqa" : s.architecture);
+}
+
+} // namespace
+
+class TestPresets : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void everyPresetFileParses() {
+    const QStringList onDisk = QDir(QStringLiteral(LATENTLAB_SOURCE_DIR "/resources/presets"))
+                                   .entryList({QStringLiteral("*.json")}, QDir::Files);
+    QCOMPARE(builtinPresetFiles().size(), onDisk.size());  // every file is compiled in
+    QVERIFY(onDisk.size() >= 3);
+    int specs = 0;
+    for (const QString& name : onDisk) {
+      const QString path = QStringLiteral(LATENTLAB_SOURCE_DIR "/resources/presets/") + name;
+      const QStringList scales = presetScales(path);
+      QVERIFY2(scales.contains(QStringLiteral("demo")) && scales.contains(QStringLiteral("paper")), qPrintable(name));
+      for (const QString& scale : scales) {
+        const Preset p = loadPreset(path, scale, QStringLiteral("/ws"));
+        QVERIFY(!p.runs.empty());
+        QVERIFY(!p.title.isEmpty());
+        for (const RunSpec& s : p.runs) {
+          ++specs;
+          validateRunSpec(s, name.toStdString());
+          const std::string json = runSpecToJson(s);
+          QVERIFY2(json.find("<workspace>") == std::string::npos, json.c_str());
+          if (scale == QLatin1String("demo")) {
+            QVERIFY(s.steps <= 100);
+            QCOMPARE(s.data.seqLen, 128);
+            QCOMPARE(s.microBatch, 8);
+            if (!s.modelDir.empty()) QCOMPARE(s.modelDir, std::string("/ws/models/demo-gqa"));
+          } else {
+            QCOMPARE(s.steps, 12000);
+          }
+          if (s.conversion.enabled) {
+            KvSettings k;
+            k.method = KvMethod::Mha2Mla;
+            k.ropePairs = s.conversion.ropePairs;
+            k.dKv = s.conversion.dKv;
+            k.svd = s.conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
+            k.fullRope = s.conversion.ropeStrategy == "full";
+            k.uniformStrategy = s.conversion.ropeStrategy == "uniform";
+            const auto why = checkKvSettings(shapeFor(s), k);
+            QVERIFY2(!why, (s.name + ": " + why.value_or("")).c_str());
+          }
+        }
+      }
+    }
+    qInfo("%d run specs in %lld presets", specs, static_cast<long long>(onDisk.size()));
+  }
+
+  void loadingAPresetCreatesTheExperimentAndQueuedRuns() {
+    QTemporaryDir dir;
+    RunStore store(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const Preset p = loadPreset(QStringLiteral(":/presets/dkv-sweep.json"), QStringLiteral("demo"), dir.path());
+    std::vector<std::int64_t> ids;
+    const auto exp = instantiatePreset(store, p, &ids);
+    QCOMPARE(ids.size(), p.runs.size());
+    QCOMPARE(store.experiment(exp).preset, std::string("dkv-sweep"));
+    for (auto id : ids) QCOMPARE(store.run(id).status, RunStatus::Queued);
+    QCOMPARE(p.chart.x, QStringLiteral("tokens"));
+  }
+};
+
+QTEST_MAIN(TestPresets)
+#include "test_presets.moc"

@@ -1,0 +1,50 @@
+// Helpers for the workbench tests.
+#include "ui_test_support.h"
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QProcess>
+#include <QStandardPaths>
+
+#include "jobs/engine_path.h"
+
+namespace latentlab::uitest {
+
+RunSpec tinySpec(const std::string& name, int steps) {
+  RunSpec s;
+  s.name = name;
+  s.kind = "pretrain";
+  s.architecture = "demo-gqa";
+  s.data.corpus = "/usr/share/doc/python3.11/html/_sources/tutorial";
+  s.data.tokenizerVocab = 512;
+  s.data.seqLen = 32;
+  s.microBatch = 4;
+  s.steps = steps;
+  s.evalEvery = 0;
+  s.checkpointEvery = 0;
+  s.optimizer.lr = 3e-3;
+  return s;
+}
+
+bool runEngineBlocking(const QString& workspaceDir, const RunSpec& spec, QString* output) {
+  const QString specPath = workspaceDir + QStringLiteral("/tiny-spec.json");
+  QFile f(specPath);
+  if (!f.open(QIODevice::WriteOnly)) return false;
+  f.write(QByteArray::fromStdString(runSpecToJson(spec)));
+  f.close();
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  p.start(ui::engineExecutablePath(), {QStringLiteral("run"), specPath, QStringLiteral("--db"), workspaceDir + QStringLiteral("/runs.db"),
+                                       QStringLiteral("--quiet")});
+  const bool ok = p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+  if (output != nullptr) *output = QString::fromUtf8(p.readAll());
+  return ok;
+}
+
+void isolateSettings() {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("latentlab-tests"));
+  QCoreApplication::setApplicationName(QStringLiteral("latentlab-tests"));
+}
+
+} // namespace latentlab::uitest

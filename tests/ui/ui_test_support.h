@@ -1,0 +1,19 @@
+// Shared helpers of the workbench tests: temporary workspaces and the tiny
+// real-engine spec (30 steps on the Python tutorial's reST sources).
+#pragma once
+
+#include <QString>
+#include <QTemporaryDir>
+
+#include "latentlab/run_spec.h"
+
+namespace latentlab::uitest {
+
+// pretrain demo-gqa, corpus = the Python tutorial, vocab 512, seq 32, micro-batch 4.
+RunSpec tinySpec(const std::string& name, int steps = 30);
+// Runs the real engine on `spec` into <dir>/runs.db, blocking; true on exit 0.
+bool runEngineBlocking(const QString& workspaceDir, const RunSpec& spec, QString* output = nullptr);
+// Isolates QSettings/QStandardPaths from the user's own.
+void isolateSettings();
+
+} // namespace latentlab::uitest

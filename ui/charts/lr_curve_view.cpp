@@ -1,0 +1,61 @@
+// LR schedule preview.
+#include "charts/lr_curve_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <algorithm>
+
+namespace latentlab::ui {
+
+LrCurveView::LrCurveView(QWidget* parent) : QWidget(parent) {
+  m_chart = new QChart;
+  m_chart->legend()->hide();
+  m_chart->setMargins(QMargins(0, 0, 0, 0));
+  m_chart->setBackgroundRoundness(0);
+  m_series = new QLineSeries;
+  m_series->setPen(QPen(QColor(0x1f77b4), 1.8));
+  m_chart->addSeries(m_series);
+  m_x = new QValueAxis;
+  m_y = new QValueAxis;
+  m_x->setLabelFormat(QStringLiteral("%d"));
+  m_y->setLabelFormat(QStringLiteral("%.1e"));
+  m_x->setTickCount(5);
+  m_y->setTickCount(4);
+  QFont small = font();
+  small.setPointSizeF(small.pointSizeF() * 0.8);
+  m_x->setLabelsFont(small);
+  m_y->setLabelsFont(small);
+  m_chart->addAxis(m_x, Qt::AlignBottom);
+  m_chart->addAxis(m_y, Qt::AlignLeft);
+  m_series->attachAxis(m_x);
+  m_series->attachAxis(m_y);
+  auto* view = new QChartView(m_chart);
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumHeight(130);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(view);
+}
+
+void LrCurveView::setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sched, int steps) {
+  const int total = std::max(1, steps);
+  const int samples = std::min(total, 200);
+  QList<QPointF> pts;
+  double top = 0;
+  for (int i = 0; i <= samples; ++i) {
+    const int step = std::min(total - 1, static_cast<int>(static_cast<long long>(i) * (total - 1) / std::max(1, samples)));
+    const double lr = learningRateAt(opt, sched, step, total);
+    top = std::max(top, lr);
+    pts.push_back(QPointF(step, lr));
+  }
+  m_series->replace(pts);
+  m_x->setRange(0, std::max(1, total - 1));
+  m_y->setRange(0, top > 0 ? top * 1.08 : 1e-3);
+}
+
+int LrCurveView::pointCount() const { return static_cast<int>(m_series->count()); }
+
+} // namespace latentlab::ui

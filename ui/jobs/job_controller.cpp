@@ -1,0 +1,427 @@
+// Job queue and child processes: see job_controller.h.
+#include "jobs/job_controller.h"
+
+#include <QDir>
+#include <QFile>
+#include <csignal>
+#include <cmath>
+#include <unistd.h>
+
+#include "latentlab/error.h"
+#include "latentlab/run_store.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+constexpr int kMaxLogLines = 2000;
+
+QString statusName(RunStatus s) { return QString::fromLatin1(runStatusName(s)); }
+
+bool pidAlive(qint64 pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+} // namespace
+
+double JobInfo::etaSeconds() const {
+  if (status != QLatin1String("running") || steps <= 0 || step <= 0 || !startedAt.isValid()) return -1;
+  const double elapsed = static_cast<double>(startedAt.msecsTo(QDateTime::currentDateTime())) / 1000.0;
+  if (elapsed <= 0) return -1;
+  return elapsed / static_cast<double>(step) * static_cast<double>(steps - step);
+}
+
+JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent)
+    : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)) {
+  m_externalTimer.setInterval(2000);
+  connect(&m_externalTimer, &QTimer::timeout, this, &JobController::pollExternal);
+}
+
+JobController::~JobController() {
+  for (auto it = m_children.begin(); it != m_children.end(); ++it) {
+    QProcess* p = it.value()->process;
+    if (p == nullptr) continue;
+    disconnect(p, nullptr, this, nullptr);
+    if (p->state() != QProcess::NotRunning) {
+      p->kill();
+      p->waitForFinished(3000);
+      markInStore(it.key(), static_cast<int>(RunStatus::Cancelled), QStringLiteral("stopped when LatentLab closed"));
+    }
+  }
+}
+
+const JobInfo* JobController::job(qint64 runId) const {
+  auto it = m_jobs.constFind(runId);
+  return it == m_jobs.constEnd() ? nullptr : &it.value();
+}
+
+int JobController::runningCount() const {
+  int n = 0;
+  for (const auto& j : m_jobs) n += j.status == QLatin1String("running") ? 1 : 0;
+  return n;
+}
+
+int JobController::activeCount() const {
+  int n = 0;
+  for (const auto& j : m_jobs) n += j.isActive() ? 1 : 0;
+  return n;
+}
+
+qint64 JobController::processId(qint64 runId) const {
+  auto it = m_children.constFind(runId);
+  if (it == m_children.constEnd() || it.value()->process == nullptr) return 0;
+  return it.value()->process->processId();
+}
+
+QString JobController::slotOf(const QString& device) {
+  if (device.startsWith(QLatin1String("cuda"))) return device == QLatin1String("cuda") ? QStringLiteral("cuda:0") : device;
+  return QStringLiteral("cpu");
+}
+
+int JobController::capacityOf(const QString& slot) const { return slot == QLatin1String("cpu") ? m_cpuSlots : 1; }
+
+bool JobController::markInStore(qint64 runId, int status, const QString& error) {
+  try {
+    const RunStatus now = m_store->run(runId).status;
+    const auto target = static_cast<RunStatus>(status);
+    if (isTerminal(now) && isTerminal(target)) return false;  // the engine already recorded how it ended
+    m_store->setStatus(runId, target, error.isEmpty() ? std::nullopt : std::optional<std::string>(error.toStdString()));
+    if (isTerminal(target)) m_store->setPid(runId, std::nullopt);
+    return true;
+  } catch (const Error& e) {
+    qWarning("run %lld: %s", static_cast<long long>(runId), e.message().c_str());
+    return false;
+  }
+}
+
+void JobController::enqueue(qint64 runId) {
+  RunRecord rec;
+  try {
+    rec = m_store->run(runId);
+    if (m_jobs.contains(runId) && m_jobs[runId].isActive()) return;
+    if (rec.status == RunStatus::Running) return;  // someone else runs it (reattach() follows those)
+    if (rec.status != RunStatus::Queued) m_store->setStatus(runId, RunStatus::Queued);
+  } catch (const Error& e) {
+    qWarning("cannot queue run %lld: %s", static_cast<long long>(runId), e.message().c_str());
+    return;
+  }
+  const bool isNew = !m_jobs.contains(runId);
+  JobInfo& job = m_jobs[runId];
+  const QStringList oldLog = job.log;
+  job = JobInfo{};
+  job.runId = runId;
+  job.name = QString::fromStdString(rec.name);
+  job.device = QString::fromStdString(rec.device.empty() ? std::string("cpu") : rec.device);
+  job.log = oldLog;
+  if (isNew) {
+    m_order.push_back(runId);
+    Q_EMIT jobsChanged();
+  }
+  setJobStatus(job, QStringLiteral("queued"));
+  schedule();
+}
+
+void JobController::cancel(qint64 runId) {
+  auto it = m_jobs.find(runId);
+  if (it == m_jobs.end() || !it->isActive()) return;
+  JobInfo& job = it.value();
+  if (job.status == QLatin1String("queued")) {
+    markInStore(runId, static_cast<int>(RunStatus::Cancelled), {});
+    setJobStatus(job, QStringLiteral("cancelled"));
+    Q_EMIT finished(runId, 2);
+    return;
+  }
+  job.cancelRequested = true;
+  appendLog(job, QStringLiteral("cancel requested"));
+  if (job.external) {
+    if (job.pid > 0) ::kill(static_cast<pid_t>(job.pid), SIGTERM);  // the engine treats SIGTERM like "cancel"
+    return;
+  }
+  auto child = m_children.value(runId);
+  if (child == nullptr || child->process == nullptr) return;
+  QPointer<QProcess> proc = child->process;
+  proc->write("cancel\n");
+  QTimer::singleShot(m_cancelTimeoutMs, this, [this, runId, proc, child] {
+    if (proc == nullptr || proc->state() == QProcess::NotRunning) return;
+    child->killedAfterCancel = true;
+    auto j = m_jobs.find(runId);
+    if (j != m_jobs.end()) appendLog(j.value(), QStringLiteral("the engine did not stop in time: killed"));
+    proc->kill();
+  });
+  Q_EMIT jobUpdated(runId);
+}
+
+void JobController::schedule() {
+  QHash<QString, int> busy;
+  for (const auto& j : m_jobs) {
+    if (j.status == QLatin1String("running")) busy[slotOf(j.device)] += 1;
+  }
+  for (qint64 id : m_order) {
+    JobInfo& j = m_jobs[id];
+    if (j.status != QLatin1String("queued")) continue;
+    const QString slot = slotOf(j.device);
+    if (busy.value(slot) >= capacityOf(slot)) continue;
+    busy[slot] += 1;
+    start(j);
+  }
+}
+
+void JobController::start(JobInfo& job) {
+  const qint64 runId = job.runId;
+  auto child = std::make_shared<Child>();
+  auto* proc = new QProcess(this);
+  child->process = proc;
+  m_children.insert(runId, child);
+  proc->setProgram(m_enginePath);
+  proc->setArguments({QStringLiteral("run"), QStringLiteral("--db"), QString::fromStdString(m_store->path().string()),
+                      QStringLiteral("--run"), QString::number(runId), QStringLiteral("--device"), job.device,
+                      QStringLiteral("--quiet")});
+  proc->setWorkingDirectory(m_workspaceDir);
+  // Its own process group (a Ctrl-C in the GUI's terminal does not reach it)
+  // and SIGPIPE ignored, so a job the user keeps outlives the GUI.
+  proc->setChildProcessModifier([] {
+    ::setpgid(0, 0);
+    std::signal(SIGPIPE, SIG_IGN);
+  });
+  connect(proc, &QProcess::readyReadStandardOutput, this, [this, runId] { onStdout(runId); });
+  connect(proc, &QProcess::readyReadStandardError, this, [this, runId] { onStderr(runId); });
+  connect(proc, &QProcess::finished, this,
+          [this, runId](int code, QProcess::ExitStatus st) { onFinished(runId, code, st); });
+  connect(proc, &QProcess::errorOccurred, this, [this, runId](QProcess::ProcessError e) {
+    if (e == QProcess::FailedToStart) onStartFailed(runId);
+  });
+  job.startedAt = QDateTime::currentDateTime();
+  setJobStatus(job, QStringLiteral("running"));
+  appendLog(job, QStringLiteral("$ %1 %2").arg(m_enginePath, proc->arguments().join(QLatin1Char(' '))));
+  proc->start();
+}
+
+void JobController::onStartFailed(qint64 runId) {
+  auto it = m_jobs.find(runId);
+  if (it == m_jobs.end()) return;
+  const QString why = QStringLiteral("cannot start the engine %1 (set LATENTLAB_ENGINE to its path)").arg(m_enginePath);
+  it->error = why;
+  appendLog(it.value(), why);
+  markInStore(runId, static_cast<int>(RunStatus::Failed), why);
+  setJobStatus(it.value(), QStringLiteral("failed"));
+  if (auto child = m_children.take(runId); child && child->process) child->process->deleteLater();
+  Q_EMIT finished(runId, -1);
+  schedule();
+}
+
+void JobController::onStdout(qint64 runId) {
+  auto child = m_children.value(runId);
+  auto it = m_jobs.find(runId);
+  if (child == nullptr || child->process == nullptr || it == m_jobs.end()) return;
+  for (const EngineEvent& ev : child->parser.feed(child->process->readAllStandardOutput())) handleEvent(it.value(), ev);
+}
+
+void JobController::onStderr(qint64 runId) {
+  auto child = m_children.value(runId);
+  auto it = m_jobs.find(runId);
+  if (child == nullptr || child->process == nullptr || it == m_jobs.end()) return;
+  const QByteArray bytes = child->process->readAllStandardError();
+  child->stderrTail = (child->stderrTail + bytes).right(4000);
+  for (const QByteArray& line : bytes.split('\n')) {
+    if (!line.trimmed().isEmpty()) appendLog(it.value(), QString::fromUtf8(line));
+  }
+}
+
+void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
+  using K = EngineEvent::Kind;
+  switch (ev.kind) {
+    case K::Hello:
+      job.pid = ev.pid;
+      break;
+    case K::Status:
+      if (!ev.error.isEmpty()) job.error = ev.error;
+      appendLog(job, QStringLiteral("status: %1%2").arg(ev.status, ev.error.isEmpty() ? QString() : QStringLiteral(" (") + ev.error + QLatin1Char(')')));
+      setJobStatus(job, ev.status);
+      return;
+    case K::Progress:
+      job.step = ev.step;
+      job.steps = ev.steps;
+      job.tokens = ev.tokens;
+      job.loss = ev.loss;
+      job.hasLoss = true;
+      job.tokensPerSec = ev.tokensPerSec;
+      Q_EMIT progress(job.runId, ev.step, ev.steps, ev.tokens, ev.loss, ev.tokensPerSec);
+      break;
+    case K::Eval:
+      job.valLoss = ev.valLoss;
+      appendLog(job, QStringLiteral("eval at step %1: val loss %2").arg(ev.step).arg(ev.valLoss, 0, 'f', 4));
+      Q_EMIT evalReported(job.runId, ev.step, ev.valLoss);
+      break;
+    case K::Checkpoint:
+      appendLog(job, QStringLiteral("checkpoint at step %1: %2").arg(ev.step).arg(ev.path));
+      break;
+    case K::Log:
+      appendLog(job, QStringLiteral("[%1] %2").arg(ev.level, ev.message));
+      break;
+    case K::Unknown:
+    case K::Malformed:
+      appendLog(job, ev.message);
+      break;
+  }
+  Q_EMIT jobUpdated(job.runId);
+}
+
+void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus exitStatus) {
+  auto child = m_children.take(runId);
+  auto it = m_jobs.find(runId);
+  if (child == nullptr || it == m_jobs.end()) return;
+  JobInfo& job = it.value();
+  if (child->process != nullptr) {
+    for (const EngineEvent& ev : child->parser.feed(child->process->readAllStandardOutput())) handleEvent(job, ev);
+    for (const EngineEvent& ev : child->parser.finish()) handleEvent(job, ev);
+    child->process->deleteLater();
+  }
+  job.exitCode = exitCode;
+  int reported = exitCode;
+  if (exitStatus == QProcess::CrashExit) {
+    reported = -exitCode;  // -N: ended by signal N
+    if (child->killedAfterCancel) {
+      const QString why = QStringLiteral("did not stop within %1 s after cancel; killed").arg(m_cancelTimeoutMs / 1000.0);
+      markInStore(runId, static_cast<int>(RunStatus::Cancelled), why);
+      job.error = why;
+      setJobStatus(job, QStringLiteral("cancelled"));
+    } else {
+      const QString why = QStringLiteral("engine process ended unexpectedly (signal %1)").arg(exitCode);
+      markInStore(runId, static_cast<int>(RunStatus::Crashed), why);
+      job.error = why;
+      appendLog(job, why);
+      setJobStatus(job, QStringLiteral("crashed"));
+    }
+  } else {
+    // The engine records its own terminal status; one that exits before doing
+    // so (bad arguments, unreadable DB) leaves the run to be marked here.
+    QString stored;
+    try {
+      stored = statusName(m_store->run(runId).status);
+    } catch (const Error&) {
+    }
+    if (stored == QLatin1String("running") || stored == QLatin1String("queued")) {
+      const QString why = exitCode == 0 ? QStringLiteral("the engine exited without a final status")
+                                        : QString::fromUtf8(child->stderrTail).trimmed().section(QLatin1Char('\n'), -1);
+      const RunStatus st = exitCode == 2 ? RunStatus::Cancelled : RunStatus::Failed;
+      markInStore(runId, static_cast<int>(st), why.isEmpty() ? QStringLiteral("the engine exited with code %1").arg(exitCode) : why);
+      stored = statusName(st);
+      job.error = why;
+    }
+    if (!stored.isEmpty()) setJobStatus(job, stored);
+  }
+  appendLog(job, QStringLiteral("engine exited (%1)").arg(exitStatus == QProcess::CrashExit ? QStringLiteral("signal %1").arg(exitCode)
+                                                                                            : QStringLiteral("code %1").arg(exitCode)));
+  Q_EMIT finished(runId, reported);
+  schedule();
+}
+
+void JobController::setJobStatus(JobInfo& job, const QString& status) {
+  if (job.status == status) return;
+  job.status = status;
+  Q_EMIT statusChanged(job.runId, status);
+  Q_EMIT jobUpdated(job.runId);
+}
+
+void JobController::appendLog(JobInfo& job, const QString& line) {
+  job.log.push_back(line);
+  if (job.log.size() > kMaxLogLines) job.log.removeFirst();
+  QFile file(QStringLiteral("%1/runs/%2/engine.log").arg(m_workspaceDir).arg(job.runId));
+  QDir().mkpath(QStringLiteral("%1/runs/%2").arg(m_workspaceDir).arg(job.runId));
+  if (file.open(QIODevice::Append | QIODevice::Text)) file.write(line.toUtf8() + '\n');
+  Q_EMIT logLine(job.runId, line);
+}
+
+void JobController::reattach(bool enqueueQueued) {
+  std::vector<RunRecord> runs;
+  try {
+    runs = m_store->listRuns();
+  } catch (const Error& e) {
+    qWarning("reattach: %s", e.message().c_str());
+    return;
+  }
+  for (const RunRecord& r : runs) {
+    if (m_jobs.contains(r.id)) continue;
+    if (r.status == RunStatus::Running) {
+      if (r.pid && pidAlive(*r.pid)) {
+        JobInfo job;
+        job.runId = r.id;
+        job.name = QString::fromStdString(r.name);
+        job.device = QString::fromStdString(r.device);
+        job.pid = *r.pid;
+        job.external = true;
+        job.status = QStringLiteral("running");
+        job.startedAt = r.startedAt ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(*r.startedAt * 1000)) : QDateTime();
+        job.log.push_back(QStringLiteral("reattached to engine process %1").arg(job.pid));
+        m_jobs.insert(r.id, job);
+        m_order.push_back(r.id);
+        Q_EMIT jobsChanged();
+        Q_EMIT statusChanged(r.id, job.status);
+      } else {
+        const QString why = QStringLiteral("engine process ended unexpectedly (found dead on reopening)");
+        markInStore(r.id, static_cast<int>(RunStatus::Crashed), why);
+        Q_EMIT statusChanged(r.id, QStringLiteral("crashed"));
+      }
+    }
+  }
+  if (enqueueQueued) {
+    for (const RunRecord& r : runs) {
+      if (r.status == RunStatus::Queued) enqueue(r.id);
+    }
+  }
+  if (!m_externalTimer.isActive()) m_externalTimer.start();
+  pollExternal();
+}
+
+void JobController::pollExternal() {
+  for (qint64 id : m_order) {
+    JobInfo& j = m_jobs[id];
+    if (!j.external || j.status != QLatin1String("running")) continue;
+    try {
+      if (auto last = m_store->lastStep(id, "train/loss")) {
+        auto pts = m_store->rowsSince(id, "train/loss", *last - 1);
+        j.step = *last;
+        if (!pts.empty()) {
+          j.loss = pts.back().value;
+          j.hasLoss = true;
+          j.tokens = pts.back().tokens;
+        }
+        Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
+      }
+      const RunRecord r = m_store->run(id);
+      if (r.status != RunStatus::Running || !pidAlive(j.pid)) {
+        if (r.status == RunStatus::Running) {
+          markInStore(id, static_cast<int>(RunStatus::Crashed), QStringLiteral("engine process ended unexpectedly"));
+        }
+        setJobStatus(j, statusName(m_store->run(id).status));
+        Q_EMIT finished(id, r.status == RunStatus::Completed ? 0 : r.status == RunStatus::Cancelled ? 2 : 1);
+      }
+    } catch (const Error& e) {
+      qWarning("run %lld: %s", static_cast<long long>(id), e.message().c_str());
+    }
+    Q_EMIT jobUpdated(id);
+  }
+}
+
+void JobController::detachAll() {
+  for (auto it = m_children.begin(); it != m_children.end(); ++it) {
+    QProcess* p = it.value()->process;
+    if (p == nullptr) continue;
+    disconnect(p, nullptr, this, nullptr);
+    p->setParent(nullptr);  // deliberately not deleted: deleting a QProcess kills its child
+    p->closeWriteChannel();
+  }
+  m_children.clear();
+}
+
+void JobController::clearFinished() {
+  QVector<qint64> keep;
+  for (qint64 id : m_order) {
+    if (m_jobs[id].isActive()) keep.push_back(id);
+    else m_jobs.remove(id);
+  }
+  if (keep.size() != m_order.size()) {
+    m_order = keep;
+    Q_EMIT jobsChanged();
+  }
+}
+
+} // namespace latentlab::ui

@@ -1,0 +1,125 @@
+// The job queue: one `latentlab-engine run --db DB --run ID` child process
+// per job (one per CUDA device, a limited number on the CPU), its JSON lines
+// turned into signals, cancel / kill / crash handling written to the store.
+#pragma once
+
+#include <QDateTime>
+#include <QHash>
+#include <QObject>
+#include <QPointer>
+#include <QProcess>
+#include <QStringList>
+#include <QTimer>
+#include <QVector>
+#include <cstdint>
+#include <memory>
+
+#include "jobs/line_protocol_parser.h"
+
+namespace latentlab {
+class RunStore;
+}
+
+namespace latentlab::ui {
+
+struct JobInfo {
+  qint64 runId = 0;
+  QString name;
+  QString device;               // cpu, cuda:0, ...
+  QString status;               // queued, running, completed, failed, cancelled, crashed
+  qint64 step = 0;
+  qint64 steps = 0;
+  qint64 tokens = 0;
+  double loss = 0;
+  double tokensPerSec = 0;
+  double valLoss = 0;
+  bool hasLoss = false;
+  qint64 pid = 0;
+  bool external = false;        // reattached: started by an earlier GUI session
+  bool cancelRequested = false;
+  int exitCode = -1;
+  QString error;
+  QDateTime startedAt;
+  QStringList log;              // engine events and stderr, newest last (capped)
+
+  // Seconds left at the current pace, or -1 when unknown.
+  double etaSeconds() const;
+  bool isActive() const { return status == QLatin1String("queued") || status == QLatin1String("running"); }
+};
+
+class JobController : public QObject {
+  Q_OBJECT
+public:
+  JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent = nullptr);
+  ~JobController() override;
+
+  // Queues a run registered in the store (status queued; a terminal run is
+  // re-queued, which resumes it from its last checkpoint).
+  void enqueue(qint64 runId);
+  // Queued: removed and marked cancelled. Running: "cancel\n" on stdin, then
+  // killed after cancelTimeout() and marked cancelled.
+  void cancel(qint64 runId);
+  void retry(qint64 runId) { enqueue(runId); }
+  // Runs left `running` by an earlier session: alive pid -> followed through
+  // the store; dead -> marked crashed. Queued runs of the store are enqueued.
+  void reattach(bool enqueueQueued = true);
+  // Lets running children outlive the GUI (they ignore SIGPIPE); called when
+  // the user closes the window and keeps the jobs.
+  void detachAll();
+  void clearFinished();
+
+  void setCpuSlots(int n) { m_cpuSlots = n; }
+  int cpuSlots() const { return m_cpuSlots; }
+  void setCancelTimeout(int ms) { m_cancelTimeoutMs = ms; }
+  int cancelTimeout() const { return m_cancelTimeoutMs; }
+
+  const QVector<qint64>& jobOrder() const { return m_order; }
+  const JobInfo* job(qint64 runId) const;
+  int runningCount() const;
+  int activeCount() const;
+  QString enginePath() const { return m_enginePath; }
+  qint64 processId(qint64 runId) const;   // 0 when no child process
+
+Q_SIGNALS:
+  void progress(qint64 runId, qint64 step, qint64 steps, qint64 tokens, double loss, double tokensPerSec);
+  void evalReported(qint64 runId, qint64 step, double valLoss);
+  void statusChanged(qint64 runId, const QString& status);
+  void finished(qint64 runId, int exitCode);
+  void logLine(qint64 runId, const QString& line);
+  void jobsChanged();                 // a job was added or removed
+  void jobUpdated(qint64 runId);      // fields of one job changed
+
+private:
+  struct Child {
+    QPointer<QProcess> process;
+    LineProtocolParser parser;
+    QByteArray stderrTail;
+    bool killedAfterCancel = false;
+  };
+
+  void schedule();
+  void start(JobInfo& job);
+  void onStdout(qint64 runId);
+  void onStderr(qint64 runId);
+  void onFinished(qint64 runId, int exitCode, QProcess::ExitStatus exitStatus);
+  void onStartFailed(qint64 runId);
+  void handleEvent(JobInfo& job, const EngineEvent& ev);
+  void setJobStatus(JobInfo& job, const QString& status);
+  void appendLog(JobInfo& job, const QString& line);
+  void pollExternal();
+  bool markInStore(qint64 runId, int status, const QString& error);
+  static QString slotOf(const QString& device);
+  int capacityOf(const QString& slot) const;
+
+  std::shared_ptr<RunStore> m_store;
+  QString m_workspaceDir;
+  QString m_enginePath;
+  int m_cpuSlots = 1;
+  int m_cancelTimeoutMs = 5000;
+  QVector<qint64> m_order;
+  QHash<qint64, JobInfo> m_jobs;
+  QHash<qint64, std::shared_ptr<Child>> m_children;
+  QTimer m_externalTimer;
+};
+
+} // namespace latentlab::ui

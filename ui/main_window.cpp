@@ -1,0 +1,410 @@
+// Main window: panel composition and wiring (see main_window.h).
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QItemSelectionModel>
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include "charts/chart_view.h"
+#include "jobs/engine_path.h"
+#include "jobs/job_controller.h"
+#include "latentlab/demo.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "models/job_table_model.h"
+#include "models/run_tree_model.h"
+#include "panels/conversion_panel.h"
+#include "panels/jobs_panel.h"
+#include "panels/log_panel.h"
+#include "panels/message_banner.h"
+#include "panels/model_panel.h"
+#include "panels/runs_panel.h"
+#include "panels/training_panel.h"
+#include "preset_loader.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+RunSpec defaultNewRunSpec() {
+  RunSpec s;
+  s.name = "my run";
+  s.data.corpus = "demo";
+  s.data.seqLen = 128;
+  s.steps = 60;
+  s.microBatch = 8;
+  s.optimizer.lr = 1e-3;
+  s.schedule.warmupSteps = 5;
+  s.evalEvery = 20;
+  s.checkpointEvery = 0;
+  return s;
+}
+
+QWidget* padded(QWidget* w) {
+  auto* host = new QWidget;
+  auto* l = new QVBoxLayout(host);
+  l->setContentsMargins(4, 4, 4, 4);
+  l->addWidget(w);
+  return host;
+}
+
+} // namespace
+
+MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QWidget* parent)
+    : QMainWindow(parent), m_ws(workspace), m_options(std::move(options)) {
+  ensureResourcesLoaded();
+  setWindowTitle(tr("LatentLab — %1").arg(QDir::toNativeSeparators(m_ws.dir)));
+  setWindowIcon(QIcon(QStringLiteral(":/icons/latentlab.svg")));
+  m_store = std::make_shared<RunStore>(m_ws.dbPath().toStdString());
+  m_jobs = new JobController(m_store, m_ws.dir, m_options.enginePath.isEmpty() ? engineExecutablePath() : m_options.enginePath, this);
+  m_runModel = new RunTreeModel(m_store, this);
+  m_jobModel = new JobTableModel(m_jobs, this);
+
+  m_runs = new RunsPanel(m_runModel);
+  m_chart = new ChartView(m_store);
+  m_model = new ModelPanel;
+  m_conversion = new ConversionPanel;
+  m_training = new TrainingPanel;
+  m_jobsPanel = new JobsPanel(m_jobs, m_jobModel);
+  m_log = new LogPanel(m_jobs);
+  m_banner = new MessageBanner;
+
+  m_rightTabs = new QTabWidget;
+  m_rightTabs->addTab(padded(m_model), tr("Model"));
+  m_rightTabs->addTab(padded(m_conversion), tr("Conversion"));
+  m_rightTabs->addTab(padded(m_training), tr("Training"));
+  m_rightTabs->setMinimumWidth(360);
+  m_bottomTabs = new QTabWidget;
+  m_bottomTabs->addTab(m_jobsPanel, tr("Jobs"));
+  m_bottomTabs->addTab(m_log, tr("Log"));
+  m_bottomTabs->setDocumentMode(true);
+
+  m_horizontal = new QSplitter(Qt::Horizontal);
+  m_horizontal->addWidget(m_runs);
+  m_horizontal->addWidget(m_chart);
+  m_horizontal->addWidget(m_rightTabs);
+  m_horizontal->setStretchFactor(0, 0);
+  m_horizontal->setStretchFactor(1, 1);
+  m_horizontal->setStretchFactor(2, 0);
+  m_horizontal->setSizes({330, 700, 410});
+  m_horizontal->setChildrenCollapsible(false);
+  m_vertical = new QSplitter(Qt::Vertical);
+  m_vertical->addWidget(m_horizontal);
+  m_vertical->addWidget(m_bottomTabs);
+  m_vertical->setStretchFactor(0, 1);
+  m_vertical->setSizes({640, 220});
+  m_vertical->setChildrenCollapsible(false);
+
+  auto* central = new QWidget;
+  auto* cl = new QVBoxLayout(central);
+  cl->setContentsMargins(6, 6, 6, 0);
+  cl->setSpacing(6);
+  cl->addWidget(m_banner);
+  cl->addWidget(m_vertical, 1);
+  setCentralWidget(central);
+  m_statusJobs = new QLabel;
+  statusBar()->addPermanentWidget(m_statusJobs);
+  statusBar()->showMessage(tr("Workspace %1").arg(QDir::toNativeSeparators(m_ws.dir)));
+  resize(1440, 900);
+
+  QStringList devices;
+  for (const auto& d : listDevices()) devices << QString::fromStdString(d.id);
+  m_training->setDevices(devices.isEmpty() ? QStringList{QStringLiteral("cpu")} : devices);
+  m_training->setSpecContributor([this](RunSpec& s) {
+    m_model->applyTo(s);
+    m_conversion->applyTo(s);
+  });
+
+  buildMenus();
+  wire();
+
+  // Defaults for a new run: the demo base when it exists (convert it), else a built-in shape.
+  RunSpec initial = defaultNewRunSpec();
+  if (QFileInfo::exists(m_ws.demoBaseDir() + QStringLiteral("/config.json"))) {
+    m_model->openFolder(m_ws.demoBaseDir());
+    m_conversion->setMethod(true);
+    initial.kind = "convert-finetune";
+    initial.modelDir = m_ws.demoBaseDir().toStdString();
+  } else {
+    m_model->selectArchitecture(QString::fromLatin1(kDemoArch));
+    initial.architecture = kDemoArch;
+  }
+  m_training->setSpec(initial);
+  m_conversion->setModelConfig(m_model->config());
+  m_training->setBlockedReason(m_conversion->blockReason());
+
+  if (m_options.restoreLayout) restoreLayout();
+  m_jobs->reattach(m_options.startQueuedRuns);
+  m_runModel->refresh();
+  // Show the newest run so the chart is never empty when there is something to draw.
+  const auto runs = m_store->listRuns();
+  if (!runs.empty()) m_runs->selectRun(runs.back().id);
+  m_refreshTimer.setInterval(5000);
+  connect(&m_refreshTimer, &QTimer::timeout, this, [this] {
+    m_runModel->refresh();
+    updateStatusBar();
+  });
+  m_refreshTimer.start();
+  updateStatusBar();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* newWs = file->addAction(tr("&New workspace…"));
+  connect(newWs, &QAction::triggered, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Choose an empty folder for the new workspace"));
+    if (!dir.isEmpty()) switchWorkspace(dir);
+  });
+  QAction* openWs = file->addAction(tr("&Open workspace…"));
+  openWs->setShortcut(QKeySequence::Open);
+  connect(openWs, &QAction::triggered, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a workspace folder"), m_ws.dir);
+    if (!dir.isEmpty()) switchWorkspace(dir);
+  });
+  QAction* demo = file->addAction(tr("Open the &demo workspace"));
+  connect(demo, &QAction::triggered, this, [this] { switchWorkspace(defaultDemoWorkspaceDir()); });
+  file->addSeparator();
+  QMenu* presets = file->addMenu(tr("Load &preset"));
+  for (const QString& path : builtinPresetFiles()) {
+    QString title = QFileInfo(path).completeBaseName();
+    try {
+      title = loadPreset(path, QStringLiteral("demo"), m_ws.dir).title;
+    } catch (const Error&) {
+    }
+    for (const QString& scale : presetScales(path)) {
+      QAction* a = presets->addAction(tr("%1 — %2 scale").arg(title, scale));
+      connect(a, &QAction::triggered, this, [this, path, scale] { loadPresetFile(path, scale); });
+    }
+  }
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"));
+  quit->setShortcut(QKeySequence::Quit);
+  connect(quit, &QAction::triggered, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  QAction* start = run->addAction(tr("&Run the current spec"));
+  start->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  connect(start, &QAction::triggered, this, [this] {
+    if (m_training->blockedReason().isEmpty()) submitRun(m_training->spec());
+  });
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* about = help->addAction(tr("&About LatentLab"));
+  connect(about, &QAction::triggered, this, [this] {
+    QMessageBox::about(this, tr("About LatentLab"),
+                       tr("<b>LatentLab %1</b><p>Convert Llama-family models to Multi-head Latent Attention, "
+                          "fine-tune them and compare runs.</p><p>Engine: %2</p>")
+                           .arg(QApplication::applicationVersion(), m_jobs->enginePath().toHtmlEscaped()));
+  });
+}
+
+void MainWindow::wire() {
+  connect(m_model, &ModelPanel::modelChanged, this, [this] { m_conversion->setModelConfig(m_model->config()); });
+  connect(m_conversion, &ConversionPanel::validityChanged, m_training, &TrainingPanel::setBlockedReason);
+  connect(m_training, &TrainingPanel::specLoaded, this, [this](const RunSpec& s) {
+    m_model->loadFrom(s);
+    m_conversion->loadFrom(s);
+  });
+  connect(m_training, &TrainingPanel::runRequested, this, [this](const RunSpec& s) { submitRun(s); });
+  connect(m_runs, &RunsPanel::selectionChanged, m_chart, &ChartView::setRuns);
+  connect(m_runs, &RunsPanel::retryRequested, m_jobs, &JobController::retry);
+  connect(m_runs, &RunsPanel::cancelRequested, m_jobs, &JobController::cancel);
+  connect(m_runs, &RunsPanel::exportRequested, this, [this](qint64 id) {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"), QStringLiteral("run-%1.csv").arg(id), tr("CSV (*.csv)"));
+    if (path.isEmpty()) return;
+    try {
+      m_store->exportCsv(id, path.toStdString());
+      statusBar()->showMessage(tr("Wrote %1").arg(path), 5000);
+    } catch (const Error& e) {
+      m_banner->showError(e);
+    }
+  });
+  connect(m_runs, &RunsPanel::deleteRequested, this, [this](qint64 id) {
+    if (QMessageBox::question(this, tr("Delete run"), tr("Delete run #%1 and all its metrics?").arg(id)) != QMessageBox::Yes) return;
+    try {
+      m_store->deleteRun(id);
+    } catch (const Error& e) {
+      m_banner->showError(e);
+    }
+    m_runModel->refresh();
+  });
+  connect(m_jobs, &JobController::progress, this, [this](qint64 runId) { m_chart->pollStore(runId); });
+  connect(m_jobs, &JobController::evalReported, this, [this](qint64 runId) { m_chart->pollStore(runId); });
+  connect(m_jobs, &JobController::statusChanged, this, &MainWindow::onStatusChanged);
+  connect(m_jobs, &JobController::jobsChanged, this, &MainWindow::updateStatusBar);
+  connect(m_jobsPanel, &JobsPanel::logRequested, this, [this](qint64 runId) {
+    m_log->showRun(runId);
+    m_bottomTabs->setCurrentWidget(m_log);
+  });
+}
+
+qint64 MainWindow::submitRun(const RunSpec& spec) {
+  try {
+    validateRunSpec(spec, "the run spec");
+    const std::int64_t exp = findOrCreateExperiment(*m_store, "workbench", "", "Runs started from the workbench");
+    const std::string name = spec.name.empty() ? "run" : spec.name;
+    const std::int64_t id = m_store->createRun(exp, name, spec.kind, runSpecToJson(spec), spec.device);
+    m_runModel->refresh();
+    m_runs->selectRun(id);
+    m_jobs->enqueue(id);
+    m_banner->hide();
+    return id;
+  } catch (const Error& e) {
+    m_banner->showError(e);
+    return 0;
+  }
+}
+
+bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
+  try {
+    const Preset p = loadPreset(path, scale, m_ws.dir);
+    for (const RunSpec& s : p.runs) {
+      if (!s.modelDir.empty() && !QFileInfo::exists(QString::fromStdString(s.modelDir) + QStringLiteral("/config.json"))) {
+        const bool demoBase = QString::fromStdString(s.modelDir) == m_ws.demoBaseDir();
+        m_banner->showMessage(MessageBanner::Level::Warning,
+                              tr("%1 needs the model %2, which is not there yet").arg(p.title, QString::fromStdString(s.modelDir)),
+                              demoBase ? tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
+                                            "load the preset again once it has completed.")
+                                       : tr("Copy the Hugging Face model folder to that path, then load the preset again."));
+        return false;
+      }
+    }
+    std::vector<std::int64_t> ids;
+    instantiatePreset(*m_store, p, &ids);
+    m_runModel->refresh();
+    m_chart->setMetric(p.chart.metric);
+    m_chart->setXAxis(p.chart.x == QLatin1String("tokens") ? ChartView::XAxis::Tokens : ChartView::XAxis::Step);
+    for (std::int64_t id : ids) m_jobs->enqueue(id);
+    if (!ids.empty()) {
+      const QModelIndex exp = m_runModel->indexOfRun(ids.front()).parent();
+      m_runs->view()->selectionModel()->select(exp, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    }
+    m_banner->showMessage(MessageBanner::Level::Info, tr("Loaded the preset %1 (%2 scale): %n run(s) queued", nullptr, static_cast<int>(ids.size()))
+                                                          .arg(p.title, scale),
+                          p.chart.note);
+    return true;
+  } catch (const Error& e) {
+    m_banner->showError(e);
+    return false;
+  }
+}
+
+void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
+  m_runModel->refresh();
+  updateStatusBar();
+  m_chart->pollStore(runId);
+  const JobInfo* job = m_jobs->job(runId);
+  if (status == QLatin1String("failed") || status == QLatin1String("crashed")) {
+    m_banner->showMessage(MessageBanner::Level::Error,
+                          tr("Run #%1 %2 %3").arg(runId).arg(job != nullptr ? job->name : QString(), status),
+                          job != nullptr && !job->error.isEmpty() ? job->error : tr("See the Log tab for the engine's output."));
+  }
+  if (status == QLatin1String("completed")) {
+    try {
+      if (isDemoPretrainRun(*m_store, runId)) {
+        QString why;
+        if (publishDemoBase(*m_store, m_ws, runId, &why)) {
+          if (!m_model->usesFolder()) m_model->openFolder(m_ws.demoBaseDir());
+          m_banner->showMessage(MessageBanner::Level::Info, tr("The demo base model is ready: %1").arg(m_ws.demoBaseDir()),
+                                tr("Convert it on the Conversion tab, or load a preset from File › Load preset."));
+        } else {
+          m_banner->showMessage(MessageBanner::Level::Warning, tr("The demo base model could not be published"), why);
+        }
+      }
+    } catch (const Error& e) {
+      m_banner->showError(e);
+    }
+  }
+}
+
+void MainWindow::updateStatusBar() {
+  int queued = 0;
+  for (qint64 id : m_jobs->jobOrder()) queued += m_jobs->job(id)->status == QLatin1String("queued") ? 1 : 0;
+  m_statusJobs->setText(tr("%1 running · %2 queued").arg(m_jobs->runningCount()).arg(queued));
+}
+
+void MainWindow::switchWorkspace(const QString& dir) {
+  try {
+    const Workspace ws = openWorkspace(dir);
+    if (ws.dir == m_ws.dir) return;
+    auto* next = new MainWindow(ws, m_options);
+    next->setAttribute(Qt::WA_DeleteOnClose);
+    if (!close()) {
+      delete next;
+      return;
+    }
+    QSettings().setValue(QStringLiteral("workspace/last"), ws.dir);
+    next->show();
+  } catch (const Error& e) {
+    m_banner->showError(e);
+  }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (m_options.askBeforeClosing && m_jobs->runningCount() > 0) {
+    QMessageBox box(QMessageBox::Question, tr("Jobs are running"),
+                    tr("%n job(s) are still running.", nullptr, m_jobs->runningCount()), QMessageBox::NoButton, this);
+    box.setInformativeText(tr("They are separate processes: they can keep running, and LatentLab reattaches to them when "
+                              "this workspace is opened again. Stopped jobs checkpoint and can be resumed."));
+    QPushButton* keep = box.addButton(tr("Keep running"), QMessageBox::AcceptRole);
+    QPushButton* stop = box.addButton(tr("Stop jobs"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(keep);
+    box.exec();
+    if (box.clickedButton() == static_cast<QAbstractButton*>(keep)) {
+      m_jobs->detachAll();
+    } else if (box.clickedButton() == static_cast<QAbstractButton*>(stop)) {
+      for (qint64 id : m_jobs->jobOrder()) m_jobs->cancel(id);
+      QElapsedTimer t;
+      t.start();
+      while (m_jobs->runningCount() > 0 && t.elapsed() < m_jobs->cancelTimeout() + 2000) {
+        QApplication::processEvents(QEventLoop::AllEvents, 50);
+      }
+    } else {
+      event->ignore();
+      return;
+    }
+  }
+  if (m_options.restoreLayout) saveLayout();
+  event->accept();
+}
+
+void MainWindow::saveLayout() {
+  QSettings s;
+  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  s.setValue(QStringLiteral("window/state"), saveState());
+  s.setValue(QStringLiteral("window/horizontal"), m_horizontal->saveState());
+  s.setValue(QStringLiteral("window/vertical"), m_vertical->saveState());
+  s.setValue(QStringLiteral("window/rightTab"), m_rightTabs->currentIndex());
+}
+
+void MainWindow::restoreLayout() {
+  QSettings s;
+  if (s.contains(QStringLiteral("window/geometry"))) restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+  m_horizontal->restoreState(s.value(QStringLiteral("window/horizontal")).toByteArray());
+  m_vertical->restoreState(s.value(QStringLiteral("window/vertical")).toByteArray());
+  m_rightTabs->setCurrentIndex(s.value(QStringLiteral("window/rightTab"), 0).toInt());
+}
+
+} // namespace latentlab::ui

@@ -1,0 +1,99 @@
+// The main window: composes the panels (runs | chart | model/conversion/
+// training tabs, jobs and log below) over one workspace; owns the GUI
+// thread's store connection and the job controller. No logic of its own
+// beyond wiring, menus, and the close/reattach questions.
+#pragma once
+
+#include <QMainWindow>
+#include <QTimer>
+#include <memory>
+
+#include "workspace.h"
+
+class QSplitter;
+class QTabWidget;
+class QLabel;
+
+namespace latentlab {
+class RunStore;
+struct RunSpec;
+}
+
+namespace latentlab::ui {
+
+class ChartView;
+class ConversionPanel;
+class JobController;
+class JobTableModel;
+class JobsPanel;
+class LogPanel;
+class MessageBanner;
+class ModelPanel;
+class RunTreeModel;
+class RunsPanel;
+class TrainingPanel;
+
+struct MainWindowOptions {
+  bool startQueuedRuns = true;   // reattach and start the store's queued runs
+  bool restoreLayout = true;     // QSettings geometry and splitters
+  bool askBeforeClosing = true;  // ask once when jobs are running
+  QString enginePath;            // empty: engineExecutablePath()
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+public:
+  explicit MainWindow(const Workspace& workspace, MainWindowOptions options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  const Workspace& workspace() const { return m_ws; }
+  JobController* jobs() const { return m_jobs; }
+  ChartView* chart() const { return m_chart; }
+  RunsPanel* runsPanel() const { return m_runs; }
+  RunTreeModel* runModel() const { return m_runModel; }
+  ModelPanel* modelPanel() const { return m_model; }
+  ConversionPanel* conversionPanel() const { return m_conversion; }
+  TrainingPanel* trainingPanel() const { return m_training; }
+  MessageBanner* banner() const { return m_banner; }
+  QTabWidget* rightTabs() const { return m_rightTabs; }
+
+  // Registers the spec as a queued run and hands it to the job controller.
+  qint64 submitRun(const RunSpec& spec);
+  // Loads a preset file at a scale: the experiment and its runs, queued.
+  bool loadPresetFile(const QString& path, const QString& scale);
+  void switchWorkspace(const QString& dir);
+
+protected:
+  void closeEvent(QCloseEvent* event) override;
+
+private:
+  void buildMenus();
+  void wire();
+  void onStatusChanged(qint64 runId, const QString& status);
+  void updateStatusBar();
+  void saveLayout();
+  void restoreLayout();
+
+  Workspace m_ws;
+  MainWindowOptions m_options;
+  std::shared_ptr<RunStore> m_store;
+  JobController* m_jobs = nullptr;
+  RunTreeModel* m_runModel = nullptr;
+  JobTableModel* m_jobModel = nullptr;
+  RunsPanel* m_runs = nullptr;
+  ChartView* m_chart = nullptr;
+  ModelPanel* m_model = nullptr;
+  ConversionPanel* m_conversion = nullptr;
+  TrainingPanel* m_training = nullptr;
+  JobsPanel* m_jobsPanel = nullptr;
+  LogPanel* m_log = nullptr;
+  MessageBanner* m_banner = nullptr;
+  QTabWidget* m_rightTabs = nullptr;
+  QTabWidget* m_bottomTabs = nullptr;
+  QSplitter* m_vertical = nullptr;
+  QSplitter* m_horizontal = nullptr;
+  QLabel* m_statusJobs = nullptr;
+  QTimer m_refreshTimer;
+};
+
+} // namespace latentlab::ui

@@ -1,0 +1,258 @@
+// Conversion tab with the live KV-cache preview.
+#include "panels/conversion_panel.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLocale>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "latentlab/error.h"
+#include "panels/message_banner.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+QSpinBox* spin(int lo, int hi, int value, const QString& special = {}) {
+  auto* s = new QSpinBox;
+  s->setRange(lo, hi);
+  s->setValue(value);
+  if (!special.isEmpty()) s->setSpecialValueText(special);
+  s->setAccelerated(true);
+  return s;
+}
+
+} // namespace
+
+ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
+  m_method = new QComboBox;
+  m_method->addItem(tr("None (keep the original attention)"), QStringLiteral("none"));
+  m_method->addItem(tr("MHA2MLA (partial RoPE + low-rank KV)"), QStringLiteral("mha2mla"));
+  m_strategy = new QComboBox;
+  m_strategy->addItem(tr("S_2-norm"), QStringLiteral("2-norm"));
+  m_strategy->addItem(tr("S_high"), QStringLiteral("high"));
+  m_strategy->addItem(tr("S_low"), QStringLiteral("low"));
+  m_strategy->addItem(tr("S_uniform"), QStringLiteral("uniform"));
+  m_strategy->addItem(tr("Full RoPE"), QStringLiteral("full"));
+  m_strategy->setToolTip(tr("Which RoPE frequency pairs each head keeps: S_2-norm keeps the pairs with the largest "
+                            "query·key norms; S_high/S_low the highest/lowest frequencies; S_uniform evenly spaced ones"));
+  m_r = spin(0, 512, 0, tr("default (d_h/16)"));
+  m_dKv = spin(1, 4096, 16);
+  m_svd = new QComboBox;
+  m_svd->addItem(tr("Joint [K_nope, V]"), QStringLiteral("joint"));
+  m_svd->addItem(tr("Split K / V"), QStringLiteral("split"));
+  m_score = new QComboBox;
+  m_score->addItem(tr("product"), QStringLiteral("product"));
+  m_score->addItem(tr("sum"), QStringLiteral("sum"));
+  m_calibSeqs = spin(1, 100000, 64);
+  m_calibLen = spin(8, 65536, 256);
+  m_context = spin(1, 1 << 20, 4096);
+  m_context->setSingleStep(1024);
+  m_batch = spin(1, 4096, 1);
+  m_cacheDType = new QComboBox;
+  m_cacheDType->addItem(QStringLiteral("bf16"), static_cast<int>(DType::BF16));
+  m_cacheDType->addItem(QStringLiteral("fp16"), static_cast<int>(DType::F16));
+  m_cacheDType->addItem(QStringLiteral("fp32"), static_cast<int>(DType::F32));
+
+  auto* methodBox = new QGroupBox(tr("Method"));
+  auto* ml = new QFormLayout(methodBox);
+  ml->addRow(tr("Conversion:"), m_method);
+
+  m_settingsBox = new QGroupBox(tr("MHA2MLA settings"));
+  auto* sl = new QFormLayout(m_settingsBox);
+  sl->setLabelAlignment(Qt::AlignRight);
+  sl->addRow(tr("RoPE strategy:"), m_strategy);
+  sl->addRow(tr("Kept RoPE pairs r:"), m_r);
+  sl->addRow(tr("d_kv per KV head:"), m_dKv);
+  sl->addRow(tr("SVD:"), m_svd);
+  sl->addRow(tr("2-norm score:"), m_score);
+  sl->addRow(tr("Calibration sequences:"), m_calibSeqs);
+  sl->addRow(tr("Calibration length:"), m_calibLen);
+  m_ropeNote = new QLabel;
+  m_ropeNote->setWordWrap(true);
+  m_ropeNote->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  sl->addRow(m_ropeNote);
+
+  auto* preview = new QGroupBox(tr("KV-cache preview"));
+  auto* pl = new QFormLayout(preview);
+  pl->setLabelAlignment(Qt::AlignRight);
+  pl->addRow(tr("Context length:"), m_context);
+  pl->addRow(tr("Batch:"), m_batch);
+  pl->addRow(tr("Cache dtype:"), m_cacheDType);
+  m_perToken = new QLabel;
+  m_perToken->setObjectName(QStringLiteral("kvPerToken"));
+  m_perToken->setWordWrap(true);
+  m_saving = new QLabel;
+  m_saving->setObjectName(QStringLiteral("kvSaving"));
+  QFont big = m_saving->font();
+  big.setPointSizeF(big.pointSizeF() * 1.5);
+  big.setBold(true);
+  m_saving->setFont(big);
+  m_total = new QLabel;
+  m_total->setObjectName(QStringLiteral("kvTotal"));
+  m_total->setWordWrap(true);
+  pl->addRow(tr("Per token:"), m_perToken);
+  pl->addRow(tr("Saving:"), m_saving);
+  pl->addRow(tr("Whole cache:"), m_total);
+
+  m_banner = new MessageBanner;
+  m_banner->setDismissable(false);
+  m_banner->setObjectName(QStringLiteral("conversionBanner"));
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(methodBox);
+  layout->addWidget(m_settingsBox);
+  layout->addWidget(m_banner);
+  layout->addWidget(preview);
+  layout->addStretch(1);
+
+  auto changed = [this] { update(); };
+  connect(m_method, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_strategy, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_svd, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_cacheDType, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_r, &QSpinBox::valueChanged, this, changed);
+  connect(m_dKv, &QSpinBox::valueChanged, this, changed);
+  connect(m_context, &QSpinBox::valueChanged, this, changed);
+  connect(m_batch, &QSpinBox::valueChanged, this, changed);
+  update();
+}
+
+void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {
+  m_config = cfg;
+  update();
+}
+
+void ConversionPanel::setMethod(bool mha2mla) { m_method->setCurrentIndex(mha2mla ? 1 : 0); }
+void ConversionPanel::setRopeStrategy(const QString& s) {
+  const int i = m_strategy->findData(s);
+  if (i >= 0) m_strategy->setCurrentIndex(i);
+}
+void ConversionPanel::setRopePairs(int r) { m_r->setValue(r); }
+void ConversionPanel::setDKv(int dKv) { m_dKv->setValue(dKv); }
+void ConversionPanel::setSvd(const QString& svd) {
+  const int i = m_svd->findData(svd);
+  if (i >= 0) m_svd->setCurrentIndex(i);
+}
+void ConversionPanel::setContext(int contextLength, int batch) {
+  m_context->setValue(contextLength);
+  m_batch->setValue(batch);
+}
+
+bool ConversionPanel::conversionEnabled() const { return m_method->currentData().toString() == QLatin1String("mha2mla"); }
+
+KvSettings ConversionPanel::settings() const {
+  KvSettings s;
+  s.method = conversionEnabled() ? KvMethod::Mha2Mla : KvMethod::None;
+  s.ropePairs = m_r->value();
+  s.dKv = m_dKv->value();
+  s.svd = m_svd->currentData().toString() == QLatin1String("split") ? SvdMethod::Split : SvdMethod::Joint;
+  const QString strategy = m_strategy->currentData().toString();
+  s.fullRope = strategy == QLatin1String("full");
+  s.uniformStrategy = strategy == QLatin1String("uniform");
+  return s;
+}
+
+QString ConversionPanel::savingText() const {
+  if (!m_budget) return {};
+  return QStringLiteral("%1%2%").arg(m_budget->saving > 0 ? QStringLiteral("+") : QString()).arg(m_budget->saving * 100.0, 0, 'f', 2);
+}
+
+QString ConversionPanel::bytesText() const {
+  if (!m_budget) return {};
+  return QStringLiteral("%1 B → %2 B").arg(m_budget->originalBytesPerToken).arg(m_budget->bytesPerToken);
+}
+
+void ConversionPanel::update() {
+  const bool on = conversionEnabled();
+  m_settingsBox->setEnabled(on);
+  m_score->setEnabled(on && m_strategy->currentData().toString() == QLatin1String("2-norm"));
+  m_r->setEnabled(on && m_strategy->currentData().toString() != QLatin1String("full"));
+  m_reason.clear();
+  m_budget.reset();
+  if (!m_config) {
+    m_perToken->setText(tr("Open a model to preview its KV cache."));
+    m_saving->clear();
+    m_total->clear();
+    m_banner->hide();
+    Q_EMIT validityChanged(m_reason);
+    return;
+  }
+  const KvSettings s = settings();
+  const auto dtype = static_cast<DType>(m_cacheDType->currentData().toInt());
+  if (auto why = checkKvSettings(*m_config, s)) {
+    m_reason = QString::fromStdString(*why);
+  } else {
+    try {
+      m_budget = computeKvBudget(*m_config, s, dtype);
+    } catch (const Error& e) {
+      m_reason = QString::fromStdString(e.message());
+    }
+  }
+  if (!m_reason.isEmpty()) {
+    m_banner->showMessage(MessageBanner::Level::Error, tr("These settings are impossible for this model"), m_reason);
+    m_perToken->setText(QStringLiteral("–"));
+    m_saving->setText(QStringLiteral("–"));
+    m_saving->setStyleSheet({});
+    m_total->setText(QStringLiteral("–"));
+    m_ropeNote->clear();
+    Q_EMIT validityChanged(m_reason);
+    return;
+  }
+  m_banner->hide();
+  const KvBudget& b = *m_budget;
+  const QLocale loc;
+  m_perToken->setText(tr("%1 → %2 elements per layer · %3 → %4 per token")
+                          .arg(b.originalPerTokenPerLayer)
+                          .arg(b.perTokenPerLayer)
+                          .arg(loc.formattedDataSize(b.originalBytesPerToken, 2, QLocale::DataSizeTraditionalFormat),
+                               loc.formattedDataSize(b.bytesPerToken, 2, QLocale::DataSizeTraditionalFormat)));
+  m_saving->setText(savingText());
+  m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;") : QString());
+  const double tokens = static_cast<double>(m_context->value()) * m_batch->value();
+  const auto before = static_cast<qint64>(tokens * static_cast<double>(b.originalBytesPerToken));
+  const auto after = static_cast<qint64>(tokens * static_cast<double>(b.bytesPerToken));
+  m_total->setText(tr("%1 → %2 for %3 tokens × batch %4 (saves %5)")
+                       .arg(loc.formattedDataSize(before, 2, QLocale::DataSizeTraditionalFormat),
+                            loc.formattedDataSize(after, 2, QLocale::DataSizeTraditionalFormat), loc.toString(m_context->value()))
+                       .arg(m_batch->value())
+                       .arg(loc.formattedDataSize(before - after, 2, QLocale::DataSizeTraditionalFormat)));
+  m_ropeNote->setText(on ? tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->headDim / 2)
+                         : QString());
+  Q_EMIT validityChanged(m_reason);
+}
+
+void ConversionPanel::applyTo(RunSpec& spec) const {
+  spec.conversion.enabled = conversionEnabled();
+  if (!spec.conversion.enabled) {
+    if (spec.kind == "convert-finetune") spec.kind = spec.modelDir.empty() ? "pretrain" : "finetune";
+    return;
+  }
+  spec.kind = "convert-finetune";
+  spec.conversion.ropeStrategy = m_strategy->currentData().toString().toStdString();
+  spec.conversion.ropePairs = m_r->value();
+  spec.conversion.dKv = m_dKv->value();
+  spec.conversion.svd = m_svd->currentData().toString().toStdString();
+  spec.conversion.twoNormScore = m_score->currentData().toString().toStdString();
+  spec.conversion.calibSequences = m_calibSeqs->value();
+  spec.conversion.calibSeqLen = m_calibLen->value();
+}
+
+void ConversionPanel::loadFrom(const RunSpec& spec) {
+  const ConversionSpec& c = spec.conversion;
+  setMethod(c.enabled || spec.kind == "convert-finetune");
+  setRopeStrategy(QString::fromStdString(c.ropeStrategy));
+  setRopePairs(c.ropePairs);
+  setDKv(c.dKv);
+  setSvd(QString::fromStdString(c.svd));
+  const int i = m_score->findData(QString::fromStdString(c.twoNormScore));
+  if (i >= 0) m_score->setCurrentIndex(i);
+  m_calibSeqs->setValue(c.calibSequences);
+  m_calibLen->setValue(c.calibSeqLen);
+  update();
+}
+
+} // namespace latentlab::ui

@@ -1,0 +1,76 @@
+// Conversion tab: method (none / MHA2MLA), partial-RoPE strategy, r, d_kv,
+// SVD method, calibration, and a live KV-cache preview (per token, and for a
+// chosen context length and batch) from computeKvBudget. Impossible
+// combinations (checkKvSettings) are shown inline and block Run.
+#pragma once
+
+#include <QWidget>
+#include <optional>
+
+#include "latentlab/kv_budget.h"
+#include "latentlab/model_config.h"
+#include "latentlab/run_spec.h"
+
+class QComboBox;
+class QSpinBox;
+class QLabel;
+class QGroupBox;
+
+namespace latentlab::ui {
+
+class MessageBanner;
+
+class ConversionPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit ConversionPanel(QWidget* parent = nullptr);
+
+  void setModelConfig(const std::optional<ModelConfig>& cfg);
+  void setMethod(bool mha2mla);
+  void setRopeStrategy(const QString& strategy);
+  void setRopePairs(int r);
+  void setDKv(int dKv);
+  void setSvd(const QString& svd);
+  void setContext(int contextLength, int batch);
+
+  bool conversionEnabled() const;
+  KvSettings settings() const;
+  // The reason the settings are impossible for this model (empty when fine).
+  QString blockReason() const { return m_reason; }
+  std::optional<KvBudget> budget() const { return m_budget; }
+  QString savingText() const;      // "-68.75%"
+  QString bytesText() const;       // per-token bytes, original -> converted
+
+  void applyTo(RunSpec& spec) const;
+  void loadFrom(const RunSpec& spec);
+
+Q_SIGNALS:
+  // Emitted whenever the preview changes; an empty reason means Run may go.
+  void validityChanged(const QString& reason);
+
+private:
+  void update();
+
+  std::optional<ModelConfig> m_config;
+  QComboBox* m_method = nullptr;
+  QComboBox* m_strategy = nullptr;
+  QSpinBox* m_r = nullptr;
+  QSpinBox* m_dKv = nullptr;
+  QComboBox* m_svd = nullptr;
+  QComboBox* m_score = nullptr;
+  QSpinBox* m_calibSeqs = nullptr;
+  QSpinBox* m_calibLen = nullptr;
+  QSpinBox* m_context = nullptr;
+  QSpinBox* m_batch = nullptr;
+  QComboBox* m_cacheDType = nullptr;
+  QGroupBox* m_settingsBox = nullptr;
+  QLabel* m_perToken = nullptr;
+  QLabel* m_saving = nullptr;
+  QLabel* m_total = nullptr;
+  QLabel* m_ropeNote = nullptr;
+  MessageBanner* m_banner = nullptr;
+  QString m_reason;
+  std::optional<KvBudget> m_budget;
+};
+
+} // namespace latentlab::ui

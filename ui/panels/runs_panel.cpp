@@ -1,0 +1,99 @@
+// Experiments and runs pane.
+#include "panels/runs_panel.h"
+
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QMenu>
+#include <QSet>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include "models/run_tree_model.h"
+
+namespace latentlab::ui {
+
+RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_model(model) {
+  m_view = new QTreeView;
+  m_view->setModel(m_model);
+  m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_view->setUniformRowHeights(true);
+  m_view->setAlternatingRowColors(true);
+  m_view->setContextMenuPolicy(Qt::CustomContextMenu);
+  m_view->header()->setStretchLastSection(false);
+  m_view->header()->setSectionResizeMode(RunTreeModel::NameColumn, QHeaderView::Stretch);
+  for (int c = RunTreeModel::StatusColumn; c < RunTreeModel::ColumnCount; ++c) {
+    m_view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  }
+  m_view->expandAll();
+  auto* title = new QLabel(tr("Experiments and runs"));
+  QFont f = title->font();
+  f.setBold(true);
+  title->setFont(f);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 6, 0, 6);
+  layout->addWidget(title);
+  layout->addWidget(m_view, 1);
+
+  connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { Q_EMIT selectionChanged(selectedRuns()); });
+  connect(m_model, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex& parent) {
+    if (!parent.isValid()) m_view->expandAll();
+    else m_view->expand(parent);
+  });
+  connect(m_model, &QAbstractItemModel::modelReset, this, [this] { m_view->expandAll(); });
+  connect(m_view, &QTreeView::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const qint64 id = currentRunId();
+    if (id == 0) return;
+    const QString status = m_model->indexOfRun(id).data(RunTreeModel::StatusRole).toString();
+    QMenu menu(this);
+    QAction* retry = menu.addAction(status == QLatin1String("queued") ? tr("Start") : tr("Retry / resume"));
+    retry->setEnabled(status != QLatin1String("running") && status != QLatin1String("completed"));
+    QAction* cancel = menu.addAction(tr("Cancel"));
+    cancel->setEnabled(status == QLatin1String("running") || status == QLatin1String("queued"));
+    QAction* exportCsv = menu.addAction(tr("Export metrics as CSV…"));
+    menu.addSeparator();
+    QAction* del = menu.addAction(tr("Delete run"));
+    del->setEnabled(status != QLatin1String("running"));
+    QAction* chosen = menu.exec(m_view->viewport()->mapToGlobal(pos));
+    if (chosen == retry) Q_EMIT retryRequested(id);
+    else if (chosen == cancel) Q_EMIT cancelRequested(id);
+    else if (chosen == exportCsv) Q_EMIT exportRequested(id);
+    else if (chosen == del) Q_EMIT deleteRequested(id);
+  });
+}
+
+qint64 RunsPanel::currentRunId() const {
+  const QModelIndex idx = m_view->currentIndex();
+  return idx.isValid() && idx.data(RunTreeModel::IsRunRole).toBool() ? idx.siblingAtColumn(0).data(RunTreeModel::RunIdRole).toLongLong() : 0;
+}
+
+QVector<ChartRun> RunsPanel::selectedRuns() const {
+  QVector<ChartRun> out;
+  QSet<qint64> seen;
+  auto add = [&](const QModelIndex& idx) {
+    const qint64 id = idx.data(RunTreeModel::RunIdRole).toLongLong();
+    if (seen.contains(id)) return;
+    seen.insert(id);
+    out.push_back({id, idx.data().toString()});
+  };
+  for (const QModelIndex& idx : m_view->selectionModel()->selectedRows(0)) {
+    if (idx.data(RunTreeModel::IsRunRole).toBool()) {
+      add(idx);
+    } else {
+      for (int r = 0; r < m_model->rowCount(idx); ++r) add(m_model->index(r, 0, idx));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ChartRun& a, const ChartRun& b) { return a.id < b.id; });
+  return out;
+}
+
+void RunsPanel::selectRun(qint64 runId) {
+  const QModelIndex idx = m_model->indexOfRun(runId);
+  if (!idx.isValid()) return;
+  m_view->selectionModel()->select(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  m_view->setCurrentIndex(idx);
+}
+
+} // namespace latentlab::ui

@@ -1,0 +1,340 @@
+// Training tab.
+#include "panels/training_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QDoubleValidator>
+#include <QFile>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "charts/lr_curve_view.h"
+#include "latentlab/error.h"
+#include "panels/message_banner.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+QSpinBox* intSpin(int lo, int hi) {
+  auto* s = new QSpinBox;
+  s->setRange(lo, hi);
+  s->setAccelerated(true);
+  return s;
+}
+
+QDoubleSpinBox* dblSpin(double lo, double hi, int decimals, double step) {
+  auto* s = new QDoubleSpinBox;
+  s->setRange(lo, hi);
+  s->setDecimals(decimals);
+  s->setSingleStep(step);
+  return s;
+}
+
+QLineEdit* sciEdit() {
+  auto* e = new QLineEdit;
+  auto* v = new QDoubleValidator(0.0, 1e3, 12, e);
+  v->setNotation(QDoubleValidator::ScientificNotation);
+  v->setLocale(QLocale::c());
+  e->setValidator(v);
+  return e;
+}
+
+QString sci(double v) { return QString::number(v, 'g', 6); }
+
+QFormLayout* form(QGroupBox* box) {
+  auto* f = new QFormLayout(box);
+  f->setLabelAlignment(Qt::AlignRight);
+  f->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  return f;
+}
+
+} // namespace
+
+TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
+  m_name = new QLineEdit;
+  m_name->setPlaceholderText(tr("e.g. smollm dkv16 2-norm"));
+  m_corpus = new QLineEdit;
+  m_corpus->setToolTip(tr("A text file, a folder of text files, a .jsonl file, or \"demo\" (the Python documentation)"));
+  m_tokenizer = new QLineEdit;
+  m_tokenizer->setPlaceholderText(tr("the model's, or trained on the corpus"));
+  m_vocab = intSpin(256, 1 << 20);
+  m_seqLen = intSpin(8, 1 << 17);
+  m_valShare = dblSpin(0.0, 0.5, 3, 0.005);
+  m_lr = sciEdit();
+  m_beta1 = dblSpin(0.0, 0.9999, 4, 0.01);
+  m_beta2 = dblSpin(0.0, 0.9999, 4, 0.005);
+  m_eps = sciEdit();
+  m_wd = dblSpin(0.0, 10.0, 4, 0.01);
+  m_clip = dblSpin(0.0, 1000.0, 2, 0.1);
+  m_clip->setSpecialValueText(tr("off"));
+  m_schedule = new QComboBox;
+  m_schedule->addItem(tr("WSD (warmup, stable, 1-sqrt decay)"), QStringLiteral("wsd"));
+  m_schedule->addItem(tr("Cosine"), QStringLiteral("cosine"));
+  m_schedule->addItem(tr("Constant"), QStringLiteral("constant"));
+  m_warmup = intSpin(0, 10000000);
+  m_decay = intSpin(0, 10000000);
+  m_decay->setSpecialValueText(tr("20% of the run"));
+  m_minLr = dblSpin(0.0, 1.0, 3, 0.05);
+  m_steps = intSpin(1, 100000000);
+  m_microBatch = intSpin(1, 65536);
+  m_gradAccum = intSpin(1, 65536);
+  m_seed = intSpin(0, 2147483647);
+  m_evalEvery = intSpin(0, 10000000);
+  m_evalEvery->setSpecialValueText(tr("only at the end"));
+  m_evalBatches = intSpin(1, 100000);
+  m_ckptEvery = intSpin(0, 10000000);
+  m_ckptEvery->setSpecialValueText(tr("only at the end"));
+  m_device = new QComboBox;
+  m_device->setEditable(true);
+  m_dtype = new QComboBox;
+  for (const char* d : {"auto", "f32", "bf16", "f64"}) m_dtype->addItem(QString::fromLatin1(d));
+  m_zeroInit = new QCheckBox(tr("Zero-init output projections (MLRA recipe)"));
+  m_lrCurve = new LrCurveView;
+
+  auto* runBox = new QGroupBox(tr("Run"));
+  auto* rf = form(runBox);
+  rf->addRow(tr("Name:"), m_name);
+
+  auto* dataBox = new QGroupBox(tr("Data"));
+  auto* df = form(dataBox);
+  df->addRow(tr("Corpus:"), m_corpus);
+  df->addRow(tr("Tokenizer:"), m_tokenizer);
+  df->addRow(tr("Vocabulary (trained):"), m_vocab);
+  df->addRow(tr("Sequence length:"), m_seqLen);
+  df->addRow(tr("Validation share:"), m_valShare);
+
+  auto* optBox = new QGroupBox(tr("Optimiser (AdamW)"));
+  auto* of = form(optBox);
+  of->addRow(tr("Learning rate:"), m_lr);
+  auto* betas = new QHBoxLayout;
+  betas->addWidget(m_beta1);
+  betas->addWidget(m_beta2);
+  of->addRow(tr("β1, β2:"), betas);
+  of->addRow(tr("ε:"), m_eps);
+  of->addRow(tr("Weight decay:"), m_wd);
+  of->addRow(tr("Gradient clip:"), m_clip);
+
+  auto* schedBox = new QGroupBox(tr("Schedule"));
+  auto* sf = form(schedBox);
+  sf->addRow(tr("Kind:"), m_schedule);
+  sf->addRow(tr("Warmup steps:"), m_warmup);
+  sf->addRow(tr("Decay steps:"), m_decay);
+  sf->addRow(tr("Min LR ratio:"), m_minLr);
+  sf->addRow(m_lrCurve);
+
+  auto* lenBox = new QGroupBox(tr("Length and batch"));
+  auto* lf = form(lenBox);
+  lf->addRow(tr("Steps:"), m_steps);
+  lf->addRow(tr("Micro-batch:"), m_microBatch);
+  lf->addRow(tr("Gradient accumulation:"), m_gradAccum);
+  lf->addRow(tr("Seed:"), m_seed);
+  lf->addRow(m_zeroInit);
+
+  auto* evalBox = new QGroupBox(tr("Evaluation and checkpoints"));
+  auto* ef = form(evalBox);
+  ef->addRow(tr("Evaluate every:"), m_evalEvery);
+  ef->addRow(tr("Eval batches:"), m_evalBatches);
+  ef->addRow(tr("Checkpoint every:"), m_ckptEvery);
+
+  auto* devBox = new QGroupBox(tr("Device"));
+  auto* vf = form(devBox);
+  vf->addRow(tr("Device:"), m_device);
+  vf->addRow(tr("Precision:"), m_dtype);
+
+  auto* inner = new QWidget;
+  auto* il = new QVBoxLayout(inner);
+  il->setContentsMargins(0, 0, 4, 0);
+  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(dataBox), static_cast<QWidget*>(optBox),
+                     static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox), static_cast<QWidget*>(evalBox),
+                     static_cast<QWidget*>(devBox)}) {
+    il->addWidget(w);
+  }
+  il->addStretch(1);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(inner);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+
+  m_banner = new MessageBanner;
+  auto* load = new QPushButton(tr("Load spec…"));
+  auto* save = new QPushButton(tr("Save spec…"));
+  m_run = new QPushButton(tr("Run"));
+  m_run->setDefault(true);
+  m_run->setMinimumWidth(96);
+  m_run->setIcon(style()->standardIcon(QStyle::SP_MediaPlay));
+  m_blockedLabel = new QLabel;
+  m_blockedLabel->setWordWrap(true);
+  m_blockedLabel->setStyleSheet(QStringLiteral("color: #c62828;"));
+  m_blockedLabel->hide();
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(load);
+  buttons->addWidget(save);
+  buttons->addStretch(1);
+  buttons->addWidget(m_run);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(scroll, 1);
+  layout->addWidget(m_banner);
+  layout->addWidget(m_blockedLabel);
+  layout->addLayout(buttons);
+
+  connect(m_run, &QPushButton::clicked, this, [this] { Q_EMIT runRequested(spec()); });
+  connect(save, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save run spec"), m_name->text() + QStringLiteral(".json"),
+                                                      tr("Run spec (*.json)"));
+    if (!path.isEmpty()) saveSpecFile(path);
+  });
+  connect(load, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Load run spec"), {}, tr("Run spec (*.json)"));
+    if (!path.isEmpty()) loadSpecFile(path);
+  });
+  auto lrChanged = [this] { updateLrCurve(); };
+  connect(m_lr, &QLineEdit::textChanged, this, lrChanged);
+  connect(m_schedule, &QComboBox::currentIndexChanged, this, lrChanged);
+  connect(m_warmup, &QSpinBox::valueChanged, this, lrChanged);
+  connect(m_decay, &QSpinBox::valueChanged, this, lrChanged);
+  connect(m_steps, &QSpinBox::valueChanged, this, lrChanged);
+  connect(m_minLr, &QDoubleSpinBox::valueChanged, this, lrChanged);
+  setDevices({QStringLiteral("cpu")});
+  setSpec(RunSpec{});
+}
+
+void TrainingPanel::setDevices(const QStringList& devices) {
+  const QString current = m_device->currentText();
+  m_device->clear();
+  m_device->addItems(devices);
+  if (!current.isEmpty()) m_device->setCurrentText(current);
+}
+
+RunSpec TrainingPanel::spec() const {
+  RunSpec s = m_base;
+  s.name = m_name->text().trimmed().toStdString();
+  s.data.corpus = m_corpus->text().trimmed().toStdString();
+  s.data.tokenizer = m_tokenizer->text().trimmed().toStdString();
+  s.data.tokenizerVocab = m_vocab->value();
+  s.data.seqLen = m_seqLen->value();
+  s.data.validationShare = m_valShare->value();
+  s.optimizer.lr = QLocale::c().toDouble(m_lr->text());
+  s.optimizer.beta1 = m_beta1->value();
+  s.optimizer.beta2 = m_beta2->value();
+  s.optimizer.eps = QLocale::c().toDouble(m_eps->text());
+  s.optimizer.weightDecay = m_wd->value();
+  s.optimizer.clip = m_clip->value();
+  s.schedule.kind = m_schedule->currentData().toString().toStdString();
+  s.schedule.warmupSteps = m_warmup->value();
+  s.schedule.decaySteps = m_decay->value();
+  s.schedule.minLrRatio = m_minLr->value();
+  s.steps = m_steps->value();
+  s.microBatch = m_microBatch->value();
+  s.gradAccum = m_gradAccum->value();
+  s.seed = static_cast<std::uint64_t>(m_seed->value());
+  s.evalEvery = m_evalEvery->value();
+  s.evalBatches = m_evalBatches->value();
+  s.checkpointEvery = m_ckptEvery->value();
+  s.device = m_device->currentText().trimmed().toStdString();
+  s.dtype = m_dtype->currentText().toStdString();
+  s.zeroInitOutput = m_zeroInit->isChecked();
+  if (m_contributor) m_contributor(s);
+  return s;
+}
+
+void TrainingPanel::setSpec(const RunSpec& s) {
+  m_base = s;
+  m_name->setText(QString::fromStdString(s.name));
+  m_corpus->setText(QString::fromStdString(s.data.corpus));
+  m_tokenizer->setText(QString::fromStdString(s.data.tokenizer));
+  m_vocab->setValue(s.data.tokenizerVocab);
+  m_seqLen->setValue(s.data.seqLen);
+  m_valShare->setValue(s.data.validationShare);
+  m_lr->setText(sci(s.optimizer.lr));
+  m_beta1->setValue(s.optimizer.beta1);
+  m_beta2->setValue(s.optimizer.beta2);
+  m_eps->setText(sci(s.optimizer.eps));
+  m_wd->setValue(s.optimizer.weightDecay);
+  m_clip->setValue(s.optimizer.clip);
+  const int k = m_schedule->findData(QString::fromStdString(s.schedule.kind));
+  m_schedule->setCurrentIndex(k >= 0 ? k : 0);
+  m_warmup->setValue(s.schedule.warmupSteps);
+  m_decay->setValue(s.schedule.decaySteps);
+  m_minLr->setValue(s.schedule.minLrRatio);
+  m_steps->setValue(s.steps);
+  m_microBatch->setValue(s.microBatch);
+  m_gradAccum->setValue(s.gradAccum);
+  m_seed->setValue(static_cast<int>(s.seed));
+  m_evalEvery->setValue(s.evalEvery);
+  m_evalBatches->setValue(s.evalBatches);
+  m_ckptEvery->setValue(s.checkpointEvery);
+  if (m_device->findText(QString::fromStdString(s.device)) < 0) m_device->addItem(QString::fromStdString(s.device));
+  m_device->setCurrentText(QString::fromStdString(s.device));
+  m_dtype->setCurrentText(QString::fromStdString(s.dtype));
+  m_zeroInit->setChecked(s.zeroInitOutput);
+  updateLrCurve();
+  Q_EMIT specLoaded(s);
+}
+
+bool TrainingPanel::saveSpecFile(const QString& path) {
+  try {
+    const RunSpec s = spec();
+    validateRunSpec(s, path.toStdString());
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+      m_banner->showMessage(MessageBanner::Level::Error, tr("%1: cannot write the file").arg(path), f.errorString());
+      return false;
+    }
+    f.write(QByteArray::fromStdString(runSpecToJson(s)));
+    f.write("\n");
+    m_banner->hide();
+    return true;
+  } catch (const Error& e) {
+    m_banner->showError(e);
+    return false;
+  }
+}
+
+bool TrainingPanel::loadSpecFile(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) {
+    m_banner->showMessage(MessageBanner::Level::Error, tr("%1: cannot open the file").arg(path), f.errorString());
+    return false;
+  }
+  try {
+    const RunSpec s = parseRunSpec(f.readAll().toStdString(), path.toStdString());
+    m_banner->hide();
+    setSpec(s);
+    return true;
+  } catch (const Error& e) {
+    m_banner->showError(e);
+    return false;
+  }
+}
+
+void TrainingPanel::setBlockedReason(const QString& reason) {
+  m_blocked = reason;
+  m_run->setEnabled(reason.isEmpty());
+  m_blockedLabel->setText(reason.isEmpty() ? QString() : tr("Run is disabled: %1").arg(reason));
+  m_blockedLabel->setVisible(!reason.isEmpty());
+}
+
+void TrainingPanel::updateLrCurve() {
+  OptimizerSpec o = m_base.optimizer;
+  o.lr = QLocale::c().toDouble(m_lr->text());
+  ScheduleSpec sc = m_base.schedule;
+  sc.kind = m_schedule->currentData().toString().toStdString();
+  sc.warmupSteps = m_warmup->value();
+  sc.decaySteps = m_decay->value();
+  sc.minLrRatio = m_minLr->value();
+  m_lrCurve->setSchedule(o, sc, m_steps->value());
+}
+
+} // namespace latentlab::ui

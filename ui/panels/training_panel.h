@@ -1,0 +1,92 @@
+// Training tab: the RunSpec fields grouped (data, optimiser, schedule with an
+// LR-curve preview, length, eval/checkpoint, device), spec JSON save/load,
+// and the Run button (blocked with the reason shown when the conversion
+// settings are impossible).
+#pragma once
+
+#include <QWidget>
+#include <functional>
+
+#include "latentlab/run_spec.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+
+namespace latentlab::ui {
+
+class LrCurveView;
+class MessageBanner;
+
+class TrainingPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit TrainingPanel(QWidget* parent = nullptr);
+
+  // The full spec: the loaded spec, this panel's fields, then the other
+  // panels' parts (model, conversion) through the contributor.
+  RunSpec spec() const;
+  void setSpec(const RunSpec& spec);
+  void setSpecContributor(std::function<void(RunSpec&)> contributor) { m_contributor = std::move(contributor); }
+  void setDevices(const QStringList& devices);
+
+  bool saveSpecFile(const QString& path);
+  bool loadSpecFile(const QString& path);
+
+  // Non-empty: Run is disabled and the reason is shown next to it.
+  void setBlockedReason(const QString& reason);
+  QString blockedReason() const { return m_blocked; }
+  QPushButton* runButton() const { return m_run; }
+  QLabel* blockedLabel() const { return m_blockedLabel; }
+  LrCurveView* lrCurve() const { return m_lrCurve; }
+  MessageBanner* banner() const { return m_banner; }
+
+Q_SIGNALS:
+  void runRequested(const latentlab::RunSpec& spec);
+  void specLoaded(const latentlab::RunSpec& spec);
+
+private:
+  void updateLrCurve();
+  void updateRunState();
+
+  RunSpec m_base;
+  std::function<void(RunSpec&)> m_contributor;
+  QString m_blocked;
+
+  QLineEdit* m_name = nullptr;
+  QLineEdit* m_corpus = nullptr;
+  QLineEdit* m_tokenizer = nullptr;
+  QSpinBox* m_vocab = nullptr;
+  QSpinBox* m_seqLen = nullptr;
+  QDoubleSpinBox* m_valShare = nullptr;
+  QLineEdit* m_lr = nullptr;
+  QDoubleSpinBox* m_beta1 = nullptr;
+  QDoubleSpinBox* m_beta2 = nullptr;
+  QLineEdit* m_eps = nullptr;
+  QDoubleSpinBox* m_wd = nullptr;
+  QDoubleSpinBox* m_clip = nullptr;
+  QComboBox* m_schedule = nullptr;
+  QSpinBox* m_warmup = nullptr;
+  QSpinBox* m_decay = nullptr;
+  QDoubleSpinBox* m_minLr = nullptr;
+  QSpinBox* m_steps = nullptr;
+  QSpinBox* m_microBatch = nullptr;
+  QSpinBox* m_gradAccum = nullptr;
+  QSpinBox* m_seed = nullptr;
+  QSpinBox* m_evalEvery = nullptr;
+  QSpinBox* m_evalBatches = nullptr;
+  QSpinBox* m_ckptEvery = nullptr;
+  QComboBox* m_device = nullptr;
+  QComboBox* m_dtype = nullptr;
+  QCheckBox* m_zeroInit = nullptr;
+  LrCurveView* m_lrCurve = nullptr;
+  MessageBanner* m_banner = nullptr;
+  QPushButton* m_run = nullptr;
+  QLabel* m_blockedLabel = nullptr;
+};
+
+} // namespace latentlab::ui
