@@ -51,51 +51,14 @@ bool isDemoPretrainRun(RunStore& store, std::int64_t runId) {
   return store.experiment(*r.experimentId).name == kDemoBasesExperiment;
 }
 
-namespace {
-
-bool copyTree(const QString& from, const QString& to) {
-  QDir src(from);
-  if (!src.exists() || !QDir().mkpath(to)) return false;
-  QDirIterator it(from, QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
-  while (it.hasNext()) {
-    const QString path = it.next();
-    const QString target = to + QLatin1Char('/') + src.relativeFilePath(path);
-    if (it.fileInfo().isDir()) {
-      if (!QDir().mkpath(target)) return false;
-    } else if (!QFile::copy(path, target)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-} // namespace
-
 bool publishDemoBase(RunStore& store, const Workspace& ws, std::int64_t runId, QString* why) {
-  auto fail = [&](const QString& reason) {
-    if (why != nullptr) *why = reason;
+  try {
+    latentlab::publishDemoBase(store, runId, ws.dir.toStdString(), kDemoArch);
+    return true;
+  } catch (const Error& e) {
+    if (why != nullptr) *why = QString::fromStdString(e.message());
     return false;
-  };
-  const RunRecord r = store.run(runId);
-  if (r.status != RunStatus::Completed) return fail(QStringLiteral("the pre-training run has not completed"));
-  const QJsonObject summary = QJsonDocument::fromJson(QByteArray::fromStdString(r.summaryJson)).object();
-  const QString model = summary.value(QStringLiteral("checkpoint")).toString() + QStringLiteral("/model");
-  if (!QFileInfo::exists(model + QStringLiteral("/config.json"))) return fail(model + QStringLiteral(": no trained model"));
-  const RunSpec spec = parseRunSpec(r.specJson, "run " + std::to_string(runId) + " spec");
-  QString tokenizer;
-  const QString suffix = QStringLiteral("-%1.json").arg(spec.data.tokenizerVocab);
-  for (const QFileInfo& f : QDir(ws.dir + QStringLiteral("/cache")).entryInfoList({QStringLiteral("tokenizer-*")}, QDir::Files)) {
-    if (f.fileName().endsWith(suffix)) tokenizer = f.absoluteFilePath();
   }
-  if (tokenizer.isEmpty()) return fail(QStringLiteral("the trained tokenizer is missing from cache/"));
-  const QString partial = ws.demoBaseDir() + QStringLiteral(".partial");
-  QDir(partial).removeRecursively();
-  if (!copyTree(model, partial) || !QFile::copy(tokenizer, partial + QStringLiteral("/tokenizer.json"))) {
-    return fail(partial + QStringLiteral(": cannot copy the trained model"));
-  }
-  QDir(ws.demoBaseDir()).removeRecursively();
-  if (!QDir().rename(partial, ws.demoBaseDir())) return fail(ws.demoBaseDir() + QStringLiteral(": cannot publish"));
-  return true;
 }
 
 } // namespace latentlab::ui

@@ -1,6 +1,8 @@
 // The demo workspace's base models, pre-trained once and cached.
 #include "latentlab/demo.h"
 
+#include <nlohmann/json.hpp>
+
 #include "latentlab/error.h"
 
 namespace latentlab {
@@ -72,7 +74,9 @@ fs::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvir
   // Reuse an unfinished pre-training run of this base (resumes from its checkpoint).
   std::int64_t runId = 0;
   for (const auto& r : store.listRuns(RunFilter{exp, std::nullopt, std::nullopt})) {
-    if (r.name == "pretrain " + arch && r.status != RunStatus::Completed) runId = r.id;
+    if (r.name != "pretrain " + arch) continue;
+    if (r.status == RunStatus::Completed) return publishDemoBase(store, r.id, env.workspace, arch);  // publish pending
+    runId = r.id;
   }
   const RunSpec spec = demoPretrainSpec(arch);
   if (runId == 0) runId = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? spec.device : env.device);
@@ -84,21 +88,31 @@ fs::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvir
   if (r.status != RunStatus::Completed) {
     throw Error(ErrorCode::Internal, "pre-training the demo base " + arch + " failed: " + r.error);
   }
-  // Publish: copy the final model and its tokenizer under models/<arch>.
+  return publishDemoBase(store, runId, env.workspace, arch);
+}
+
+fs::path publishDemoBase(RunStore& store, std::int64_t runId, const fs::path& workspace, const std::string& arch) {
+  const RunRecord rec = store.run(runId);
+  if (rec.status != RunStatus::Completed) {
+    throw Error(ErrorCode::BadInput, "run " + std::to_string(runId) + " has not completed; nothing to publish");
+  }
+  std::string checkpoint;
+  try {
+    checkpoint = nlohmann::json::parse(rec.summaryJson).at("checkpoint").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(ErrorCode::Store, "run " + std::to_string(runId) + ": its summary names no final checkpoint");
+  }
+  const fs::path model = fs::path(checkpoint) / "model";
+  std::error_code ec;
+  if (!fs::exists(model / "config.json", ec) || !fs::exists(model / "tokenizer.json", ec)) {
+    throw Error(ErrorCode::BadCheckpoint, model.string() + ": the trained model or its tokenizer.json is missing");
+  }
+  const fs::path target = workspace / "models" / arch;
   const fs::path tmp = target.string() + ".partial";
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp.parent_path(), ec);
-  fs::copy(r.finalModel, tmp, fs::copy_options::recursive, ec);
+  fs::copy(model, tmp, fs::copy_options::recursive, ec);
   if (ec) throw Error(ErrorCode::Io, tmp.string() + ": cannot copy the trained model: " + ec.message());
-  RunRecord rec = store.run(runId);
-  RunSpec ran = parseRunSpec(rec.specJson, "run spec");
-  fs::path tok;
-  for (const auto& e : fs::directory_iterator(env.workspace / "cache", ec)) {
-    const auto n = e.path().filename().string();
-    if (n.rfind("tokenizer-", 0) == 0 && n.find("-" + std::to_string(ran.data.tokenizerVocab) + ".json") != std::string::npos) tok = e.path();
-  }
-  if (tok.empty()) throw Error(ErrorCode::Internal, "the demo tokenizer is missing from " + (env.workspace / "cache").string());
-  fs::copy_file(tok, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
   fs::remove_all(target, ec);
   fs::rename(tmp, target, ec);
   if (ec) throw Error(ErrorCode::Io, target.string() + ": cannot publish the demo base: " + ec.message());

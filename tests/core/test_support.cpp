@@ -65,7 +65,10 @@ int runCommand(const std::string& command, std::string* output) {
 }
 
 int runPython(const std::string& script, const std::vector<std::string>& args, std::string* output) {
-  std::string cmd = shellQuote(LATENTLAB_PYTHON) + " " + shellQuote(std::string(LATENTLAB_TEST_PYDIR) + "/" + script);
+  // One thread for the reference side too: fixed reduction order, and no
+  // oversubscription when ctest runs suites in parallel.
+  std::string cmd = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 " + shellQuote(LATENTLAB_PYTHON) + " " +
+                    shellQuote(std::string(LATENTLAB_TEST_PYDIR) + "/" + script);
   for (const auto& a : args) cmd += " " + shellQuote(a);
   return runCommand(cmd, output);
 }

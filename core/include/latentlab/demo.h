@@ -24,6 +24,12 @@ RunSpec demoConvertSpec(const std::filesystem::path& baseDir, const std::string&
 std::filesystem::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvironment& env,
                                      ProgressSink& progress, const CancelToken& cancel);
 
+// Copies the final model of the completed pre-training run `runId` (with its
+// tokenizer.json) to <workspace>/models/<arch>, replacing what is there.
+// Throws Error naming the missing or unwritable folder.
+std::filesystem::path publishDemoBase(RunStore& store, std::int64_t runId, const std::filesystem::path& workspace,
+                                      const std::string& arch);
+
 // The experiment named `name`, created when missing.
 std::int64_t findOrCreateExperiment(RunStore& store, const std::string& name, const std::string& preset,
                                     const std::string& description);
