@@ -191,7 +191,10 @@ int cmdDevices(int argc, char** argv) {
     for (const auto& d : devices) j.push_back({{"id", d.id}, {"name", d.name}, {"memory_bytes", d.memoryBytes}});
     std::cout << j.dump() << "\n";
   } else {
-    for (const auto& d : devices) std::printf("%-8s %s\n", d.id.c_str(), d.name.c_str());
+    for (const auto& d : devices) {
+      std::printf("%-8s %s%s\n", d.id.c_str(), d.name.c_str(),
+                  d.memoryBytes > 0 ? ("  " + humanBytes(static_cast<double>(d.memoryBytes))).c_str() : "");
+    }
   }
   return 0;
 }

@@ -1,22 +1,60 @@
-// Devices LibTorch can use, and the LibTorch version in use.
+// Devices LibTorch can use, and the LibTorch version in use. CUDA names and
+// memory come from the CUDA runtime LibTorch already loaded (looked up with
+// dlopen, so this builds without CUDA headers).
 #include <torch/torch.h>
+
+#include <dlfcn.h>
 
 #include "latentlab/engine.h"
 
-
 namespace latentlab {
+
+namespace {
+
+struct CudaRuntime {
+  using SetDevice = int (*)(int);
+  using MemGetInfo = int (*)(std::size_t*, std::size_t*);
+  using GetProperties = int (*)(void*, int);
+  SetDevice setDevice = nullptr;
+  MemGetInfo memGetInfo = nullptr;
+  GetProperties getProperties = nullptr;
+
+  CudaRuntime() {
+    void* h = nullptr;
+    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
+      h = ::dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+      if (h != nullptr) break;
+    }
+    if (h == nullptr) return;
+    setDevice = reinterpret_cast<SetDevice>(::dlsym(h, "cudaSetDevice"));
+    memGetInfo = reinterpret_cast<MemGetInfo>(::dlsym(h, "cudaMemGetInfo"));
+    getProperties = reinterpret_cast<GetProperties>(::dlsym(h, "cudaGetDeviceProperties_v2"));
+    if (getProperties == nullptr) getProperties = reinterpret_cast<GetProperties>(::dlsym(h, "cudaGetDeviceProperties"));
+  }
+};
+
+} // namespace
 
 std::vector<DeviceInfo> listDevices() {
   std::vector<DeviceInfo> out;
   out.push_back({"cpu", "CPU (" + std::to_string(at::get_num_threads()) + " threads)", 0});
-  if (torch::cuda::is_available()) {
-    const auto n = torch::cuda::device_count();
-    for (int i = 0; i < static_cast<int>(n); ++i) {
-      DeviceInfo d;
-      d.id = "cuda:" + std::to_string(i);
-      d.name = "CUDA device " + std::to_string(i);
-      out.push_back(d);
+  if (!torch::cuda::is_available()) return out;
+  static const CudaRuntime rt;
+  const int n = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < n; ++i) {
+    DeviceInfo d;
+    d.id = "cuda:" + std::to_string(i);
+    d.name = "CUDA device " + std::to_string(i);
+    if (rt.setDevice != nullptr && rt.setDevice(i) == 0) {
+      // cudaDeviceProp starts with char name[256]; the rest is not read.
+      std::vector<char> props(8192, 0);
+      if (rt.getProperties != nullptr && rt.getProperties(props.data(), i) == 0 && props[0] != 0) {
+        d.name.assign(props.data(), strnlen(props.data(), 256));
+      }
+      std::size_t freeBytes = 0, totalBytes = 0;
+      if (rt.memGetInfo != nullptr && rt.memGetInfo(&freeBytes, &totalBytes) == 0) d.memoryBytes = totalBytes;
     }
+    out.push_back(d);
   }
   return out;
 }
