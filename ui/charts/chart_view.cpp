@@ -9,7 +9,15 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QFile>
+#include <QFileDialog>
+#include <QPushButton>
 #include <QLogValueAxis>
+#include <QPainter>
+#include <QSaveFile>
+#include <QSlider>
+#include <QSvgGenerator>
+#include <QTextStream>
 #include <QStackedLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -17,6 +25,7 @@
 #include <limits>
 
 #include "charts/run_palette.h"
+#include "charts/smoothing.h"
 #include "latentlab/error.h"
 
 namespace latentlab::ui {
@@ -42,6 +51,13 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
           [this](int i) { setMetric(m_metricBox->itemData(i).toString()); });
   connect(m_xBox, &QComboBox::currentIndexChanged, this, [this](int i) { setXAxis(i == 1 ? XAxis::Tokens : XAxis::Step); });
   connect(m_logBox, &QCheckBox::toggled, this, [this](bool on) { setLogY(on); });
+  m_smoothSlider = new QSlider(Qt::Horizontal);
+  m_smoothSlider->setRange(0, 99);
+  m_smoothSlider->setValue(static_cast<int>(m_smoothing * 100));
+  m_smoothSlider->setFixedWidth(120);
+  m_smoothSlider->setToolTip(tr("Smoothing of train curves (TensorBoard's debiased moving average)"));
+  m_smoothLabel = new QLabel(QString::number(m_smoothing, 'f', 2));
+  connect(m_smoothSlider, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
 
   auto* bar = new QHBoxLayout;
   bar->setContentsMargins(8, 6, 8, 0);
@@ -53,7 +69,24 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   bar->addWidget(m_xBox);
   bar->addSpacing(12);
   bar->addWidget(m_logBox);
+  bar->addSpacing(12);
+  bar->addWidget(new QLabel(tr("Smoothing")));
+  bar->addWidget(m_smoothSlider);
+  bar->addWidget(m_smoothLabel);
   bar->addStretch(1);
+  auto* exportButton = new QPushButton(tr("Export…"));
+  exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
+  connect(exportButton, &QPushButton::clicked, this, [this] {
+    QString filter;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),
+                                                      tr("PNG image (*.png);;SVG image (*.svg);;CSV data (*.csv)"), &filter);
+    if (path.isEmpty()) return;
+    const bool ok = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)   ? exportSvg(path)
+                    : path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive) ? exportCsv(path)
+                                                                                 : exportPng(path);
+    if (!ok) qWarning("chart: could not write %s", qPrintable(path));
+  });
+  bar->addWidget(exportButton);
 
   m_placeholder = new QLabel(tr("Select one or more runs on the left to compare their curves."));
   m_placeholder->setAlignment(Qt::AlignCenter);
@@ -110,9 +143,67 @@ void ChartView::setXAxis(XAxis axis) {
     pts.reserve(static_cast<qsizetype>(t->points.size()));
     for (const auto& p : t->points) pts.push_back(toPoint(p));
     t->series->replace(pts);
+    updateSmoothed(*t);
   }
   applyAxes();
   rescale();
+}
+
+void ChartView::setSmoothing(double weight) {
+  weight = std::clamp(weight, 0.0, 0.99);
+  if (weight == m_smoothing) return;
+  m_smoothing = weight;
+  const int v = static_cast<int>(std::lround(weight * 100));
+  if (m_smoothSlider->value() != v) m_smoothSlider->setValue(v);
+  m_smoothLabel->setText(QString::number(weight, 'f', 2));
+  for (auto& t : m_tracks) updateSmoothed(*t);
+}
+
+void ChartView::updateSmoothed(Track& t) {
+  if (t.smoothed == nullptr) return;
+  std::vector<double> raw;
+  raw.reserve(t.points.size());
+  for (const auto& p : t.points) raw.push_back(p.value);
+  const std::vector<double> sm = smoothTensorBoard(raw, m_smoothing);
+  QList<QPointF> pts;
+  pts.reserve(static_cast<qsizetype>(sm.size()));
+  for (std::size_t i = 0; i < sm.size(); ++i) {
+    if (std::isfinite(sm[i])) pts.push_back({toPoint(t.points[i]).x(), sm[i]});
+  }
+  t.smoothed->replace(pts);
+}
+
+bool ChartView::exportPng(const QString& path) const {
+  return m_view->grab().save(path, "PNG");
+}
+
+bool ChartView::exportSvg(const QString& path) const {
+  QSvgGenerator svg;
+  svg.setFileName(path);
+  svg.setSize(m_view->size());
+  svg.setViewBox(QRect(QPoint(0, 0), m_view->size()));
+  svg.setTitle(QStringLiteral("LatentLab chart"));
+  QPainter painter;
+  if (!painter.begin(&svg)) return false;
+  m_view->render(&painter);
+  return painter.end();
+}
+
+bool ChartView::exportCsv(const QString& path) const {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
+  QTextStream out(&file);
+  out << "run_id,run,metric,step,tokens,value\n";
+  for (const auto& t : m_tracks) {
+    QString name = t->runName;
+    name.replace(QLatin1Char('"'), QStringLiteral("\"\""));
+    for (const auto& p : t->points) {
+      out << t->runId << ",\"" << name << "\"," << t->metricName << ',' << p.step << ',' << p.tokens << ','
+          << QString::number(p.value, 'g', 17) << '\n';
+    }
+  }
+  out.flush();
+  return file.commit();
 }
 
 void ChartView::setLogY(bool on) {
@@ -153,6 +244,10 @@ void ChartView::applyAxes() {
   for (auto& t : m_tracks) {
     t->series->attachAxis(m_axisX);
     t->series->attachAxis(m_axisY);
+    if (t->smoothed != nullptr) {
+      t->smoothed->attachAxis(m_axisX);
+      t->smoothed->attachAxis(m_axisY);
+    }
   }
 }
 
@@ -181,7 +276,21 @@ void ChartView::rebuild() {
       t->series->setPen(pen);
       t->series->setPointsVisible(val);
       if (val) t->series->setMarkerSize(5);
+      t->runName = run.name;
       m_chart->addSeries(t->series);
+      if (!val) {
+        // Train curves: raw faint behind, smoothed in full colour on top.
+        QColor faint = runColor(run.id);
+        faint.setAlpha(70);
+        QPen rawPen(faint);
+        rawPen.setWidthF(1.0);
+        t->series->setPen(rawPen);
+        t->smoothed = new QLineSeries;
+        t->smoothed->setName(t->series->name());
+        t->smoothed->setPen(pen);
+        m_chart->addSeries(t->smoothed);
+        for (QLegendMarker* m : m_chart->legend()->markers(t->series)) m->setVisible(false);
+      }
       m_tracks.push_back(std::move(t));
     }
   }
@@ -239,6 +348,7 @@ void ChartView::redraw() {
     t->series->append(pts);  // one append per series
     t->points.insert(t->points.end(), t->pending.begin(), t->pending.end());
     t->pending.clear();
+    updateSmoothed(*t);
   }
   rescale();
 }

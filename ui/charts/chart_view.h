@@ -23,6 +23,7 @@ class QAbstractAxis;
 class QComboBox;
 class QCheckBox;
 class QLabel;
+class QSlider;
 class QStackedLayout;
 
 namespace latentlab::ui {
@@ -45,7 +46,15 @@ public:
   void setMetric(const QString& metric);
   void setXAxis(XAxis axis);
   void setLogY(bool on);
+  // TensorBoard-style smoothing of train curves (the raw curve stays faint behind).
+  void setSmoothing(double weight);
+  double smoothing() const { return m_smoothing; }
   QString metric() const { return m_metric; }
+
+  // The chart as drawn, and its data (run_id,run,metric,step,tokens,value).
+  bool exportPng(const QString& path) const;
+  bool exportSvg(const QString& path) const;
+  bool exportCsv(const QString& path) const;
 
   // Asks the store for rows newer than what each curve holds (one run or all).
   void pollStore(qint64 runId = 0);
@@ -62,12 +71,15 @@ private:
     qint64 runId = 0;
     QString metricName;
     QLineSeries* series = nullptr;
+    QLineSeries* smoothed = nullptr;   // train curves only
+    QString runName;
     std::vector<MetricPoint> points;   // drawn
     std::vector<MetricPoint> pending;  // arrived, not yet drawn
     std::int64_t lastStep = -1;
   };
 
   void rebuild();
+  void updateSmoothed(Track& t);
   void scheduleRedraw();
   void redraw();
   void rescale();
@@ -81,6 +93,7 @@ private:
   QString m_metric = QStringLiteral("loss");
   XAxis m_xAxis = XAxis::Step;
   bool m_logY = false;
+  double m_smoothing = 0.6;
   std::vector<std::unique_ptr<Track>> m_tracks;
   QTimer m_redrawTimer;
   QTimer m_pollTimer;
@@ -93,6 +106,8 @@ private:
   QComboBox* m_metricBox = nullptr;
   QComboBox* m_xBox = nullptr;
   QCheckBox* m_logBox = nullptr;
+  QSlider* m_smoothSlider = nullptr;
+  QLabel* m_smoothLabel = nullptr;
   QLabel* m_placeholder = nullptr;
   QStackedLayout* m_stack = nullptr;
 };
