@@ -24,17 +24,6 @@ int exitCodeFor(RunStatus s) {
   return 1;
 }
 
-std::string readFile(const fs::path& p) {
-  FILE* f = std::fopen(p.c_str(), "rb");
-  if (f == nullptr) throw Error(ErrorCode::Io, p.string() + ": cannot open");
-  std::string s;
-  char buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  std::fclose(f);
-  return s;
-}
-
 } // namespace
 
 int cmdRun(int argc, char** argv) {
@@ -61,7 +50,7 @@ int cmdRun(int argc, char** argv) {
   std::int64_t runId = 0;
   if (!args.positionals().empty()) {
     const fs::path specPath = args.positionals()[0];
-    RunSpec spec = parseRunSpec(readFile(specPath), specPath.string());
+    RunSpec spec = loadRunSpec(specPath);
     runId = store.createRun(std::nullopt, spec.name.empty() ? specPath.stem().string() : spec.name, spec.kind,
                             runSpecToJson(spec), args.get("device", spec.device));
   } else {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/file_util.h"
 #include "common/json_util.h"
 #include "latentlab/error.h"
 
@@ -140,6 +141,8 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   validateRunSpec(s, source);
   return s;
 }
+
+RunSpec loadRunSpec(const std::filesystem::path& path) { return parseRunSpec(readTextFile(path), path.string()); }
 
 void validateRunSpec(const RunSpec& s, const std::string& source) {
   static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune"};

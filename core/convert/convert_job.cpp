@@ -7,8 +7,8 @@
 #include <chrono>
 #include <sstream>
 
-#include "common/file_util.h"
 #include "convert/converter.h"
+#include "data/token_shard.h"
 #include "latentlab/convert.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -87,29 +87,9 @@ Prepared prepare(const ConvertSpec& spec) {
 
 // Token ids of the calibration file; raw files are read only as far as needed.
 std::vector<std::int64_t> readTokenIds(const CalibrationSpec& c, const fs::path& modelDir, int vocab) {
-  std::vector<std::int64_t> ids;
   if (c.format == "text") return tokenizeForModel(modelDir, c.dataFile);
-  MappedFile f(c.dataFile);
-  const std::size_t width = c.format == "u16" ? 2 : 4;
-  if (f.size() % width != 0) {
-    throw Error(ErrorCode::BadData, c.dataFile.string() + ": size " + std::to_string(f.size()) +
-                                        " is not a multiple of " + std::to_string(width) + " bytes (" + c.format +
-                                        " ids)");
-  }
-  const auto wanted = static_cast<std::size_t>(c.numSequences) * static_cast<std::size_t>(c.seqLen);
-  ids.resize(std::min(f.size() / width, wanted));
-  const auto* b = reinterpret_cast<const unsigned char*>(f.data());
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::uint32_t v = 0;
-    for (std::size_t k = 0; k < width; ++k) v |= static_cast<std::uint32_t>(b[i * width + k]) << (8 * k);
-    if (v >= static_cast<std::uint32_t>(vocab)) {
-      throw Error(ErrorCode::BadData, c.dataFile.string() + ": token " + std::to_string(v) + " at index " +
-                                          std::to_string(i) + " is outside the model's vocabulary (" +
-                                          std::to_string(vocab) + ")");
-    }
-    ids[i] = v;
-  }
-  return ids;
+  const auto wanted = static_cast<std::uint64_t>(c.numSequences) * static_cast<std::uint64_t>(c.seqLen);
+  return readRawTokenIds(c.dataFile, rawLayout(c.format, "convert calibration"), static_cast<std::uint32_t>(vocab), wanted);
 }
 
 // The first numSequences windows of seqLen tokens, batched (B, seqLen).

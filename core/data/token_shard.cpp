@@ -319,4 +319,26 @@ ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
   return report;
 }
 
+ShardLayout rawLayout(const std::string& format, const std::string& what) {
+  if (format == "u16") return ShardLayout::RawU16;
+  if (format == "u32") return ShardLayout::RawU32;
+  throw Error(ErrorCode::BadInput, what + ": token format '" + format + "' is not u16 or u32");
+}
+
+std::vector<std::int64_t> readRawTokenIds(const std::filesystem::path& path, ShardLayout layout,
+                                          std::uint32_t vocabSize, std::uint64_t maxTokens) {
+  const TokenShard shard = TokenShard::open(path, layout);
+  const std::uint64_t n = maxTokens > 0 ? std::min(maxTokens, shard.size()) : shard.size();
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  shard.copyTo(0, n, ids.data());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= static_cast<std::int64_t>(vocabSize)) {
+      throw Error(ErrorCode::BadData, path.string() + ": token " + std::to_string(ids[i]) + " at index " +
+                                          std::to_string(i) + " is outside the model's vocabulary (" +
+                                          std::to_string(vocabSize) + ")");
+    }
+  }
+  return ids;
+}
+
 } // namespace latentlab

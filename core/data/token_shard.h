@@ -99,6 +99,15 @@ private:
 // naming the file on a bad or truncated header, Error(Io) when unreadable.
 ShardHeader readShardHeader(const std::filesystem::path& path);
 
+// "u16" / "u32" -> the raw layout; throws Error(BadInput) naming `what` otherwise.
+ShardLayout rawLayout(const std::string& format, const std::string& what);
+
+// The first `maxTokens` ids (0 = all) of a raw id file as int64, each checked
+// against `vocabSize`: an id outside it throws Error(BadData) naming the file
+// and the index. Shared by eval and conversion calibration.
+std::vector<std::int64_t> readRawTokenIds(const std::filesystem::path& path, ShardLayout layout,
+                                          std::uint32_t vocabSize, std::uint64_t maxTokens = 0);
+
 struct ShardBuildReport {
   std::filesystem::path path;
   bool rebuilt = false;          // false: the cached shard was still valid

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "common/file_util.h"
+#include "data/token_shard.h"
 #include "latentlab/engine.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -11,33 +11,6 @@
 namespace latentlab {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::vector<std::int64_t> readRawTokens(const fs::path& path, const std::string& format, int vocab) {
-  MappedFile f(path);
-  std::size_t width = 0;
-  if (format == "u16") width = 2;
-  else if (format == "u32") width = 4;
-  else throw Error(ErrorCode::BadInput, "token format '" + format + "' is not u16 or u32");
-  if (f.size() % width != 0) {
-    throw Error(ErrorCode::BadData, path.string() + ": size " + std::to_string(f.size()) +
-                " is not a multiple of " + std::to_string(width) + " bytes (" + format + " ids)");
-  }
-  std::vector<std::int64_t> ids(f.size() / width);
-  const auto* p = reinterpret_cast<const unsigned char*>(f.data());
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::uint32_t v = 0;
-    for (std::size_t b = 0; b < width; ++b) v |= static_cast<std::uint32_t>(p[i * width + b]) << (8 * b);
-    if (v >= static_cast<std::uint32_t>(vocab)) {
-      throw Error(ErrorCode::BadData, path.string() + ": token " + std::to_string(v) + " at index " +
-                  std::to_string(i) + " is outside the model's vocabulary (" + std::to_string(vocab) + ")");
-    }
-    ids[i] = v;
-  }
-  return ids;
-}
-
-} // namespace
 
 std::vector<std::int64_t> tokenizeForModel(const fs::path& modelDir, const fs::path& textFile);
 
@@ -51,7 +24,8 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     const int vocab = model->config().vocabSize;
     std::vector<std::int64_t> ids;
     if (!opts.tokenFile.empty()) {
-      ids = readRawTokens(opts.tokenFile, opts.tokenFormat, vocab);
+      ids = readRawTokenIds(opts.tokenFile, rawLayout(opts.tokenFormat, "eval --token-format"),
+                            static_cast<std::uint32_t>(vocab));
     } else if (!opts.textFile.empty()) {
       ids = tokenizeForModel(opts.model, opts.textFile);
     } else {

@@ -303,13 +303,8 @@ bool TrainingPanel::saveSpecFile(const QString& path) {
 }
 
 bool TrainingPanel::loadSpecFile(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) {
-    m_banner->showMessage(MessageBanner::Level::Error, tr("%1: cannot open the file").arg(path), f.errorString());
-    return false;
-  }
   try {
-    const RunSpec s = parseRunSpec(f.readAll().toStdString(), path.toStdString());
+    const RunSpec s = loadRunSpec(path.toStdString());
     m_banner->hide();
     setSpec(s);
     return true;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,8 @@ struct RunSpec {
 
 // Parses and validates; throws Error(BadSpec) naming `source` and the field.
 RunSpec parseRunSpec(const std::string& json, const std::string& source);
+// Reads and parses a spec file; Error(Io) when unreadable, Error(BadSpec) naming the file and field.
+RunSpec loadRunSpec(const std::filesystem::path& path);
 std::string runSpecToJson(const RunSpec& spec);
 void validateRunSpec(const RunSpec& spec, const std::string& source);
 

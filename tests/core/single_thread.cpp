@@ -1,4 +1,4 @@
-// The model tests use tiny tensors: one intra-op thread keeps them fast and
+// Suites of tiny tensors (model, convert): one intra-op thread keeps them fast and
 // their floating-point reduction order fixed when ctest runs suites side by side.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
