@@ -192,7 +192,6 @@ RunResult Trainer::run() {
     metrics.add("lr", state.step, state.tokens, wall, lr);
     metrics.add("grad_norm", state.step, state.tokens, wall, gradNorm);
     metrics.add("tokens_per_s", state.step, state.tokens, wall, tokPerSec);
-    metrics.add("tokens", state.step, state.tokens, wall, static_cast<double>(state.tokens));
     if (spec.evalEvery > 0 && state.step % spec.evalEvery == 0 && state.step < spec.steps) runEval();
     if (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps) {
       lastReport = Clock::now();

@@ -30,6 +30,14 @@ private Q_SLOTS:
     QVERIFY(std::abs(s[1] - (0.6 * 0.4 + 0.4 * 2.0) / 0.64) < 1e-12);
   }
 
+  void liveCurveSmoothedInChunksEqualsTheWholeSeries() {
+    std::vector<double> y;
+    for (int i = 0; i < 200; ++i) y.push_back(std::sin(i * 0.3) + 5.0 / (1 + i));
+    const auto whole = smoothTensorBoard(y, 0.8);
+    TensorBoardSmoother s(0.8);
+    for (std::size_t i = 0; i < y.size(); ++i) QCOMPARE(s.next(y[i]), whole[i]);
+  }
+
   void constantSeriesIsUnchangedAndZeroWeightIsRaw() {
     const auto s = smoothTensorBoard(std::vector<double>(50, 3.25), 0.95);
     for (double v : s) QVERIFY(std::abs(v - 3.25) < 1e-12);

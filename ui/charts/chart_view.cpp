@@ -25,7 +25,6 @@
 #include <limits>
 
 #include "charts/run_palette.h"
-#include "charts/smoothing.h"
 #include "latentlab/error.h"
 
 namespace latentlab::ui {
@@ -143,7 +142,7 @@ void ChartView::setXAxis(XAxis axis) {
     pts.reserve(static_cast<qsizetype>(t->points.size()));
     for (const auto& p : t->points) pts.push_back(toPoint(p));
     t->series->replace(pts);
-    updateSmoothed(*t);
+    updateSmoothed(*t, /*restart=*/true);
   }
   applyAxes();
   rescale();
@@ -156,21 +155,24 @@ void ChartView::setSmoothing(double weight) {
   const int v = static_cast<int>(std::lround(weight * 100));
   if (m_smoothSlider->value() != v) m_smoothSlider->setValue(v);
   m_smoothLabel->setText(QString::number(weight, 'f', 2));
-  for (auto& t : m_tracks) updateSmoothed(*t);
+  for (auto& t : m_tracks) updateSmoothed(*t, /*restart=*/true);
 }
 
-void ChartView::updateSmoothed(Track& t) {
+void ChartView::updateSmoothed(Track& t, bool restart) {
   if (t.smoothed == nullptr) return;
-  std::vector<double> raw;
-  raw.reserve(t.points.size());
-  for (const auto& p : t.points) raw.push_back(p.value);
-  const std::vector<double> sm = smoothTensorBoard(raw, m_smoothing);
-  QList<QPointF> pts;
-  pts.reserve(static_cast<qsizetype>(sm.size()));
-  for (std::size_t i = 0; i < sm.size(); ++i) {
-    if (std::isfinite(sm[i])) pts.push_back({toPoint(t.points[i]).x(), sm[i]});
+  if (restart) {
+    t.smoother = TensorBoardSmoother(m_smoothing);
+    t.smoothedCount = 0;
+    t.smoothed->clear();
   }
-  t.smoothed->replace(pts);
+  QList<QPointF> pts;
+  pts.reserve(static_cast<qsizetype>(t.points.size() - t.smoothedCount));
+  for (; t.smoothedCount < t.points.size(); ++t.smoothedCount) {
+    const MetricPoint& p = t.points[t.smoothedCount];
+    const double v = t.smoother.next(p.value);
+    if (std::isfinite(v)) pts.push_back({toPoint(p).x(), v});
+  }
+  t.smoothed->append(pts);  // one append per redraw
 }
 
 bool ChartView::exportPng(const QString& path) const {
@@ -348,7 +350,7 @@ void ChartView::redraw() {
     t->series->append(pts);  // one append per series
     t->points.insert(t->points.end(), t->pending.begin(), t->pending.end());
     t->pending.clear();
-    updateSmoothed(*t);
+    updateSmoothed(*t, /*restart=*/false);
   }
   rescale();
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "charts/smoothing.h"
 #include "latentlab/run_store.h"
 
 class QChart;
@@ -76,10 +77,13 @@ private:
     std::vector<MetricPoint> points;   // drawn
     std::vector<MetricPoint> pending;  // arrived, not yet drawn
     std::int64_t lastStep = -1;
+    TensorBoardSmoother smoother{0.0};  // state after smoothedCount points
+    std::size_t smoothedCount = 0;
   };
 
   void rebuild();
-  void updateSmoothed(Track& t);
+  // Smooths the points not smoothed yet (all of them when `restart`).
+  void updateSmoothed(Track& t, bool restart);
   void scheduleRedraw();
   void redraw();
   void rescale();

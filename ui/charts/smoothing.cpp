@@ -5,21 +5,19 @@
 
 namespace latentlab::ui {
 
+double TensorBoardSmoother::next(double y) {
+  if (!std::isfinite(y)) return y;  // NaN/inf are shown as they are and do not enter the average
+  m_last = m_last * m_weight + (1.0 - m_weight) * y;
+  ++m_count;
+  const double debias = m_weight == 1.0 ? 1.0 : 1.0 - std::pow(m_weight, m_count);
+  return m_last / debias;
+}
+
 std::vector<double> smoothTensorBoard(const std::vector<double>& values, double weight) {
+  TensorBoardSmoother s(weight);
   std::vector<double> out;
   out.reserve(values.size());
-  double last = 0.0;
-  int count = 0;
-  for (double y : values) {
-    if (!std::isfinite(y)) {  // NaN/inf are shown as they are and do not enter the average
-      out.push_back(y);
-      continue;
-    }
-    last = last * weight + (1.0 - weight) * y;
-    ++count;
-    const double debias = weight == 1.0 ? 1.0 : 1.0 - std::pow(weight, count);
-    out.push_back(last / debias);
-  }
+  for (double y : values) out.push_back(s.next(y));
   return out;
 }
 
