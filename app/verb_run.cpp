@@ -7,6 +7,7 @@
 #include "cli_args.h"
 #include "common_paths.h"
 #include "engine_cli.h"
+#include "latentlab/distributed.h"
 #include "latentlab/error.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -36,6 +37,10 @@ int cmdRun(int argc, char** argv) {
         "an existing run (as the GUI launches them) is started or resumed from its last checkpoint.\n"
         "Metrics go to the DB; stdout carries one JSON object per line (docs/line_protocol.md).\n"
         "A 'cancel' line on stdin or SIGTERM stops after the current step, checkpoints, exits 2.\n"
+        "Data parallel: started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) or\n"
+        "srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR exported), every rank runs the same\n"
+        "command; gradients are averaged over c10d (NCCL on CUDA, Gloo on CPU), micro_batch is per rank,\n"
+        "rank 0 writes the DB and checkpoints. LATENTLAB_DIST=off ignores those variables.\n"
         "  --db FILE         the workspace database (created if missing)\n"
         "  --run ID          the run to start or resume\n"
         "  --workspace DIR   caches and checkpoints (default: the DB's folder)\n"
@@ -46,13 +51,19 @@ int cmdRun(int argc, char** argv) {
     return args.flag("help") ? 0 : 1;
   }
   const fs::path db = *args.get("db");
+  const DistEnv dist = readDistEnv();
   RunStore store(db);
   std::int64_t runId = 0;
+  std::string specJson;
   if (!args.positionals().empty()) {
     const fs::path specPath = args.positionals()[0];
     RunSpec spec = loadRunSpec(specPath);
-    runId = store.createRun(std::nullopt, spec.name.empty() ? specPath.stem().string() : spec.name, spec.kind,
-                            runSpecToJson(spec), args.get("device", spec.device));
+    specJson = runSpecToJson(spec);
+    // Rank 0 registers the run; the other ranks learn its ID when they join it.
+    if (dist.writesMetrics()) {
+      runId = store.createRun(std::nullopt, spec.name.empty() ? specPath.stem().string() : spec.name, spec.kind,
+                              specJson, args.get("device", spec.device));
+    }
   } else {
     runId = args.getInt("run", 0);
     store.run(runId);  // throws when absent
@@ -61,6 +72,8 @@ int cmdRun(int argc, char** argv) {
   env.workspace = args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db);
   env.device = args.get("device", "");
   env.resume = !args.flag("no-resume");
+  env.dist = dist;
+  env.specJson = specJson;
   std::mutex outMutex;
   env.lines = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(outMutex);
@@ -68,9 +81,13 @@ int cmdRun(int argc, char** argv) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
   };
-  env.lines(json{{"event", "hello"}, {"protocol", 1}, {"run", runId}, {"pid", static_cast<long long>(::getpid())}}.dump());
+  if (dist.writesMetrics()) {
+    env.lines(json{{"event", "hello"}, {"protocol", 1}, {"run", runId}, {"pid", static_cast<long long>(::getpid())}}.dump());
+  } else {
+    env.lines = nullptr;   // one event stream per job: rank 0's
+  }
   watchStdinForCancel();
-  StderrProgress progress(args.flag("quiet"));
+  StderrProgress progress(args.flag("quiet") || !dist.writesMetrics());
   RunResult r = runJob(store, runId, env, progress, cancelToken());
   if (r.status == RunStatus::Failed) std::fprintf(stderr, "error: run %lld failed: %s\n", static_cast<long long>(runId), r.error.c_str());
   return exitCodeFor(r.status);

@@ -64,3 +64,14 @@ target_link_libraries(latentlab_torch INTERFACE ${_ll_libs})
 # only needs torch/lib.
 target_link_options(latentlab_torch INTERFACE "LINKER:-rpath,${_ll_lib}")
 add_library(latentlab::torch ALIAS latentlab_torch)
+
+# NCCL data parallelism: ProcessGroupNCCL.hpp needs the CUDA and NCCL headers
+# matching the wheel, which its nvidia-* packages ship next to torch.
+set(LATENTLAB_NCCL_INCLUDE_DIRS "")
+get_filename_component(_ll_site "${LATENTLAB_TORCH_ROOT}" DIRECTORY)
+file(GLOB _ll_cuda_inc "${_ll_site}/nvidia/cu*/include")
+if(LATENTLAB_TORCH_HAS_CUDA AND _ll_cuda_inc AND EXISTS "${_ll_site}/nvidia/nccl/include/nccl.h")
+  list(GET _ll_cuda_inc 0 _ll_cuda_inc)
+  set(LATENTLAB_NCCL_INCLUDE_DIRS "${_ll_cuda_inc};${_ll_site}/nvidia/nccl/include")
+  message(STATUS "NCCL data parallelism: headers from ${_ll_site}/nvidia")
+endif()

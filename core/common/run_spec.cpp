@@ -157,8 +157,16 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.checkpointEvery < 0) bad(source, "checkpoint_every", "must be 0 (end only) or positive");
   static const std::set<std::string> dtypes = {"auto", "f32", "bf16", "f64"};
   if (!dtypes.count(s.dtype)) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + s.dtype + "'");
-  if (s.device != "cpu" && s.device != "cuda" && s.device.rfind("cuda:", 0) != 0)
-    bad(source, "device", "must be cpu, cuda or cuda:N, got '" + s.device + "'");
+  // One device, or a comma list of devices for a data-parallel job (one rank each).
+  for (std::size_t at = 0; at <= s.device.size();) {
+    const std::size_t end = std::min(s.device.find(',', at), s.device.size());
+    const std::string d = s.device.substr(at, end - at);
+    const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                       d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (d != "cpu" && d != "cuda" && !cudaN)
+      bad(source, "device", "must be cpu, cuda, cuda:N or a comma list of them (one rank each), got '" + s.device + "'");
+    at = end + 1;
+  }
   if (s.data.seqLen < 2) bad(source, "data.seq_len", "must be at least 2");
   if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)
     bad(source, "data.validation_share", "must be in [0, 0.5)");

@@ -15,6 +15,7 @@
 #include "model/torch_util.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/model_builder.h"
 
@@ -47,14 +48,40 @@ std::vector<torch::optim::OptimizerParamGroup> paramGroups(CausalLm& model, doub
   return groups;
 }
 
-double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device) {
+// With several ranks each evaluates its share of every validation batch and
+// the mean is taken over ranks: the loss of the B·R-window batches.
+double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device, DataParallel* dp) {
   torch::NoGradGuard noGrad;
   model.eval();
   val.restore(LoaderPosition{0, 0, val.position().seed});
   double sum = 0;
   for (int i = 0; i < batches; ++i) sum += languageModelLoss(model, toTensor(val.next(), device)).item<double>();
   model.train();
+  if (dp) sum = dp->sum({sum})[0] / dp->worldSize();
   return sum / batches;
+}
+
+// The device of this rank: element LOCAL_RANK of a device list
+// ("cuda:0,cuda:1"), or cuda:LOCAL_RANK when a data-parallel job says "cuda".
+torch::Device rankDevice(const std::string& device, const DistEnv& dist) {
+  std::vector<std::string> list;
+  for (std::size_t at = 0; at <= device.size();) {
+    const std::size_t end = std::min(device.find(',', at), device.size());
+    list.push_back(device.substr(at, end - at));
+    at = end + 1;
+  }
+  if (list.size() > 1) {
+    if (static_cast<int>(list.size()) != dist.localWorldSize) {
+      throw Error(ErrorCode::BadInput,
+                  "device '" + device + "' lists " + std::to_string(list.size()) + " devices but " +
+                      std::to_string(dist.localWorldSize) + " rank(s) run on this node",
+                  "Start one engine per listed device (the workbench does; or torchrun --nproc-per-node " +
+                      std::to_string(list.size()) + ").");
+    }
+    return parseDevice(list[static_cast<std::size_t>(dist.localRank)]);
+  }
+  if (dist.distributed() && device == "cuda") return parseDevice("cuda:" + std::to_string(dist.localRank));
+  return parseDevice(device);
 }
 
 struct Trainer {
@@ -64,25 +91,43 @@ struct Trainer {
   ProgressSink& progress;
   const CancelToken& cancel;
   RunSpec spec;
-  fs::path runDir;
+  fs::path runDir;   // set in run() once the run ID is known on every rank
 
   RunResult run();
 };
 
 RunResult Trainer::run() {
   RunResult result;
-  const torch::Device device = parseDevice(env.device.empty() ? spec.device : env.device);
+  const DistEnv& dist = env.dist;
+  const bool writer = dist.writesMetrics();
+  const torch::Device device = rankDevice(env.device.empty() ? spec.device : env.device, dist);
   const bool cuda = device.is_cuda();
+  // 0. The process group (all ranks meet here, before any data work).
+  std::unique_ptr<DataParallel> dp;
+  if (dist.distributed()) {
+    dp = std::make_unique<DataParallel>(dist, device);
+    if (writer) {
+      progress.log(LogLevel::Info, "data parallel: " + std::to_string(dist.worldSize) + " ranks over " + dp->backendName() +
+                                       " (" + dist.launcher + ")");
+    }
+    const double id = dp->sum({writer ? static_cast<double>(runId) : 0.0})[0];
+    if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
+  }
+  runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
   torch::ScalarType paramType = spec.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const bool autocastBf16 = spec.dtype == "bf16" || (spec.dtype == "auto" && cuda);
 
-  // 1. Data.
+  // 1. Data. Rank 0 tokenizes and caches first; the other ranks then find the cache.
+  if (dp && !writer) dp->barrier();
   PreparedData data = prepareData(spec.data, spec.modelDir, env.workspace / "cache", progress, cancel);
+  if (dp && writer) dp->barrier();
   LoaderOptions lo;
   lo.batchSize = spec.microBatch;
   lo.seqLen = spec.data.seqLen;
   lo.validationShare = spec.data.validationShare;
   lo.seed = spec.seed;
+  lo.rank = dist.rank;
+  lo.worldSize = dist.worldSize;
   BatchLoader train(data.shard, Split::Train, lo);
   std::optional<BatchLoader> val;
   if (spec.data.validationShare > 0) {
@@ -111,13 +156,31 @@ RunResult Trainer::run() {
       train.restore(state.data);
       result.lastCheckpoint = *ckpt;
       progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
-      store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
-      emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
+      if (writer) {
+        store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
+        emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
+      }
     }
   }
+  // Every rank starts from rank 0's parameters (built with the same seed, or resumed).
+  if (dp) {
+    const double resumedStep = dp->sum({static_cast<double>(state.step)})[0];
+    if (resumedStep != static_cast<double>(state.step) * dist.worldSize) {
+      throw Error(ErrorCode::BadCheckpoint,
+                  "rank " + std::to_string(dist.rank) + " resumed at step " + std::to_string(state.step) +
+                      " but the ranks disagree on the step",
+                  "Every rank must see the same checkpoint folder (" + runDir.string() + ") on a shared filesystem.");
+    }
+    dp->broadcast(params);
+  }
 
-  MetricWriter metrics = store.metricWriter(runId);
-  const std::int64_t tokensPerStep = static_cast<std::int64_t>(spec.microBatch) * spec.gradAccum * spec.data.seqLen;
+  std::optional<MetricWriter> metricWriter;
+  if (writer) metricWriter.emplace(store.metricWriter(runId));
+  auto addMetric = [&](const char* name, double value, double wall) {
+    if (metricWriter) metricWriter->add(name, state.step, state.tokens, wall, value);
+  };
+  const std::int64_t tokensPerStep =
+      static_cast<std::int64_t>(spec.microBatch) * spec.gradAccum * spec.data.seqLen * dist.worldSize;
   const auto wallStart = Clock::now();
   const double wallOffset = state.wallSeconds;
   auto wallNow = [&] { return wallOffset + std::chrono::duration<double>(Clock::now() - wallStart).count(); };
@@ -125,15 +188,18 @@ RunResult Trainer::run() {
   auto checkpoint = [&]() {
     state.data = train.position();
     state.wallSeconds = wallNow();
-    result.lastCheckpoint = saveCheckpoint(runDir, *model, optimizer, state, runSpecToJson(spec));
-    store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
-    metrics.flush();
-    emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
+    if (writer) {
+      result.lastCheckpoint = saveCheckpoint(runDir, *model, optimizer, state, runSpecToJson(spec));
+      store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
+      metricWriter->flush();
+      emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
+    }
+    if (dp) dp->barrier();   // no rank runs ahead of a checkpoint it may resume from
   };
   auto runEval = [&]() {
     if (!val) return;
-    const double v = evaluateLoss(*model, *val, spec.evalBatches, device);
-    metrics.add("val/loss", state.step, state.tokens, wallNow(), v);
+    const double v = evaluateLoss(*model, *val, spec.evalBatches, device, dp.get());
+    addMetric("val/loss", v, wallNow());
     if (!state.bestValLoss || v < *state.bestValLoss) state.bestValLoss = v;
     result.finalValLoss = v;
     emit(env, {{"event", "eval"}, {"step", state.step}, {"val_loss", v}});
@@ -144,7 +210,9 @@ RunResult Trainer::run() {
   Batch batch;
   auto lastReport = Clock::now() - std::chrono::seconds(1);
   while (state.step < spec.steps) {
-    if (cancel.requested()) {
+    // A cancel seen by any rank stops all of them after the same step.
+    const bool stop = dp ? dp->sum({cancel.requested() ? 1.0 : 0.0})[0] > 0 : cancel.requested();
+    if (stop) {
       checkpoint();
       result.status = RunStatus::Cancelled;
       break;
@@ -170,11 +238,15 @@ RunResult Trainer::run() {
       (loss / spec.gradAccum).backward();
       lossSum += loss.item<double>();
     }
+    if (dp) {
+      dp->averageGradients(params);
+      lossSum = dp->sum({lossSum})[0] / dist.worldSize;
+    }
     const double trainLoss = lossSum / spec.gradAccum;
     const double gradNorm = torch::nn::utils::clip_grad_norm_(
         params, spec.optimizer.clip > 0 ? spec.optimizer.clip : std::numeric_limits<double>::infinity());
     if (!std::isfinite(trainLoss) || !std::isfinite(gradNorm)) {
-      metrics.flush();
+      if (metricWriter) metricWriter->flush();
       result.status = RunStatus::Failed;
       result.error = std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
                      std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1) + "; last good checkpoint: " +
@@ -188,12 +260,12 @@ RunResult Trainer::run() {
     const double stepSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double tokPerSec = static_cast<double>(tokensPerStep) / std::max(stepSeconds, 1e-9);
     const double wall = wallNow();
-    metrics.add("train/loss", state.step, state.tokens, wall, trainLoss);
-    metrics.add("lr", state.step, state.tokens, wall, lr);
-    metrics.add("grad_norm", state.step, state.tokens, wall, gradNorm);
-    metrics.add("tokens_per_s", state.step, state.tokens, wall, tokPerSec);
+    addMetric("train/loss", trainLoss, wall);
+    addMetric("lr", lr, wall);
+    addMetric("grad_norm", gradNorm, wall);
+    addMetric("tokens_per_s", tokPerSec, wall);
     if (spec.evalEvery > 0 && state.step % spec.evalEvery == 0 && state.step < spec.steps) runEval();
-    if (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps) {
+    if (writer && (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps)) {
       lastReport = Clock::now();
       progress.progress("train", static_cast<double>(state.step), spec.steps,
                         "loss " + std::to_string(trainLoss).substr(0, 6));
@@ -207,12 +279,12 @@ RunResult Trainer::run() {
     runEval();
     checkpoint();
     result.finalModel = result.lastCheckpoint / "model";
-    if (!data.tokenizerPath.empty()) {
+    if (writer && !data.tokenizerPath.empty()) {
       std::error_code ec;
       fs::copy_file(data.tokenizerPath, result.finalModel / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
     }
   }
-  metrics.flush();
+  if (metricWriter) metricWriter->flush();
   result.steps = state.step;
   result.tokens = state.tokens;
   result.finalTrainLoss = lastLoss;
@@ -229,7 +301,9 @@ RunResult Trainer::run() {
                   {"notes", notes}};
   if (result.finalValLoss) summary["final_val_loss"] = *result.finalValLoss;
   if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
-  store.setSummary(runId, summary.dump());
+  if (dist.distributed()) summary["data_parallel"] = {{"world_size", dist.worldSize}, {"backend", dp->backendName()},
+                                                      {"launcher", dist.launcher}};
+  if (writer) store.setSummary(runId, summary.dump());
   return result;
 }
 
@@ -237,20 +311,24 @@ RunResult Trainer::run() {
 
 RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
                  const CancelToken& cancel) {
-  RunRecord rec = store.run(runId);
   RunResult result;
-  store.setPid(runId, static_cast<std::int64_t>(::getpid()));
-  store.setStatus(runId, RunStatus::Running);
-  emit(env, {{"event", "status"}, {"run", runId}, {"status", "running"}});
+  const bool writer = env.dist.writesMetrics();
+  const bool launchedFromSpec = !writer && runId == 0;
+  const std::string specJson = launchedFromSpec ? env.specJson : store.run(runId).specJson;
+  if (writer) {
+    store.setPid(runId, static_cast<std::int64_t>(::getpid()));
+    store.setStatus(runId, RunStatus::Running);
+    emit(env, {{"event", "status"}, {"run", runId}, {"status", "running"}});
+  }
   try {
-    RunSpec spec = parseRunSpec(rec.specJson, "run " + std::to_string(runId) + " spec");
-    fs::path runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
-    Trainer t{store, runId, env, progress, cancel, spec, runDir};
+    RunSpec spec = parseRunSpec(specJson, launchedFromSpec ? "spec" : "run " + std::to_string(runId) + " spec");
+    Trainer t{store, runId, env, progress, cancel, spec, {}};
     result = withTorchErrors("run " + std::to_string(runId), [&] { return t.run(); });
   } catch (const Error& e) {
     result.status = e.code() == ErrorCode::Cancelled ? RunStatus::Cancelled : RunStatus::Failed;
     result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
   }
+  if (!writer) return result;   // rank 0 records the outcome of the job
   store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
   if (!result.error.empty()) store.addEvent(runId, "error", result.error);
   store.setPid(runId, std::nullopt);

@@ -2,6 +2,8 @@
 // queued -> running -> completed (a second one waits for the single CPU slot);
 // cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
 // marked crashed; a dead run found on reopening is marked crashed.
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <csignal>
@@ -106,6 +108,45 @@ private Q_SLOTS:
     const RunRecord r = store->run(id);
     QCOMPARE(r.status, RunStatus::Crashed);
     QCOMPARE(QString::fromStdString(r.error), QStringLiteral("engine process ended unexpectedly (signal 9)"));
+  }
+
+  void dataParallelCpuJobRunsTwoGlooRanks() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    QSignalSpy finished(&jobs, &JobController::finished);
+    const RunSpec spec = uitest::tinySpec("two ranks", 8);
+    const qint64 id = store->createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu,cpu");
+    jobs.enqueue(id);
+    QCOMPARE(jobs.rankProcessIds(id).size(), 2);
+    QVERIFY(finished.wait(90000));
+    QCOMPARE(finished.at(0).at(1).toInt(), 0);
+    const RunRecord r = store->run(id);
+    QCOMPARE(r.status, RunStatus::Completed);
+    const QJsonObject summary = QJsonDocument::fromJson(QByteArray::fromStdString(r.summaryJson)).object();
+    QCOMPARE(summary.value(QStringLiteral("data_parallel")).toObject().value(QStringLiteral("world_size")).toInt(), 2);
+    // Global batch: 2 ranks x 4 rows x 32 tokens per step.
+    QCOMPARE(store->rowsSince(id, "train/loss", -1).back().tokens, 8 * 2 * 4 * 32);
+    QVERIFY(jobs.job(id)->log.join(QLatin1Char('\n')).contains(QStringLiteral("data parallel: 2 ranks")));
+  }
+
+  void aDeadRankStopsTheWholeJob() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    QSignalSpy progress(&jobs, &JobController::progress);
+    QSignalSpy finished(&jobs, &JobController::finished);
+    const RunSpec spec = uitest::tinySpec("rank dies", 100000);
+    const qint64 id = store->createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu,cpu");
+    jobs.enqueue(id);
+    QVERIFY(progress.wait(90000));
+    const QList<qint64> pids = jobs.rankProcessIds(id);
+    QCOMPARE(pids.size(), 2);
+    QCOMPARE(::kill(static_cast<pid_t>(pids[1]), SIGKILL), 0);
+    QVERIFY(finished.wait(30000));   // not the 300 s collective timeout: the controller stops rank 0
+    const RunRecord r = store->run(id);
+    QCOMPARE(r.status, RunStatus::Crashed);
+    QVERIFY2(QString::fromStdString(r.error).contains(QStringLiteral("rank 1 ended unexpectedly (signal 9)")), r.error.c_str());
   }
 
   void deadRunFoundOnReopeningIsMarkedCrashed() {

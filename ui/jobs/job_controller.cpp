@@ -3,8 +3,13 @@
 
 #include <QDir>
 #include <QFile>
+#include <QProcessEnvironment>
+#include <QThread>
+#include <arpa/inet.h>
 #include <csignal>
 #include <cmath>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "latentlab/error.h"
@@ -19,6 +24,27 @@ constexpr int kMaxLogLines = 2000;
 QString statusName(RunStatus s) { return QString::fromLatin1(runStatusName(s)); }
 
 bool pidAlive(qint64 pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+// A loopback TCP port free right now, for a data-parallel job's rendezvous.
+int freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+void killProcess(const QPointer<QProcess>& p) {
+  if (p != nullptr && p->state() != QProcess::NotRunning) p->kill();
+}
 
 } // namespace
 
@@ -40,6 +66,7 @@ JobController::~JobController() {
     QProcess* p = it.value()->process;
     if (p == nullptr) continue;
     disconnect(p, nullptr, this, nullptr);
+    for (const auto& f : it.value()->followers) killProcess(f);
     if (p->state() != QProcess::NotRunning) {
       p->kill();
       p->waitForFinished(3000);
@@ -69,6 +96,32 @@ qint64 JobController::processId(qint64 runId) const {
   auto it = m_children.constFind(runId);
   if (it == m_children.constEnd() || it.value()->process == nullptr) return 0;
   return it.value()->process->processId();
+}
+
+QStringList JobController::rankDevices(const QString& device) {
+  QStringList out;
+  for (const QString& d : device.split(QLatin1Char(','), Qt::SkipEmptyParts)) out.push_back(d.trimmed());
+  if (out.isEmpty()) out.push_back(QStringLiteral("cpu"));
+  return out;
+}
+
+QHash<QString, int> JobController::slotNeeds(const QString& device) {
+  // One slot per GPU rank; the CPU ranks of one job share the cores, so they take one CPU slot together.
+  QHash<QString, int> need;
+  for (const QString& d : rankDevices(device)) {
+    const QString slot = slotOf(d);
+    need[slot] = slot == QLatin1String("cpu") ? 1 : need.value(slot) + 1;
+  }
+  return need;
+}
+
+QList<qint64> JobController::rankProcessIds(qint64 runId) const {
+  QList<qint64> out;
+  auto it = m_children.constFind(runId);
+  if (it == m_children.constEnd()) return out;
+  out.push_back(it.value()->process != nullptr ? it.value()->process->processId() : 0);
+  for (const auto& f : it.value()->followers) out.push_back(f != nullptr ? f->processId() : 0);
+  return out;
 }
 
 QString JobController::slotOf(const QString& device) {
@@ -138,8 +191,9 @@ void JobController::cancel(qint64 runId) {
   auto child = m_children.value(runId);
   if (child == nullptr || child->process == nullptr) return;
   QPointer<QProcess> proc = child->process;
-  proc->write("cancel\n");
+  proc->write("cancel\n");   // rank 0 passes the stop to the other ranks at the next step
   QTimer::singleShot(m_cancelTimeoutMs, this, [this, runId, proc, child] {
+    for (const auto& f : child->followers) killProcess(f);
     if (proc == nullptr || proc->state() == QProcess::NotRunning) return;
     child->killedAfterCancel = true;
     auto j = m_jobs.find(runId);
@@ -152,51 +206,119 @@ void JobController::cancel(qint64 runId) {
 void JobController::schedule() {
   QHash<QString, int> busy;
   for (const auto& j : m_jobs) {
-    if (j.status == QLatin1String("running")) busy[slotOf(j.device)] += 1;
+    if (j.status != QLatin1String("running")) continue;
+    for (auto it = slotNeeds(j.device).cbegin(); it != slotNeeds(j.device).cend(); ++it) busy[it.key()] += it.value();
   }
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
     if (j.status != QLatin1String("queued")) continue;
-    const QString slot = slotOf(j.device);
-    if (busy.value(slot) >= capacityOf(slot)) continue;
-    busy[slot] += 1;
+    // A data-parallel job starts when every one of its devices has room.
+    const QHash<QString, int> need = slotNeeds(j.device);
+    bool fits = true;
+    for (auto it = need.cbegin(); it != need.cend(); ++it) fits = fits && busy.value(it.key()) + it.value() <= capacityOf(it.key());
+    if (!fits) continue;
+    for (auto it = need.cbegin(); it != need.cend(); ++it) busy[it.key()] += it.value();
     start(j);
   }
 }
 
-void JobController::start(JobInfo& job) {
-  const qint64 runId = job.runId;
-  auto child = std::make_shared<Child>();
+QProcess* JobController::spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port) {
   auto* proc = new QProcess(this);
-  child->process = proc;
-  m_children.insert(runId, child);
   proc->setProgram(m_enginePath);
   proc->setArguments({QStringLiteral("run"), QStringLiteral("--db"), QString::fromStdString(m_store->path().string()),
-                      QStringLiteral("--run"), QString::number(runId), QStringLiteral("--device"), job.device,
+                      QStringLiteral("--run"), QString::number(runId), QStringLiteral("--device"), device,
                       QStringLiteral("--quiet")});
   proc->setWorkingDirectory(m_workspaceDir);
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  if (worldSize > 1) {
+    // What torchrun sets for a one-node job of worldSize processes.
+    env.insert(QStringLiteral("RANK"), QString::number(rank));
+    env.insert(QStringLiteral("WORLD_SIZE"), QString::number(worldSize));
+    env.insert(QStringLiteral("LOCAL_RANK"), QString::number(rank));
+    env.insert(QStringLiteral("LOCAL_WORLD_SIZE"), QString::number(worldSize));
+    env.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
+    env.insert(QStringLiteral("MASTER_PORT"), QString::number(port));
+    env.insert(QStringLiteral("LATENTLAB_DIST"), QStringLiteral("on"));
+    // Share the cores among the CPU ranks instead of oversubscribing them.
+    if (device == QLatin1String("cpu") && !env.contains(QStringLiteral("OMP_NUM_THREADS"))) {
+      env.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(std::max(1, QThread::idealThreadCount() / worldSize)));
+    }
+  } else {
+    // A one-device job never joins a group, even inside a Slurm allocation.
+    env.insert(QStringLiteral("LATENTLAB_DIST"), QStringLiteral("off"));
+  }
+  proc->setProcessEnvironment(env);
   // Its own process group (a Ctrl-C in the GUI's terminal does not reach it)
   // and SIGPIPE ignored, so a job the user keeps outlives the GUI.
   proc->setChildProcessModifier([] {
     ::setpgid(0, 0);
     std::signal(SIGPIPE, SIG_IGN);
   });
+  connect(proc, &QProcess::errorOccurred, this, [this, runId](QProcess::ProcessError e) {
+    if (e == QProcess::FailedToStart) onStartFailed(runId);
+  });
+  return proc;
+}
+
+void JobController::start(JobInfo& job) {
+  const qint64 runId = job.runId;
+  auto child = std::make_shared<Child>();
+  const QStringList devices = rankDevices(job.device);
+  const int world = static_cast<int>(devices.size());
+  const int port = world > 1 ? freeLoopbackPort() : 0;
+  QProcess* proc = spawnEngine(runId, devices[0], 0, world, port);
+  child->process = proc;
+  m_children.insert(runId, child);
   connect(proc, &QProcess::readyReadStandardOutput, this, [this, runId] { onStdout(runId); });
   connect(proc, &QProcess::readyReadStandardError, this, [this, runId] { onStderr(runId); });
   connect(proc, &QProcess::finished, this,
           [this, runId](int code, QProcess::ExitStatus st) { onFinished(runId, code, st); });
-  connect(proc, &QProcess::errorOccurred, this, [this, runId](QProcess::ProcessError e) {
-    if (e == QProcess::FailedToStart) onStartFailed(runId);
-  });
+  for (int rank = 1; rank < world; ++rank) {
+    QProcess* f = spawnEngine(runId, devices[rank], rank, world, port);
+    f->setProcessChannelMode(QProcess::MergedChannels);
+    child->followers.push_back(f);
+    connect(f, &QProcess::readyReadStandardOutput, this, [this, runId, f, rank] {
+      auto it = m_jobs.find(runId);
+      if (it == m_jobs.end()) return;
+      for (const QByteArray& line : f->readAllStandardOutput().split('\n')) {
+        if (!line.trimmed().isEmpty()) appendLog(it.value(), QStringLiteral("[rank %1] %2").arg(rank).arg(QString::fromUtf8(line)));
+      }
+    });
+    connect(f, &QProcess::finished, this,
+            [this, runId, rank](int code, QProcess::ExitStatus st) { onFollowerFinished(runId, rank, code, st); });
+  }
   job.startedAt = QDateTime::currentDateTime();
   setJobStatus(job, QStringLiteral("running"));
   appendLog(job, QStringLiteral("$ %1 %2").arg(m_enginePath, proc->arguments().join(QLatin1Char(' '))));
+  if (world > 1) {
+    appendLog(job, QStringLiteral("data parallel: %1 ranks on %2, rendezvous 127.0.0.1:%3").arg(world).arg(devices.join(QStringLiteral(", "))).arg(port));
+  }
   proc->start();
+  for (const auto& f : child->followers) f->start();
+}
+
+void JobController::onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus) {
+  auto child = m_children.value(runId);
+  if (child == nullptr) return;
+  if (exitStatus == QProcess::NormalExit && exitCode == 0) return;
+  // One rank gone means the job cannot go on: stop rank 0 now instead of at
+  // its collective timeout, and say which rank ended it.
+  if (child->followerFailure.isEmpty()) {
+    child->followerFailure = exitStatus == QProcess::CrashExit
+                                 ? QStringLiteral("rank %1 ended unexpectedly (signal %2)").arg(rank).arg(exitCode)
+                                 : QStringLiteral("rank %1 exited with code %2").arg(rank).arg(exitCode);
+  }
+  auto it = m_jobs.find(runId);
+  if (it != m_jobs.end()) appendLog(it.value(), child->followerFailure);
+  if (!child->killedAfterCancel && !it->cancelRequested) killProcess(child->process);
 }
 
 void JobController::onStartFailed(qint64 runId) {
   auto it = m_jobs.find(runId);
-  if (it == m_jobs.end()) return;
+  if (it == m_jobs.end() || it->status != QLatin1String("running")) return;   // once per job, whichever rank failed
+  if (auto child = m_children.value(runId)) {
+    for (const auto& f : child->followers) killProcess(f);
+  }
   const QString why = QStringLiteral("cannot start the engine %1 (set LATENTLAB_ENGINE to its path)").arg(m_enginePath);
   it->error = why;
   appendLog(it.value(), why);
@@ -269,6 +391,10 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
   auto it = m_jobs.find(runId);
   if (child == nullptr || it == m_jobs.end()) return;
   JobInfo& job = it.value();
+  // Rank 0 is done: a follower still running after a failure has nobody to talk to.
+  if (exitStatus != QProcess::NormalExit || exitCode != 0) {
+    for (const auto& f : child->followers) killProcess(f);
+  }
   if (child->process != nullptr) {
     for (const EngineEvent& ev : child->parser.feed(child->process->readAllStandardOutput())) handleEvent(job, ev);
     for (const EngineEvent& ev : child->parser.finish()) handleEvent(job, ev);
@@ -284,7 +410,9 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
       job.error = why;
       setJobStatus(job, QStringLiteral("cancelled"));
     } else {
-      const QString why = QStringLiteral("engine process ended unexpectedly (signal %1)").arg(exitCode);
+      const QString why = child->followerFailure.isEmpty()
+                              ? QStringLiteral("engine process ended unexpectedly (signal %1)").arg(exitCode)
+                              : QStringLiteral("data-parallel job stopped: %1").arg(child->followerFailure);
       markInStore(runId, static_cast<int>(RunStatus::Crashed), why);
       job.error = why;
       appendLog(job, why);
@@ -408,6 +536,11 @@ void JobController::detachAll() {
     disconnect(p, nullptr, this, nullptr);
     p->setParent(nullptr);  // deliberately not deleted: deleting a QProcess kills its child
     p->closeWriteChannel();
+    for (const auto& f : it.value()->followers) {
+      if (f == nullptr) continue;
+      disconnect(f, nullptr, this, nullptr);
+      f->setParent(nullptr);
+    }
   }
   m_children.clear();
 }

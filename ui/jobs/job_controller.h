@@ -1,6 +1,9 @@
 // The job queue: one `latentlab-engine run --db DB --run ID` child process
 // per job (one per CUDA device, a limited number on the CPU), its JSON lines
 // turned into signals, cancel / kill / crash handling written to the store.
+// A job whose device lists several devices ("cuda:0,cuda:1", "cpu,cpu") is a
+// data-parallel job: one engine per device with RANK / WORLD_SIZE / LOCAL_RANK /
+// MASTER_ADDR / MASTER_PORT set as torchrun would; rank 0 reports.
 #pragma once
 
 #include <QDateTime>
@@ -79,6 +82,7 @@ public:
   int activeCount() const;
   QString enginePath() const { return m_enginePath; }
   qint64 processId(qint64 runId) const;   // 0 when no child process
+  QList<qint64> rankProcessIds(qint64 runId) const;   // rank 0 first; empty when no child process
 
 Q_SIGNALS:
   void progress(qint64 runId, qint64 step, qint64 steps, qint64 tokens, double loss, double tokensPerSec);
@@ -91,7 +95,9 @@ Q_SIGNALS:
 
 private:
   struct Child {
-    QPointer<QProcess> process;
+    QPointer<QProcess> process;              // rank 0
+    QVector<QPointer<QProcess>> followers;   // ranks 1.. of a data-parallel job
+    QString followerFailure;                 // why a follower ended early
     LineProtocolParser parser;
     QByteArray stderrTail;
     bool killedAfterCancel = false;
@@ -109,6 +115,15 @@ private:
   void pollExternal();
   bool markInStore(qint64 runId, int status, const QString& error);
   static QString slotOf(const QString& device);
+  static QHash<QString, int> slotNeeds(const QString& device);
+  void onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus);
+  QProcess* spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port);
+
+public:
+  // The devices of one job, one per rank: "cuda:0,cuda:1" -> {cuda:0, cuda:1}.
+  static QStringList rankDevices(const QString& device);
+
+private:
   int capacityOf(const QString& slot) const;
 
   std::shared_ptr<RunStore> m_store;

@@ -214,6 +214,12 @@ void TrainingPanel::setDevices(const QStringList& devices) {
   const QString current = m_device->currentText();
   m_device->clear();
   m_device->addItems(devices);
+  // Data parallel over every GPU: one rank per device (see docs/distributed.md).
+  QStringList gpus;
+  for (const QString& d : devices) {
+    if (d.startsWith(QLatin1String("cuda:"))) gpus << d;
+  }
+  if (gpus.size() > 1) m_device->addItem(gpus.join(QLatin1Char(',')));
   if (!current.isEmpty()) m_device->setCurrentText(current);
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "latentlab/distributed.h"
 #include "latentlab/progress.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -24,6 +25,13 @@ struct JobEnvironment {
   std::string device;                     // overrides the spec's device when set
   EventLineSink lines;                    // may be empty
   bool resume = true;                     // continue from the run's last checkpoint when there is one
+  // Data-parallel layout (readDistEnv()). With several ranks every rank runs
+  // runJob on the same run; rank 0 alone writes the store and checkpoints, the
+  // others only read the spec and the checkpoint they resume from.
+  DistEnv dist;
+  // Ranks other than 0 of a job launched from a spec file run with run ID 0 and
+  // this spec: rank 0 registers the run and tells them its ID.
+  std::string specJson;
 };
 
 struct RunResult {
