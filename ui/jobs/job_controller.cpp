@@ -73,6 +73,15 @@ JobController::~JobController() {
       markInStore(it.key(), static_cast<int>(RunStatus::Cancelled), QStringLiteral("stopped when LatentLab closed"));
     }
   }
+  // Ranks 1.. of data-parallel jobs whose rank 0 has finished: they end by
+  // themselves right after it; give them a moment before the hard stop.
+  for (QProcess* p : findChildren<QProcess*>()) {
+    disconnect(p, nullptr, this, nullptr);
+    if (p->state() != QProcess::NotRunning && !p->waitForFinished(2000)) {
+      p->kill();
+      p->waitForFinished(1000);
+    }
+  }
 }
 
 const JobInfo* JobController::job(qint64 runId) const {
@@ -207,7 +216,8 @@ void JobController::schedule() {
   QHash<QString, int> busy;
   for (const auto& j : m_jobs) {
     if (j.status != QLatin1String("running")) continue;
-    for (auto it = slotNeeds(j.device).cbegin(); it != slotNeeds(j.device).cend(); ++it) busy[it.key()] += it.value();
+    const QHash<QString, int> held = slotNeeds(j.device);
+    for (auto it = held.cbegin(); it != held.cend(); ++it) busy[it.key()] += it.value();
   }
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];

@@ -1,0 +1,68 @@
+// The workbench end to end: File › Load preset › "Scale-factor ablation — demo
+// scale" creates the experiment with its six queued runs, and the job queue
+// starts real engine processes on the CPU whose losses reach the window.
+#include <QAction>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "jobs/job_controller.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "ui_test_support.h"
+#include "workspace.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+class TestPresetClick : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void clickingTheDemoPresetRunsRealJobs() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindowOptions options;
+    options.startQueuedRuns = false;   // only the preset's runs
+    options.restoreLayout = false;
+    options.askBeforeClosing = false;
+    MainWindow w(ws, options);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+
+    QAction* action = nullptr;
+    for (QAction* a : w.findChildren<QAction*>()) {
+      if (a->text().contains(QStringLiteral("ablation"), Qt::CaseInsensitive) && a->text().contains(QStringLiteral("demo scale"))) action = a;
+    }
+    QVERIFY2(action != nullptr, "no 'demo scale' action for the scale-ablation preset in File › Load preset");
+    QSignalSpy progress(w.jobs(), &JobController::progress);
+    action->trigger();
+    RunStore store(ws.dbPath().toStdString());   // a reader of the window's database
+
+    // Six runs in one new experiment; one CPU job at a time.
+    std::vector<RunRecord> runs = store.listRuns();
+    std::vector<RunRecord> ablation;
+    for (const RunRecord& r : runs) {
+      if (r.experimentId && r.kind == "pretrain" && r.name.find("demo") != std::string::npos) ablation.push_back(r);
+    }
+    QCOMPARE(static_cast<int>(ablation.size()), 6);
+    QCOMPARE(w.jobs()->runningCount(), 1);
+    QCOMPARE(w.jobs()->activeCount(), 6);
+
+    // A real engine process trains and reports losses.
+    QVERIFY(progress.wait(120000));
+    const qint64 runId = progress.last().at(0).toLongLong();
+    QVERIFY(progress.last().at(4).toDouble() > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(store.lastStep(runId, "train/loss").has_value(), 30000);
+    QVERIFY(w.jobs()->processId(runId) > 0);
+
+    // Stop everything (the queued ones become cancelled without starting).
+    QSignalSpy finished(w.jobs(), &JobController::finished);
+    for (const RunRecord& r : ablation) w.jobs()->cancel(r.id);
+    QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
+    QCOMPARE(store.run(runId).status, RunStatus::Cancelled);
+  }
+};
+
+QTEST_MAIN(TestPresetClick)
+#include "test_preset_click.moc"
