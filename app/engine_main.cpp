@@ -42,17 +42,20 @@ const char* kMainHelp =
     "exit codes: 0 done, 1 error, 2 cancelled\n";
 
 int cmdInspect(int argc, char** argv) {
-  cli::Args args(argc, argv, 2, {"json", "help"}, {});
+  cli::Args args(argc, argv, 2, {"json", "help"}, {"tp"});
   if (args.flag("help") || args.positionals().size() != 1) {
     std::printf(
-        "usage: latentlab-engine inspect DIR [--json]\n\n"
+        "usage: latentlab-engine inspect DIR [--json] [--tp N]\n\n"
         "Reads DIR/config.json and the safetensors headers (no weights are loaded), checks every\n"
         "tensor the model needs, and prints architecture, parameter count, layers, heads, KV heads,\n"
         "head_dim, KV-cache elements and bytes per token, dtype and size on disk.\n"
-        "  --json   print one JSON object instead of text\n");
+        "  --json   print one JSON object instead of text\n"
+        "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n");
     return args.flag("help") ? 0 : 1;
   }
-  ModelSummary s = inspectModel(args.positionals()[0]);
+  const int tp = args.getInt("tp", 1);
+  if (tp < 1) throw Error(ErrorCode::BadInput, "--tp must be at least 1");
+  ModelSummary s = inspectModel(args.positionals()[0], tp);
   const ModelConfig& c = s.config;
   if (args.flag("json")) {
     json j = {{"dir", s.dir.string()},
@@ -76,6 +79,9 @@ int cmdInspect(int argc, char** argv) {
               {"kv_bytes_per_token", s.kv.bytesPerToken},
               {"original_kv_bytes_per_token", s.kv.originalBytesPerToken},
               {"kv_saving", s.kv.saving},
+              {"tp_degree", s.kv.tpDegree},
+              {"kv_elements_per_token_per_layer_per_device", s.kv.perDevicePerTokenPerLayer},
+              {"kv_bytes_per_token_per_device", s.kv.perDeviceBytesPerToken},
               {"size_on_disk", s.sizeOnDisk},
               {"files", s.weightFiles},
               {"tensors", s.tensorCount},
@@ -83,6 +89,12 @@ int cmdInspect(int argc, char** argv) {
     if (c.mla) {
       j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
                   {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
+    }
+    if (c.latent) {
+      const LatentAttention& a = *c.latent;
+      j["latent"] = {{"variant", a.name()},          {"d_c", a.dC},        {"d_rope", a.dRope},
+                     {"d_nope", a.dNope},            {"d_v", a.dV},        {"q_lora_rank", a.qLoraRank},
+                     {"latent_heads", a.latentHeads}, {"branches", a.branches}, {"scaled", a.scaled}};
     }
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -102,10 +114,21 @@ int cmdInspect(int argc, char** argv) {
     std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s\n", c.mla->ropeStrategy.c_str(),
                 c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str());
   }
+  if (c.latent) {
+    const LatentAttention& a = *c.latent;
+    std::printf("latent        %s   d_c %d (%d latent head(s))   d_R %d   d_nope %d   d_v %d   q_lora %d   %s\n",
+                a.name().c_str(), a.dC, a.latentHeads, a.dRope, a.dNope, a.dV, a.qLoraRank,
+                a.scaled ? "scaled" : "no scale");
+  }
   std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
               static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
               humanBytes(static_cast<double>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
-  if (c.mla) {
+  if (s.kv.tpDegree > 1) {
+    std::printf("kv per device %lld elements/token (%lld per layer) = %s/token under %d-way tensor parallelism\n",
+                static_cast<long long>(s.kv.perDevicePerToken), static_cast<long long>(s.kv.perDevicePerTokenPerLayer),
+                humanBytes(static_cast<double>(s.kv.perDeviceBytesPerToken)).c_str(), s.kv.tpDegree);
+  }
+  if (c.mla || c.latent) {
     std::printf("kv saving     %+.2f%% against the original (%s/token)\n", 100.0 * s.kv.saving,
                 humanBytes(static_cast<double>(s.kv.originalBytesPerToken)).c_str());
   }

@@ -1,7 +1,10 @@
-// Built-in shapes: SmolLM-135M/360M/1.7B, Llama-2-7B and the demo models.
+// Built-in shapes: SmolLM-135M/360M/1.7B, Llama-2-7B, the MLRA paper's
+// scale and the demo models; attention variants of a shape.
 #include "latentlab/architectures.h"
 
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "latentlab/error.h"
 
@@ -36,6 +39,9 @@ const std::map<std::string, ModelConfig>& table() {
       // Demo bases pre-trained by LatentLab on CPU (d_h 32: r = 2 by default).
       {"demo-mha", shape(4096, 128, 352, 4, 4, 4, true, 1e-5, 10000.0, 1024)},
       {"demo-gqa", shape(4096, 128, 352, 4, 4, 2, true, 1e-5, 10000.0, 1024)},
+      // The MLRA paper's scale (arXiv 2603.02188): d 3072, 24 layers, 24 heads of 128,
+      // MHA with MLP 8192, GPT-2 vocabulary padded to 50304, tied embeddings, 2048 context.
+      {"mlra-paper", shape(50304, 3072, 8192, 24, 24, 24, true, 1e-6, 10000.0, 2048)},
   };
   return t;
 }
@@ -58,6 +64,86 @@ ModelConfig builtinArchitecture(const std::string& name, int vocabSize) {
   if (vocabSize > 0) c.vocabSize = vocabSize;
   c.validate("architecture '" + name + "'");
   return c;
+}
+
+namespace {
+struct ParsedVariant {
+  std::string kind;   // mha | gqa | mla | gla | mlra
+  int k = 1;          // gla: latent heads; mlra: branches
+};
+
+std::optional<ParsedVariant> parseVariant(const std::string& name) {
+  if (name == "mha" || name == "gqa" || name == "mla") return ParsedVariant{name, 1};
+  if (name == "mlra-2") return ParsedVariant{"mlra", 2};
+  if (name == "mlra-4") return ParsedVariant{"mlra", 4};
+  if (name.rfind("gla-", 0) == 0 && name.size() > 4 && name.size() < 8) {
+    const std::string digits = name.substr(4);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits[0] == '0') return std::nullopt;
+    return ParsedVariant{"gla", std::atoi(digits.c_str())};
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void badOption(const std::string& where, const std::string& field, const std::string& problem) {
+  throw Error(ErrorCode::BadSpec, where + "." + field + " " + problem);
+}
+} // namespace
+
+bool isAttentionVariant(const std::string& attention) { return parseVariant(attention).has_value(); }
+
+ModelConfig attentionVariant(const ModelConfig& base, const std::string& attention, const AttentionOptions& o,
+                             const std::string& where) {
+  const auto v = parseVariant(attention);
+  if (!v) badOption(where, "attention", "must be mha, gqa, mla, gla-<k>, mlra-2 or mlra-4, got '" + attention + "'");
+  const std::string opt = "attention_options";
+  if (o.matchMultiple < 1) badOption(where, opt + ".match_multiple", "must be at least 1");
+  ModelConfig cfg = base;
+  cfg.mla.reset();
+  cfg.latent.reset();
+  cfg.attentionBias = false;
+  cfg.oProjBias = false;
+  const int nh = cfg.numHeads, dh = cfg.headDim;
+  if (v->kind == "mha") {
+    cfg.numKvHeads = nh;
+  } else if (v->kind == "gqa") {
+    const int group = o.gqaGroup > 0 ? o.gqaGroup : (base.numKvHeads < nh ? base.kvGroupSize() : 4);
+    if (nh % group != 0) {
+      badOption(where, opt + ".gqa_group", "(" + std::to_string(group) + ") does not divide the " +
+                                               std::to_string(nh) + " query heads");
+    }
+    cfg.numKvHeads = nh / group;
+  } else {
+    LatentAttention a;
+    a.kind = v->kind;
+    a.latentHeads = v->kind == "gla" ? v->k : v->kind == "mlra" ? 4 : 1;
+    a.branches = v->kind == "mlra" ? v->k : 1;
+    a.dC = o.dC > 0 ? o.dC : 4 * dh;
+    a.dRope = o.dRope > 0 ? o.dRope : dh / 2;
+    a.dNope = o.dNope > 0 ? o.dNope : dh;
+    a.dV = o.dV > 0 ? o.dV : dh;
+    a.qLoraRank = o.qLoraRank > 0 ? o.qLoraRank : defaultQLoraRank(cfg.hiddenSize, a.kind, o.matchMultiple);
+    a.scaled = o.scaled;
+    if (nh % a.latentsPerBranch() != 0) {
+      badOption(where, "attention", "'" + attention + "' splits the query heads into " +
+                                        std::to_string(a.latentsPerBranch()) + " groups, but there are " +
+                                        std::to_string(nh) + " heads");
+    }
+    if (a.dC % a.latentHeads != 0) {
+      badOption(where, opt + ".d_c", "(" + std::to_string(a.dC) + ") is not divisible by the " +
+                                         std::to_string(a.latentHeads) + " latent heads of " + attention);
+    }
+    if (a.dRope % 2 != 0) badOption(where, opt + ".d_rope", "must be even (RoPE rotates pairs), got " + std::to_string(a.dRope));
+    cfg.numKvHeads = nh;
+    cfg.latent = a;
+  }
+  cfg.validate(where + ".attention");
+  if (o.match == "architecture") return matchParameters(cfg, countParameters(base), o.matchMultiple);
+  if (o.match == "target") {
+    if (o.targetParameters <= 0) badOption(where, opt + ".target_parameters", "must be positive for match 'target'");
+    return matchParameters(cfg, o.targetParameters, o.matchMultiple);
+  }
+  if (o.match != "none") badOption(where, opt + ".match", "must be architecture, target or none, got '" + o.match + "'");
+  return cfg;
 }
 
 } // namespace latentlab

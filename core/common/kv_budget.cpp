@@ -1,4 +1,5 @@
-// KV-cache budget of original and MHA2MLA-converted models (algorithms.md §2.3).
+// KV-cache budget of original, MHA2MLA-converted (algorithms.md §2.3) and
+// from-scratch latent models (§4), total and per tensor-parallel device.
 #include "latentlab/kv_budget.h"
 
 #include <algorithm>
@@ -8,6 +9,11 @@
 namespace latentlab {
 
 int defaultRopePairs(int headDim) { return std::max(1, headDim / 16); }
+
+int headsPerDevice(int heads, int tpDegree) {
+  if (tpDegree < 1) throw Error(ErrorCode::BadInput, "tensor-parallel degree must be at least 1");
+  return std::max(1, (heads + tpDegree - 1) / tpDegree);
+}
 
 namespace {
 int effectivePairs(const ModelConfig& cfg, const KvSettings& s) {
@@ -19,6 +25,7 @@ int effectivePairs(const ModelConfig& cfg, const KvSettings& s) {
 std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s) {
   if (s.method == KvMethod::None) return std::nullopt;
   if (cfg.mla) return std::string("the model is already MLA-converted; convert its original instead");
+  if (cfg.latent) return std::string("the model has latent attention from scratch; conversion needs MHA/GQA");
   const int half = cfg.headDim / 2;
   if (!s.fullRope) {
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
@@ -57,19 +64,25 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
   return std::nullopt;
 }
 
-KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType) {
+KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree) {
   if (auto why = checkKvSettings(cfg, s)) throw Error(ErrorCode::BadInput, *why);
   KvBudget b;
   const std::int64_t bytes = static_cast<std::int64_t>(dtypeSize(cacheDType));
   b.originalPerTokenPerLayer = 2LL * cfg.numKvHeads * cfg.headDim;
+  b.tpDegree = tpDegree;
+  const std::int64_t onDevice = headsPerDevice(cfg.numKvHeads, tpDegree);
   if (s.method == KvMethod::None) {
     b.perTokenPerLayer = b.originalPerTokenPerLayer;
+    b.perDevicePerTokenPerLayer = onDevice * 2LL * cfg.headDim;
   } else {
     const int r = effectivePairs(cfg, s);
     b.effectiveRopePairs = r;
     const std::int64_t latentPerHead = s.svd == SvdMethod::Joint ? s.dKv : 2LL * s.dKv;
     b.perTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * (2LL * r + latentPerHead);
+    b.perDevicePerTokenPerLayer = onDevice * (2LL * r + latentPerHead);
   }
+  b.perDevicePerToken = b.perDevicePerTokenPerLayer * cfg.numLayers;
+  b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
   b.perToken = b.perTokenPerLayer * cfg.numLayers;
   b.bytesPerToken = b.perToken * bytes;
   b.originalBytesPerToken = b.originalPerTokenPerLayer * cfg.numLayers * bytes;
@@ -78,8 +91,27 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
   return b;
 }
 
-KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType) {
-  if (!cfg.mla) return computeKvBudget(cfg, KvSettings{}, cacheDType);
+KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree) {
+  if (cfg.latent) {
+    // Cache per token and layer: every latent head (d_c in all) and the shared RoPE key.
+    const LatentAttention& a = *cfg.latent;
+    const std::int64_t bytes = static_cast<std::int64_t>(dtypeSize(cacheDType));
+    KvBudget b;
+    b.tpDegree = tpDegree;
+    b.originalPerTokenPerLayer = 2LL * cfg.numHeads * cfg.headDim;
+    b.perTokenPerLayer = static_cast<std::int64_t>(a.dC) + a.dRope;
+    b.perDevicePerTokenPerLayer =
+        static_cast<std::int64_t>(headsPerDevice(a.latentHeads, tpDegree)) * a.latentDim() + a.dRope;
+    b.perToken = b.perTokenPerLayer * cfg.numLayers;
+    b.bytesPerToken = b.perToken * bytes;
+    b.originalBytesPerToken = b.originalPerTokenPerLayer * cfg.numLayers * bytes;
+    b.perDevicePerToken = b.perDevicePerTokenPerLayer * cfg.numLayers;
+    b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
+    b.saving = static_cast<double>(b.perTokenPerLayer - b.originalPerTokenPerLayer) /
+               static_cast<double>(b.originalPerTokenPerLayer);
+    return b;
+  }
+  if (!cfg.mla) return computeKvBudget(cfg, KvSettings{}, cacheDType, tpDegree);
   ModelConfig original = cfg;
   original.mla.reset();
   KvSettings s;
@@ -88,7 +120,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType) {
   s.fullRope = cfg.mla->ropePairs * 2 == cfg.headDim;
   s.dKv = cfg.mla->dKv;
   s.svd = cfg.mla->svdMethod == "split" ? SvdMethod::Split : SvdMethod::Joint;
-  return computeKvBudget(original, s, cacheDType);
+  return computeKvBudget(original, s, cacheDType, tpDegree);
 }
 
 } // namespace latentlab

@@ -2,6 +2,7 @@
 #include "latentlab/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "common/file_util.h"
@@ -101,7 +102,63 @@ MlaConversion readMla(const json& m, const std::string& source) {
   return mla;
 }
 
+const std::set<std::string> kLatentFields = {"kind",   "d_c",          "d_rope",       "d_nope", "d_v",
+                                             "q_lora_rank", "latent_heads", "branches", "scaled"};
+
+LatentAttention readLatent(const json& m, const std::string& source) {
+  const std::string where = source + " latentlab_latent";
+  if (!m.is_object()) throw Error(ErrorCode::BadModel, where + ": must be a JSON object");
+  JsonReader r(m, where, ErrorCode::BadModel);
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (!kLatentFields.count(it.key())) r.fail(it.key(), "is not a latent-attention field");
+  }
+  LatentAttention a;
+  a.kind = r.requireString("kind");
+  a.dC = r.requireInt("d_c");
+  a.dRope = r.requireInt("d_rope");
+  a.dNope = r.requireInt("d_nope");
+  a.dV = r.requireInt("d_v");
+  a.qLoraRank = r.requireInt("q_lora_rank");
+  a.latentHeads = r.requireInt("latent_heads");
+  a.branches = r.optInt("branches", 1);
+  if (!m.contains("scaled") || !m.at("scaled").is_boolean()) r.fail("scaled", "must be true or false");
+  a.scaled = m.at("scaled").get<bool>();
+  return a;
+}
+
+void validateLatent(const ModelConfig& c, const std::string& source) {
+  const LatentAttention& a = *c.latent;
+  auto bad = [&](const std::string& field, const std::string& problem) {
+    throw Error(ErrorCode::BadModel, source + ": latentlab_latent." + field + " " + problem);
+  };
+  if (a.kind != "mla" && a.kind != "gla" && a.kind != "mlra") bad("kind", "must be mla, gla or mlra, got '" + a.kind + "'");
+  if (a.dC < 1) bad("d_c", "must be positive");
+  if (a.dRope < 2 || a.dRope % 2 != 0) bad("d_rope", "must be a positive even number, got " + std::to_string(a.dRope));
+  if (a.dNope < 1) bad("d_nope", "must be positive");
+  if (a.dV < 1) bad("d_v", "must be positive");
+  if (a.qLoraRank < 1) bad("q_lora_rank", "must be positive");
+  if (a.kind == "mla" && (a.latentHeads != 1 || a.branches != 1)) bad("latent_heads", "must be 1 (with 1 branch) for mla");
+  if (a.kind == "gla" && (a.latentHeads < 1 || a.branches != 1)) bad("latent_heads", "must be >= 1 (with 1 branch) for gla");
+  if (a.kind == "mlra" && a.latentHeads != 4) bad("latent_heads", "must be 4 for mlra");
+  if (a.kind == "mlra" && a.branches != 2 && a.branches != 4) bad("branches", "must be 2 or 4 for mlra");
+  if (a.dC % a.latentHeads != 0) {
+    bad("d_c", "(" + std::to_string(a.dC) + ") is not divisible by latent_heads (" + std::to_string(a.latentHeads) + ")");
+  }
+  if (c.numHeads % a.latentsPerBranch() != 0) {
+    bad("latent_heads", "(" + std::to_string(a.latentsPerBranch()) + " per branch) does not divide num_attention_heads (" +
+                            std::to_string(c.numHeads) + ")");
+  }
+  if (c.attentionBias || c.oProjBias) bad("kind", "models carry no attention biases (set attention_bias false)");
+  if (c.mla) bad("kind", "cannot be combined with latentlab_mla (an MHA2MLA conversion)");
+}
+
 } // namespace
+
+std::string LatentAttention::name() const {
+  if (kind == "mla") return "mla";
+  if (kind == "gla") return "gla-" + std::to_string(latentHeads);
+  return kind + "-" + std::to_string(branches);
+}
 
 void ModelConfig::validate(const std::string& source) const {
   auto bad = [&](const std::string& field, const std::string& problem) {
@@ -133,6 +190,7 @@ void ModelConfig::validate(const std::string& source) const {
       }
     }
   }
+  if (latent) validateLatent(*this, source);
 }
 
 ModelConfig readHfConfig(const fs::path& configJson) {
@@ -205,13 +263,19 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   if (j.contains("latentlab_mla") && !j.at("latentlab_mla").is_null()) {
     cfg.mla = readMla(j.at("latentlab_mla"), source);
   }
+  if (j.contains("latentlab_latent") && !j.at("latentlab_latent").is_null()) {
+    cfg.latent = readLatent(j.at("latentlab_latent"), source);
+  }
   cfg.validate(source);
   return cfg;
 }
 
 void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   json j;
-  j["architectures"] = json::array({cfg.mla ? std::string("LatentLabMlaForCausalLM") : cfg.architecture});
+  std::string arch = cfg.architecture;
+  if (cfg.mla) arch = "LatentLabMlaForCausalLM";
+  if (cfg.latent) arch = "LatentLabLatentForCausalLM";
+  j["architectures"] = json::array({arch});
   j["model_type"] = cfg.modelType;
   j["vocab_size"] = cfg.vocabSize;
   j["hidden_size"] = cfg.hiddenSize;
@@ -241,12 +305,31 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
     m["pairs"] = cfg.mla->pairs;
     j["latentlab_mla"] = m;
   }
+  if (cfg.latent) {
+    const LatentAttention& a = *cfg.latent;
+    j["latentlab_latent"] = {{"kind", a.kind},       {"d_c", a.dC},
+                             {"d_rope", a.dRope},    {"d_nope", a.dNope},
+                             {"d_v", a.dV},          {"q_lora_rank", a.qLoraRank},
+                             {"latent_heads", a.latentHeads}, {"branches", a.branches},
+                             {"scaled", a.scaled}};
+  }
   atomicWriteText(configJson, j.dump(2) + "\n");
 }
 
-std::int64_t countParameters(const ModelConfig& c) {
+std::int64_t attentionParametersPerLayer(const ModelConfig& c) {
   const std::int64_t d = c.hiddenSize, dh = c.headDim, nh = c.numHeads, nkv = c.numKvHeads;
-  const std::int64_t I = c.intermediateSize, V = c.vocabSize;
+  if (c.latent) {
+    // q_a_proj + q_a_layernorm + q_b_proj, kv_a_proj_with_mqa + kv_a_layernorm,
+    // kv_b_proj (each latent head to its G heads' [k_nope; v]), o_proj.
+    const LatentAttention& a = *c.latent;
+    const std::int64_t q = a.qLoraRank, qk = a.dNope + a.dRope, dc = a.dC;
+    const std::int64_t G = nh / a.latentsPerBranch();
+    std::int64_t attn = d * q + q + q * nh * qk;
+    attn += d * (dc + a.dRope) + dc;
+    attn += static_cast<std::int64_t>(a.latentHeads) * G * (a.dNope + a.dV) * a.latentDim();
+    attn += nh * a.dV * d;
+    return attn;
+  }
   std::int64_t attn = d * nh * dh + nh * dh * d;            // q, o
   if (c.attentionBias) attn += nh * dh;
   if (c.oProjBias) attn += d;
@@ -265,11 +348,50 @@ std::int64_t countParameters(const ModelConfig& c) {
       attn += (nkv * nope + nkv * dh) * nkv * dkv;           // kv_up
     }
   }
+  return attn;
+}
+
+std::int64_t countParameters(const ModelConfig& c) {
+  const std::int64_t d = c.hiddenSize, I = c.intermediateSize, V = c.vocabSize;
   std::int64_t mlp = 3 * d * I + (c.mlpBias ? 2 * I + d : 0);
-  std::int64_t layer = attn + mlp + 2 * d;
+  std::int64_t layer = attentionParametersPerLayer(c) + mlp + 2 * d;
   std::int64_t total = V * d + c.numLayers * layer + d;
   if (!c.tieWordEmbeddings) total += V * d;
   return total;
+}
+
+namespace {
+int roundToMultiple(double x, int multiple) {
+  return static_cast<int>(std::llround(x / multiple)) * multiple;
+}
+} // namespace
+
+int defaultQLoraRank(int hidden, const std::string& kind, int multiple) {
+  // The paper's ranks at d = 3072: MLA 1536 (d/2), GLA-2 and MLRA-2 1024 (d/3).
+  const double share = kind == "mla" ? 2.0 : 3.0;
+  return std::max(multiple, roundToMultiple(hidden / share, multiple));
+}
+
+ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple) {
+  if (multiple < 1) throw Error(ErrorCode::BadInput, "parameter matching: the MLP width multiple must be positive");
+  if (cfg.latent && cfg.latent->qLoraRank == 0) {
+    cfg.latent->qLoraRank = defaultQLoraRank(cfg.hiddenSize, cfg.latent->kind, multiple);
+  }
+  // countParameters is affine in the MLP width I: total(I) = total(0) + L * per.
+  ModelConfig zero = cfg;
+  zero.intermediateSize = 0;
+  const std::int64_t fixed = countParameters(zero);
+  const std::int64_t per = static_cast<std::int64_t>(cfg.numLayers) * (3LL * cfg.hiddenSize + (cfg.mlpBias ? 2 : 0));
+  const double width = static_cast<double>(target - fixed) / static_cast<double>(per);
+  const int I = roundToMultiple(width, multiple);
+  if (I < multiple) {
+    throw Error(ErrorCode::BadInput,
+                "parameter matching: a target of " + std::to_string(target) + " parameters leaves no room for an MLP (" +
+                    std::to_string(fixed) + " parameters without it)",
+                "Raise the target or shrink the attention (d_c, q_lora_rank).");
+  }
+  cfg.intermediateSize = I;
+  return cfg;
 }
 
 } // namespace latentlab

@@ -1,6 +1,7 @@
 // RunSpec JSON (versioned), validation, and the learning-rate schedules.
 #include "latentlab/run_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -65,6 +66,28 @@ private:
   throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem);
 }
 
+void validateAttention(const RunSpec& s, const std::string& source) {
+  const AttentionOptions& o = s.attentionOptions;
+  const std::string opt = "attention_options.";
+  for (auto [field, value] : {std::pair<const char*, int>{"gqa_group", o.gqaGroup}, {"d_c", o.dC}, {"d_rope", o.dRope},
+                              {"d_nope", o.dNope}, {"d_v", o.dV}, {"q_lora_rank", o.qLoraRank}}) {
+    if (value < 0) bad(source, opt + field, "must be >= 0 (0 derives it from the architecture)");
+  }
+  if (o.match != "architecture" && o.match != "target" && o.match != "none")
+    bad(source, opt + "match", "must be architecture, target or none, got '" + o.match + "'");
+  if (o.match == "target" && o.targetParameters <= 0) bad(source, opt + "target_parameters", "must be positive for match 'target'");
+  if (o.matchMultiple < 1) bad(source, opt + "match_multiple", "must be at least 1");
+  if (s.attention.empty()) return;
+  if (!isAttentionVariant(s.attention))
+    bad(source, "attention", "must be mha, gqa, mla, gla-<k>, mlra-2 or mlra-4 (or empty), got '" + s.attention + "'");
+  if (s.kind != "pretrain") bad(source, "attention", "applies to kind pretrain only (a model folder keeps its attention)");
+  const auto names = builtinArchitectureNames();
+  if (std::find(names.begin(), names.end(), s.architecture) != names.end()) {
+    // Shape-dependent checks (d_c divisible by the latent heads, head groups, matching) now, not at run time.
+    attentionVariant(builtinArchitecture(s.architecture), s.attention, o, source + ": spec");
+  }
+}
+
 } // namespace
 
 RunSpec parseRunSpec(const std::string& text, const std::string& source) {
@@ -104,6 +127,21 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.get("two_norm_score", s.conversion.twoNormScore);
     g.get("calib_sequences", s.conversion.calibSequences);
     g.get("calib_seq_len", s.conversion.calibSeqLen);
+    g.rejectUnknown();
+  }
+  if (const json* a = f.object("attention_options")) {
+    Fields g(*a, source + ": spec.attention_options");
+    AttentionOptions& o = s.attentionOptions;
+    g.get("gqa_group", o.gqaGroup);
+    g.get("d_c", o.dC);
+    g.get("d_rope", o.dRope);
+    g.get("d_nope", o.dNope);
+    g.get("d_v", o.dV);
+    g.get("q_lora_rank", o.qLoraRank);
+    g.get("scaled", o.scaled);
+    g.get("match", o.match);
+    g.get("target_parameters", o.targetParameters);
+    g.get("match_multiple", o.matchMultiple);
     g.rejectUnknown();
   }
   if (const json* d = f.object("data")) {
@@ -186,6 +224,7 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.schedule.decaySteps < 0 || s.schedule.warmupSteps + s.schedule.decaySteps > s.steps)
     bad(source, "schedule.decay_steps", "must be >= 0 with warmup_steps + decay_steps <= steps");
   if (s.schedule.minLrRatio < 0 || s.schedule.minLrRatio > 1) bad(source, "schedule.min_lr_ratio", "must be in [0, 1]");
+  validateAttention(s, source);
   if (s.conversion.enabled) {
     static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
     if (!strategies.count(s.conversion.ropeStrategy))
@@ -215,6 +254,12 @@ std::string runSpecToJson(const RunSpec& s) {
                      {"eps", s.optimizer.eps}, {"weight_decay", s.optimizer.weightDecay}, {"clip", s.optimizer.clip}}},
       {"schedule", {{"kind", s.schedule.kind}, {"warmup_steps", s.schedule.warmupSteps},
                     {"decay_steps", s.schedule.decaySteps}, {"min_lr_ratio", s.schedule.minLrRatio}}}};
+  if (!s.attention.empty()) {
+    const AttentionOptions& o = s.attentionOptions;
+    j["attention_options"] = {{"gqa_group", o.gqaGroup}, {"d_c", o.dC}, {"d_rope", o.dRope}, {"d_nope", o.dNope},
+                              {"d_v", o.dV}, {"q_lora_rank", o.qLoraRank}, {"scaled", o.scaled}, {"match", o.match},
+                              {"target_parameters", o.targetParameters}, {"match_multiple", o.matchMultiple}};
+  }
   if (s.conversion.enabled) {
     j["conversion"] = {{"enabled", true}, {"rope_strategy", s.conversion.ropeStrategy},
                        {"rope_pairs", s.conversion.ropePairs}, {"d_kv", s.conversion.dKv}, {"svd", s.conversion.svd},

@@ -5,7 +5,7 @@
 
 namespace latentlab {
 
-ModelSummary inspectModel(const std::filesystem::path& dir) {
+ModelSummary inspectModel(const std::filesystem::path& dir, int tpDegree) {
   HfCheckpoint ckpt(dir);
   ModelSummary s;
   s.dir = dir;
@@ -13,7 +13,7 @@ ModelSummary inspectModel(const std::filesystem::path& dir) {
   s.unusedKeys = checkCheckpoint(ckpt);
   s.parameters = countParameters(s.config);
   s.weightDType = ckpt.dominantDType();
-  s.kv = currentKvBudget(s.config, s.weightDType);
+  s.kv = currentKvBudget(s.config, s.weightDType, tpDegree);
   s.sizeOnDisk = ckpt.sizeOnDisk();
   for (const auto& f : ckpt.files()) s.weightFiles.push_back(f.filename().string());
   s.tensorCount = static_cast<int>(ckpt.names().size());

@@ -1,7 +1,23 @@
-// Key table of Llama-family and MHA2MLA-converted checkpoints.
+// Key table of Llama-family, MHA2MLA-converted and from-scratch latent checkpoints.
 #include "model/weight_table.h"
 
 namespace latentlab {
+
+namespace {
+// From-scratch MLA / GLA / MLRA (see model/latent_attention.h for the layout).
+void appendLatentTensors(const LatentAttention& la, const ModelConfig& c, const std::string& a,
+                         std::vector<ExpectedTensor>& out) {
+  using S = std::vector<std::int64_t>;
+  const std::int64_t d = c.hiddenSize, nh = c.numHeads, q = la.qLoraRank, G = nh / la.latentsPerBranch();
+  out.push_back({a + "q_a_proj.weight", S{q, d}});
+  out.push_back({a + "q_a_layernorm.weight", S{q}});
+  out.push_back({a + "q_b_proj.weight", S{nh * (la.dNope + la.dRope), q}});
+  out.push_back({a + "kv_a_proj_with_mqa.weight", S{la.dC + la.dRope, d}});
+  out.push_back({a + "kv_a_layernorm.weight", S{la.dC}});
+  out.push_back({a + "kv_b_proj.weight", S{la.latentHeads * G * (la.dNope + la.dV), la.latentDim()}});
+  out.push_back({a + "o_proj.weight", S{d, nh * la.dV}});
+}
+}  // namespace
 
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
   using S = std::vector<std::int64_t>;
@@ -12,36 +28,40 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
   for (int l = 0; l < c.numLayers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
-    out.push_back({a + "q_proj.weight", S{nh * dh, d}});
-    if (c.attentionBias) out.push_back({a + "q_proj.bias", S{nh * dh}});
-    if (!c.mla) {
-      out.push_back({a + "k_proj.weight", S{nkv * dh, d}});
-      out.push_back({a + "v_proj.weight", S{nkv * dh, d}});
-      if (c.attentionBias) {
-        out.push_back({a + "k_proj.bias", S{nkv * dh}});
-        out.push_back({a + "v_proj.bias", S{nkv * dh}});
-      }
+    if (c.latent) {
+      appendLatentTensors(*c.latent, c, a, out);
     } else {
-      const std::int64_t r2 = 2 * c.mla->ropePairs, nope = dh - r2, lat = nkv * c.mla->dKv;
-      out.push_back({a + "k_rope_proj.weight", S{nkv * r2, d}});
-      if (c.attentionBias) out.push_back({a + "k_rope_proj.bias", S{nkv * r2}});
-      if (c.mla->svdMethod == "split") {
-        out.push_back({a + "k_down.weight", S{lat, d}});
-        out.push_back({a + "v_down.weight", S{lat, d}});
-        out.push_back({a + "k_up.weight", S{nkv * nope, lat}});
-        out.push_back({a + "v_up.weight", S{nkv * dh, lat}});
+      out.push_back({a + "q_proj.weight", S{nh * dh, d}});
+      if (c.attentionBias) out.push_back({a + "q_proj.bias", S{nh * dh}});
+      if (!c.mla) {
+        out.push_back({a + "k_proj.weight", S{nkv * dh, d}});
+        out.push_back({a + "v_proj.weight", S{nkv * dh, d}});
         if (c.attentionBias) {
-          out.push_back({a + "k_up.bias", S{nkv * nope}});
-          out.push_back({a + "v_up.bias", S{nkv * dh}});
+          out.push_back({a + "k_proj.bias", S{nkv * dh}});
+          out.push_back({a + "v_proj.bias", S{nkv * dh}});
         }
       } else {
-        out.push_back({a + "kv_down.weight", S{lat, d}});
-        out.push_back({a + "kv_up.weight", S{nkv * nope + nkv * dh, lat}});
-        if (c.attentionBias) out.push_back({a + "kv_up.bias", S{nkv * nope + nkv * dh}});
+        const std::int64_t r2 = 2 * c.mla->ropePairs, nope = dh - r2, lat = nkv * c.mla->dKv;
+        out.push_back({a + "k_rope_proj.weight", S{nkv * r2, d}});
+        if (c.attentionBias) out.push_back({a + "k_rope_proj.bias", S{nkv * r2}});
+        if (c.mla->svdMethod == "split") {
+          out.push_back({a + "k_down.weight", S{lat, d}});
+          out.push_back({a + "v_down.weight", S{lat, d}});
+          out.push_back({a + "k_up.weight", S{nkv * nope, lat}});
+          out.push_back({a + "v_up.weight", S{nkv * dh, lat}});
+          if (c.attentionBias) {
+            out.push_back({a + "k_up.bias", S{nkv * nope}});
+            out.push_back({a + "v_up.bias", S{nkv * dh}});
+          }
+        } else {
+          out.push_back({a + "kv_down.weight", S{lat, d}});
+          out.push_back({a + "kv_up.weight", S{nkv * nope + nkv * dh, lat}});
+          if (c.attentionBias) out.push_back({a + "kv_up.bias", S{nkv * nope + nkv * dh}});
+        }
       }
+      out.push_back({a + "o_proj.weight", S{d, nh * dh}});
+      if (c.oProjBias) out.push_back({a + "o_proj.bias", S{d}});
     }
-    out.push_back({a + "o_proj.weight", S{d, nh * dh}});
-    if (c.oProjBias) out.push_back({a + "o_proj.bias", S{d}});
     const std::string m = p + "mlp.";
     out.push_back({m + "gate_proj.weight", S{I, d}});
     out.push_back({m + "up_proj.weight", S{I, d}});

@@ -3,12 +3,51 @@
 
 #include "latentlab/architectures.h"
 #include "latentlab/error.h"
+#include "latentlab/kv_budget.h"
 #include "model/weights.h"
 
 namespace latentlab {
 
 std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& conv, const TokenShard& calibration,
                                         ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes);
+
+namespace {
+// What the variant is and how its parameters were matched.
+nlohmann::json attentionNotes(const ModelConfig& cfg, const RunSpec& spec, std::int64_t baseParameters) {
+  nlohmann::json j = {{"variant", spec.attention},
+                      {"match", spec.attentionOptions.match},
+                      {"architecture_parameters", baseParameters},
+                      {"intermediate_size", cfg.intermediateSize},
+                      {"attention_parameters_per_layer", attentionParametersPerLayer(cfg)}};
+  if (cfg.latent) {
+    const LatentAttention& a = *cfg.latent;
+    j["latent"] = {{"kind", a.kind},   {"d_c", a.dC},   {"d_rope", a.dRope},           {"d_nope", a.dNope},
+                   {"d_v", a.dV},      {"q_lora_rank", a.qLoraRank}, {"latent_heads", a.latentHeads},
+                   {"branches", a.branches}, {"scaled", a.scaled}};
+  } else {
+    j["kv_heads"] = cfg.numKvHeads;
+  }
+  j["init"] = {{"std", spec.initStd}, {"zero_init_output", spec.zeroInitOutput}};
+  return j;
+}
+
+// KV cache per token, total and per device at tensor-parallel degrees 1, 2, 4 and 8.
+nlohmann::json kvCacheNotes(const ModelConfig& cfg, torch::ScalarType dtype) {
+  const DType cacheType = dtype == torch::kFloat64 ? DType::F64 : dtype == torch::kBFloat16 ? DType::BF16 : DType::F32;
+  const KvBudget one = currentKvBudget(cfg, cacheType, 1);
+  nlohmann::json perDevice = nlohmann::json::object();
+  for (int tp : {1, 2, 4, 8}) {
+    const KvBudget b = currentKvBudget(cfg, cacheType, tp);
+    perDevice[std::to_string(tp)] = {{"elements_per_token_per_layer", b.perDevicePerTokenPerLayer},
+                                     {"bytes_per_token", b.perDeviceBytesPerToken}};
+  }
+  return {{"dtype", dtypeName(cacheType)},
+          {"elements_per_token_per_layer", one.perTokenPerLayer},
+          {"elements_per_token", one.perToken},
+          {"bytes_per_token", one.bytesPerToken},
+          {"per_device_by_tp", perDevice}};
+}
+}  // namespace
 
 void initializeWeights(CausalLm& model, double std, bool zeroOutput) {
   torch::NoGradGuard noGrad;
@@ -28,14 +67,16 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
                                            torch::Device device, torch::ScalarType dtype, ProgressSink& progress,
                                            const CancelToken& cancel, nlohmann::json& notes) {
   std::shared_ptr<CausalLm> model;
-  if (!spec.attention.empty()) {
-    // Never train a different architecture than the spec names.
-    throw Error(ErrorCode::Unsupported,
-                "spec.attention: the from-scratch variant '" + spec.attention + "' is not available in this engine yet",
-                "Leave attention empty to train the architecture's own MHA/GQA attention.");
+  if (!spec.attention.empty() && spec.kind != "pretrain") {
+    throw Error(ErrorCode::BadSpec, "spec.attention: applies to kind pretrain only, not " + spec.kind);
   }
   if (spec.kind == "pretrain") {
     ModelConfig cfg = builtinArchitecture(spec.architecture, static_cast<int>(vocabSize));
+    if (!spec.attention.empty()) {
+      const std::int64_t baseParameters = countParameters(cfg);
+      cfg = attentionVariant(cfg, spec.attention, spec.attentionOptions, "spec");
+      notes["attention"] = attentionNotes(cfg, spec, baseParameters);
+    }
     torch::manual_seed(spec.seed);
     model = std::make_shared<CausalLm>(cfg);
     initializeWeights(*model, spec.initStd, spec.zeroInitOutput);
@@ -51,6 +92,7 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
   }
   model->to(device, dtype);
   notes["parameters"] = countParameters(model->config());
+  notes["kv_cache"] = kvCacheNotes(model->config(), dtype);
   return model;
 }
 

@@ -17,7 +17,7 @@ struct ModelSummary {
   std::filesystem::path dir;
   ModelConfig config;
   std::int64_t parameters = 0;
-  KvBudget kv;                          // at the checkpoint's dtype
+  KvBudget kv;                          // at the checkpoint's dtype, per device at kv.tpDegree
   std::uintmax_t sizeOnDisk = 0;        // bytes of the weight files
   DType weightDType = DType::F32;       // dtype of most weight bytes
   std::vector<std::string> weightFiles;
@@ -27,7 +27,8 @@ struct ModelSummary {
 
 // Reads config.json and the safetensors headers (no weights are loaded) and
 // checks that every tensor the model needs is present with the right shape.
-ModelSummary inspectModel(const std::filesystem::path& dir);
+// `tpDegree` sets the tensor-parallel degree of the per-device KV figures.
+ModelSummary inspectModel(const std::filesystem::path& dir, int tpDegree = 1);
 
 struct EvalOptions {
   std::filesystem::path model;

@@ -1,5 +1,6 @@
-// KV-cache size per token for an original or MHA2MLA-converted model, and the
-// saving against the original: what the GUI previews before anything runs.
+// KV-cache size per token for an original, MHA2MLA-converted or from-scratch
+// latent model, total and per device under tensor parallelism, and the saving
+// against the original: what the GUI previews before anything runs.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +31,28 @@ struct KvBudget {
   std::int64_t originalBytesPerToken = 0;
   double saving = 0.0;                        // (new - old) / old, e.g. -0.6875
   int effectiveRopePairs = 0;                 // r after defaults
+  // Under tensor-parallel degree tpDegree the cache is sharded by its heads
+  // (KV heads; latent heads for MLA/GLA/MLRA) and each device holds
+  // ceil(heads / t) of them (one when t exceeds the head count); the shared
+  // RoPE key of a latent model is on every device. MLA: d_c + d_R at any t;
+  // GLA-k at t = k: d_c/k + d_R; MLRA at t = 4: d_c/4 + d_R.
+  int tpDegree = 1;
+  std::int64_t perDevicePerTokenPerLayer = 0; // elements on one device
+  std::int64_t perDevicePerToken = 0;         // elements on one device, all layers
+  std::int64_t perDeviceBytesPerToken = 0;
 };
+
+// ceil(heads / tpDegree), at least 1: the cache heads one device holds.
+int headsPerDevice(int heads, int tpDegree);
 
 // Default r for a head dim: d_h/16 pairs (1/8 of the head), at least 1.
 int defaultRopePairs(int headDim);
 // Why the settings are impossible for this model, or nullopt when they are fine.
 std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s);
 // Throws Error(BadInput) with checkKvSettings' reason when impossible.
-KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType);
-// The cache of a model as it stands (original, or converted per cfg.mla).
-KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType);
+KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree = 1);
+// The cache of a model as it stands (original, converted per cfg.mla, or the
+// latent variant of cfg.latent, whose "original" is MHA with the same heads).
+KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree = 1);
 
 } // namespace latentlab

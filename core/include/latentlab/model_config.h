@@ -26,6 +26,33 @@ struct MlaConversion {
   std::vector<std::vector<std::vector<int>>> pairs;
 };
 
+// A latent attention trained from scratch (algorithms.md §4), stored in
+// config.json under "latentlab_latent". Latent head l (of latentHeads) belongs
+// to branch l / (latentHeads / branches) and serves the contiguous query heads
+// [(l % P) * G, (l % P + 1) * G) with P = latentHeads / branches, G = n_h / P:
+//   MLA     1 latent head, 1 branch      (DeepSeek-V2/V3)
+//   GLA-k   k latent heads, 1 branch     (query-head group j reads latent j)
+//   MLRA-2  4 latent heads, 2 branches   (A: latents 0,1; B: latents 2,3)
+//   MLRA-4  4 latent heads, 4 branches   (every latent serves every head)
+// Branch outputs are summed. Softmax scale 1/sqrt(d_nope + d_rope).
+struct LatentAttention {
+  std::string kind = "mla";              // "mla", "gla" or "mlra"
+  int dC = 0;                            // KV latent dims, all latent heads together
+  int dRope = 0;                         // d_R: dims of the shared single-head RoPE key
+  int dNope = 0;                         // NoPE query/key dims per head
+  int dV = 0;                            // value dims per head
+  int qLoraRank = 0;                     // query latent rank
+  int latentHeads = 1;                   // MLA 1, GLA-k k, MLRA 4
+  int branches = 1;                      // MLRA-2 2, MLRA-4 4, else 1
+  // MLRA paper's factors: q latent x sqrt(d/q_lora_rank), each KV latent head
+  // x sqrt(d/(d_c/latent_heads)), branch outputs x 1/sqrt(branches).
+  bool scaled = true;
+
+  int latentDim() const { return dC / latentHeads; }              // dims of one latent head
+  int latentsPerBranch() const { return latentHeads / branches; }  // P
+  std::string name() const;                                        // "mla", "gla-2", "mlra-4"
+};
+
 struct ModelConfig {
   std::string modelType = "llama";       // HF model_type
   std::string architecture = "LlamaForCausalLM";
@@ -47,6 +74,7 @@ struct ModelConfig {
   std::optional<int> eosTokenId;
   DType torchDType = DType::F32;         // the checkpoint's declared torch_dtype
   std::optional<MlaConversion> mla;      // set on MHA2MLA-converted checkpoints
+  std::optional<LatentAttention> latent; // set on from-scratch MLA / GLA / MLRA models
 
   int kvGroupSize() const { return numHeads / numKvHeads; }
   // Throws Error(BadModel) naming `source` and the field when inconsistent.
@@ -56,6 +84,19 @@ struct ModelConfig {
 // Parameter count of the decoder described by `cfg` (embedding counted once
 // when tied).
 std::int64_t countParameters(const ModelConfig& cfg);
+
+// Attention parameters of one layer (projections and attention-internal norms).
+std::int64_t attentionParametersPerLayer(const ModelConfig& cfg);
+
+// Parameter matching (MLRA recipe): sets the MLP width to the multiple of
+// `multiple` that brings countParameters(cfg) nearest to `target`. A latent
+// config with q_lora_rank 0 first gets the paper's rank: d/2 for MLA, d/3 for
+// GLA and MLRA (rounded to `multiple`). Throws Error(BadInput) when the target
+// leaves no room for an MLP.
+ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple = 8);
+// The paper's query latent rank for a latent kind: d/2 for "mla", d/3 otherwise,
+// rounded to a multiple of `multiple` (1536 and 1024 at d = 3072).
+int defaultQLoraRank(int hidden, const std::string& kind, int multiple = 8);
 
 // Reads and validates `dir/config.json`; throws Error naming the file.
 ModelConfig readHfConfig(const std::filesystem::path& configJson);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/architectures.h"
+
 namespace latentlab {
 
 inline constexpr int kRunSpecVersion = 1;
@@ -56,7 +58,9 @@ struct RunSpec {
   std::string kind = "pretrain";        // pretrain | finetune | convert-finetune
   std::string architecture;             // built-in shape for pretrain (e.g. "demo-gqa")
   std::string modelDir;                 // HF folder for finetune / convert-finetune
-  std::string attention;                // from-scratch variant; empty = the architecture's own
+  std::string attention;                // pretrain only: mha | gqa | mla | gla-<k> | mlra-2 | mlra-4;
+                                        // empty = the architecture's own attention
+  AttentionOptions attentionOptions;    // "attention_options": latent dims, scale factors, matching
   ConversionSpec conversion;
   DataSpec data;
   OptimizerSpec optimizer;

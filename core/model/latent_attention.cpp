@@ -1,0 +1,166 @@
+// From-scratch MLA / GLA-k / MLRA-k attention: training forward, naive and
+// absorbed latent-cache decode.
+//
+// Where the sources differ, the choices made here:
+// - Scale factors follow the MLRA reference code: the normed query latent is
+//   multiplied by sqrt(d/q_lora_rank) and each normed KV latent head by
+//   sqrt(d/(d_c/latent_heads)) before the up-projections (GLA's paper has no such
+//   factors; DeepSeek has none). The MLRA branch outputs are each multiplied by
+//   1/sqrt(branches) before summing. "scaled: false" drops all three, as the
+//   paper's no-scale ablation does.
+// - The RoPE key is not normalised (DeepSeek and MLRA agree) and uses the HF
+//   rotate_half layout on its d_R dims, like the rest of LatentLab; DeepSeek's
+//   checkpoints interleave pairs instead, so their weights would need a permutation.
+// - Query head layout [nope; rope] per head (DeepSeek), softmax scale
+//   1/sqrt(d_nope + d_R) in every path.
+// - The cache holds the normed latent times its constant scale, i.e. exactly
+//   what W_UK / W_UV read; the scale costs nothing there and nothing is re-normed.
+#include "model/latent_attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "latentlab/error.h"
+
+namespace latentlab {
+
+namespace {
+// Checked before any member is derived from it (a zero head count would divide by zero).
+const LatentAttention& latentOf(const ModelConfig& cfg) {
+  if (!cfg.latent) throw Error(ErrorCode::Internal, "LatentAttentionLayer built for a config without latentlab_latent");
+  cfg.validate("model config");
+  return *cfg.latent;
+}
+
+torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+}  // namespace
+
+LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/)
+    : m_heads(cfg.numHeads),
+      m_dNope(latentOf(cfg).dNope),
+      m_dRope(cfg.latent->dRope),
+      m_dV(cfg.latent->dV),
+      m_dC(cfg.latent->dC),
+      m_latentHeads(cfg.latent->latentHeads),
+      m_branches(cfg.latent->branches),
+      m_perBranch(cfg.latent->latentsPerBranch()),
+      m_group(cfg.numHeads / cfg.latent->latentsPerBranch()),
+      m_eps(cfg.rmsNormEps),
+      m_rope(cfg.latent->dRope, cfg.ropeTheta) {
+  const LatentAttention& a = *cfg.latent;
+  const double d = cfg.hiddenSize;
+  m_qScale = a.scaled ? std::sqrt(d / a.qLoraRank) : 1.0;
+  m_kvScale = a.scaled ? std::sqrt(d / a.latentDim()) : 1.0;
+  m_branchScale = a.scaled ? 1.0 / std::sqrt(static_cast<double>(m_branches)) : 1.0;
+  m_softmaxScale = 1.0 / std::sqrt(static_cast<double>(m_dNope + m_dRope));
+
+  const std::int64_t qk = m_dNope + m_dRope;
+  q_a_proj = register_module("q_a_proj", linear(cfg.hiddenSize, a.qLoraRank));
+  q_a_layernorm = register_module("q_a_layernorm", RmsNorm(a.qLoraRank, cfg.rmsNormEps));
+  q_b_proj = register_module("q_b_proj", linear(a.qLoraRank, m_heads * qk));
+  kv_a_proj_with_mqa = register_module("kv_a_proj_with_mqa", linear(cfg.hiddenSize, m_dC + m_dRope));
+  kv_a_layernorm = register_module("kv_a_layernorm", RmsNorm(m_dC, cfg.rmsNormEps));
+  kv_b_proj = register_module(
+      "kv_b_proj", linear(a.latentDim(), static_cast<std::int64_t>(m_latentHeads) * m_group * (m_dNope + m_dV)));
+  o_proj = register_module("o_proj", linear(static_cast<std::int64_t>(m_heads) * m_dV, cfg.hiddenSize));
+}
+
+torch::Tensor LatentAttentionLayer::latentHeads(const torch::Tensor& c) {
+  const auto B = c.size(0), T = c.size(1);
+  const std::int64_t dl = m_dC / m_latentHeads;
+  // Same numerics as RmsNorm (fp32 statistics, fp64 stays fp64), per latent head.
+  const auto compute = c.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto cf = c.view({B, T, m_latentHeads, dl}).to(compute);                         // (B, T, L, dl)
+  cf = cf * torch::rsqrt(cf.pow(2).mean(-1, /*keepdim=*/true) + m_eps);
+  auto normed = kv_a_layernorm->weight.view({m_latentHeads, dl}) * cf.to(c.scalar_type());
+  if (m_kvScale != 1.0) normed = normed * m_kvScale;
+  return normed.transpose(1, 2);                                                   // (B, L, T, dl)
+}
+
+torch::Tensor LatentAttentionLayer::naive(const torch::Tensor& qNope, const torch::Tensor& qRope,
+                                          const torch::Tensor& kRope, const torch::Tensor& c) {
+  const auto B = c.size(0), Tk = c.size(2), dl = c.size(3);
+  const std::int64_t kvDim = m_dNope + m_dV;
+  auto w = kv_b_proj->weight.view({m_latentHeads, m_group * kvDim, dl});           // (L, G*(dn+dv), dl)
+  auto kv = torch::matmul(c, w.transpose(1, 2));                                   // (B, L, Tk, G*(dn+dv))
+  kv = kv.view({B, m_latentHeads, Tk, m_group, kvDim}).permute({0, 1, 3, 2, 4});   // (B, L, G, Tk, dn+dv)
+  // Latent l = b*P + p serves heads [p*G, (p+1)*G) of branch b, so P*G = n_h heads per branch.
+  kv = kv.reshape({B, m_branches, m_heads, Tk, kvDim});                            // (B, nb, nh, Tk, dn+dv)
+  auto q = torch::cat({qNope, qRope}, -1);                                         // (B, nh, Tq, dn+dR)
+  auto kR = kRope.expand({B, m_heads, Tk, m_dRope});                               // (B, nh, Tk, dR)
+  torch::Tensor out;
+  for (int b = 0; b < m_branches; ++b) {
+    auto kvB = kv.select(1, b);                                                    // (B, nh, Tk, dn+dv)
+    auto k = torch::cat({kvB.narrow(-1, 0, m_dNope), kR}, -1);                     // (B, nh, Tk, dn+dR)
+    auto y = causalAttention(q, k, kvB.narrow(-1, m_dNope, m_dV), m_softmaxScale);  // (B, nh, Tq, dv)
+    out = out.defined() ? out + y : y;
+  }
+  return m_branchScale != 1.0 ? out * m_branchScale : out;
+}
+
+torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const torch::Tensor& qRope,
+                                             const torch::Tensor& kRope, const torch::Tensor& c) {
+  const auto B = qNope.size(0), Tq = qNope.size(2), Tk = c.size(2), dl = c.size(3);
+  const std::int64_t P = m_perBranch, G = m_group;
+  auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});         // (L, G, dn+dv, dl)
+  auto wk = w.narrow(2, 0, m_dNope);                                               // (L, G, dn, dl)
+  auto wv = w.narrow(2, m_dNope, m_dV);                                            // (L, G, dv, dl)
+  // The RoPE part is the same for every branch: one shared key for all heads.
+  auto ropeScores = torch::matmul(qRope, kRope.transpose(-1, -2)).view({B, P, G, Tq, Tk});
+  auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                                 // heads of latent p contiguous
+  const auto compute = qNope.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  torch::Tensor mask;
+  if (Tq > 1) {  // query i sits at position Tk - Tq + i
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(qNope.device());
+    mask = torch::arange(Tk, opts).unsqueeze(0) > (torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq));  // (Tq, Tk)
+  }
+  torch::Tensor out;
+  for (int b = 0; b < m_branches; ++b) {
+    auto cB = c.narrow(1, b * P, P);                                               // (B, P, Tk, dl)
+    auto qAbs = torch::matmul(qn, wk.narrow(0, b * P, P));                         // (B, P, G, Tq, dl): W_UK^T q
+    auto scores = torch::matmul(qAbs.reshape({B, P, G * Tq, dl}), cB.transpose(-1, -2)).view({B, P, G, Tq, Tk});
+    scores = (scores + ropeScores).to(compute) * m_softmaxScale;
+    if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+    auto probs = torch::softmax(scores, -1).to(c.scalar_type());                  // (B, P, G, Tq, Tk)
+    auto ctxLat = torch::matmul(probs.reshape({B, P, G * Tq, Tk}), cB);            // (B, P, G*Tq, dl)
+    auto y = torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));  // (B, P, G, Tq, dv)
+    y = y.reshape({B, m_heads, Tq, m_dV});                                         // (B, nh, Tq, dv)
+    out = out.defined() ? out + y : y;
+  }
+  return m_branchScale != 1.0 ? out * m_branchScale : out;
+}
+
+torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  const auto B = x.size(0), T = x.size(1);
+  auto cq = q_a_layernorm(q_a_proj(x));                                            // (B, T, q_lora)
+  if (m_qScale != 1.0) cq = cq * m_qScale;
+  auto q = q_b_proj(cq).view({B, T, m_heads, m_dNope + m_dRope}).transpose(1, 2);  // (B, nh, T, dn+dR)
+  auto qNope = q.narrow(-1, 0, m_dNope);                                           // (B, nh, T, dn)
+  auto qRope = q.narrow(-1, m_dNope, m_dRope);                                     // (B, nh, T, dR)
+  auto kv = kv_a_proj_with_mqa(x);                                                 // (B, T, d_c + dR)
+  auto c = latentHeads(kv.narrow(-1, 0, m_dC));                                    // (B, L, T, dl)
+  auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);                          // (B, 1, T, dR)
+  auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR)
+  qRope = applyRope(qRope, cos, sin);
+  kRope = applyRope(kRope, cos, sin);
+  torch::Tensor out;
+  if (ctx.cache == nullptr) {
+    out = naive(qNope, qRope, kRope, c);
+  } else {
+    // The cache: slot 0 the rotated RoPE key (B, 1, T, dR), slot 1 the latent heads (B, L, T, dl).
+    auto kRopeAll = ctx.cache->append(0, kRope);
+    auto cAll = ctx.cache->append(1, c);
+    out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll) : naive(qNope, qRope, kRopeAll, cAll);
+  }
+  return o_proj(out.transpose(1, 2).reshape({B, T, m_heads * m_dV}));              // (B, T, nh*dv)
+}
+
+void setLatentDecode(CausalLm& model, MlaDecode mode) {
+  for (int i = 0; i < model.numLayers(); ++i) {
+    if (auto* l = dynamic_cast<LatentAttentionLayer*>(model.layer(i)->self_attn.get())) l->setDecode(mode);
+  }
+}
+
+}  // namespace latentlab
