@@ -106,7 +106,7 @@ int cmdInspect(int argc, char** argv) {
   std::printf("layers        %d\n", c.numLayers);
   std::printf("hidden        %d   (MLP %d)\n", c.hiddenSize, c.intermediateSize);
   std::printf("heads         %d   KV heads %d   head_dim %d   (%s)\n", c.numHeads, c.numKvHeads, c.headDim,
-              c.numKvHeads == c.numHeads ? "MHA" : c.numKvHeads == 1 ? "MQA" : "GQA");
+              c.latent ? "latent; KV heads unused" : c.numKvHeads == c.numHeads ? "MHA" : c.numKvHeads == 1 ? "MQA" : "GQA");
   std::printf("vocab         %d   tied embeddings %s\n", c.vocabSize, c.tieWordEmbeddings ? "yes" : "no");
   std::printf("biases        attention %s   mlp %s\n", c.attentionBias ? "yes" : "no", c.mlpBias ? "yes" : "no");
   std::printf("rope theta    %g\n", c.ropeTheta);
@@ -129,7 +129,8 @@ int cmdInspect(int argc, char** argv) {
                 humanBytes(static_cast<double>(s.kv.perDeviceBytesPerToken)).c_str(), s.kv.tpDegree);
   }
   if (c.mla || c.latent) {
-    std::printf("kv saving     %+.2f%% against the original (%s/token)\n", 100.0 * s.kv.saving,
+    std::printf("kv saving     %+.2f%% against %s (%s/token)\n", 100.0 * s.kv.saving,
+                c.latent ? "MHA with the same heads" : "the original",
                 humanBytes(static_cast<double>(s.kv.originalBytesPerToken)).c_str());
   }
   std::printf("dtype         %s\n", dtypeName(s.weightDType));

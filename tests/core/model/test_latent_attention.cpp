@@ -4,6 +4,8 @@
 // checkpoints round-trip, and the parameter count is what the module holds.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
 #include "latentlab/kv_budget.h"
@@ -170,6 +172,19 @@ TEST(LatentAttention, CheckpointRoundTripKeepsTheVariantAndItsLogits) {
     auto ids = torch::randint(0, cfg.vocabSize, {1, 10}, torch::kInt64);
     EXPECT_LT(maxAbsDiff(loaded->forward(ids), model->forward(ids)), 1e-12) << variant;
   }
+  // The inspect verb reports the variant and the KV cache per device under the chosen degree.
+  std::string text;
+  ASSERT_EQ(runCommand(std::string(LATENTLAB_ENGINE_EXE) + " inspect " + shellQuote((dir / "gla-2").string()) +
+                           " --json --tp 2",
+                       &text),
+            0)
+      << text;
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.at("latent").at("variant"), "gla-2");
+  EXPECT_EQ(j.at("tp_degree"), 2);
+  EXPECT_EQ(j.at("kv_elements_per_token_per_layer"), 24 + 8);
+  EXPECT_EQ(j.at("kv_elements_per_token_per_layer_per_device"), 12 + 8);
+  EXPECT_EQ(j.at("kv_bytes_per_token_per_device"), (12 + 8) * 2 * 8);  // 2 layers, F64
 }
 
 }  // namespace latentlab::test

@@ -3,6 +3,9 @@
 // errors, and the RunSpec's attention fields.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "common/file_util.h"
 #include "latentlab/architectures.h"
 #include "latentlab/error.h"
@@ -176,6 +179,35 @@ TEST(LatentConfig, KvPerTokenOfOriginalModelsPerTpDevice) {
   EXPECT_EQ(currentKvBudget(paperVariant("gla-2"), DType::BF16, 2).perDevicePerTokenPerLayer, 256 + 64);
   EXPECT_EQ(currentKvBudget(paperVariant("mlra-4"), DType::BF16, 4).perDevicePerTokenPerLayer, 128 + 64);
   EXPECT_EQ(currentKvBudget(paperVariant("mlra-4"), DType::BF16, 1).bytesPerToken, 576 * 24 * 2);
+}
+
+TEST(LatentConfig, ScaleAblationPresetParsesAtBothScalesWithMatchedPairs) {
+  const auto preset = nlohmann::json::parse(readTextFile(std::string(LATENTLAB_SOURCE_DIR) +
+                                                         "/resources/presets/scale-ablation.json"));
+  for (const std::string scale : {"demo", "paper"}) {
+    const auto& runs = preset.at("scales").at(scale).at("runs");
+    ASSERT_EQ(runs.size(), 6u) << scale;
+    std::map<std::string, int> scaledCount;
+    for (const auto& r : runs) {
+      const RunSpec s = parseRunSpec(r.dump(), "scale-ablation.json " + scale);
+      ++scaledCount[s.attention + (s.attentionOptions.scaled ? " scaled" : " noscale")];
+      EXPECT_TRUE(s.zeroInitOutput);
+      EXPECT_DOUBLE_EQ(s.initStd, 0.02);
+      const ModelConfig cfg = attentionVariant(builtinArchitecture(s.architecture), s.attention, s.attentionOptions, "p");
+      if (scale == "paper") {
+        EXPECT_EQ(s.steps, 100000);
+        EXPECT_EQ(s.data.seqLen, 2048);
+        EXPECT_EQ(static_cast<std::int64_t>(s.microBatch) * s.gradAccum * s.data.seqLen, 983040);  // ~1M tokens
+        EXPECT_EQ(cfg.intermediateSize, s.attention == "mla" ? 9448 : 10048) << s.name;
+      } else {
+        EXPECT_EQ(s.architecture, "demo-gqa");
+      }
+    }
+    for (const std::string v : {"mla", "gla-2", "mlra-2"}) {
+      EXPECT_EQ(scaledCount[v + " scaled"], 1) << scale << " " << v;
+      EXPECT_EQ(scaledCount[v + " noscale"], 1) << scale << " " << v;
+    }
+  }
 }
 
 }  // namespace latentlab::test
