@@ -7,6 +7,7 @@
 
 #include "charts/compare_math.h"
 #include "charts/range_refine.h"
+#include "charts/thinning.h"
 #include "models/spec_diff.h"
 
 using namespace latentlab;
@@ -131,6 +132,38 @@ private Q_SLOTS:
     QCOMPARE(tail.stepMax, kLastStep);
     // A run without rows: nothing to read.
     QVERIFY(!refineFor(LoadedWindow{}, 0, 10, -1, 4000).read);
+  }
+
+  void thinningKeepsEachColumnsLowestAndHighestPoint() {
+    QList<QPointF> pts;
+    for (int i = 0; i < 10000; ++i) pts.push_back({static_cast<double>(i), std::sin(i * 0.01) + (i == 4321 ? 5.0 : 0.0)});
+    const QList<QPointF> all = thinToColumns(pts, 0, 9999, 100);
+    QVERIFY(all.size() <= 202 && all.size() >= 100);
+    QVERIFY(std::is_sorted(all.begin(), all.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); }));
+    QVERIFY(all.contains(QPointF(4321, std::sin(43.21) + 5.0)));  // the spike survives
+    for (int col = 0; col < 100; ++col) {  // each column: its own min and max
+      double lo = 1e9, hi = -1e9, tlo = 1e9, thi = -1e9;
+      for (const QPointF& p : pts) {
+        if (std::min(99, static_cast<int>(p.x() * 100 / 9999)) != col) continue;
+        lo = std::min(lo, p.y());
+        hi = std::max(hi, p.y());
+      }
+      for (const QPointF& p : all) {
+        if (std::min(99, static_cast<int>(p.x() * 100 / 9999)) != col) continue;
+        tlo = std::min(tlo, p.y());
+        thi = std::max(thi, p.y());
+      }
+      QCOMPARE(tlo, lo);
+      QCOMPARE(thi, hi);
+    }
+    // A zoomed range: the nearest point outside on each side stays.
+    const QList<QPointF> mid = thinToColumns(pts, 2500.5, 7500.5, 100);
+    QCOMPARE(mid.front().x(), 2500.0);
+    QCOMPARE(mid.back().x(), 7501.0);
+    QVERIFY(mid.size() <= 202);
+    // Short curves are returned as they are.
+    const QList<QPointF> few = pts.mid(0, 150);
+    QCOMPARE(thinToColumns(few, 0, 149, 100), few);
   }
 
   void visibleXMapsToTheBracketingSteps() {

@@ -18,6 +18,7 @@
 #include "charts/chart_canvas.h"
 #include "charts/chart_view.h"
 #include "charts/run_palette.h"
+#include "charts/thinning.h"
 
 namespace latentlab::ui {
 
@@ -49,8 +50,9 @@ void ChartView::buildCurves() {
     QPen pen(runColor(colourRun));
     pen.setWidthF(val ? 2.0 : 1.6);
     if (val) pen.setStyle(Qt::DashLine);
+    c->legendEntry = !(several && val);  // one entry a run: its train curve (val is dashed, same colour)
     c->raw = new QLineSeries;
-    c->raw->setName(c->label);
+    c->raw->setName(label);
     c->raw->setPen(pen);
     c->raw->setPointsVisible(val);
     if (val) c->raw->setMarkerSize(5);
@@ -63,7 +65,7 @@ void ChartView::buildCurves() {
       rawPen.setWidthF(1.0);
       c->raw->setPen(rawPen);
       c->smoothed = new QLineSeries;
-      c->smoothed->setName(c->label);
+      c->smoothed->setName(label);
       c->smoothed->setPen(pen);
       m_chart->addSeries(c->smoothed);
     }
@@ -99,6 +101,7 @@ void ChartView::buildCurves() {
   applyAxes();
   updateLegend();
   for (auto& t : m_tracks) t->replaced = true;
+  m_fitNext = true;
   redraw();
 }
 
@@ -112,7 +115,7 @@ void ChartView::updateLegend() {
     for (QLegendMarker* m : m_chart->legend()->markers(c->raw)) m->setVisible(c->smoothed == nullptr);
     QLineSeries* entry = c->smoothed != nullptr ? c->smoothed : c->raw;
     for (QLegendMarker* m : m_chart->legend()->markers(entry)) {
-      m->setVisible(true);
+      m->setVisible(c->legendEntry);
       QColor text = palette().color(QPalette::WindowText);
       if (!visible) text.setAlpha(90);
       m->setLabelBrush(text);
@@ -136,33 +139,42 @@ void ChartView::drawCurve(Curve& c, bool restart) {
     c.drawnCount = 0;
     c.smoother = TensorBoardSmoother(m_smoothing);
     c.shown.clear();
+    c.rawPoints.clear();
+    c.smoothedPoints.clear();
   }
-  QList<QPointF> raw, smooth;
-  raw.reserve(static_cast<qsizetype>(data.size() - c.drawnCount));
-  if (c.smoothed != nullptr) smooth.reserve(raw.capacity());
   for (std::size_t i = c.drawnCount; i < data.size(); ++i) {
     const MetricPoint& p = data[i];
     const QPointF q = toPoint(p);
-    if (std::isfinite(p.value)) raw.push_back(q);
+    if (std::isfinite(p.value)) c.rawPoints.push_back(q);
     if (c.smoothed != nullptr) {
       const double v = c.smoother.next(p.value);
       if (std::isfinite(v)) {
-        smooth.push_back({q.x(), v});
+        c.smoothedPoints.push_back({q.x(), v});
         c.shown.push_back({q.x(), v});
       }
     } else if (std::isfinite(p.value)) {
       c.shown.push_back({q.x(), q.y()});
     }
   }
-  // One replace or one append per series and redraw.
-  if (c.drawnCount == 0) {
-    c.raw->replace(raw);
-    if (c.smoothed != nullptr) c.smoothed->replace(smooth);
-  } else {
-    c.raw->append(raw);
-    if (c.smoothed != nullptr) c.smoothed->append(smooth);
-  }
   c.drawnCount = data.size();
+  pushSeries(c);
+}
+
+void ChartView::pushSeries(Curve& c) {
+  // Thinned to the plot's columns over what is shown: the visible range when
+  // the user chose it, else the curve's whole extent. One replace per series:
+  // Qt Charts lays a series out again for every point appended.
+  double x0 = 0, x1 = 0;
+  if (m_userRange) {
+    std::tie(x0, x1) = visibleX();
+  } else if (!c.rawPoints.isEmpty()) {
+    x0 = c.rawPoints.front().x();
+    x1 = c.rawPoints.back().x();
+  }
+  m_thinColumns = m_chart->plotArea().width();
+  const int columns = std::max(200, static_cast<int>(m_thinColumns));
+  c.raw->replace(thinToColumns(c.rawPoints, x0, x1, columns));
+  if (c.smoothed != nullptr) c.smoothed->replace(thinToColumns(c.smoothedPoints, x0, x1, columns));
 }
 
 void ChartView::redraw() {
@@ -190,7 +202,8 @@ void ChartView::redraw() {
     t->replaced = false;
     t->appendedFrom = t->points.size();
   }
-  if (!m_userRange) rescale();
+  if (!m_userRange) rescale(m_fitNext);
+  m_fitNext = false;
 }
 
 void ChartView::applyAxes() {
@@ -216,9 +229,12 @@ void ChartView::applyAxes() {
     y->setLabelFormat(QStringLiteral("%.3g"));
     m_axisY = y;
   }
-  QString yTitle = m_metric == QLatin1String("loss") ? tr("loss") : m_metric;
-  if (m_mode == CompareMode::Difference) yTitle = tr("%1 difference to the baseline").arg(yTitle);
-  if (m_mode == CompareMode::Paired) yTitle = tr("%1 difference within each pair").arg(yTitle);
+  const bool loss = m_metric == QLatin1String("loss");
+  const QString metric = loss ? tr("loss") : m_metric;
+  QString yTitle = metric;
+  if (m_mode == CompareMode::Difference) yTitle = tr("\u0394 %1 to the baseline").arg(metric);
+  if (m_mode == CompareMode::Paired) yTitle = tr("\u0394 %1 within each pair").arg(metric);
+  if (loss) yTitle += tr(" (dashed: validation)");
   m_axisY->setTitleText(yTitle);
   m_chart->addAxis(m_axisX, Qt::AlignBottom);
   m_chart->addAxis(m_axisY, Qt::AlignLeft);
@@ -232,7 +248,7 @@ void ChartView::applyAxes() {
   }
 }
 
-void ChartView::rescale() {
+void ChartView::rescale(bool fit) {
   const bool logY = m_logY && m_mode == CompareMode::Curves;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& c : m_curves) {
@@ -260,6 +276,16 @@ void ChartView::rescale() {
     const double pad = y1 > y0 ? 0.05 * (y1 - y0) : std::max(1e-6, 0.05 * std::abs(y0));
     y0 -= pad;
     y1 += pad;
+  }
+  if (!fit) {
+    const auto [cx0, cx1] = visibleX();
+    const double cy0 = logY ? static_cast<QLogValueAxis*>(m_axisY)->min() : static_cast<QValueAxis*>(m_axisY)->min();
+    const double cy1 = logY ? static_cast<QLogValueAxis*>(m_axisY)->max() : static_cast<QValueAxis*>(m_axisY)->max();
+    x0 = std::min(x0, cx0);
+    x1 = x1 > cx1 ? x1 + 0.25 * (x1 - x0) : cx1;
+    y0 = std::min(y0, cy0);
+    y1 = std::max(y1, cy1);
+    if (x0 == cx0 && x1 == cx1 && y0 == cy0 && y1 == cy1) return;  // nothing to lay out again
   }
   m_axisX->setRange(x0, x1);
   m_axisY->setRange(y0, y1);
@@ -313,6 +339,13 @@ bool ChartView::exportCsv(const QString& path) const {
 }
 
 int ChartView::pointCount(qint64 runId, const QString& metricName) const {
+  for (const auto& c : m_curves) {
+    if (c->minus == nullptr && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->rawPoints.size());
+  }
+  return -1;
+}
+
+int ChartView::drawnPointCount(qint64 runId, const QString& metricName) const {
   for (const auto& c : m_curves) {
     if (c->minus == nullptr && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->raw->count());
   }

@@ -35,6 +35,15 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
     Q_EMIT viewChanged();
   });
   connect(m_view, &ChartCanvas::resetRequested, this, &ChartView::resetView);
+  // A wider or narrower plot: thin the curves to its new column count.
+  m_thinTimer.setSingleShot(true);
+  m_thinTimer.setInterval(0);
+  connect(&m_thinTimer, &QTimer::timeout, this, [this] {
+    for (auto& c : m_curves) pushSeries(*c);
+  });
+  connect(m_chart, &QChart::plotAreaChanged, this, [this](const QRectF& area) {
+    if (std::abs(area.width() - m_thinColumns) >= 1 && area.width() > 200) m_thinTimer.start();
+  });
 
   m_metricBox = new QComboBox;
   m_metricBox->addItem(tr("Loss (train and validation)"), QStringLiteral("loss"));
@@ -242,7 +251,9 @@ void ChartView::resetView() {
     t->replaced = true;
   }
   m_userRange = false;
+  m_fitNext = true;
   redraw();
+  for (auto& c : m_curves) pushSeries(*c);  // thinned for the whole extent again
   Q_EMIT viewChanged();
 }
 
@@ -360,6 +371,7 @@ void ChartView::refineVisible() {
     }
   }
   if (any) redraw();
+  for (auto& c : m_curves) pushSeries(*c);  // thinned for the new range
 }
 
 int ChartView::loadedRows(qint64 runId, const QString& metricName) const {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <QHash>
+#include <QList>
 #include <QPointF>
 #include <QSet>
 #include <QTimer>
@@ -105,8 +106,10 @@ public:
   void redrawNow();
   int redrawCount() const { return m_redrawCount; }
   int windowReadCount() const { return m_windowReads; }  // reads made by zoom/pan
-  // Points drawn for a run's metric in curves mode (-1: no such curve).
+  // Points of a run's metric curve in curves mode (-1: no such curve), and
+  // how many of them Qt Charts draws after thinning to the plot's columns.
   int pointCount(qint64 runId, const QString& metricName) const;
+  int drawnPointCount(qint64 runId, const QString& metricName) const;
   int loadedRows(qint64 runId, const QString& metricName) const;  // rows held for it
   int seriesCount() const;  // curves drawn
   QStringList curveLabels() const;
@@ -139,11 +142,14 @@ private:
     QString label;
     QString metricName;
     qint64 runId = 0;  // colour and legend toggle
+    bool legendEntry = true;
     Track* source = nullptr;
     Track* minus = nullptr;  // set: difference source − minus
     std::vector<MetricPoint> derived;
     QLineSeries* raw = nullptr;
     QLineSeries* smoothed = nullptr;  // train curves only
+    QList<QPointF> rawPoints;         // what the series hold
+    QList<QPointF> smoothedPoints;
     std::vector<CurvePoint> shown;    // what the bold line shows (crosshair)
     TensorBoardSmoother smoother{0.0};
     std::size_t drawnCount = 0;       // rows of data() already drawn
@@ -154,9 +160,13 @@ private:
   void buildCurves();  // curves over the tracks for the mode
   void loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax);
   void drawCurve(Curve& c, bool restart);
+  void pushSeries(Curve& c);
   void scheduleRedraw();
   void redraw();
-  void rescale();
+  // fit: the axes fit the visible curves exactly; else they only grow (x
+  // with a quarter of headroom), so a live append lays out only its own
+  // series instead of every series again.
+  void rescale(bool fit = true);
   void applyAxes();
   void refineVisible();
   void updateLegend();
@@ -176,11 +186,14 @@ private:
   std::vector<std::pair<std::string, std::string>> m_pairLabels;
   QSet<qint64> m_hidden;
   bool m_userRange = false;
+  bool m_fitNext = true;  // the next redraw fits the axes to the curves
   std::vector<std::unique_ptr<Track>> m_tracks;
   std::vector<std::unique_ptr<Curve>> m_curves;
   QTimer m_redrawTimer;
   QTimer m_pollTimer;
   QTimer m_refineTimer;
+  QTimer m_thinTimer;
+  double m_thinColumns = 0;  // the plot width curves were last thinned to
   int m_redrawCount = 0;
   int m_windowReads = 0;
 
