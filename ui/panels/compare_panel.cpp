@@ -80,6 +80,7 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
 }
 
 void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
+  m_note.clear();  // a preset's note comes back with applyPresetChart
   m_chart->setRuns(runs);
   QVector<qint64> ids;
   for (const ChartRun& r : runs) ids << r.id;
