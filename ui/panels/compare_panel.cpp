@@ -25,6 +25,7 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_table = new QTableView;
   m_table->setModel(proxy);
   m_table->setSortingEnabled(true);
+  m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // run order until a header is clicked
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setAlternatingRowColors(true);
   m_table->verticalHeader()->hide();
