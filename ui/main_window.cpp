@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSet>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -31,6 +32,7 @@
 #include "latentlab/run_store.h"
 #include "models/job_table_model.h"
 #include "models/run_tree_model.h"
+#include "panels/compare_panel.h"
 #include "panels/conversion_panel.h"
 #include "panels/jobs_panel.h"
 #include "panels/log_panel.h"
@@ -79,7 +81,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_jobModel = new JobTableModel(m_jobs, this);
 
   m_runs = new RunsPanel(m_runModel);
-  m_chart = new ChartView(m_store);
+  m_compare = new ComparePanel(m_store);
   m_model = new ModelPanel;
   m_conversion = new ConversionPanel;
   m_training = new TrainingPanel;
@@ -99,7 +101,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
 
   m_horizontal = new QSplitter(Qt::Horizontal);
   m_horizontal->addWidget(m_runs);
-  m_horizontal->addWidget(m_chart);
+  m_horizontal->addWidget(m_compare);
   m_horizontal->addWidget(m_rightTabs);
   m_horizontal->setStretchFactor(0, 0);
   m_horizontal->setStretchFactor(1, 1);
@@ -226,7 +228,7 @@ void MainWindow::wire() {
     m_conversion->loadFrom(s);
   });
   connect(m_training, &TrainingPanel::runRequested, this, [this](const RunSpec& s) { submitRun(s); });
-  connect(m_runs, &RunsPanel::selectionChanged, m_chart, &ChartView::setRuns);
+  connect(m_runs, &RunsPanel::selectionChanged, this, &MainWindow::showSelection);
   connect(m_runs, &RunsPanel::retryRequested, m_jobs, &JobController::retry);
   connect(m_runs, &RunsPanel::cancelRequested, m_jobs, &JobController::cancel);
   connect(m_runs, &RunsPanel::exportRequested, this, [this](qint64 id) {
@@ -248,8 +250,8 @@ void MainWindow::wire() {
     }
     m_runModel->refresh();
   });
-  connect(m_jobs, &JobController::progress, this, [this](qint64 runId) { m_chart->pollStore(runId); });
-  connect(m_jobs, &JobController::evalReported, this, [this](qint64 runId) { m_chart->pollStore(runId); });
+  connect(m_jobs, &JobController::progress, this, [this](qint64 runId) { chart()->pollStore(runId); });
+  connect(m_jobs, &JobController::evalReported, this, [this](qint64 runId) { chart()->pollStore(runId); });
   connect(m_jobs, &JobController::statusChanged, this, &MainWindow::onStatusChanged);
   connect(m_jobs, &JobController::jobsChanged, this, &MainWindow::updateStatusBar);
   connect(m_jobsPanel, &JobsPanel::logRequested, this, [this](qint64 runId) {
@@ -292,8 +294,6 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
     std::vector<std::int64_t> ids;
     instantiatePreset(*m_store, p, &ids);
     m_runModel->refresh();
-    m_chart->setMetric(p.chart.metric);
-    m_chart->setXAxis(p.chart.x == QLatin1String("tokens") ? ChartView::XAxis::Tokens : ChartView::XAxis::Step);
     for (std::int64_t id : ids) m_jobs->enqueue(id);
     if (!ids.empty()) {
       const QModelIndex exp = m_runModel->indexOfRun(ids.front()).parent();
@@ -309,10 +309,35 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
   }
 }
 
+ChartView* MainWindow::chart() const { return m_compare->chart(); }
+
+void MainWindow::showSelection(const QVector<ChartRun>& runs) {
+  m_compare->setRuns(runs);
+  // One experiment row selected (alone, or with its own runs): its preset's figure.
+  const QModelIndexList rows = m_runs->view()->selectionModel()->selectedRows(0);
+  QSet<qint64> experiments, runExperiments;
+  for (const QModelIndex& idx : rows) {
+    const qint64 exp = idx.data(RunTreeModel::ExperimentIdRole).toLongLong();
+    (idx.data(RunTreeModel::IsRunRole).toBool() ? runExperiments : experiments).insert(exp);
+  }
+  if (experiments.size() != 1) return;
+  const qint64 experiment = *experiments.begin();
+  if (experiment <= 0 || !(runExperiments - experiments).isEmpty()) return;
+  try {
+    const QString path = QStringLiteral(":/presets/%1.json").arg(QString::fromStdString(m_store->experiment(experiment).preset));
+    if (!QFileInfo::exists(path)) return;
+    const QStringList scales = presetScales(path);
+    if (!scales.isEmpty()) m_compare->applyPresetChart(loadPreset(path, scales.front(), m_ws.dir).chart);
+  } catch (const Error& e) {
+    m_banner->showError(e);
+  }
+}
+
 void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
   m_runModel->refresh();
+  m_compare->refreshTable();
   updateStatusBar();
-  m_chart->pollStore(runId);
+  chart()->pollStore(runId);
   const JobInfo* job = m_jobs->job(runId);
   if (status == QLatin1String("failed") || status == QLatin1String("crashed")) {
     m_banner->showMessage(MessageBanner::Level::Error,

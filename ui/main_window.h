@@ -8,6 +8,7 @@
 #include <QTimer>
 #include <memory>
 
+#include "charts/chart_view.h"
 #include "workspace.h"
 
 class QSplitter;
@@ -22,6 +23,7 @@ struct RunSpec;
 namespace latentlab::ui {
 
 class ChartView;
+class ComparePanel;
 class ConversionPanel;
 class JobController;
 class JobTableModel;
@@ -48,7 +50,8 @@ public:
 
   const Workspace& workspace() const { return m_ws; }
   JobController* jobs() const { return m_jobs; }
-  ChartView* chart() const { return m_chart; }
+  ChartView* chart() const;
+  ComparePanel* comparePanel() const { return m_compare; }
   RunsPanel* runsPanel() const { return m_runs; }
   RunTreeModel* runModel() const { return m_runModel; }
   ModelPanel* modelPanel() const { return m_model; }
@@ -70,6 +73,8 @@ private:
   void buildMenus();
   void wire();
   void onStatusChanged(qint64 runId, const QString& status);
+  // The selected runs to the compare view; a preset's experiment opens on its figure.
+  void showSelection(const QVector<ChartRun>& runs);
   void updateStatusBar();
   void saveLayout();
   void restoreLayout();
@@ -81,7 +86,7 @@ private:
   RunTreeModel* m_runModel = nullptr;
   JobTableModel* m_jobModel = nullptr;
   RunsPanel* m_runs = nullptr;
-  ChartView* m_chart = nullptr;
+  ComparePanel* m_compare = nullptr;
   ModelPanel* m_model = nullptr;
   ConversionPanel* m_conversion = nullptr;
   TrainingPanel* m_training = nullptr;

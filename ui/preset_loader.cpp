@@ -65,6 +65,15 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
   p.chart.x = chart.value(QStringLiteral("x")).toString(p.chart.x);
   p.chart.compare = chart.value(QStringLiteral("compare")).toString(p.chart.compare);
   p.chart.note = chart.value(QStringLiteral("note")).toString();
+  const QJsonArray pairs = chart.value(QStringLiteral("pairs")).toArray();
+  for (qsizetype i = 0; i < pairs.size(); ++i) {
+    const QJsonArray pair = pairs[i].toArray();
+    if (pair.size() != 2 || !pair[0].isString() || !pair[1].isString()) {
+      throw Error(ErrorCode::BadSpec, path.toStdString() + ": chart.pairs[" + std::to_string(i) + "] is not two run names",
+                  "Each pair is [\"<run without scale>\", \"<run with scale>\"].");
+    }
+    p.chart.pairs.push_back({pair[0].toString(), pair[1].toString()});
+  }
   const QJsonObject scales = o.value(QStringLiteral("scales")).toObject();
   if (!scales.contains(scale)) {
     throw Error(ErrorCode::BadSpec, path.toStdString() + ": no scale '" + scale.toStdString() + "'",

@@ -3,6 +3,8 @@
 // spec is replaced by the workspace folder when the preset is loaded.
 #pragma once
 
+#include <QList>
+#include <QPair>
 #include <QString>
 #include <QStringList>
 #include <cstdint>
@@ -20,6 +22,7 @@ struct PresetChart {
   QString metric = QStringLiteral("loss");   // as ChartView::setMetric
   QString x = QStringLiteral("step");        // step | tokens
   QString compare = QStringLiteral("curves");  // curves | difference
+  QList<QPair<QString, QString>> pairs;        // difference within pairs: (minuend, subtrahend) run names
   QString note;                              // what the figure shows
 };
 

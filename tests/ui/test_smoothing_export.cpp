@@ -2,6 +2,7 @@
 // exports valid PNG, SVG and CSV files.
 #include <QFile>
 #include <QImage>
+#include <QSvgRenderer>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -78,13 +79,16 @@ private Q_SLOTS:
     const QByteArray svgText = s.readAll();
     QVERIFY(svgText.contains("<svg"));
     QVERIFY(svgText.contains("</svg>"));
+    QSvgRenderer renderer(svgText);
+    QVERIFY(renderer.isValid());
+    QVERIFY(renderer.defaultSize().width() > 100);
     QVERIFY(chart.exportCsv(csv));
     QFile c(csv);
     QVERIFY(c.open(QIODevice::ReadOnly | QIODevice::Text));
     const QList<QByteArray> lines = c.readAll().trimmed().split('\n');
     QCOMPARE(lines.size(), 1 + 100 + 5);
-    QCOMPARE(lines[0], QByteArray("run_id,run,metric,step,tokens,value"));
-    QVERIFY(lines[1].startsWith(QByteArray::number(run) + ",\"export \"\"quoted\"\"\",train/loss,1,64,6"));
+    QCOMPARE(lines[0], QByteArray("run_id,run,metric,step,tokens,wall_time,value"));
+    QVERIFY(lines[1].startsWith(QByteArray::number(run) + ",\"export \"\"quoted\"\"\",train/loss,1,64,0.1,6"));
   }
 };
 

@@ -1,30 +1,22 @@
-// QChart adapter for run curves; see chart_view.h.
+// The run chart's widget, controls and store reads; see chart_view.h.
 #include "charts/chart_view.h"
 
 #include <QChart>
-#include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QLegendMarker>
 #include <QLineSeries>
-#include <QFile>
-#include <QFileDialog>
 #include <QPushButton>
-#include <QLogValueAxis>
-#include <QPainter>
-#include <QSaveFile>
 #include <QSlider>
-#include <QSvgGenerator>
-#include <QTextStream>
 #include <QStackedLayout>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "charts/run_palette.h"
+#include "charts/chart_canvas.h"
 #include "latentlab/error.h"
 
 namespace latentlab::ui {
@@ -34,8 +26,24 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_chart->setMargins(QMargins(6, 6, 6, 6));
   m_chart->legend()->setAlignment(Qt::AlignBottom);
   m_chart->setAnimationOptions(QChart::NoAnimation);
-  m_view = new QChartView(m_chart);
+  m_view = new ChartCanvas(m_chart);
   m_view->setRenderHint(QPainter::Antialiasing);
+  m_view->setCrosshairText([this](double x) { return crosshairLines(x); });
+  connect(m_view, &ChartCanvas::viewChangedByUser, this, [this] {
+    m_userRange = true;
+    m_refineTimer.start();
+    Q_EMIT viewChanged();
+  });
+  connect(m_view, &ChartCanvas::resetRequested, this, &ChartView::resetView);
+  // A wider or narrower plot: thin the curves to its new column count.
+  m_thinTimer.setSingleShot(true);
+  m_thinTimer.setInterval(0);
+  connect(&m_thinTimer, &QTimer::timeout, this, [this] {
+    for (auto& c : m_curves) pushSeries(*c);
+  });
+  connect(m_chart, &QChart::plotAreaChanged, this, [this](const QRectF& area) {
+    if (std::abs(area.width() - m_thinColumns) >= 1 && area.width() > 200) m_thinTimer.start();
+  });
 
   m_metricBox = new QComboBox;
   m_metricBox->addItem(tr("Loss (train and validation)"), QStringLiteral("loss"));
@@ -45,15 +53,18 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_xBox = new QComboBox;
   m_xBox->addItem(tr("Step"));
   m_xBox->addItem(tr("Tokens"));
+  m_xBox->addItem(tr("Wall time"));
   m_logBox = new QCheckBox(tr("Log y"));
   connect(m_metricBox, &QComboBox::currentIndexChanged, this,
           [this](int i) { setMetric(m_metricBox->itemData(i).toString()); });
-  connect(m_xBox, &QComboBox::currentIndexChanged, this, [this](int i) { setXAxis(i == 1 ? XAxis::Tokens : XAxis::Step); });
+  connect(m_xBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+    setXAxis(i == 1 ? XAxis::Tokens : i == 2 ? XAxis::WallTime : XAxis::Step);
+  });
   connect(m_logBox, &QCheckBox::toggled, this, [this](bool on) { setLogY(on); });
   m_smoothSlider = new QSlider(Qt::Horizontal);
   m_smoothSlider->setRange(0, 99);
   m_smoothSlider->setValue(static_cast<int>(m_smoothing * 100));
-  m_smoothSlider->setFixedWidth(120);
+  m_smoothSlider->setFixedWidth(110);
   m_smoothSlider->setToolTip(tr("Smoothing of train curves (TensorBoard's debiased moving average)"));
   m_smoothLabel = new QLabel(QString::number(m_smoothing, 'f', 2));
   connect(m_smoothSlider, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
@@ -63,16 +74,22 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   bar->setSpacing(6);
   bar->addWidget(new QLabel(tr("Metric")));
   bar->addWidget(m_metricBox);
-  bar->addSpacing(12);
-  bar->addWidget(new QLabel(tr("x axis")));
+  bar->addSpacing(8);
+  bar->addWidget(new QLabel(tr("x")));
   bar->addWidget(m_xBox);
-  bar->addSpacing(12);
+  bar->addSpacing(8);
   bar->addWidget(m_logBox);
-  bar->addSpacing(12);
+  bar->addSpacing(8);
   bar->addWidget(new QLabel(tr("Smoothing")));
   bar->addWidget(m_smoothSlider);
   bar->addWidget(m_smoothLabel);
   bar->addStretch(1);
+  auto* resetButton = new QPushButton(tr("Reset view"));
+  resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
+                             "Zoom: drag a rectangle, or the wheel (Shift: x only, Ctrl: y only). "
+                             "Pan: middle drag, Shift+drag or the arrow keys."));
+  connect(resetButton, &QPushButton::clicked, this, &ChartView::resetView);
+  bar->addWidget(resetButton);
   auto* exportButton = new QPushButton(tr("Export…"));
   exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
   connect(exportButton, &QPushButton::clicked, this, [this] {
@@ -107,6 +124,9 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_pollTimer.setInterval(2000);
   connect(&m_pollTimer, &QTimer::timeout, this, [this] { pollStore(); });
   m_pollTimer.start();
+  m_refineTimer.setSingleShot(true);
+  m_refineTimer.setInterval(120);  // one read after a burst of wheel steps
+  connect(&m_refineTimer, &QTimer::timeout, this, &ChartView::refineVisible);
   applyAxes();
 }
 
@@ -136,15 +156,20 @@ void ChartView::setMetric(const QString& metric) {
 void ChartView::setXAxis(XAxis axis) {
   if (axis == m_xAxis) return;
   m_xAxis = axis;
-  m_xBox->setCurrentIndex(axis == XAxis::Tokens ? 1 : 0);
-  for (auto& t : m_tracks) {
-    QList<QPointF> pts;
-    pts.reserve(static_cast<qsizetype>(t->points.size()));
-    for (const auto& p : t->points) pts.push_back(toPoint(p));
-    t->series->replace(pts);
-    updateSmoothed(*t, /*restart=*/true);
-  }
+  const int i = axis == XAxis::Tokens ? 1 : axis == XAxis::WallTime ? 2 : 0;
+  if (m_xBox->currentIndex() != i) m_xBox->setCurrentIndex(i);
+  m_userRange = false;
+  for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
   applyAxes();
+  rescale();
+}
+
+void ChartView::setLogY(bool on) {
+  if (on == m_logY) return;
+  m_logY = on;
+  m_logBox->setChecked(on);
+  applyAxes();
+  m_userRange = false;
   rescale();
 }
 
@@ -155,103 +180,84 @@ void ChartView::setSmoothing(double weight) {
   const int v = static_cast<int>(std::lround(weight * 100));
   if (m_smoothSlider->value() != v) m_smoothSlider->setValue(v);
   m_smoothLabel->setText(QString::number(weight, 'f', 2));
-  for (auto& t : m_tracks) updateSmoothed(*t, /*restart=*/true);
+  for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
 }
 
-void ChartView::updateSmoothed(Track& t, bool restart) {
-  if (t.smoothed == nullptr) return;
-  if (restart) {
-    t.smoother = TensorBoardSmoother(m_smoothing);
-    t.smoothedCount = 0;
-    t.smoothed->clear();
+void ChartView::setCompareMode(CompareMode mode) {
+  if (mode == m_mode) return;
+  m_mode = mode;
+  buildCurves();
+}
+
+void ChartView::setBaseline(qint64 runId) {
+  if (runId == m_baseline) return;
+  m_baseline = runId;
+  if (m_mode == CompareMode::Difference) buildCurves();
+}
+
+qint64 ChartView::baseline() const {
+  for (const ChartRun& r : m_runs) {
+    if (r.id == m_baseline) return r.id;
   }
-  QList<QPointF> pts;
-  pts.reserve(static_cast<qsizetype>(t.points.size() - t.smoothedCount));
-  for (; t.smoothedCount < t.points.size(); ++t.smoothedCount) {
-    const MetricPoint& p = t.points[t.smoothedCount];
-    const double v = t.smoother.next(p.value);
-    if (std::isfinite(v)) pts.push_back({toPoint(p).x(), v});
-  }
-  t.smoothed->append(pts);  // one append per redraw
+  return m_runs.isEmpty() ? 0 : m_runs.front().id;
 }
 
-bool ChartView::exportPng(const QString& path) const {
-  return m_view->grab().save(path, "PNG");
+void ChartView::setPairLabels(const std::vector<std::pair<std::string, std::string>>& labels) {
+  m_pairLabels = labels;
+  if (m_mode == CompareMode::Paired) buildCurves();
 }
 
-bool ChartView::exportSvg(const QString& path) const {
-  QSvgGenerator svg;
-  svg.setFileName(path);
-  svg.setSize(m_view->size());
-  svg.setViewBox(QRect(QPoint(0, 0), m_view->size()));
-  svg.setTitle(QStringLiteral("LatentLab chart"));
-  QPainter painter;
-  if (!painter.begin(&svg)) return false;
-  m_view->render(&painter);
-  return painter.end();
+std::vector<RunPair> ChartView::pairs() const {
+  std::vector<NamedRun> named;
+  for (const ChartRun& r : m_runs) named.push_back({r.id, r.name.toStdString()});
+  return matchPairs(named, m_pairLabels);
 }
 
-bool ChartView::exportCsv(const QString& path) const {
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
-  QTextStream out(&file);
-  out << "run_id,run,metric,step,tokens,value\n";
-  for (const auto& t : m_tracks) {
-    QString name = t->runName;
-    name.replace(QLatin1Char('"'), QStringLiteral("\"\""));
-    for (const auto& p : t->points) {
-      out << t->runId << ",\"" << name << "\"," << t->metricName << ',' << p.step << ',' << p.tokens << ','
-          << QString::number(p.value, 'g', 17) << '\n';
-    }
-  }
-  out.flush();
-  return file.commit();
+std::vector<std::string> ChartView::unmatchedPairLabels() const {
+  std::vector<NamedRun> named;
+  for (const ChartRun& r : m_runs) named.push_back({r.id, r.name.toStdString()});
+  std::vector<std::string> out;
+  matchPairs(named, m_pairLabels, &out);
+  return out;
 }
 
-void ChartView::setLogY(bool on) {
-  if (on == m_logY) return;
-  m_logY = on;
-  m_logBox->setChecked(on);
-  applyAxes();
-  rescale();
+void ChartView::setRunVisible(qint64 runId, bool visible) {
+  if (visible == runVisible(runId)) return;
+  if (visible) m_hidden.remove(runId);
+  else m_hidden.insert(runId);
+  updateLegend();
+  if (!m_userRange) rescale();
 }
 
-QPointF ChartView::toPoint(const MetricPoint& p) const {
-  return {m_xAxis == XAxis::Tokens ? static_cast<double>(p.tokens) : static_cast<double>(p.step), p.value};
+std::pair<double, double> ChartView::visibleX() const {
+  const auto* x = static_cast<const QValueAxis*>(m_axisX);
+  return {x->min(), x->max()};
 }
 
-void ChartView::applyAxes() {
-  if (m_axisX != nullptr) m_chart->removeAxis(m_axisX);
-  if (m_axisY != nullptr) m_chart->removeAxis(m_axisY);
-  delete m_axisX;
-  delete m_axisY;
-  auto* x = new QValueAxis;
-  x->setTitleText(m_xAxis == XAxis::Tokens ? tr("tokens") : tr("step"));
-  x->setLabelFormat(m_xAxis == XAxis::Tokens ? QStringLiteral("%.3g") : QStringLiteral("%d"));
-  m_axisX = x;
-  if (m_logY) {
-    auto* y = new QLogValueAxis;
-    y->setBase(10);
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    y->setMinorTickCount(-1);
-    m_axisY = y;
-  } else {
-    auto* y = new QValueAxis;
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    m_axisY = y;
-  }
-  m_axisY->setTitleText(m_metric == QLatin1String("loss") ? tr("loss") : m_metric);
-  m_chart->addAxis(m_axisX, Qt::AlignBottom);
-  m_chart->addAxis(m_axisY, Qt::AlignLeft);
+void ChartView::zoomToX(double x0, double x1) {
+  if (!(x1 > x0)) return;
+  m_userRange = true;
+  static_cast<QValueAxis*>(m_axisX)->setRange(x0, x1);
+  refineVisible();
+  Q_EMIT viewChanged();
+}
+
+void ChartView::resetView() {
+  m_refineTimer.stop();
   for (auto& t : m_tracks) {
-    t->series->attachAxis(m_axisX);
-    t->series->attachAxis(m_axisY);
-    if (t->smoothed != nullptr) {
-      t->smoothed->attachAxis(m_axisX);
-      t->smoothed->attachAxis(m_axisY);
-    }
+    if (t->window.stepMin == t->overviewWindow.stepMin && t->window.stepMax == t->overviewWindow.stepMax) continue;
+    t->points = t->overview;
+    t->window = t->overviewWindow;
+    t->replaced = true;
   }
+  m_userRange = false;
+  m_fitNext = true;
+  redraw();
+  for (auto& c : m_curves) pushSeries(*c);  // thinned for the whole extent again
+  Q_EMIT viewChanged();
 }
+
+QPointF ChartView::toPoint(const MetricPoint& p) const { return {xOf(p, m_xAxis), p.value}; }
 
 ChartView::Track* ChartView::track(qint64 runId, const QString& metricName) {
   for (auto& t : m_tracks) {
@@ -260,55 +266,47 @@ ChartView::Track* ChartView::track(qint64 runId, const QString& metricName) {
   return nullptr;
 }
 
+void ChartView::loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax) {
+  auto pts = m_store->series(t.runId, t.metricName.toStdString(), stepMin, stepMax, kMaxPoints);
+  LoadedWindow w;
+  w.stepMin = stepMin;
+  w.stepMax = stepMax;
+  w.maxPoints = kMaxPoints;
+  w.rows = pts.size();
+  if (!pts.empty()) {
+    w.firstStep = pts.front().step;
+    w.lastStep = pts.back().step;
+  }
+  t.window = w;
+  t.points = std::move(pts);
+  t.replaced = true;
+}
+
 void ChartView::rebuild() {
-  m_chart->removeAllSeries();  // deletes the series
   m_tracks.clear();
+  m_userRange = false;
   const QStringList names = metricNames();
   for (const ChartRun& run : m_runs) {
     for (const QString& name : names) {
       auto t = std::make_unique<Track>();
       t->runId = run.id;
       t->metricName = name;
-      t->series = new QLineSeries;
-      const bool val = name == QLatin1String("val/loss");
-      t->series->setName(names.size() > 1 ? QStringLiteral("%1 · %2").arg(run.name, val ? tr("val") : tr("train")) : run.name);
-      QPen pen(runColor(run.id));
-      pen.setWidthF(val ? 2.0 : 1.6);
-      if (val) pen.setStyle(Qt::DashLine);
-      t->series->setPen(pen);
-      t->series->setPointsVisible(val);
-      if (val) t->series->setMarkerSize(5);
       t->runName = run.name;
-      m_chart->addSeries(t->series);
-      if (!val) {
-        // Train curves: raw faint behind, smoothed in full colour on top.
-        QColor faint = runColor(run.id);
-        faint.setAlpha(70);
-        QPen rawPen(faint);
-        rawPen.setWidthF(1.0);
-        t->series->setPen(rawPen);
-        t->smoothed = new QLineSeries;
-        t->smoothed->setName(t->series->name());
-        t->smoothed->setPen(pen);
-        m_chart->addSeries(t->smoothed);
-        for (QLegendMarker* m : m_chart->legend()->markers(t->series)) m->setVisible(false);
+      // The first read of a run is a downsampled series of its whole range;
+      // later reads are rowsSince (live) or windows (zoom).
+      try {
+        loadTrack(*t, 0, kLastStep);
+        t->lastStep = t->window.lastStep;
+      } catch (const Error& e) {
+        qWarning("chart: %s", e.message().c_str());
       }
+      t->overview = t->points;
+      t->overviewWindow = t->window;
       m_tracks.push_back(std::move(t));
     }
   }
-  applyAxes();
   m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : 1);
-  // The first read of a saved run is a downsampled series; later reads are rowsSince.
-  for (auto& t : m_tracks) {
-    try {
-      auto pts = m_store->series(t->runId, t->metricName.toStdString(), 0, std::numeric_limits<std::int64_t>::max(), 4000);
-      if (!pts.empty()) t->lastStep = pts.back().step;
-      t->pending = std::move(pts);
-    } catch (const Error& e) {
-      qWarning("chart: %s", e.message().c_str());
-    }
-  }
-  redraw();
+  buildCurves();
 }
 
 void ChartView::pollStore(qint64 runId) {
@@ -338,61 +336,49 @@ void ChartView::scheduleRedraw() {
   if (!m_redrawTimer.isActive()) m_redrawTimer.start();
 }
 
-void ChartView::redraw() {
-  ++m_redrawCount;
+void ChartView::redrawNow() {
+  m_redrawTimer.stop();
+  redraw();
+}
+
+void ChartView::refineVisible() {
+  if (!m_userRange) return;
+  const auto [x0, x1] = visibleX();
+  bool any = false;
   for (auto& t : m_tracks) {
-    if (t->pending.empty()) continue;
-    QList<QPointF> pts;
-    pts.reserve(static_cast<qsizetype>(t->pending.size()));
-    for (const auto& p : t->pending) {
-      if (std::isfinite(p.value)) pts.push_back(toPoint(p));
+    if (t->overview.empty()) continue;
+    std::int64_t s0 = 0, s1 = 0;
+    if (m_xAxis == XAxis::Step) {
+      s0 = static_cast<std::int64_t>(std::floor(std::max(0.0, x0)));
+      s1 = static_cast<std::int64_t>(std::ceil(std::max(0.0, std::min(x1, 9e18))));
+    } else {  // tokens and wall time grow with the step: bracket them on the full-range read
+      std::vector<double> xs;
+      xs.reserve(t->overview.size());
+      for (const MetricPoint& p : t->overview) xs.push_back(xOf(p, m_xAxis));
+      s0 = stepAtOrBelow(t->overview, xs, x0);
+      s1 = stepAtOrAbove(t->overview, xs, x1);
     }
-    t->series->append(pts);  // one append per series
-    t->points.insert(t->points.end(), t->pending.begin(), t->pending.end());
-    t->pending.clear();
-    updateSmoothed(*t, /*restart=*/false);
-  }
-  rescale();
-}
-
-void ChartView::rescale() {
-  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
-  for (const auto& t : m_tracks) {
-    for (const auto& p : t->points) {
-      const QPointF q = toPoint(p);
-      if (!std::isfinite(q.y()) || (m_logY && q.y() <= 0)) continue;
-      x0 = std::min(x0, q.x());
-      x1 = std::max(x1, q.x());
-      y0 = std::min(y0, q.y());
-      y1 = std::max(y1, q.y());
+    const RefineDecision d = refineFor(t->window, s0, s1, t->lastStep, kMaxPoints);
+    if (!d.read) continue;
+    try {
+      loadTrack(*t, d.stepMin, d.stepMax);
+      // Rows that arrived after the read belong to the window when it is open-ended.
+      t->lastStep = std::max(t->lastStep, t->window.lastStep);
+      ++m_windowReads;
+      any = true;
+    } catch (const Error& e) {
+      qWarning("chart: %s", e.message().c_str());
     }
   }
-  if (!std::isfinite(x0)) {
-    x0 = 0;
-    x1 = 100;
-    y0 = m_logY ? 0.1 : 0;
-    y1 = m_logY ? 10 : 1;
-  }
-  if (x1 <= x0) x1 = x0 + 1;
-  if (m_logY) {
-    y0 /= 1.15;
-    y1 *= 1.15;
-  } else {
-    const double pad = y1 > y0 ? 0.05 * (y1 - y0) : std::max(1e-6, 0.05 * std::abs(y0));
-    y0 -= pad;
-    y1 += pad;
-  }
-  m_axisX->setRange(x0, x1);
-  m_axisY->setRange(y0, y1);
+  if (any) redraw();
+  for (auto& c : m_curves) pushSeries(*c);  // thinned for the new range
 }
 
-int ChartView::pointCount(qint64 runId, const QString& metricName) const {
+int ChartView::loadedRows(qint64 runId, const QString& metricName) const {
   for (const auto& t : m_tracks) {
-    if (t->runId == runId && t->metricName == metricName) return static_cast<int>(t->series->count());
+    if (t->runId == runId && t->metricName == metricName) return static_cast<int>(t->points.size());
   }
   return -1;
 }
-
-int ChartView::seriesCount() const { return static_cast<int>(m_tracks.size()); }
 
 } // namespace latentlab::ui

@@ -1,24 +1,34 @@
-// The comparison chart: curves of the selected runs read from the run store
-// (initial downsampled series(), then rowsSince(last step) on every job
-// progress and on a 2 s timer, so live and saved runs share one path), with
-// a coalesced single-shot 40 ms redraw: at most 25 repaints a second however
-// fast points arrive.
+// The run chart (the one adapter over Qt Charts): curves of any runs read from
+// the run store, the same path for live and saved runs (a downsampled
+// series() of a step window, then rowsSince(last step) on every job progress
+// and on a 2 s timer), with a coalesced single-shot 40 ms redraw: at most 25
+// repaints a second however fast points arrive. Curves mode overlays the
+// runs; difference mode plots run − baseline and paired mode minuend −
+// subtrahend (a preset's no-scale − scaled), both aligned by tokens with
+// linear interpolation. Zoom and pan re-read the visible step window when the
+// loaded buckets are too coarse (range_refine.h). chart_view.cpp holds the
+// widget, data reads and controls; chart_curves.cpp the curves, legend,
+// crosshair and export.
 #pragma once
 
 #include <QHash>
-#include <QPair>
+#include <QList>
 #include <QPointF>
+#include <QSet>
 #include <QTimer>
 #include <QVector>
 #include <QWidget>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "charts/compare_math.h"
+#include "charts/range_refine.h"
 #include "charts/smoothing.h"
 #include "latentlab/run_store.h"
 
 class QChart;
-class QChartView;
 class QLineSeries;
 class QAbstractAxis;
 class QComboBox;
@@ -29,20 +39,25 @@ class QStackedLayout;
 
 namespace latentlab::ui {
 
+class ChartCanvas;
+
 struct ChartRun {
   qint64 id = 0;
   QString name;
 };
 
+enum class CompareMode { Curves, Difference, Paired };
+
 class ChartView : public QWidget {
   Q_OBJECT
 public:
-  enum class XAxis { Step, Tokens };
+  using XAxis = ChartXAxis;
 
   explicit ChartView(std::shared_ptr<RunStore> store, QWidget* parent = nullptr);
   ~ChartView() override;
 
   void setRuns(const QVector<ChartRun>& runs);
+  QVector<ChartRun> runs() const { return m_runs; }
   // "loss" draws train/loss and val/loss; any other name draws that metric.
   void setMetric(const QString& metric);
   void setXAxis(XAxis axis);
@@ -51,8 +66,33 @@ public:
   void setSmoothing(double weight);
   double smoothing() const { return m_smoothing; }
   QString metric() const { return m_metric; }
+  XAxis xAxis() const { return m_xAxis; }
 
-  // The chart as drawn, and its data (run_id,run,metric,step,tokens,value).
+  // Compare modes. The baseline is a run id among the runs (0: the first);
+  // pairs are preset labels (minuend, subtrahend) matched to the runs' names.
+  void setCompareMode(CompareMode mode);
+  void setBaseline(qint64 runId);
+  void setPairLabels(const std::vector<std::pair<std::string, std::string>>& labels);
+  CompareMode compareMode() const { return m_mode; }
+  qint64 baseline() const;
+  std::vector<RunPair> pairs() const;                 // resolved against the current runs
+  std::vector<std::string> unmatchedPairLabels() const;
+
+  // Legend toggles: a hidden run's curves are not drawn, scaled to or listed.
+  void setRunVisible(qint64 runId, bool visible);
+  bool runVisible(qint64 runId) const { return !m_hidden.contains(runId); }
+
+  // The visible x range; setting it is what a zoom does (refines the data).
+  std::pair<double, double> visibleX() const;
+  void zoomToX(double x0, double x1);
+  void resetView();  // the whole of every curve, following new points again
+  bool followsData() const { return !m_userRange; }
+
+  // Crosshair lines at x: the x, then "curve: value" of every visible curve.
+  QStringList crosshairLines(double x) const;
+  ChartCanvas* canvas() const { return m_view; }
+
+  // The chart as drawn, and its data (run_id,run,metric,step,tokens,wall_time,value).
   bool exportPng(const QString& path) const;
   bool exportSvg(const QString& path) const;
   bool exportCsv(const QString& path) const;
@@ -62,35 +102,78 @@ public:
   // Queues points for a curve; the next coalesced redraw draws them.
   void appendPoints(qint64 runId, const QString& metricName, const std::vector<MetricPoint>& points);
 
+  // Draws what is queued now instead of at the next coalesced redraw.
+  void redrawNow();
   int redrawCount() const { return m_redrawCount; }
+  int windowReadCount() const { return m_windowReads; }  // reads made by zoom/pan
+  // Points of a run's metric curve in curves mode (-1: no such curve), and
+  // how many of them Qt Charts draws after thinning to the plot's columns.
   int pointCount(qint64 runId, const QString& metricName) const;
-  int seriesCount() const;
+  int drawnPointCount(qint64 runId, const QString& metricName) const;
+  int loadedRows(qint64 runId, const QString& metricName) const;  // rows held for it
+  int seriesCount() const;  // curves drawn
+  QStringList curveLabels() const;
+  std::vector<MetricPoint> curveData(const QString& label) const;
+
   static constexpr int kRedrawDelayMs = 40;
+  static constexpr std::size_t kMaxPoints = 4000;  // per read of a curve's window
+
+Q_SIGNALS:
+  void viewChanged();  // zoom, pan, reset
 
 private:
+  // One stored metric of one run, as read (points) and the full-range read
+  // (overview: maps visible x to steps, and restores the view on reset).
   struct Track {
     qint64 runId = 0;
     QString metricName;
-    QLineSeries* series = nullptr;
-    QLineSeries* smoothed = nullptr;   // train curves only
     QString runName;
-    std::vector<MetricPoint> points;   // drawn
-    std::vector<MetricPoint> pending;  // arrived, not yet drawn
+    std::vector<MetricPoint> points;    // drawn: the loaded window + live rows
+    std::vector<MetricPoint> pending;   // arrived, not yet drawn
+    std::vector<MetricPoint> overview;  // full range
+    LoadedWindow window;
+    LoadedWindow overviewWindow;
     std::int64_t lastStep = -1;
-    TensorBoardSmoother smoother{0.0};  // state after smoothedCount points
-    std::size_t smoothedCount = 0;
+    std::size_t appendedFrom = 0;  // points[appendedFrom..] arrived since the last redraw
+    bool replaced = true;          // points were replaced since the last redraw
+  };
+  // One drawn curve: a track as it is, or the difference of two tracks.
+  struct Curve {
+    QString label;
+    QString metricName;
+    qint64 runId = 0;  // colour and legend toggle
+    bool legendEntry = true;
+    Track* source = nullptr;
+    Track* minus = nullptr;  // set: difference source − minus
+    std::vector<MetricPoint> derived;
+    QLineSeries* raw = nullptr;
+    QLineSeries* smoothed = nullptr;  // train curves only
+    QList<QPointF> rawPoints;         // what the series hold
+    QList<QPointF> smoothedPoints;
+    std::vector<CurvePoint> shown;    // what the bold line shows (crosshair)
+    TensorBoardSmoother smoother{0.0};
+    std::size_t drawnCount = 0;       // rows of data() already drawn
+    const std::vector<MetricPoint>& data() const { return minus != nullptr ? derived : source->points; }
   };
 
-  void rebuild();
-  // Smooths the points not smoothed yet (all of them when `restart`).
-  void updateSmoothed(Track& t, bool restart);
+  void rebuild();      // tracks (store reads) and curves
+  void buildCurves();  // curves over the tracks for the mode
+  void loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax);
+  void drawCurve(Curve& c, bool restart);
+  void pushSeries(Curve& c);
   void scheduleRedraw();
   void redraw();
-  void rescale();
+  // fit: the axes fit the visible curves exactly; else they only grow (x
+  // with a quarter of headroom), so a live append lays out only its own
+  // series instead of every series again.
+  void rescale(bool fit = true);
   void applyAxes();
+  void refineVisible();
+  void updateLegend();
   QPointF toPoint(const MetricPoint& p) const;
   QStringList metricNames() const;
   Track* track(qint64 runId, const QString& metricName);
+  const Curve* curve(const QString& label) const;
 
   std::shared_ptr<RunStore> m_store;
   QVector<ChartRun> m_runs;
@@ -98,13 +181,24 @@ private:
   XAxis m_xAxis = XAxis::Step;
   bool m_logY = false;
   double m_smoothing = 0.6;
+  CompareMode m_mode = CompareMode::Curves;
+  qint64 m_baseline = 0;
+  std::vector<std::pair<std::string, std::string>> m_pairLabels;
+  QSet<qint64> m_hidden;
+  bool m_userRange = false;
+  bool m_fitNext = true;  // the next redraw fits the axes to the curves
   std::vector<std::unique_ptr<Track>> m_tracks;
+  std::vector<std::unique_ptr<Curve>> m_curves;
   QTimer m_redrawTimer;
   QTimer m_pollTimer;
+  QTimer m_refineTimer;
+  QTimer m_thinTimer;
+  double m_thinColumns = 0;  // the plot width curves were last thinned to
   int m_redrawCount = 0;
+  int m_windowReads = 0;
 
   QChart* m_chart = nullptr;
-  QChartView* m_view = nullptr;
+  ChartCanvas* m_view = nullptr;
   QAbstractAxis* m_axisX = nullptr;
   QAbstractAxis* m_axisY = nullptr;
   QComboBox* m_metricBox = nullptr;

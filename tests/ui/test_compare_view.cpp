@@ -1,0 +1,377 @@
+// The compare view over real store rows: the table lists exactly the config
+// fields that differ (QAbstractItemModelTester on), difference-to-baseline
+// and the scale-ablation preset's paired differences are aligned by tokens on
+// unequal step grids, the crosshair lists every visible run and legend
+// toggles hide runs, zoom re-reads the visible window and reset restores the
+// whole, x by wall time, and each preset's experiment opens on its figure.
+#include <QAbstractItemModelTester>
+#include <QChart>
+#include <QFile>
+#include <QItemSelectionModel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QTemporaryDir>
+#include <QTreeView>
+#include <QWheelEvent>
+#include <QtTest>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "charts/chart_canvas.h"
+#include "charts/chart_view.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "models/compare_table_model.h"
+#include "models/run_tree_model.h"
+#include "panels/compare_panel.h"
+#include "panels/runs_panel.h"
+#include "preset_loader.h"
+#include "ui_test_support.h"
+#include "workspace.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+namespace {
+
+// train/loss rows every `every` steps, `tokensPerStep` tokens a step, value f(tokens).
+template <typename F>
+void writeRows(RunStore& store, qint64 run, const char* name, int last, int every, int tokensPerStep, F f) {
+  MetricWriter w = store.metricWriter(run);
+  for (int s = every; s <= last; s += every) {
+    const std::int64_t t = static_cast<std::int64_t>(s) * tokensPerStep;
+    w.add(name, s, t, s * 0.5, f(static_cast<double>(t)));
+  }
+}
+
+QVector<ChartRun> chartRuns(const RunStore& store, std::optional<std::int64_t> experiment = std::nullopt) {
+  QVector<ChartRun> out;
+  RunFilter f;
+  f.experimentId = experiment;
+  for (const RunRecord& r : store.listRuns(f)) out.push_back({r.id, QString::fromStdString(r.name)});
+  return out;
+}
+
+QLegendMarker* markerOf(ChartView& chart, const QString& label) {
+  for (QLegendMarker* m : chart.canvas()->chart()->legend()->markers()) {
+    if (m->isVisible() && m->label() == label) return m;
+  }
+  return nullptr;
+}
+
+} // namespace
+
+class TestCompareView : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void compareTableShowsExactlyTheDifferingFields() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    RunSpec s;
+    s.kind = "convert-finetune";
+    s.modelDir = "models/base";
+    s.conversion.enabled = true;
+    std::vector<qint64> ids;
+    for (auto [name, dkv, lr] : {std::tuple{"a", 16, 1e-3}, std::tuple{"b", 8, 1e-3}, std::tuple{"c", 16, 2e-3}}) {
+      s.name = name;
+      s.conversion.dKv = dkv;
+      s.optimizer.lr = lr;
+      ids.push_back(store->createRun(std::nullopt, name, s.kind, runSpecToJson(s), "cpu"));
+    }
+    {
+      MetricWriter w = store->metricWriter(ids[0]);
+      w.add("val/loss", 10, 1000, 1, 3.5);
+      w.add("val/loss", 20, 2000, 2, 3.1);
+      w.add("val/loss", 30, 3000, 3, 3.2);
+      w.add("train/loss", 30, 3000, 3, 3.0);
+      w.add("tokens_per_s", 30, 3000, 3, 1234.0);
+    }
+    store->setStatus(ids[0], RunStatus::Running);
+    store->setStatus(ids[1], RunStatus::Running);
+    store->setStatus(ids[1], RunStatus::Completed);
+    store->setSummary(ids[1], R"({"tokens":4096,"parameters":123456,"kv_bytes_per_token":512,"kv_saving":-0.75,"tokens_per_s":900.5})");
+
+    CompareTableModel model(store);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setRuns({ids[0], ids[1], ids[2]});
+    QCOMPARE(model.differingFields(), (QStringList{QStringLiteral("conversion.d_kv"), QStringLiteral("optimizer.lr")}));
+    QCOMPARE(model.rowCount(), 3);
+    QCOMPARE(model.columnCount(), 1 + 2 + 8);
+    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QStringLiteral("conversion.d_kv"));
+    auto cell = [&](int row, const char* key) { return model.index(row, model.columnOf(QLatin1String(key))).data().toString(); };
+    QCOMPARE(cell(0, "run"), QStringLiteral("a"));
+    QCOMPARE(cell(1, "conversion.d_kv"), QStringLiteral("8"));
+    QCOMPARE(cell(2, "optimizer.lr"), QStringLiteral("0.002"));
+    // A running run: losses, tokens and speed from its newest rows.
+    QCOMPARE(cell(0, "final_val_loss"), QStringLiteral("3.2000"));
+    QCOMPARE(cell(0, "best_val_loss"), QStringLiteral("3.1000"));
+    QCOMPARE(model.index(0, model.columnOf(QStringLiteral("tokens"))).data(CompareTableModel::SortRole).toDouble(), 3000.0);
+    QCOMPARE(model.index(0, model.columnOf(QStringLiteral("tokens_per_s"))).data(CompareTableModel::SortRole).toDouble(), 1234.0);
+    QCOMPARE(cell(0, "status"), QStringLiteral("running"));
+    QCOMPARE(cell(0, "parameters"), QStringLiteral("—"));
+    // A finished run: its summary.
+    QCOMPARE(cell(1, "kv_saving"), QStringLiteral("-75.0%"));
+    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("parameters"))).data(CompareTableModel::SortRole).toDouble(), 123456.0);
+    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("kv_bytes_per_token"))).data(CompareTableModel::SortRole).toDouble(), 512.0);
+    QCOMPARE(cell(1, "status"), QStringLiteral("completed"));
+    // Two runs alike but for d_kv: only that field; one run: none.
+    model.setRuns({ids[0], ids[1]});
+    QCOMPARE(model.differingFields(), QStringList{QStringLiteral("conversion.d_kv")});
+    model.setRuns({ids[2]});
+    QCOMPARE(model.differingFields(), QStringList{});
+    QCOMPARE(model.columnCount(), 9);
+    model.refresh();
+  }
+
+  void differenceToBaselineIsAlignedByTokensOnUnequalGrids() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 base = store->createRun(std::nullopt, "base", "finetune", "{}", "cpu");
+    const qint64 run = store->createRun(std::nullopt, "dkv 8", "convert-finetune", "{}", "cpu");
+    writeRows(*store, base, "train/loss", 500, 5, 64, [](double t) { return 3.0 - 2e-4 * t; });
+    writeRows(*store, run, "train/loss", 300, 3, 96, [](double t) { return 2.0 - 1e-4 * t; });
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns({{base, QStringLiteral("base")}, {run, QStringLiteral("dkv 8")}});
+    chart.setCompareMode(CompareMode::Difference);
+    chart.setBaseline(base);
+    QCOMPARE(chart.curveLabels(), QStringList{QStringLiteral("dkv 8 \u2212 base")});
+    const auto d = chart.curveData(QStringLiteral("dkv 8 \u2212 base"));
+    QCOMPARE(static_cast<int>(d.size()), 99);  // the run's rows inside the baseline's token range
+    for (const MetricPoint& p : d) QVERIFY(std::abs(p.value - (-1.0 + 1e-4 * static_cast<double>(p.tokens))) < 1e-9);
+    // The other way round, and the CSV of the difference.
+    chart.setBaseline(run);
+    QCOMPARE(chart.curveLabels(), QStringList{QStringLiteral("base \u2212 dkv 8")});
+    QTemporaryDir out;
+    QVERIFY(chart.exportCsv(out.filePath(QStringLiteral("d.csv"))));
+    QFile f(out.filePath(QStringLiteral("d.csv")));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().trimmed().split('\n');
+    QCOMPARE(lines[0], QByteArray("run_id,run,metric,step,tokens,wall_time,value"));
+    QVERIFY(lines[1].startsWith(QByteArray::number(base) + ",\"base \xe2\x88\x92 dkv 8\",train/loss difference,"));
+  }
+
+  void scaleAblationPresetPairsAreNoScaleMinusScaled() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    auto store = std::make_shared<RunStore>(ws.dbPath().toStdString());
+    const Preset p = loadPreset(QStringLiteral(":/presets/scale-ablation.json"), QStringLiteral("demo"), ws.dir);
+    QCOMPARE(p.chart.pairs.size(), 3);
+    const auto exp = instantiatePreset(*store, p);
+    const QVector<ChartRun> runs = chartRuns(*store, exp);
+    QCOMPARE(runs.size(), 6);
+    // Unequal grids: scaled runs log every 6 steps, no-scale runs every 4;
+    // no-scale is worse by 0.05, 0.10, 0.15 for the three pairs.
+    const QStringList variants = {QStringLiteral("mla"), QStringLiteral("gla-2"), QStringLiteral("mlra-2")};
+    for (const ChartRun& r : runs) {
+      for (int k = 0; k < 3; ++k) {
+        if (r.name.endsWith(QLatin1Char(' ') + variants[k])) {
+          writeRows(*store, r.id, "train/loss", 600, 6, 100, [](double t) { return 4.0 - 1e-4 * t; });
+        } else if (r.name.endsWith(QLatin1Char(' ') + variants[k] + QStringLiteral("-noscale"))) {
+          writeRows(*store, r.id, "train/loss", 600, 4, 100, [k](double t) { return 4.05 + 0.05 * k - 1e-4 * t; });
+        }
+      }
+    }
+    ComparePanel panel(store);
+    panel.resize(1000, 700);
+    panel.show();
+    QAbstractItemModelTester tester(panel.tableModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    panel.setRuns(runs);
+    panel.applyPresetChart(p.chart);
+    ChartView* chart = panel.chart();
+    QCOMPARE(chart->compareMode(), CompareMode::Paired);
+    QCOMPARE(chart->xAxis(), ChartView::XAxis::Tokens);
+    QCOMPARE(chart->curveLabels(), (QStringList{QStringLiteral("mla-noscale \u2212 mla · train"), QStringLiteral("mla-noscale \u2212 mla · val"),
+                                                QStringLiteral("gla-2-noscale \u2212 gla-2 · train"), QStringLiteral("gla-2-noscale \u2212 gla-2 · val"),
+                                                QStringLiteral("mlra-2-noscale \u2212 mlra-2 · train"), QStringLiteral("mlra-2-noscale \u2212 mlra-2 · val")}));
+    for (int k = 0; k < 3; ++k) {
+      const auto d = chart->curveData(QStringLiteral("%1-noscale \u2212 %1 · train").arg(variants[k]));
+      QCOMPARE(static_cast<int>(d.size()), 149);  // no-scale rows at steps 8..600: from 800 tokens, past the scaled run's first 600
+      for (const MetricPoint& pt : d) QVERIFY(std::abs(pt.value - 0.05 * (k + 1)) < 1e-9);
+    }
+    QVERIFY(panel.caption().contains(QStringLiteral("3 pair(s)")));
+    QCOMPARE(panel.tableModel()->rowCount(), 6);
+    // A selection without a pair's partner: that pair is reported, not drawn.
+    panel.setRuns(runs.mid(0, 3));
+    QVERIFY(chart->curveLabels().size() < 6);
+    QVERIFY(panel.caption().contains(QStringLiteral("not selected")));
+  }
+
+  void crosshairListsEveryVisibleRunAndTheLegendTogglesRuns() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 a = store->createRun(std::nullopt, "a", "pretrain", "{}", "cpu");
+    const qint64 b = store->createRun(std::nullopt, "b", "pretrain", "{}", "cpu");
+    writeRows(*store, a, "train/loss", 100, 1, 10, [](double t) { return 5.0 - 0.001 * t; });
+    writeRows(*store, b, "train/loss", 50, 2, 10, [](double) { return 2.5; });
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setSmoothing(0.0);
+    chart.setRuns({{a, QStringLiteral("a")}, {b, QStringLiteral("b")}});
+    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("a · train: 4.59"),
+                                                      QStringLiteral("b · train: 2.5")}));
+    QCOMPARE(chart.crosshairLines(75.0).size(), 2);  // b ends at step 50
+    // The crosshair under the mouse shows the same lines.
+    QChart* qc = chart.canvas()->chart();
+    const QPointF at = qc->mapToPosition(QPointF(41.0, 3.0));
+    chart.canvas()->showCrosshairAt(at);
+    QVERIFY(chart.canvas()->crosshairVisible());
+    QCOMPARE(chart.canvas()->crosshairLines().size(), 3);
+    // One legend entry a run. Clicking a's hides a (curves, scale, crosshair); again shows it.
+    QTest::qWait(50);  // the legend lays out (and shows) its markers on the next pass
+    int entries = 0;
+    for (QLegendMarker* m : chart.canvas()->chart()->legend()->markers()) entries += m->isVisible() ? 1 : 0;
+    QCOMPARE(entries, 2);
+    QLegendMarker* marker = markerOf(chart, QStringLiteral("a"));
+    QVERIFY(marker != nullptr);
+    Q_EMIT marker->clicked();
+    QVERIFY(!chart.runVisible(a));
+    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("b · train: 2.5")}));
+    QVERIFY(markerOf(chart, QStringLiteral("a")) != nullptr);  // the entry stays, dimmed
+    Q_EMIT markerOf(chart, QStringLiteral("a"))->clicked();
+    QVERIFY(chart.runVisible(a));
+    QCOMPARE(chart.crosshairLines(41.0).size(), 3);
+  }
+
+  void zoomRereadsTheVisibleWindowAndResetRestoresTheWhole() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 run = store->createRun(std::nullopt, "long", "pretrain", "{}", "cpu");
+    writeRows(*store, run, "train/loss", 100000, 1, 8, [](double t) { return 3.0 + std::sin(t * 1e-3); });
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns({{run, QStringLiteral("long")}});
+    const int overview = chart.loadedRows(run, QStringLiteral("train/loss"));
+    QVERIFY(overview <= static_cast<int>(ChartView::kMaxPoints) && overview > 1000);
+    QCOMPARE(chart.pointCount(run, QStringLiteral("train/loss")), overview);
+    // Qt Charts gets at most two points a pixel column of the plot.
+    QTRY_VERIFY(chart.drawnPointCount(run, QStringLiteral("train/loss")) <= 2 * chart.canvas()->chart()->plotArea().width() + 2);
+    QVERIFY(chart.followsData());
+    chart.zoomToX(50000, 51000);
+    QCOMPARE(chart.windowReadCount(), 1);
+    QCOMPARE(chart.loadedRows(run, QStringLiteral("train/loss")), 2001);  // steps 49500..51500, raw
+    QCOMPARE(chart.pointCount(run, QStringLiteral("train/loss")), 2001);
+    QVERIFY(!chart.followsData());
+    chart.zoomToX(50200, 50300);  // inside the raw window: no read
+    QCOMPARE(chart.windowReadCount(), 1);
+    chart.resetView();
+    QCOMPARE(chart.loadedRows(run, QStringLiteral("train/loss")), overview);
+    QVERIFY(chart.followsData());
+    QVERIFY(chart.visibleX().first <= 1 && chart.visibleX().second >= 100000);
+
+    // The mouse: ten wheel steps in at the plot's centre, then a refinement.
+    ChartCanvas* canvas = chart.canvas();
+    const QPointF centre = canvas->chart()->plotArea().center();
+    for (int i = 0; i < 10; ++i) {
+      QWheelEvent wheel(centre, canvas->mapToGlobal(centre.toPoint()), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                        Qt::NoScrollPhase, false);
+      QApplication::sendEvent(canvas->viewport(), &wheel);
+    }
+    const auto [w0, w1] = chart.visibleX();
+    QVERIFY2(w1 - w0 < 100000 / 8.0, qPrintable(QStringLiteral("%1 %2").arg(w0).arg(w1)));
+    QTRY_COMPARE_WITH_TIMEOUT(chart.windowReadCount(), 2, 2000);
+    // A rubber band over a fifth of the plot's width zooms to it.
+    const QRectF plot = canvas->chart()->plotArea();
+    const QPoint from(static_cast<int>(plot.left() + plot.width() * 0.4), static_cast<int>(plot.top() + 20));
+    const QPoint to(static_cast<int>(plot.left() + plot.width() * 0.6), static_cast<int>(plot.bottom() - 20));
+    QTest::mousePress(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, from);
+    QTest::mouseMove(canvas->viewport(), to);
+    QTest::mouseRelease(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, to);
+    const auto [b0, b1] = chart.visibleX();
+    QVERIFY(b0 > w0 && b1 < w1);
+    QVERIFY(std::abs((b1 - b0) - 0.2 * (w1 - w0)) < 0.02 * (w1 - w0));
+    // A middle-button drag pans right to left: the range moves to higher x.
+    QTest::mousePress(canvas->viewport(), Qt::MiddleButton, Qt::NoModifier, plot.center().toPoint());
+    QTest::mouseMove(canvas->viewport(), plot.center().toPoint() - QPoint(100, 0));
+    QTest::mouseRelease(canvas->viewport(), Qt::MiddleButton, Qt::NoModifier, plot.center().toPoint() - QPoint(100, 0));
+    QVERIFY(chart.visibleX().first > b0);
+    // A double click resets.
+    QTest::mouseDClick(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, plot.center().toPoint());
+    QVERIFY(chart.followsData());
+    QCOMPARE(chart.loadedRows(run, QStringLiteral("train/loss")), overview);
+  }
+
+  void xByWallTime() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 run = store->createRun(std::nullopt, "w", "pretrain", "{}", "cpu");
+    writeRows(*store, run, "train/loss", 100, 1, 10, [](double) { return 1.0; });
+    ChartView chart(store);
+    chart.setRuns({{run, QStringLiteral("w")}});
+    chart.setXAxis(ChartView::XAxis::WallTime);
+    QCOMPARE(chart.visibleX(), (std::pair<double, double>{0.5, 50.0}));  // wall time = step / 2
+    QCOMPARE(chart.crosshairLines(25.0).first(), QStringLiteral("25.0 s"));
+  }
+
+  void eachPresetExperimentOpensOnItsFigure() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    std::map<QString, qint64> experiments;
+    {
+      RunStore store(ws.dbPath().toStdString());
+      for (const QString& id : {QStringLiteral("rope-strategies"), QStringLiteral("dkv-sweep"), QStringLiteral("scale-ablation")}) {
+        experiments[id] = instantiatePreset(store, loadPreset(QStringLiteral(":/presets/%1.json").arg(id), QStringLiteral("demo"), ws.dir));
+      }
+    }
+    MainWindowOptions options;
+    options.startQueuedRuns = false;
+    options.restoreLayout = false;
+    options.askBeforeClosing = false;
+    MainWindow w(ws, options);
+    w.show();
+    auto selectExperiment = [&](qint64 exp) {
+      for (int r = 0; r < w.runModel()->rowCount(); ++r) {
+        const QModelIndex idx = w.runModel()->index(r, 0);
+        if (idx.data(RunTreeModel::ExperimentIdRole).toLongLong() == exp) {
+          w.runsPanel()->view()->selectionModel()->select(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+          return true;
+        }
+      }
+      return false;
+    };
+    QVERIFY(selectExperiment(experiments[QStringLiteral("scale-ablation")]));
+    QCOMPARE(w.chart()->runs().size(), 6);
+    QCOMPARE(w.chart()->compareMode(), CompareMode::Paired);
+    QCOMPARE(w.chart()->xAxis(), ChartView::XAxis::Tokens);
+    QCOMPARE(static_cast<int>(w.chart()->pairs().size()), 3);
+    QVERIFY(w.comparePanel()->caption().startsWith(QStringLiteral("loss(no scale) - loss(scaled)")));
+
+    QVERIFY(selectExperiment(experiments[QStringLiteral("dkv-sweep")]));
+    QCOMPARE(w.chart()->runs().size(), 4);
+    QCOMPARE(w.chart()->compareMode(), CompareMode::Curves);
+    QCOMPARE(w.chart()->xAxis(), ChartView::XAxis::Tokens);
+    QCOMPARE(w.chart()->metric(), QStringLiteral("loss"));
+    qint64 baseRun = 0;
+    for (const ChartRun& r : w.chart()->runs()) {
+      if (r.name == QLatin1String("demo-gqa base fine-tune")) baseRun = r.id;
+    }
+    QCOMPARE(w.chart()->baseline(), baseRun);  // the reference of difference mode
+
+    QVERIFY(selectExperiment(experiments[QStringLiteral("rope-strategies")]));
+    QCOMPARE(w.chart()->runs().size(), 5);
+    QCOMPARE(w.chart()->compareMode(), CompareMode::Curves);
+    QCOMPARE(w.comparePanel()->tableModel()->rowCount(), 5);
+    // The five strategies differ in their names and rope strategy only.
+    QCOMPARE(w.comparePanel()->tableModel()->differingFields(), QStringList{QStringLiteral("conversion.rope_strategy")});
+
+    // Runs across experiments: overlaid as they are.
+    const QModelIndex r1 = w.runModel()->indexOfRun(1), r2 = w.runModel()->indexOfRun(12);
+    w.runsPanel()->view()->selectionModel()->select(r1, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    w.runsPanel()->view()->selectionModel()->select(r2, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    QCOMPARE(w.chart()->runs().size(), 2);
+  }
+};
+
+QTEST_MAIN(TestCompareView)
+#include "test_compare_view.moc"

@@ -1,0 +1,61 @@
+// The drawing surface of the run chart: a QChartView with the navigation
+// users know from TensorBoard and W&B. Left drag draws a rubber band and zooms
+// to it; the wheel zooms about the cursor (Shift: x only, Ctrl: y only);
+// middle drag or Shift+left drag pans; arrow keys pan, +/- zoom; double click
+// or right click resets. Every change the user makes is reported once by
+// viewChangedByUser; a crosshair follows the mouse with a label whose text the
+// owner supplies for the x under it.
+#pragma once
+
+#include <QChartView>
+#include <functional>
+
+class QGraphicsLineItem;
+class QGraphicsRectItem;
+class QGraphicsSimpleTextItem;
+class QRubberBand;
+
+namespace latentlab::ui {
+
+class ChartCanvas : public QChartView {
+  Q_OBJECT
+public:
+  explicit ChartCanvas(QChart* chart, QWidget* parent = nullptr);
+
+  // Lines of the crosshair label for a chart x (empty: no label).
+  void setCrosshairText(std::function<QStringList(double x)> text) { m_text = std::move(text); }
+  // Shows the crosshair at a scene position (what a mouse move does).
+  void showCrosshairAt(const QPointF& scenePos);
+  void hideCrosshair();
+  bool crosshairVisible() const;
+  QStringList crosshairLines() const { return m_lines; }
+
+  // Zooms about a point of the plot (scene coordinates) by `factor` (> 1 in).
+  void zoomAbout(const QPointF& scenePos, double factorX, double factorY);
+
+Q_SIGNALS:
+  void viewChangedByUser();
+  void resetRequested();
+
+protected:
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void keyPressEvent(QKeyEvent* event) override;
+  void leaveEvent(QEvent* event) override;
+
+private:
+  std::function<QStringList(double)> m_text;
+  QStringList m_lines;
+  QGraphicsLineItem* m_line = nullptr;
+  QGraphicsRectItem* m_box = nullptr;
+  QGraphicsSimpleTextItem* m_label = nullptr;
+  bool m_panning = false;
+  QRubberBand* m_band = nullptr;
+  QPoint m_bandFrom;
+  QPointF m_panFrom;
+};
+
+} // namespace latentlab::ui

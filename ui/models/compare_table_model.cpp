@@ -1,0 +1,203 @@
+// Compare table over the run store; see compare_table_model.h.
+#include "models/compare_table_model.h"
+
+#include <QColor>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLocale>
+#include <cmath>
+
+#include "charts/run_palette.h"
+#include "latentlab/error.h"
+#include "latentlab/run_store.h"
+#include "models/spec_diff.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+const QStringList& fixedKeys() {
+  static const QStringList keys = {QStringLiteral("final_val_loss"), QStringLiteral("best_val_loss"),
+                                   QStringLiteral("tokens"),         QStringLiteral("kv_bytes_per_token"),
+                                   QStringLiteral("kv_saving"),      QStringLiteral("parameters"),
+                                   QStringLiteral("tokens_per_s"),   QStringLiteral("status")};
+  return keys;
+}
+
+QString fixedTitle(int i) {
+  switch (i) {
+    case 0: return CompareTableModel::tr("Final val loss");
+    case 1: return CompareTableModel::tr("Best val loss");
+    case 2: return CompareTableModel::tr("Tokens");
+    case 3: return CompareTableModel::tr("KV bytes/token");
+    case 4: return CompareTableModel::tr("KV saving");
+    case 5: return CompareTableModel::tr("Parameters");
+    case 6: return CompareTableModel::tr("Tokens/s");
+    default: return CompareTableModel::tr("Status");
+  }
+}
+
+std::optional<double> numberAt(const QJsonObject& o, const char* key) {
+  const QJsonValue v = o.value(QLatin1String(key));
+  if (!v.isDouble()) return std::nullopt;
+  return v.toDouble();
+}
+
+// The run's newest row of a metric, if any.
+std::optional<MetricPoint> newestRow(const RunStore& store, qint64 id, const char* name) {
+  const auto last = store.lastStep(id, name);
+  if (!last) return std::nullopt;
+  const auto rows = store.rowsSince(id, name, *last - 1);
+  if (rows.empty()) return std::nullopt;
+  return rows.back();
+}
+
+} // namespace
+
+CompareTableModel::CompareTableModel(std::shared_ptr<RunStore> store, QObject* parent)
+    : QAbstractTableModel(parent), m_store(std::move(store)) {}
+
+CompareTableModel::Row CompareTableModel::load(qint64 id) const {
+  Row r;
+  r.id = id;
+  const RunRecord rec = m_store->run(id);
+  r.name = QString::fromStdString(rec.name);
+  r.status = QString::fromLatin1(runStatusName(rec.status));
+  r.spec = flattenJson(QString::fromStdString(rec.specJson));
+  const QJsonObject summary = QJsonDocument::fromJson(QByteArray::fromStdString(rec.summaryJson)).object();
+  // Validation loss from the stored rows (live and finished alike); they are few.
+  for (const MetricPoint& p : m_store->rowsSince(id, "val/loss", -1)) {
+    if (!std::isfinite(p.value)) continue;
+    r.finalVal = p.value;
+    r.bestVal = r.bestVal ? std::min(*r.bestVal, p.value) : p.value;
+  }
+  if (const auto t = numberAt(summary, "tokens")) r.tokens = static_cast<qint64>(*t);
+  else if (const auto row = newestRow(*m_store, id, "train/loss")) r.tokens = row->tokens;
+  if (const auto v = numberAt(summary, "tokens_per_s")) r.tokensPerS = *v;
+  else if (const auto row = newestRow(*m_store, id, "tokens_per_s")) r.tokensPerS = row->value;
+  if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
+  if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v;
+  if (const auto v = numberAt(summary, "parameters")) r.parameters = static_cast<qint64>(*v);
+  return r;
+}
+
+void CompareTableModel::setRuns(const QVector<qint64>& runIds) {
+  m_ids = runIds;
+  beginResetModel();
+  m_rows.clear();
+  m_fields.clear();
+  endResetModel();
+  refresh();
+}
+
+void CompareTableModel::refresh() {
+  QVector<Row> rows;
+  for (qint64 id : m_ids) {
+    try {
+      rows.push_back(load(id));
+    } catch (const Error& e) {
+      qWarning("compare table: %s", e.message().c_str());  // deleted meanwhile: left out
+    }
+  }
+  QVector<QMap<QString, QString>> specs;
+  for (const Row& r : rows) specs.push_back(r.spec);
+  const QStringList fields = rows.size() > 1 ? latentlab::ui::differingFields(specs, {QStringLiteral("name")}) : QStringList{};
+  bool sameShape = fields == m_fields && rows.size() == m_rows.size();
+  for (qsizetype i = 0; sameShape && i < rows.size(); ++i) sameShape = rows[i].id == m_rows[i].id;
+  if (!sameShape) {
+    beginResetModel();
+    m_rows = std::move(rows);
+    m_fields = fields;
+    endResetModel();
+    return;
+  }
+  m_rows = std::move(rows);
+  if (!m_rows.isEmpty()) Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+}
+
+int CompareTableModel::columnOf(const QString& key) const {
+  if (key == QLatin1String("run")) return 0;
+  const qsizetype f = m_fields.indexOf(key);
+  if (f >= 0) return 1 + static_cast<int>(f);
+  const qsizetype k = fixedKeys().indexOf(key);
+  return k >= 0 ? 1 + static_cast<int>(m_fields.size() + k) : -1;
+}
+
+int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
+
+int CompareTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : 1 + static_cast<int>(m_fields.size() + fixedKeys().size());
+}
+
+QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const {
+  if (column == 0) return r.name;
+  const int nFields = static_cast<int>(m_fields.size());
+  if (column <= nFields) {
+    const auto it = r.spec.constFind(m_fields[column - 1]);
+    if (it == r.spec.constEnd()) return forSort ? QVariant(QString()) : QVariant(QStringLiteral("—"));
+    QString v = *it;
+    if (v.size() >= 2 && v.startsWith(QLatin1Char('"')) && v.endsWith(QLatin1Char('"'))) v = v.mid(1, v.size() - 2);
+    if (forSort) {
+      bool ok = false;
+      const double d = v.toDouble(&ok);
+      if (ok) return d;
+    }
+    return v;
+  }
+  const QLocale loc;
+  auto num = [&](const auto& opt, auto format) -> QVariant {
+    if (!opt) return forSort ? QVariant() : QVariant(QStringLiteral("—"));
+    if (forSort) return QVariant::fromValue(static_cast<double>(*opt));
+    return format(*opt);
+  };
+  switch (column - 1 - nFields) {
+    case 0: return num(r.finalVal, [](double v) { return QString::number(v, 'f', 4); });
+    case 1: return num(r.bestVal, [](double v) { return QString::number(v, 'f', 4); });
+    case 2: return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
+    case 3: return num(r.kvBytes, [&](qint64 v) { return loc.toString(v); });
+    case 4: return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
+    case 5: return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
+    case 6: return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
+    case 7: return r.status;
+    default: break;
+  }
+  return {};
+}
+
+QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
+  const Row& r = m_rows[index.row()];
+  switch (role) {
+    case Qt::DisplayRole: return value(r, index.column(), false);
+    case SortRole: return value(r, index.column(), true);
+    case RunIdRole: return r.id;
+    case Qt::DecorationRole:
+      if (index.column() == 0) return runColor(r.id);
+      break;
+    case Qt::ForegroundRole:
+      if (index.column() == columnCount() - 1) return statusColor(r.status);
+      break;
+    case Qt::TextAlignmentRole:
+      if (index.column() > m_fields.size() && index.column() < columnCount() - 1) return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
+      break;
+    case Qt::ToolTipRole:
+      if (index.column() == 0) return tr("Run #%1").arg(r.id);
+      break;
+    default: break;
+  }
+  return {};
+}
+
+QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || section < 0 || section >= columnCount()) return {};
+  const int nFields = static_cast<int>(m_fields.size());
+  if (role == Qt::DisplayRole) {
+    if (section == 0) return tr("Run");
+    if (section <= nFields) return m_fields[section - 1];
+    return fixedTitle(section - 1 - nFields);
+  }
+  if (role == Qt::ToolTipRole && section > 0 && section <= nFields) return tr("Config field that differs between the selected runs");
+  return {};
+}
+
+} // namespace latentlab::ui

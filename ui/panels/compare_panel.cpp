@@ -1,0 +1,151 @@
+// Compare view: chart with compare modes, and the compare table.
+#include "panels/compare_panel.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "models/compare_table_model.h"
+#include "preset_loader.h"
+
+namespace latentlab::ui {
+
+ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent) {
+  m_chart = new ChartView(store);
+  m_model = new CompareTableModel(store, this);
+  auto* proxy = new QSortFilterProxyModel(this);
+  proxy->setSourceModel(m_model);
+  proxy->setSortRole(CompareTableModel::SortRole);
+  m_table = new QTableView;
+  m_table->setModel(proxy);
+  m_table->setSortingEnabled(true);
+  m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // run order until a header is clicked
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setAlternatingRowColors(true);
+  m_table->verticalHeader()->hide();
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->horizontalHeader()->setStretchLastSection(true);
+
+  m_modeBox = new QComboBox;
+  m_modeBox->addItem(tr("Overlay"));
+  m_modeBox->addItem(tr("Difference to baseline"));
+  m_modeBox->addItem(tr("Paired (no scale − scaled)"));
+  m_modeBox->setToolTip(tr("Overlay the runs, plot each run minus a baseline run, or the difference within each "
+                           "pair of the preset; differences are aligned by tokens with linear interpolation"));
+  m_baselineBox = new QComboBox;
+  m_baselineBox->setMinimumContentsLength(16);
+  m_baselineBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_baselineLabel = new QLabel(tr("Baseline"));
+  m_caption = new QLabel;
+  m_caption->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  connect(m_modeBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+    setCompareMode(i == 1 ? CompareMode::Difference : i == 2 ? CompareMode::Paired : CompareMode::Curves);
+  });
+  connect(m_baselineBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+    if (i >= 0) setBaseline(m_baselineBox->itemData(i).toLongLong());
+  });
+
+  auto* bar = new QHBoxLayout;
+  bar->setContentsMargins(8, 4, 8, 0);
+  bar->setSpacing(6);
+  bar->addWidget(new QLabel(tr("Compare")));
+  bar->addWidget(m_modeBox);
+  bar->addSpacing(8);
+  bar->addWidget(m_baselineLabel);
+  bar->addWidget(m_baselineBox);
+  bar->addSpacing(8);
+  bar->addWidget(m_caption, 1);
+
+  auto* top = new QWidget;
+  auto* tl = new QVBoxLayout(top);
+  tl->setContentsMargins(0, 0, 0, 0);
+  tl->setSpacing(0);
+  tl->addLayout(bar);
+  tl->addWidget(m_chart, 1);
+  m_splitter = new QSplitter(Qt::Vertical);
+  m_splitter->addWidget(top);
+  m_splitter->addWidget(m_table);
+  m_splitter->setStretchFactor(0, 3);
+  m_splitter->setStretchFactor(1, 1);
+  m_splitter->setChildrenCollapsible(false);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(m_splitter);
+  syncControls();
+}
+
+void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
+  m_note.clear();  // a preset's note comes back with applyPresetChart
+  m_chart->setRuns(runs);
+  QVector<qint64> ids;
+  for (const ChartRun& r : runs) ids << r.id;
+  m_model->setRuns(ids);
+  syncControls();
+}
+
+void ComparePanel::applyPresetChart(const PresetChart& chart) {
+  m_note = chart.note;
+  m_chart->setMetric(chart.metric);
+  m_chart->setXAxis(chart.x == QLatin1String("tokens")       ? ChartView::XAxis::Tokens
+                    : chart.x == QLatin1String("wall_time") ? ChartView::XAxis::WallTime
+                                                             : ChartView::XAxis::Step);
+  std::vector<std::pair<std::string, std::string>> labels;
+  for (const auto& [a, b] : chart.pairs) labels.emplace_back(a.toStdString(), b.toStdString());
+  m_chart->setPairLabels(labels);
+  for (const ChartRun& r : m_chart->runs()) {
+    if (r.name.contains(QLatin1String(" base"))) {
+      m_chart->setBaseline(r.id);
+      break;
+    }
+  }
+  const bool difference = chart.compare == QLatin1String("difference");
+  setCompareMode(!difference ? CompareMode::Curves : chart.pairs.isEmpty() ? CompareMode::Difference : CompareMode::Paired);
+  syncControls();
+}
+
+void ComparePanel::setCompareMode(CompareMode mode) {
+  m_chart->setCompareMode(mode);
+  syncControls();
+}
+
+void ComparePanel::setBaseline(qint64 runId) {
+  m_chart->setBaseline(runId);
+  syncControls();
+}
+
+void ComparePanel::refreshTable() { m_model->refresh(); }
+
+QString ComparePanel::caption() const { return m_caption->text(); }
+
+void ComparePanel::syncControls() {
+  const QSignalBlocker blockMode(m_modeBox), blockBase(m_baselineBox);
+  const CompareMode mode = m_chart->compareMode();
+  m_modeBox->setCurrentIndex(mode == CompareMode::Difference ? 1 : mode == CompareMode::Paired ? 2 : 0);
+  m_baselineBox->clear();
+  for (const ChartRun& r : m_chart->runs()) m_baselineBox->addItem(r.name, r.id);
+  m_baselineBox->setCurrentIndex(m_baselineBox->findData(m_chart->baseline()));
+  m_baselineBox->setVisible(mode == CompareMode::Difference);
+  m_baselineLabel->setVisible(mode == CompareMode::Difference);
+  QString text = m_note;
+  if (mode == CompareMode::Paired) {
+    const auto pairs = m_chart->pairs();
+    QString line = tr("%n pair(s) among the selected runs", nullptr, static_cast<int>(pairs.size()));
+    const auto missing = m_chart->unmatchedPairLabels();
+    if (!missing.empty()) {
+      QStringList names;
+      for (const auto& n : missing) names << QString::fromStdString(n);
+      line += tr("; not selected or not unique: %1").arg(names.join(QStringLiteral(", ")));
+    }
+    text = text.isEmpty() ? line : text + QStringLiteral(" — ") + line;
+  }
+  m_caption->setText(text);
+  m_caption->setToolTip(text);
+}
+
+} // namespace latentlab::ui
