@@ -1,6 +1,10 @@
 // dtype/device conversion helpers.
 #include "model/torch_util.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 namespace latentlab {
 
 torch::ScalarType toTorch(DType dtype) {
@@ -47,6 +51,12 @@ torch::Device parseDevice(const std::string& spec) {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   throw Error(ErrorCode::BadInput, "device '" + spec + "' is not cpu, cuda or cuda:N");
+}
+
+void reexecWithPassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on with the active policy
 }
 
 } // namespace latentlab

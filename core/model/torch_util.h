@@ -17,6 +17,15 @@ DType fromTorch(torch::ScalarType type);   // throws for non-float types
 // "cpu", "cuda", "cuda:N"; throws Error(Device) when CUDA is requested but absent.
 torch::Device parseDevice(const std::string& spec);
 
+// OpenMP threads that spin while waiting for work steal the cores the
+// working threads need whenever the machine is shared (measured by the train
+// benchmark: 5x slower steps on 2 busy cores). libgomp reads its wait policy
+// once, when it loads, so this re-executes the program (/proc/self/exe with
+// the same argv) with OMP_WAIT_POLICY=PASSIVE unless the variable is already
+// set. Call it first in main(); returns only when no re-exec was needed or
+// the exec failed.
+void reexecWithPassiveOpenMpWait(char** argv);
+
 // Runs fn, rethrowing c10::Error (and std::bad_alloc) as latentlab::Error.
 template <typename Fn>
 auto withTorchErrors(const std::string& stage, Fn&& fn) -> decltype(fn()) {
