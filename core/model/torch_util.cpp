@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 namespace latentlab {
 
@@ -55,8 +56,11 @@ torch::Device parseDevice(const std::string& spec) {
 
 void reexecWithPassiveOpenMpWait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);  // the real path keeps the process name
+  if (ec) return;
   ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on with the active policy
+  ::execv(self.c_str(), argv);  // returns only on failure: carry on with the active policy
 }
 
 } // namespace latentlab
