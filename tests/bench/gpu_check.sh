@@ -57,10 +57,12 @@ fi
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 say "configure $build"
+mkdir -p "$build"
+log="$build/gpu-check-configure.log"
 cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLATENTLAB_BUILD_GUI=OFF \
-  -DLATENTLAB_TORCH_PYTHON="$py" -DLATENTLAB_PYTHON="$py" >"$build.configure.log" 2>&1 \
-  || { tail -30 "$build.configure.log"; say "configure failed (log: $build.configure.log)"; exit 4; }
-grep -E 'LibTorch' "$build.configure.log" | sed 's/^/  /'
+  -DLATENTLAB_TORCH_PYTHON="$py" -DLATENTLAB_PYTHON="$py" >"$log" 2>&1 \
+  || { tail -30 "$log"; say "configure failed (log: $log)"; exit 4; }
+grep -E 'LibTorch' "$log" | sed 's/^/  /'
 say "build latentlab-bench test_gpu with $jobs jobs"
 cmake --build "$build" -j "$jobs" --target latentlab-bench test_gpu 2>&1 | grep -E '^\[[0-9]+/|error|FAILED' \
   | awk 'NR % 10 == 0 || /error|FAILED/' ; build_rc=${PIPESTATUS[0]}
