@@ -226,6 +226,9 @@ int cmdDevices(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Waiting OpenMP threads sleep instead of spinning: on a shared or busy CPU
+  // spinning threads took over half the cores (see latentlab-bench train).
+  reexecWithPassiveOpenMpWait(argv);
   installCancelHandlers();
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {

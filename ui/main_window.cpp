@@ -326,8 +326,14 @@ void MainWindow::showSelection(const QVector<ChartRun>& runs) {
   try {
     const QString path = QStringLiteral(":/presets/%1.json").arg(QString::fromStdString(m_store->experiment(experiment).preset));
     if (!QFileInfo::exists(path)) return;
+    // instantiatePreset names the experiment "<title> (<scale>)".
     const QStringList scales = presetScales(path);
-    if (!scales.isEmpty()) m_compare->applyPresetChart(loadPreset(path, scales.front(), m_ws.dir).chart);
+    const QString name = QString::fromStdString(m_store->experiment(experiment).name);
+    QString scale = scales.isEmpty() ? QString() : scales.front();
+    for (const QString& s : scales) {
+      if (name.endsWith(QStringLiteral("(%1)").arg(s))) scale = s;
+    }
+    if (!scale.isEmpty()) m_compare->applyPresetChart(loadPreset(path, scale, m_ws.dir).chart);
   } catch (const Error& e) {
     m_banner->showError(e);
   }

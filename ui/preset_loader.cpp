@@ -72,7 +72,9 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
       throw Error(ErrorCode::BadSpec, path.toStdString() + ": chart.pairs[" + std::to_string(i) + "] is not two run names",
                   "Each pair is [\"<run without scale>\", \"<run with scale>\"].");
     }
-    p.chart.pairs.push_back({pair[0].toString(), pair[1].toString()});
+    // "{scale} mla" names the run of the scale being loaded ("demo mla").
+    auto label = [&](const QJsonValue& v) { return v.toString().replace(QStringLiteral("{scale}"), scale); };
+    p.chart.pairs.push_back({label(pair[0]), label(pair[1])});
   }
   const QJsonObject scales = o.value(QStringLiteral("scales")).toObject();
   if (!scales.contains(scale)) {

@@ -147,10 +147,12 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
     scores = scores.masked_fill(cols > rows, -std::numeric_limits<double>::infinity());
   }
   auto probs = torch::softmax(scores, -1).to(cV.scalar_type());  // (B, nh, Tq, Tk)
-  auto ctxLat = torch::matmul(probs, cV);                        // (B, nh, Tq, lat)
-  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});        // (nkv, dh, lat)
+  // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
+  // product per batch row, so the latent is never broadcast (copied) per head.
+  auto ctxLat = torch::matmul(probs.view({B, 1, m_heads * Tq, Tk}), cV);  // (B, 1, nh*Tq, lat)
+  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});                 // (nkv, dh, lat)
   auto out =
-      torch::matmul(ctxLat.reshape({B, m_kvHeads, G * Tq, m_latent}), wv.transpose(-1, -2));  // (B, nkv, G*Tq, dh)
+      torch::matmul(ctxLat.view({B, m_kvHeads, G * Tq, m_latent}), wv.transpose(-1, -2));  // (B, nkv, G*Tq, dh)
   auto bv = upVBias();
   if (bv.defined()) out = out + bv.view({1, m_kvHeads, 1, m_headDim});  // softmax rows sum to 1
   return out.reshape({B, m_heads, Tq, m_headDim});                      // (B, nh, Tq, dh)

@@ -1,6 +1,11 @@
 // dtype/device conversion helpers.
 #include "model/torch_util.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
 namespace latentlab {
 
 torch::ScalarType toTorch(DType dtype) {
@@ -47,6 +52,15 @@ torch::Device parseDevice(const std::string& spec) {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   throw Error(ErrorCode::BadInput, "device '" + spec + "' is not cpu, cuda or cuda:N");
+}
+
+void reexecWithPassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);  // the real path keeps the process name
+  if (ec) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  ::execv(self.c_str(), argv);  // returns only on failure: carry on with the active policy
 }
 
 } // namespace latentlab

@@ -2,6 +2,8 @@
 // the conversion of c10::Error into latentlab::Error at API boundaries.
 #pragma once
 
+#include "latentlab/engine.h"
+
 #include <torch/torch.h>
 
 #include <string>
@@ -16,6 +18,8 @@ DType fromTorch(torch::ScalarType type);   // throws for non-float types
 
 // "cpu", "cuda", "cuda:N"; throws Error(Device) when CUDA is requested but absent.
 torch::Device parseDevice(const std::string& spec);
+
+// reexecWithPassiveOpenMpWait: declared in latentlab/engine.h (the programs' main() calls it).
 
 // Runs fn, rethrowing c10::Error (and std::bad_alloc) as latentlab::Error.
 template <typename Fn>

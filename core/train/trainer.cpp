@@ -18,6 +18,7 @@
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/model_builder.h"
+#include "train/optimizer.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -140,7 +141,7 @@ RunResult Trainer::run() {
   json notes;
   auto model = buildModelForRun(spec, data.vocabSize, data.shard, device, paramType, progress, cancel, notes);
   model->train();
-  torch::optim::AdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
+  FusedAdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
                                 torch::optim::AdamWOptions(spec.optimizer.lr)
                                     .betas({spec.optimizer.beta1, spec.optimizer.beta2})
                                     .eps(spec.optimizer.eps));
@@ -221,7 +222,7 @@ RunResult Trainer::run() {
     const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     optimizer.zero_grad();
-    double lossSum = 0;
+    torch::Tensor lossSum;  // on the device: one host sync per step, for the loss and the norm together
     for (int micro = 0; micro < spec.gradAccum; ++micro) {
       train.next(batch);
       auto windows = toTensor(batch, device);
@@ -236,15 +237,17 @@ RunResult Trainer::run() {
         loss = languageModelLoss(*model, windows);
       }
       (loss / spec.gradAccum).backward();
-      lossSum += loss.item<double>();
+      lossSum = micro == 0 ? loss.detach().to(torch::kFloat64) : lossSum + loss.detach().to(torch::kFloat64);
     }
     if (dp) {
       dp->averageGradients(params);
-      lossSum = dp->sum({lossSum})[0] / dist.worldSize;
+      lossSum = torch::full_like(lossSum, dp->sum({lossSum.item<double>()})[0] / dist.worldSize);
     }
-    const double trainLoss = lossSum / spec.gradAccum;
-    const double gradNorm = torch::nn::utils::clip_grad_norm_(
-        params, spec.optimizer.clip > 0 ? spec.optimizer.clip : std::numeric_limits<double>::infinity());
+    const auto norm = clipGradNorm(params, spec.optimizer.clip > 0 ? spec.optimizer.clip
+                                                                   : std::numeric_limits<double>::infinity());
+    const auto host = torch::stack({lossSum, norm.to(torch::kFloat64)}).cpu();
+    const double trainLoss = host[0].item<double>() / spec.gradAccum;
+    const double gradNorm = host[1].item<double>();
     if (!std::isfinite(trainLoss) || !std::isfinite(gradNorm)) {
       if (metricWriter) metricWriter->flush();
       result.status = RunStatus::Failed;

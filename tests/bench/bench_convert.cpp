@@ -1,6 +1,6 @@
-// Benchmarks of MHA2MLA conversion (each RoPE strategy) on a SmolLM-135M
-// shaped random model, and decode speed and cache bytes of the original vs
-// the converted model with naive and absorbed latent attention.
+// Benchmarks of MHA2MLA conversion: per model shape in memory (SVD per layer,
+// S_2-norm calibration per 1M tokens), and the whole convert job from files
+// for each RoPE strategy on a SmolLM-135M-shaped random model.
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -8,15 +8,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
-#include "bench_registry.h"
+#include "bench_util.h"
 #include "convert/converter.h"
 #include "latentlab/architectures.h"
 #include "latentlab/convert.h"
 #include "latentlab/engine.h"
-#include "model/mla_attention.h"
 #include "model/weights.h"
+#include "train/model_builder.h"
 
 namespace latentlab::bench {
 namespace fs = std::filesystem;
@@ -29,26 +28,44 @@ double secondsOf(const std::function<void()>& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Decode tokens/s at each context length: prefill up to the length (untimed),
-// then time `steps` single-token steps. Returns (tokens/s, cache bytes) pairs.
-std::vector<std::pair<double, std::int64_t>> decodeSpeed(CausalLm& model, const std::vector<int>& contexts, int steps) {
-  torch::NoGradGuard g;
-  torch::manual_seed(1);
-  KvCache cache(model.numLayers());
-  std::vector<std::pair<double, std::int64_t>> out;
-  for (int ctx : contexts) {
-    const auto have = cache.length();
-    if (ctx > have) model.forward(torch::randint(0, model.config().vocabSize, {1, ctx - have}, torch::kInt64), &cache);
-    const double s = secondsOf([&]() {
-      for (int i = 0; i < steps; ++i)
-        model.forward(torch::randint(0, model.config().vocabSize, {1, 1}, torch::kInt64), &cache);
-    });
-    out.emplace_back(steps / s, cache.bytes());
+// In-memory conversion of a random model of each shape with S_2-norm: SVD
+// time per layer and calibration time per 1M tokens (from ConversionStats).
+void conversionPerShape(BenchReport& report) {
+  const bool quick = benchOptions().quick;
+  std::vector<std::string> shapes{"demo-gqa", "smollm-135m"};
+  if (!quick) shapes.push_back("smollm-360m");
+  for (const auto& arch : shapes) {
+    const auto cfg = builtinArchitecture(arch);
+    torch::manual_seed(5);
+    auto model = std::make_shared<CausalLm>(cfg);
+    initializeWeights(*model, 0.02, false);
+    model->eval();
+    std::vector<torch::Tensor> calibration;
+    for (int i = 0; i < (quick ? 1 : 4); ++i) calibration.push_back(torch::randint(0, cfg.vocabSize, {4, 512}, torch::kInt64));
+    ConversionOptions opts;
+    opts.rope = RopeStrategy::TwoNorm;
+    opts.ropePairs = defaultRopePairs(cfg.headDim);
+    opts.dKv = std::max(4, cfg.headDim / 4);
+    NullProgress progress;
+    CancelToken cancel;
+    ConversionStats stats;
+    const double total = secondsOf([&]() { convertModel(*model, opts, calibration, progress, cancel, &stats); });
+    const std::string setup = "r=" + std::to_string(opts.ropePairs) + " d_kv=" + std::to_string(opts.dKv) +
+                              " joint, fp32, " + std::to_string(at::get_num_threads()) + " threads";
+    report.add({"convert", arch + " SVD per layer", stats.factoriseSeconds / cfg.numLayers * 1e3, "ms",
+                std::to_string(cfg.numLayers) + " layers; " + setup});
+    report.add({"convert", arch + " 2-norm calibration per 1M tokens",
+                stats.calibrateSeconds / static_cast<double>(stats.calibrationTokens) * 1e6, "s",
+                "measured on " + std::to_string(stats.calibrationTokens) + " tokens"});
+    report.add({"convert", arch + " in-memory conversion", total, "s",
+                "calibrate " + std::to_string(stats.calibrateSeconds).substr(0, 5) + " s, select " +
+                    std::to_string(stats.selectSeconds).substr(0, 5) + " s, factorise " +
+                    std::to_string(stats.factoriseSeconds).substr(0, 5) + " s"});
   }
-  return out;
 }
 
 void benchConvert(BenchReport& report) {
+  conversionPerShape(report);
   const char* archEnv = std::getenv("LATENTLAB_BENCH_ARCH");
   const std::string arch = archEnv != nullptr ? archEnv : "smollm-135m";
   const fs::path root = fs::temp_directory_path() / ("latentlab-bench-convert-" + std::to_string(::getpid()));
@@ -70,10 +87,12 @@ void benchConvert(BenchReport& report) {
   }
   NullProgress progress;
   CancelToken cancel;
-  for (const char* strategy : {"high", "low", "uniform", "2-norm", "full"}) {
+  const auto strategies = benchOptions().quick ? std::vector<std::string>{"2-norm"}
+                                               : std::vector<std::string>{"high", "low", "uniform", "2-norm", "full"};
+  for (const auto& strategy : strategies) {
     ConvertSpec spec;
     spec.modelDir = base;
-    spec.outDir = root / (std::string("mla-") + strategy);
+    spec.outDir = root / ("mla-" + strategy);
     spec.ropeStrategy = strategy;
     spec.ropePairs = 4;
     spec.dKv = 16;
@@ -85,31 +104,10 @@ void benchConvert(BenchReport& report) {
     std::string note = "r=" + std::to_string(r.mla.ropePairs) + " d_kv=16 joint; mean rel. error " +
                        std::to_string(r.meanReconstructionError) + "; stages";
     for (const auto& st : r.stages) note += " " + st.stage + "=" + std::to_string(st.seconds).substr(0, 5) + "s";
-    report.add({"convert", std::string("convert ") + arch + " " + strategy, s, "s", note});
+    report.add({"convert", "convert job " + arch + " " + strategy + " (files)", s, "s", note});
     fs::remove_all(spec.outDir);
   }
 
-  // Decode: original vs converted (S_2-norm needs no data here: use uniform) naive and absorbed.
-  torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  auto original = loadModel(base, torch::kCPU, torch::kFloat32);
-  ConversionOptions opts;
-  opts.rope = RopeStrategy::Uniform;
-  opts.ropePairs = 4;
-  opts.dKv = 16;
-  auto mla = convertModel(*original, opts);
-  const std::vector<int> contexts{128, 512, 1024};
-  const int steps = 8;
-  auto row = [&](const std::string& what, const std::vector<std::pair<double, std::int64_t>>& results) {
-    for (std::size_t i = 0; i < contexts.size(); ++i) {
-      report.add({"convert", "decode " + what + " @ ctx " + std::to_string(contexts[i]), results[i].first, "tok/s",
-                  "cache " + std::to_string(results[i].second / 1024) + " KiB (F32)"});
-    }
-  };
-  row("original", decodeSpeed(*original, contexts, steps));
-  setMlaDecode(*mla, MlaDecode::Naive);
-  row("MLA naive", decodeSpeed(*mla, contexts, steps));
-  setMlaDecode(*mla, MlaDecode::Absorbed);
-  row("MLA absorbed", decodeSpeed(*mla, contexts, steps));
   fs::remove_all(root);
 }
 

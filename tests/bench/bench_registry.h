@@ -24,6 +24,17 @@ private:
   std::vector<BenchRow> m_rows;
 };
 
+// Command-line options every section reads: where the models run and in what
+// precision (--device cpu|cuda[:N], --dtype f32|bf16), and --quick for a
+// smaller sweep (the GPU check and smoke runs).
+struct BenchOptions {
+  std::string device = "cpu";
+  std::string dtype = "f32";
+  bool quick = false;
+};
+const BenchOptions& benchOptions();
+BenchOptions& mutableBenchOptions();
+
 using BenchFn = std::function<void(BenchReport&)>;
 
 struct BenchRegistrar {

@@ -173,7 +173,7 @@ private Q_SLOTS:
       for (int k = 0; k < 3; ++k) {
         if (r.name.endsWith(QLatin1Char(' ') + variants[k])) {
           writeRows(*store, r.id, "train/loss", 600, 6, 100, [](double t) { return 4.0 - 1e-4 * t; });
-        } else if (r.name.endsWith(QLatin1Char(' ') + variants[k] + QStringLiteral("-noscale"))) {
+        } else if (r.name.endsWith(QLatin1Char(' ') + variants[k] + QStringLiteral(" noscale"))) {
           writeRows(*store, r.id, "train/loss", 600, 4, 100, [k](double t) { return 4.05 + 0.05 * k - 1e-4 * t; });
         }
       }
@@ -187,11 +187,14 @@ private Q_SLOTS:
     ChartView* chart = panel.chart();
     QCOMPARE(chart->compareMode(), CompareMode::Paired);
     QCOMPARE(chart->xAxis(), ChartView::XAxis::Tokens);
-    QCOMPARE(chart->curveLabels(), (QStringList{QStringLiteral("mla-noscale \u2212 mla · train"), QStringLiteral("mla-noscale \u2212 mla · val"),
-                                                QStringLiteral("gla-2-noscale \u2212 gla-2 · train"), QStringLiteral("gla-2-noscale \u2212 gla-2 · val"),
-                                                QStringLiteral("mlra-2-noscale \u2212 mlra-2 · train"), QStringLiteral("mlra-2-noscale \u2212 mlra-2 · val")}));
+    // The preset's "{scale} mla noscale" labels name the demo runs.
+    QStringList expected;
+    for (const QString& v : variants) {
+      for (const char* m : {"train", "val"}) expected << QStringLiteral("demo %1 noscale \u2212 demo %1 · %2").arg(v, QLatin1String(m));
+    }
+    QCOMPARE(chart->curveLabels(), expected);
     for (int k = 0; k < 3; ++k) {
-      const auto d = chart->curveData(QStringLiteral("%1-noscale \u2212 %1 · train").arg(variants[k]));
+      const auto d = chart->curveData(QStringLiteral("demo %1 noscale \u2212 demo %1 · train").arg(variants[k]));
       QCOMPARE(static_cast<int>(d.size()), 149);  // no-scale rows at steps 8..600: from 800 tokens, past the scaled run's first 600
       for (const MetricPoint& pt : d) QVERIFY(std::abs(pt.value - 0.05 * (k + 1)) < 1e-9);
     }

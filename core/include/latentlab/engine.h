@@ -71,4 +71,13 @@ namespace latentlab {
 void initModel(const ModelConfig& cfg, const std::filesystem::path& outDir, std::uint64_t seed,
                DType saveDType, double initStd = 0.02);
 
+// OpenMP threads that spin while waiting for work steal the cores the
+// working threads need whenever the machine is shared (measured by the train
+// benchmark: 5x slower steps on 2 busy cores). libgomp reads its wait policy
+// once, when it loads, so this re-executes the program (/proc/self/exe with
+// the same argv, so the same process ID) with OMP_WAIT_POLICY=PASSIVE unless
+// the variable is already set. Call it first in main(); returns only when no
+// re-exec was needed or the exec failed.
+void reexecWithPassiveOpenMpWait(char** argv);
+
 } // namespace latentlab

@@ -1,0 +1,128 @@
+// Decode speed and cache bytes at growing context: the original GQA/MHA
+// model, the MHA2MLA-converted model with naive attention (K and V rebuilt
+// from the latent each step), and with absorbed attention over the latent
+// cache. Cache bytes come from the real cache tensors and are printed next to
+// the formula of algorithms.md §2.3. The three are timed round-robin at each
+// context, so machine load hits them alike; each keeps the best round.
+// LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m).
+#include <algorithm>
+#include <cstdlib>
+
+#include "bench_util.h"
+#include "convert/converter.h"
+#include "latentlab/architectures.h"
+#include "latentlab/kv_budget.h"
+#include "model/mla_attention.h"
+#include "train/model_builder.h"
+
+namespace latentlab::bench {
+namespace {
+
+struct Decoder {
+  std::string name;
+  CausalLm* model;
+  MlaDecode mode;
+  KvCache cache;
+  std::int64_t formulaBytesPerToken;
+  double best = 0;  // tokens/s
+};
+
+// A cache of `ctx` tokens holding random tensors of exactly the shapes a
+// prefill writes (decode cost does not depend on the values; that decoding
+// after a real prefill is right is what tests/core/convert/test_mla_decode.cpp
+// checks). Original: K and V (B, n_kv, T, d_h). MLA: the RoPE key
+// (B, n_kv, T, 2r), the latent (B, 1, T, n_kv*d_kv), the value latent (split).
+void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::int64_t ctx,
+               const torch::TensorOptions& opts) {
+  const ModelConfig& c = model.config();
+  cache.clear();
+  for (int i = 0; i < c.numLayers; ++i) {
+    auto& layer = cache.layer(i);
+    if (!c.mla) {
+      for (int slot = 0; slot < 2; ++slot) layer.append(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
+    } else {
+      const std::int64_t latent = static_cast<std::int64_t>(c.numKvHeads) * c.mla->dKv;
+      layer.append(0, torch::randn({batch, c.numKvHeads, ctx, 2 * c.mla->ropePairs}, opts));
+      layer.append(1, torch::randn({batch, 1, ctx, latent}, opts));
+      if (c.mla->svdMethod == "split") layer.append(2, torch::randn({batch, 1, ctx, latent}, opts));
+    }
+    layer.advance(ctx);
+  }
+}
+
+void benchDecode(BenchReport& report) {
+  const char* archEnv = std::getenv("LATENTLAB_BENCH_DECODE_ARCH");
+  const std::string arch = archEnv != nullptr ? archEnv : "smollm-135m";
+  const bool quick = benchOptions().quick;
+  const torch::Device device = benchDevice();
+  const auto dtype = benchBf16() ? torch::kBFloat16 : torch::kFloat32;
+  const DType cacheType = benchBf16() ? DType::BF16 : DType::F32;
+  torch::NoGradGuard noGrad;
+  torch::manual_seed(3);
+
+  const ModelConfig cfg = builtinArchitecture(arch);
+  auto original = std::make_shared<CausalLm>(cfg);
+  initializeWeights(*original, 0.02, false);
+  original->eval();
+  ConversionOptions opts;
+  opts.rope = RopeStrategy::Uniform;
+  opts.ropePairs = defaultRopePairs(cfg.headDim);
+  opts.dKv = std::max(4, cfg.headDim / 4);
+  auto mla = convertModel(*original, opts);
+  original->to(device, dtype);
+  mla->to(device, dtype);
+  mla->eval();
+
+  const auto origBudget = currentKvBudget(cfg, cacheType);
+  const auto mlaBudget = currentKvBudget(mla->config(), cacheType);
+  std::vector<Decoder> decoders;
+  decoders.push_back({"original", original.get(), MlaDecode::Absorbed, KvCache(cfg.numLayers), origBudget.bytesPerToken});
+  decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, KvCache(cfg.numLayers), mlaBudget.bytesPerToken});
+  decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, KvCache(cfg.numLayers), mlaBudget.bytesPerToken});
+  const std::string setup = arch + " r=" + std::to_string(opts.ropePairs) + " d_kv=" + std::to_string(opts.dKv) +
+                            " joint, " + device.str() + " " + (benchBf16() ? "bf16" : "fp32");
+
+  const auto tensorOpts = torch::TensorOptions().dtype(dtype).device(device);
+  const int steps = 4, rounds = 3;
+  // Batch 1 over the context sweep; a batch of 8 at the longest context (serving
+  // several sequences, where the cache rather than the weights is what is read).
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // (batch, context)
+  for (std::int64_t ctx : quick ? std::vector<std::int64_t>{512, 2048}
+                                : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192})
+    runs.emplace_back(1, ctx);
+  runs.emplace_back(8, quick ? 2048 : 8192);
+  for (const auto& [batch, ctx] : runs) {
+    const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
+    for (auto& d : decoders) {
+      fillCache(d.cache, *d.model, batch, ctx, tensorOpts);
+      d.best = 0;
+    }
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& d : decoders) {
+        setMlaDecode(*d.model, d.mode);
+        auto ids = torch::randint(0, cfg.vocabSize, {batch, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+        const double s = timed(device, [&] {
+          for (int i = 0; i < steps; ++i) d.model->forward(ids, &d.cache);
+        });
+        d.best = std::max(d.best, static_cast<double>(batch * steps) / s);
+      }
+    }
+    for (auto& d : decoders) {
+      const auto len = d.cache.length();
+      const double mib = static_cast<double>(d.cache.bytes()) / (1 << 20);
+      const double formula = static_cast<double>(d.formulaBytesPerToken * len * batch) / (1 << 20);
+      report.add({"decode", "decode " + d.name + at, d.best, "tok/s",
+                  "cache " + fixed(mib, 2) + " MiB measured, formula " + fixed(formula, 2) + " MiB at " +
+                      std::to_string(len) + " tokens; " + setup});
+    }
+    report.add({"decode", "absorbed / original" + at, decoders[2].best / decoders[0].best, "x",
+                "naive / original " + fixed(decoders[1].best / decoders[0].best, 2) + "x; cache " +
+                    fixed(static_cast<double>(decoders[2].cache.bytes()) / decoders[0].cache.bytes(), 3) + " of original"});
+  }
+}
+
+}  // namespace
+
+LATENTLAB_BENCH("decode", benchDecode);
+
+}  // namespace latentlab::bench

@@ -1,0 +1,42 @@
+// Helpers shared by the model benchmarks: the device and dtype chosen on the
+// command line, device-aware timing, and the same-process GEMM reference.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <string>
+
+#include "bench_registry.h"
+#include "model/torch_util.h"
+
+namespace latentlab::bench {
+
+inline torch::Device benchDevice() { return parseDevice(benchOptions().device); }
+inline bool benchBf16() { return benchOptions().dtype == "bf16"; }
+
+// Waits for queued kernels so wall-clock time covers them (no-op on CPU).
+inline void syncDevice(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+inline double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class Fn>
+double timed(const torch::Device& device, Fn&& fn) {
+  syncDevice(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  syncDevice(device);
+  return secondsSince(t0);
+}
+
+inline std::string fixed(double v, int digits = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+} // namespace latentlab::bench

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# GPU check: builds LatentLab against the PyTorch installed on this machine
+# (the LibTorch bundled in its wheel; nothing is downloaded), runs the CUDA
+# tests (label gpu) and the training and decode benchmarks in bf16 on the GPU,
+# printing as it goes so that a run cut short still shows what it measured.
+# Budget: 10 minutes on a fresh machine (build ~3-4 min with 16 cores).
+#
+#   tests/bench/gpu_check.sh              # needs a CUDA device; says so and stops without one
+#   tests/bench/gpu_check.sh --cpu-smoke  # no GPU: build and run the same steps on the CPU, quick
+#
+# Environment: PYTHON (interpreter with torch), LATENTLAB_GPU_BUILD (build
+# folder, default build-gpu), LATENTLAB_GPU_JOBS (parallel compile jobs).
+set -uo pipefail
+start=$(date +%s)
+say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+
+cpu_smoke=0
+[[ "${1:-}" == "--cpu-smoke" ]] && cpu_smoke=1
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${LATENTLAB_GPU_BUILD:-$src/build-gpu}
+jobs=${LATENTLAB_GPU_JOBS:-$(nproc)}
+
+# 1. A Python with torch: $PYTHON, the project venv, then the PATH's.
+py=""
+for cand in "${PYTHON:-}" "$src/.venv/bin/python3" python3 python /usr/bin/python3; do
+  [[ -z "$cand" ]] && continue
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch' >/dev/null 2>&1; then
+    py=$(command -v "$cand"); break
+  fi
+done
+if [[ -z "$py" ]]; then
+  say "no Python with torch found (tried \$PYTHON, .venv, python3, python); install the torch wheel or set PYTHON"
+  exit 2
+fi
+say "python: $py"
+"$py" - <<'PY'
+import torch, torch.utils
+print(f"  torch {torch.__version__}, CUDA build {torch.version.cuda}, cmake prefix {torch.utils.cmake_prefix_path}")
+if torch.cuda.is_available():
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        print(f"  cuda:{i} {p.name}, {p.total_memory / 2**30:.0f} GiB, sm_{p.major}{p.minor}")
+PY
+has_cuda=$("$py" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
+if [[ "$has_cuda" != 1 ]]; then
+  if (( ! cpu_smoke )); then
+    say "no CUDA device visible to torch: nothing to check on a GPU (run with --cpu-smoke to exercise the script on the CPU)"
+    exit 3
+  fi
+  say "no CUDA device: --cpu-smoke runs the same steps on the CPU"
+  device=cpu; dtype=f32
+else
+  device=cuda; dtype=bf16
+fi
+
+# 2. Configure and build only what the check runs (no GUI, no Python test peers needed).
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+say "configure $build"
+mkdir -p "$build"
+log="$build/gpu-check-configure.log"
+cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLATENTLAB_BUILD_GUI=OFF \
+  -DLATENTLAB_TORCH_PYTHON="$py" -DLATENTLAB_PYTHON="$py" >"$log" 2>&1 \
+  || { tail -30 "$log"; say "configure failed (log: $log)"; exit 4; }
+grep -E 'LibTorch' "$log" | sed 's/^/  /'
+say "build latentlab-bench test_gpu with $jobs jobs"
+cmake --build "$build" -j "$jobs" --target latentlab-bench test_gpu 2>&1 | grep -E '^\[[0-9]+/|error|FAILED' \
+  | awk 'NR % 10 == 0 || /error|FAILED/' ; build_rc=${PIPESTATUS[0]}
+(( build_rc == 0 )) || { say "build failed"; exit 5; }
+say "built"
+
+# 3. CUDA tests.
+say "ctest -L gpu"
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 180 2>&1 | tail -15
+tests_rc=${PIPESTATUS[0]}
+
+# 4. Benchmarks; rows stream to stderr as measured, the table follows each section.
+bench=("$build/tests/bench/latentlab-bench" --device "$device" --dtype "$dtype")
+(( cpu_smoke )) && bench+=(--quick)
+bench_rc=0
+for section in train decode; do
+  left=$(( 590 - ($(date +%s) - start) ))
+  if (( left < 30 )); then say "skipping bench $section: out of time"; bench_rc=1; continue; fi
+  say "bench $section ($device $dtype, at most ${left}s)"
+  timeout "$left" "${bench[@]}" "$section" 2>&1 || { bench_rc=1; say "bench $section did not finish"; }
+done
+say "done: tests rc=$tests_rc, bench rc=$bench_rc"
+(( tests_rc == 0 && bench_rc == 0 ))
