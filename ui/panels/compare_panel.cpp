@@ -44,6 +44,11 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_baselineLabel = new QLabel(tr("Baseline"));
   m_caption = new QLabel;
   m_caption->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  // A long caption wraps (its tooltip holds it whole) instead of widening the
+  // centre pane at the expense of the run list.
+  m_caption->setWordWrap(true);
+  m_caption->setMinimumWidth(0);
+  m_caption->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   connect(m_modeBox, &QComboBox::currentIndexChanged, this, [this](int i) {
     setCompareMode(i == 1 ? CompareMode::Difference : i == 2 ? CompareMode::Paired : CompareMode::Curves);
   });
