@@ -162,6 +162,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_refreshTimer.setInterval(5000);
   connect(&m_refreshTimer, &QTimer::timeout, this, [this] {
     m_runModel->refresh();
+    m_compare->refreshTable();   // running runs' tokens, tokens/s and validation loss
     updateStatusBar();
   });
   m_refreshTimer.start();
@@ -251,7 +252,10 @@ void MainWindow::wire() {
     m_runModel->refresh();
   });
   connect(m_jobs, &JobController::progress, this, [this](qint64 runId) { chart()->pollStore(runId); });
-  connect(m_jobs, &JobController::evalReported, this, [this](qint64 runId) { chart()->pollStore(runId); });
+  connect(m_jobs, &JobController::evalReported, this, [this](qint64 runId) {
+    chart()->pollStore(runId);
+    m_compare->refreshTable();
+  });
   connect(m_jobs, &JobController::statusChanged, this, &MainWindow::onStatusChanged);
   connect(m_jobs, &JobController::jobsChanged, this, &MainWindow::updateStatusBar);
   connect(m_jobsPanel, &JobsPanel::logRequested, this, [this](qint64 runId) {
