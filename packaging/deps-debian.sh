@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
-  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6svg6-dev libqt6opengl6-dev libgl-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   libsqlite3-dev nlohmann-json3-dev googletest libgtest-dev
   libgloo-dev           # headers of the Gloo library inside LibTorch (c10d CPU data parallelism)
   xvfb xauth
