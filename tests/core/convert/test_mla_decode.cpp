@@ -44,6 +44,30 @@ TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
   }
 }
 
+// The cache buffers start at 64 tokens and double; absorbed attention reads
+// them in place as strided prefixes, so decoding across both growth steps
+// (64 -> 128 -> 256) must stay exact, with a batch whose rows differ.
+TEST(MlaDecode, AbsorbedDecodeStaysExactAcrossCacheGrowth) {
+  for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+    auto cfg = tinyConfig({.kvHeads = 2, .attentionBias = true});
+    auto base = randomModel(cfg, torch::kFloat64, 15);
+    auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+    torch::NoGradGuard g;
+    auto ids = torch::randint(0, cfg.vocabSize, {3, 140}, torch::kInt64);
+    auto full = mla->forward(ids);
+    KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
+    setMlaDecode(*mla, MlaDecode::Absorbed);
+    auto absorbed = decodeIncrementally(*mla, ids, absorbedCache);
+    setMlaDecode(*mla, MlaDecode::Naive);
+    auto naive = decodeIncrementally(*mla, ids, naiveCache);
+    const std::string what = svd == SvdMethod::Split ? "split" : "joint";
+    EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << what;
+    EXPECT_LT(maxAbsDiff(naive, full), 1e-10) << what;
+    EXPECT_EQ(absorbedCache.length(), 140);
+    EXPECT_EQ(absorbedCache.bytes(), naiveCache.bytes());
+  }
+}
+
 TEST(MlaDecode, FullRopeAbsorbedDecodeEqualsOriginalDecode) {
   auto cfg = tinyConfig({.kvHeads = 2});
   auto base = randomModel(cfg, torch::kFloat64, 13);
