@@ -122,35 +122,45 @@ std::pair<torch::Tensor, torch::Tensor> MlaAttention::expand(const torch::Tensor
 torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
                                      const torch::Tensor& cK, const torch::Tensor& cV) {
   const auto B = qRope.size(0), Tq = qRope.size(2), Tk = kRope.size(2);
-  const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs;
+  const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs, rows = m_heads * Tq;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  // The cache slots are prefixes of buffers that grow along T: kRope (B, nkv, Tk, 2r)
+  // and the latents (B, 1, Tk, lat) keep a unit stride on their last dim, so the
+  // views below merge leading dims without copying and every product is one bmm
+  // over the cache as it lies. The softmax scale is folded into the (small) query.
   // Query heads of KV group g are consecutive, so (B, nh, Tq, .) views as (B, nkv, G*Tq, .).
-  auto qr = qRope.reshape({B, m_kvHeads, G * Tq, r2});       // (B, nkv, G*Tq, 2r)
-  auto scores = torch::matmul(qr, kRope.transpose(-1, -2));  // (B, nkv, G*Tq, Tk)
+  auto keysRope = kRope.flatten(0, 1).transpose(1, 2);  // (B*nkv, 2r, Tk)
+  auto latK = cK.squeeze(1);                            // (B, Tk, lat)
+  auto latV = cV.squeeze(1);                            // (B, Tk, lat)
+  auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;  // (B*nkv, G*Tq, 2r)
+  torch::Tensor scores;                                          // (B, nh*Tq, Tk)
   if (m_nope > 0) {
-    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});  // (B, nkv, G*Tq, nope)
-    auto wk = upK().view({m_kvHeads, m_nope, m_latent});      // (nkv, nope, lat)
-    auto qAbs = torch::matmul(qn, wk);                        // (B, nkv, G*Tq, lat): W_up_k,g^T q
-    scores = scores + torch::matmul(qAbs.reshape({B, 1, m_kvHeads * G * Tq, m_latent}), cK.transpose(-1, -2))
-                          .view({B, m_kvHeads, G * Tq, Tk});
+    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});          // (B, nkv, G*Tq, nope)
+    auto wk = upK().view({m_kvHeads, m_nope, m_latent});              // (nkv, nope, lat)
+    auto qAbs = torch::matmul(qn, wk).reshape({B, rows, m_latent}) * scale;  // W_up_k,g^T q: (B, nh*Tq, lat)
+    // All heads against the one shared latent, then each KV group's RoPE scores added in place.
+    scores = torch::bmm(qAbs, latK.transpose(1, 2));                                         // (B, nh*Tq, Tk)
+    scores.view({B * m_kvHeads, G * Tq, Tk}).baddbmm_(qr, keysRope);                        // (B*nkv, G*Tq, Tk)
     auto bk = upKBias();
     if (bk.defined()) {  // q_nope . b_k: the same for every key (kept so scores match the naive path)
-      scores = scores + (qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1, /*keepdim=*/true);
+      scores.add_((qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1).reshape({B, rows, 1}) * scale);
     }
+  } else {
+    scores = torch::bmm(qr, keysRope).view({B, rows, Tk});
   }
-  scores = scores.view({B, m_heads, Tq, Tk});  // (B, nh, Tq, Tk)
   const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  scores = scores.to(compute) * (1.0 / std::sqrt(static_cast<double>(m_headDim)));
+  scores = scores.to(compute).view({B, m_heads, Tq, Tk});  // (B, nh, Tq, Tk)
   if (Tq > 1) {  // query i sits at position Tk - Tq + i
     auto opts = torch::TensorOptions().dtype(torch::kInt64).device(scores.device());
-    auto rows = torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq);
+    auto rowPos = torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq);
     auto cols = torch::arange(Tk, opts).unsqueeze(0);
-    scores = scores.masked_fill(cols > rows, -std::numeric_limits<double>::infinity());
+    scores = scores.masked_fill(cols > rowPos, -std::numeric_limits<double>::infinity());
   }
-  auto probs = torch::softmax(scores, -1).to(cV.scalar_type());  // (B, nh, Tq, Tk)
+  auto probs = torch::softmax(scores, -1).to(latV.scalar_type()).view({B, rows, Tk});  // (B, nh*Tq, Tk)
   // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
   // product per batch row, so the latent is never broadcast (copied) per head.
-  auto ctxLat = torch::matmul(probs.view({B, 1, m_heads * Tq, Tk}), cV);  // (B, 1, nh*Tq, lat)
-  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});                 // (nkv, dh, lat)
+  auto ctxLat = torch::bmm(probs, latV);                   // (B, nh*Tq, lat)
+  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});  // (nkv, dh, lat)
   auto out =
       torch::matmul(ctxLat.view({B, m_kvHeads, G * Tq, m_latent}), wv.transpose(-1, -2));  // (B, nkv, G*Tq, dh)
   auto bv = upVBias();

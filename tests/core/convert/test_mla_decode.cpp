@@ -8,17 +8,6 @@
 
 namespace latentlab::test {
 
-namespace {
-// Prefill 7, a chunk of 4, then one token at a time.
-torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& ids, KvCache& cache) {
-  std::vector<torch::Tensor> parts;
-  parts.push_back(model.forward(ids.narrow(1, 0, 7), &cache));
-  parts.push_back(model.forward(ids.narrow(1, 7, 4), &cache));
-  for (std::int64_t t = 11; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), &cache));
-  return torch::cat(parts, 1);
-}
-}  // namespace
-
 TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
   for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
     for (TinyShape s : {TinyShape{.kvHeads = 4}, TinyShape{.kvHeads = 2}, TinyShape{.kvHeads = 2, .modelType = "qwen2"},

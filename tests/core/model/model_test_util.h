@@ -77,4 +77,14 @@ inline torch::Tensor readRawFloat(const std::filesystem::path& p, std::vector<st
   return in.gcount() == t.numel() * 4 ? t : torch::Tensor();
 }
 
+// Decodes ids (B, T) through the cache the way generation does: a prefill of
+// 7 tokens, a chunk of 4, then one token at a time; returns the logits of all T.
+inline torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& ids, KvCache& cache) {
+  std::vector<torch::Tensor> parts;
+  parts.push_back(model.forward(ids.narrow(1, 0, 7), &cache));
+  parts.push_back(model.forward(ids.narrow(1, 7, 4), &cache));
+  for (std::int64_t t = 11; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), &cache));
+  return torch::cat(parts, 1);
+}
+
 } // namespace latentlab::test

@@ -17,14 +17,6 @@
 namespace latentlab::test {
 
 namespace {
-// Prefill 7, a chunk of 4, then one token at a time.
-torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& ids, KvCache& cache) {
-  std::vector<torch::Tensor> parts;
-  parts.push_back(model.forward(ids.narrow(1, 0, 7), &cache));
-  parts.push_back(model.forward(ids.narrow(1, 7, 4), &cache));
-  for (std::int64_t t = 11; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), &cache));
-  return torch::cat(parts, 1);
-}
 
 // A tiny base (d 64, 4 heads) with `attention` and deliberately unequal latent
 // dims (d_c 24, d_R 8, d_nope 12, d_v 10, q_lora 20), so a mixed-up axis fails.
