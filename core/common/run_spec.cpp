@@ -182,6 +182,16 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
 
 RunSpec loadRunSpec(const std::filesystem::path& path) { return parseRunSpec(readTextFile(path), path.string()); }
 
+std::vector<std::string> deviceList(const std::string& device) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= device.size();) {
+    const std::size_t end = std::min(device.find(',', at), device.size());
+    out.push_back(device.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 void validateRunSpec(const RunSpec& s, const std::string& source) {
   static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune"};
   if (!kinds.count(s.kind)) bad(source, "kind", "must be pretrain, finetune or convert-finetune, got '" + s.kind + "'");
@@ -196,14 +206,11 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   static const std::set<std::string> dtypes = {"auto", "f32", "bf16", "f64"};
   if (!dtypes.count(s.dtype)) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + s.dtype + "'");
   // One device, or a comma list of devices for a data-parallel job (one rank each).
-  for (std::size_t at = 0; at <= s.device.size();) {
-    const std::size_t end = std::min(s.device.find(',', at), s.device.size());
-    const std::string d = s.device.substr(at, end - at);
+  for (const std::string& d : deviceList(s.device)) {
     const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
                        d.find_first_not_of("0123456789", 5) == std::string::npos;
     if (d != "cpu" && d != "cuda" && !cudaN)
       bad(source, "device", "must be cpu, cuda, cuda:N or a comma list of them (one rank each), got '" + s.device + "'");
-    at = end + 1;
   }
   if (s.data.seqLen < 2) bad(source, "data.seq_len", "must be at least 2");
   if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)

@@ -65,12 +65,7 @@ double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Devic
 // The device of this rank: element LOCAL_RANK of a device list
 // ("cuda:0,cuda:1"), or cuda:LOCAL_RANK when a data-parallel job says "cuda".
 torch::Device rankDevice(const std::string& device, const DistEnv& dist) {
-  std::vector<std::string> list;
-  for (std::size_t at = 0; at <= device.size();) {
-    const std::size_t end = std::min(device.find(',', at), device.size());
-    list.push_back(device.substr(at, end - at));
-    at = end + 1;
-  }
+  const std::vector<std::string> list = deviceList(device);
   if (list.size() > 1) {
     if (static_cast<int>(list.size()) != dist.localWorldSize) {
       throw Error(ErrorCode::BadInput,

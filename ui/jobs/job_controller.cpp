@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "latentlab/error.h"
+#include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 
 namespace latentlab::ui {
@@ -109,7 +110,9 @@ qint64 JobController::processId(qint64 runId) const {
 
 QStringList JobController::rankDevices(const QString& device) {
   QStringList out;
-  for (const QString& d : device.split(QLatin1Char(','), Qt::SkipEmptyParts)) out.push_back(d.trimmed());
+  for (const std::string& d : deviceList(device.toStdString())) {
+    if (!d.empty()) out.push_back(QString::fromStdString(d).trimmed());
+  }
   if (out.isEmpty()) out.push_back(QStringLiteral("cpu"));
   return out;
 }

@@ -79,6 +79,10 @@ struct RunSpec {
   std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
 };
 
+// The devices of a job, one per rank: "cuda:0,cuda:1" -> {"cuda:0", "cuda:1"};
+// empty parts are kept (validation rejects them).
+std::vector<std::string> deviceList(const std::string& device);
+
 // Parses and validates; throws Error(BadSpec) naming `source` and the field.
 RunSpec parseRunSpec(const std::string& json, const std::string& source);
 // Reads and parses a spec file; Error(Io) when unreadable, Error(BadSpec) naming the file and field.

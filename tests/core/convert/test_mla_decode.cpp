@@ -8,6 +8,23 @@
 
 namespace latentlab::test {
 
+namespace {
+// The converted model decoded token by token twice: absorbed, then naive,
+// each through its own cache.
+struct BothDecodes {
+  torch::Tensor absorbed, naive;
+  KvCache absorbedCache, naiveCache;
+};
+BothDecodes decodeBothWays(CausalLm& mla, const torch::Tensor& ids) {
+  BothDecodes d{{}, {}, KvCache(mla.numLayers()), KvCache(mla.numLayers())};
+  setMlaDecode(mla, MlaDecode::Absorbed);
+  d.absorbed = decodeIncrementally(mla, ids, d.absorbedCache);
+  setMlaDecode(mla, MlaDecode::Naive);
+  d.naive = decodeIncrementally(mla, ids, d.naiveCache);
+  return d;
+}
+}  // namespace
+
 TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
   for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
     for (TinyShape s : {TinyShape{.kvHeads = 4}, TinyShape{.kvHeads = 2}, TinyShape{.kvHeads = 2, .modelType = "qwen2"},
@@ -19,16 +36,12 @@ TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
       torch::NoGradGuard g;
       auto ids = torch::randint(0, s.vocab, {2, 20}, torch::kInt64);
       auto full = mla->forward(ids);
-      KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
-      setMlaDecode(*mla, MlaDecode::Absorbed);
-      auto absorbed = decodeIncrementally(*mla, ids, absorbedCache);
-      setMlaDecode(*mla, MlaDecode::Naive);
-      auto naive = decodeIncrementally(*mla, ids, naiveCache);
+      auto d = decodeBothWays(*mla, ids);
       const std::string what = (svd == SvdMethod::Split ? "split kv " : "joint kv ") + std::to_string(s.kvHeads);
-      EXPECT_LT(maxAbsDiff(absorbed, naive), 1e-10) << what;
-      EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << what;
-      EXPECT_LT(maxAbsDiff(naive, full), 1e-10) << what;
-      EXPECT_EQ(absorbedCache.length(), 20);
+      EXPECT_LT(maxAbsDiff(d.absorbed, d.naive), 1e-10) << what;
+      EXPECT_LT(maxAbsDiff(d.absorbed, full), 1e-10) << what;
+      EXPECT_LT(maxAbsDiff(d.naive, full), 1e-10) << what;
+      EXPECT_EQ(d.absorbedCache.length(), 20);
     }
   }
 }
@@ -44,16 +57,12 @@ TEST(MlaDecode, AbsorbedDecodeStaysExactAcrossCacheGrowth) {
     torch::NoGradGuard g;
     auto ids = torch::randint(0, cfg.vocabSize, {3, 140}, torch::kInt64);
     auto full = mla->forward(ids);
-    KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
-    setMlaDecode(*mla, MlaDecode::Absorbed);
-    auto absorbed = decodeIncrementally(*mla, ids, absorbedCache);
-    setMlaDecode(*mla, MlaDecode::Naive);
-    auto naive = decodeIncrementally(*mla, ids, naiveCache);
+    auto d = decodeBothWays(*mla, ids);
     const std::string what = svd == SvdMethod::Split ? "split" : "joint";
-    EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << what;
-    EXPECT_LT(maxAbsDiff(naive, full), 1e-10) << what;
-    EXPECT_EQ(absorbedCache.length(), 140);
-    EXPECT_EQ(absorbedCache.bytes(), naiveCache.bytes());
+    EXPECT_LT(maxAbsDiff(d.absorbed, full), 1e-10) << what;
+    EXPECT_LT(maxAbsDiff(d.naive, full), 1e-10) << what;
+    EXPECT_EQ(d.absorbedCache.length(), 140);
+    EXPECT_EQ(d.absorbedCache.bytes(), d.naiveCache.bytes());
   }
 }
 
