@@ -6,6 +6,26 @@
 # CUDA toolkit is needed to build or run on CPU. With -DTorch_DIR=... a
 # downloaded LibTorch is used through its own TorchConfig.cmake instead.
 
+# latentlab::torch_openmp links the OpenMP runtime LibTorch itself loads (the
+# one in its lib folder), so that the process has one thread pool; files of
+# ours that call at::parallel_for (an inline template around `#pragma omp
+# parallel`) are compiled with ${LATENTLAB_OPENMP_FLAGS}.
+function(latentlab_torch_openmp libdir)
+  file(GLOB _gomp "${libdir}/libgomp*.so*")
+  add_library(latentlab_torch_openmp INTERFACE)
+  if(_gomp)
+    list(GET _gomp 0 _gomp)
+    set(LATENTLAB_OPENMP_FLAGS -fopenmp PARENT_SCOPE)
+    target_link_libraries(latentlab_torch_openmp INTERFACE "${_gomp}")
+  else()
+    find_package(OpenMP REQUIRED COMPONENTS CXX)
+    message(STATUS "No libgomp next to LibTorch: our parallel loops use ${OpenMP_CXX_LIBRARIES}")
+    set(LATENTLAB_OPENMP_FLAGS ${OpenMP_CXX_FLAGS} PARENT_SCOPE)
+    target_link_libraries(latentlab_torch_openmp INTERFACE OpenMP::OpenMP_CXX)
+  endif()
+  add_library(latentlab::torch_openmp ALIAS latentlab_torch_openmp)
+endfunction()
+
 set(LATENTLAB_VENV "${CMAKE_SOURCE_DIR}/.venv" CACHE PATH "Project virtual environment")
 find_program(LATENTLAB_TORCH_PYTHON NAMES python3 python
              HINTS "${LATENTLAB_VENV}/bin" NO_DEFAULT_PATH)
@@ -21,6 +41,7 @@ if(Torch_DIR)
   target_compile_options(latentlab_torch INTERFACE ${TORCH_CXX_FLAGS})
   add_library(latentlab::torch ALIAS latentlab_torch)
   set(LATENTLAB_TORCH_ROOT "${Torch_DIR}/../../..")
+  latentlab_torch_openmp("${LATENTLAB_TORCH_ROOT}/lib")
   return()
 endif()
 
@@ -64,6 +85,7 @@ target_link_libraries(latentlab_torch INTERFACE ${_ll_libs})
 # only needs torch/lib.
 target_link_options(latentlab_torch INTERFACE "LINKER:-rpath,${_ll_lib}")
 add_library(latentlab::torch ALIAS latentlab_torch)
+latentlab_torch_openmp("${_ll_lib}")
 
 # NCCL data parallelism: ProcessGroupNCCL.hpp needs the CUDA and NCCL headers
 # matching the wheel, which its nvidia-* packages ship next to torch.

@@ -1,6 +1,8 @@
 // Causal scaled-dot-product attention shared by all attention variants.
 #include "model/attention.h"
 
+#include "model/decode_attention.h"
+
 namespace latentlab {
 
 torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -10,6 +12,18 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
   if (tq == tk) {
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                             /*is_causal=*/true, scale, gqa);
+  }
+  if (tq < tk && fusedDecodeApplies(q, k, tq)) {
+    // Decoding on the CPU: one pass over the cache. Query heads of KV head g are
+    // g*G .. g*G+G-1, so (B, H, tq, D) views as (B, Hk, G*tq, D), row j = query j % tq.
+    const auto B = q.size(0), hk = k.size(1);
+    DecodeAttentionInputs in;
+    in.q = q.contiguous().view({B, hk, -1, q.size(3)});  // (B, Hk, G*tq, D)
+    in.k = k;
+    in.v = v;
+    in.queries = tq;
+    in.scale = scale;
+    return fusedDecodeAttention(in).view({B, q.size(1), tq, v.size(3)});  // (B, H, tq, Dv)
   }
   if (tq == 1) {  // one new token attends to the whole prefix
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, false, scale, gqa);

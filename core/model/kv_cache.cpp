@@ -13,7 +13,7 @@ torch::Tensor LayerCache::append(int slot, const torch::Tensor& chunk) {
   const std::int64_t have = m_filled[s];
   const std::int64_t need = have + chunk.size(2);
   if (!buf.defined() || buf.size(2) < need) {
-    std::int64_t cap = std::max<std::int64_t>(need, buf.defined() ? 2 * buf.size(2) : 64);
+    std::int64_t cap = std::max({need, buf.defined() ? 2 * buf.size(2) : std::int64_t{64}, m_reserve});
     auto grown = torch::empty({chunk.size(0), chunk.size(1), cap, chunk.size(3)}, chunk.options());
     if (have > 0) grown.narrow(2, 0, have).copy_(buf.narrow(2, 0, have));
     buf = grown;
@@ -41,7 +41,7 @@ std::int64_t LayerCache::bytes() const {
 void LayerCache::clear() {
   m_buffers.clear();
   m_filled.clear();
-  m_length = 0;
+  m_length = 0;  // the reservation stays
 }
 
 std::int64_t KvCache::bytes() const {

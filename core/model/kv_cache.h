@@ -17,6 +17,9 @@ public:
   torch::Tensor view(int slot) const;
   std::int64_t length() const { return m_length; }   // tokens cached
   void advance(std::int64_t tokens) { m_length += tokens; }
+  // Buffers allocated from now on hold at least `tokens` tokens, so a decode
+  // loop that knows its final length never regrows (and recopies) the cache.
+  void reserve(std::int64_t tokens) { m_reserve = tokens; }
   std::int64_t bytes() const;                          // bytes of the cached prefix
   void clear();
 
@@ -24,6 +27,7 @@ private:
   std::vector<torch::Tensor> m_buffers;
   std::vector<std::int64_t> m_filled;
   std::int64_t m_length = 0;
+  std::int64_t m_reserve = 0;
 };
 
 class KvCache {
@@ -33,6 +37,9 @@ public:
   std::int64_t length() const { return m_layers.empty() ? 0 : m_layers.front().length(); }
   // Bytes actually held for the cached tokens, summed over layers.
   std::int64_t bytes() const;
+  void reserve(std::int64_t tokens) {
+    for (auto& l : m_layers) l.reserve(tokens);
+  }
   void clear();
 
 private:

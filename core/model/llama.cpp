@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "model/decode_linear.h"
 namespace latentlab {
 namespace F = torch::nn::functional;
 
@@ -26,7 +27,7 @@ LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias) {
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(F::silu(gate_proj(x)) * up_proj(x));
+  return linearForward(down_proj, F::silu(linearForward(gate_proj, x)) * linearForward(up_proj, x));
 }
 
 LlamaAttention::LlamaAttention(const ModelConfig& cfg)
@@ -40,9 +41,9 @@ LlamaAttention::LlamaAttention(const ModelConfig& cfg)
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
-  auto q = q_proj(x).view({B, T, m_heads, m_headDim}).transpose(1, 2);     // (B, nh, T, hd)
-  auto k = k_proj(x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
-  auto v = v_proj(x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
+  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);     // (B, nh, T, hd)
+  auto k = linearForward(k_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
+  auto v = linearForward(v_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
   auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
   q = applyRope(q, cos, sin);
   k = applyRope(k, cos, sin);
@@ -51,7 +52,7 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     v = ctx.cache->append(1, v);
   }
   auto out = causalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(m_headDim)));
-  return o_proj(out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
+  return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention) {
@@ -101,8 +102,8 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
 }
 
 torch::Tensor CausalLm::logitsFromHidden(const torch::Tensor& h) {
-  if (lm_head) return lm_head(h);
-  return F::linear(h, model->embed_tokens->weight);
+  if (lm_head) return linearForward(lm_head, h);
+  return linearForward(h, model->embed_tokens->weight);
 }
 
 torch::Tensor CausalLm::forward(const torch::Tensor& ids, KvCache* cache) {

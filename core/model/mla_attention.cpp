@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "latentlab/error.h"
+#include "model/decode_attention.h"
+#include "model/decode_linear.h"
 
 namespace latentlab {
 
@@ -132,6 +134,30 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   auto keysRope = kRope.flatten(0, 1).transpose(1, 2);  // (B*nkv, 2r, Tk)
   auto latK = cK.squeeze(1);                            // (B, Tk, lat)
   auto latV = cV.squeeze(1);                            // (B, Tk, lat)
+  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});  // (nkv, dh, lat)
+  auto bv = upVBias();
+  const auto upValues = [&](const torch::Tensor& ctxLat) {  // (B, nh*Tq, lat) -> (B, nh, Tq, dh)
+    auto out = torch::matmul(ctxLat.view({B, m_kvHeads, G * Tq, m_latent}),
+                             wv.transpose(-1, -2));                  // (B, nkv, G*Tq, dh)
+    if (bv.defined()) out = out + bv.view({1, m_kvHeads, 1, m_headDim});  // softmax rows sum to 1
+    return out.reshape({B, m_heads, Tq, m_headDim});
+  };
+  if (m_nope > 0 && fusedDecodeApplies(qNope, cK, Tq)) {
+    // One pass over the latent cache (model/decode_attention.h): every query row
+    // against the one latent, plus its KV group's RoPE key. q_nope . b_k is the
+    // same for every key of a row, so the softmax drops it.
+    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});                        // (B, nkv, G*Tq, nope)
+    auto wk = upK().view({m_kvHeads, m_nope, m_latent});                            // (nkv, nope, lat)
+    DecodeAttentionInputs in;
+    in.q = torch::matmul(qn, wk).reshape({B, 1, rows, m_latent});                   // W_up_k,g^T q: (B, 1, nh*Tq, lat)
+    in.k = cK;                                                                      // (B, 1, Tk, lat)
+    in.v = cV;
+    in.qRope = qRope.reshape({B, m_kvHeads, G * Tq, r2});                          // (B, nkv, G*Tq, 2r)
+    in.kRope = kRope;                                                               // (B, nkv, Tk, 2r)
+    in.queries = Tq;
+    in.scale = scale;
+    return upValues(fusedDecodeAttention(in).view({B, rows, m_latent}));
+  }
   auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;  // (B*nkv, G*Tq, 2r)
   torch::Tensor scores;                                          // (B, nh*Tq, Tk)
   if (m_nope > 0) {
@@ -159,27 +185,21 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   auto probs = torch::softmax(scores, -1).to(latV.scalar_type()).view({B, rows, Tk});  // (B, nh*Tq, Tk)
   // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
   // product per batch row, so the latent is never broadcast (copied) per head.
-  auto ctxLat = torch::bmm(probs, latV);                   // (B, nh*Tq, lat)
-  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});  // (nkv, dh, lat)
-  auto out =
-      torch::matmul(ctxLat.view({B, m_kvHeads, G * Tq, m_latent}), wv.transpose(-1, -2));  // (B, nkv, G*Tq, dh)
-  auto bv = upVBias();
-  if (bv.defined()) out = out + bv.view({1, m_kvHeads, 1, m_headDim});  // softmax rows sum to 1
-  return out.reshape({B, m_heads, Tq, m_headDim});                      // (B, nh, Tq, dh)
+  return upValues(torch::bmm(probs, latV));  // (B, nh*Tq, lat) -> (B, nh, Tq, dh)
 }
 
 torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
   const std::int64_t r2 = 2 * m_ropePairs, G = m_heads / m_kvHeads;
-  auto q = q_proj(x).view({B, T, m_heads, m_headDim}).transpose(1, 2);      // (B, nh, T, dh), RoPE dims first
+  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);      // (B, nh, T, dh), RoPE dims first
   auto qRope = q.narrow(-1, 0, r2);                                         // (B, nh, T, 2r)
   auto qNope = q.narrow(-1, r2, m_nope);                                    // (B, nh, T, nope)
-  auto kRope = k_rope_proj(x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
+  auto kRope = linearForward(k_rope_proj, x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   auto [cosK, sinK] = ropeTables(ctx, T, x);
   kRope = applyRope(kRope, cosK, sinK);
   qRope = applyRope(qRope, cosK.repeat_interleave(G, 0), sinK.repeat_interleave(G, 0));
-  auto cK = m_split ? k_down(x) : kv_down(x);  // (B, T, lat)
-  auto cV = m_split ? v_down(x) : cK;
+  auto cK = linearForward(m_split ? k_down : kv_down, x);  // (B, T, lat)
+  auto cV = m_split ? linearForward(v_down, x) : cK;
   const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
   torch::Tensor out;
   if (ctx.cache == nullptr) {
@@ -198,7 +218,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
       out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRopeAll, kNope}, -1), v, scale);
     }
   }
-  return o_proj(out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)
+  return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)
 }
 
 void setMlaDecode(CausalLm& model, MlaDecode mode) {

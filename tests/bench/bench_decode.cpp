@@ -1,17 +1,21 @@
 // Decode speed and cache bytes at growing context: the original GQA/MHA
 // model, the MHA2MLA-converted model with naive attention (K and V rebuilt
 // from the latent each step), and with absorbed attention over the latent
-// cache. Cache bytes come from the real cache tensors and are printed next to
-// the formula of algorithms.md §2.3. The three are timed round-robin at each
+// cache; the original and the absorbed model also with the fused CPU decode
+// kernels switched off (LibTorch's SDPA, bmm and linear), the before of those
+// kernels. Cache bytes come from the real cache tensors and are printed next
+// to the formula of algorithms.md §2.3. All are timed round-robin at each
 // context, so machine load hits them alike; each keeps the best round.
 // LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "bench_util.h"
 #include "convert/converter.h"
 #include "latentlab/architectures.h"
 #include "latentlab/kv_budget.h"
+#include "model/decode_attention.h"
 #include "model/mla_attention.h"
 #include "train/model_builder.h"
 
@@ -22,6 +26,7 @@ struct Decoder {
   std::string name;
   CausalLm* model;
   MlaDecode mode;
+  bool fused;  // the CPU decode kernels (model/decode_attention.h, decode_linear.h)
   KvCache cache;
   std::int64_t formulaBytesPerToken;
   double best = 0;  // tokens/s
@@ -36,6 +41,7 @@ void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::i
                const torch::TensorOptions& opts) {
   const ModelConfig& c = model.config();
   cache.clear();
+  cache.reserve(ctx + 64);  // the timed steps append without regrowing the cache
   for (int i = 0; i < c.numLayers; ++i) {
     auto& layer = cache.layer(i);
     if (!c.mla) {
@@ -76,9 +82,16 @@ void benchDecode(BenchReport& report) {
   const auto origBudget = currentKvBudget(cfg, cacheType);
   const auto mlaBudget = currentKvBudget(mla->config(), cacheType);
   std::vector<Decoder> decoders;
-  decoders.push_back({"original", original.get(), MlaDecode::Absorbed, KvCache(cfg.numLayers), origBudget.bytesPerToken});
-  decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, KvCache(cfg.numLayers), mlaBudget.bytesPerToken});
-  decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, KvCache(cfg.numLayers), mlaBudget.bytesPerToken});
+  const int L = cfg.numLayers;
+  decoders.push_back({"original", original.get(), MlaDecode::Absorbed, true, KvCache(L), origBudget.bytesPerToken});
+  decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, true, KvCache(L), mlaBudget.bytesPerToken});
+  decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, true, KvCache(L), mlaBudget.bytesPerToken});
+  if (device.is_cpu() && !benchBf16()) {  // where the kernels apply: their before
+    decoders.push_back({"original, LibTorch ops", original.get(), MlaDecode::Absorbed, false, KvCache(L),
+                        origBudget.bytesPerToken});
+    decoders.push_back({"MLA absorbed, LibTorch ops", mla.get(), MlaDecode::Absorbed, false, KvCache(L),
+                        mlaBudget.bytesPerToken});
+  }
   const std::string setup = arch + " r=" + std::to_string(opts.ropePairs) + " d_kv=" + std::to_string(opts.dKv) +
                             " joint, " + device.str() + " " + (benchBf16() ? "bf16" : "fp32");
 
@@ -91,6 +104,11 @@ void benchDecode(BenchReport& report) {
                                 : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192})
     runs.emplace_back(1, ctx);
   runs.emplace_back(8, quick ? 2048 : 8192);
+  // LATENTLAB_BENCH_DECODE_ONLY=BxT (e.g. 8x8192) keeps one run, for profiling.
+  if (const char* only = std::getenv("LATENTLAB_BENCH_DECODE_ONLY")) {
+    long long b = 0, t = 0;
+    if (std::sscanf(only, "%lldx%lld", &b, &t) == 2) runs = {{b, t}};
+  }
   for (const auto& [batch, ctx] : runs) {
     const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
     for (auto& d : decoders) {
@@ -100,6 +118,7 @@ void benchDecode(BenchReport& report) {
     for (int r = 0; r < rounds; ++r) {
       for (auto& d : decoders) {
         setMlaDecode(*d.model, d.mode);
+        setFusedDecodeEnabled(d.fused);
         auto ids = torch::randint(0, cfg.vocabSize, {batch, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
         const double s = timed(device, [&] {
           for (int i = 0; i < steps; ++i) d.model->forward(ids, &d.cache);
@@ -107,6 +126,7 @@ void benchDecode(BenchReport& report) {
         d.best = std::max(d.best, static_cast<double>(batch * steps) / s);
       }
     }
+    setFusedDecodeEnabled(true);
     for (auto& d : decoders) {
       const auto len = d.cache.length();
       const double mib = static_cast<double>(d.cache.bytes()) / (1 << 20);
@@ -115,9 +135,16 @@ void benchDecode(BenchReport& report) {
                   "cache " + fixed(mib, 2) + " MiB measured, formula " + fixed(formula, 2) + " MiB at " +
                       std::to_string(len) + " tokens; " + setup});
     }
-    report.add({"decode", "absorbed / original" + at, decoders[2].best / decoders[0].best, "x",
-                "naive / original " + fixed(decoders[1].best / decoders[0].best, 2) + "x; cache " +
-                    fixed(static_cast<double>(decoders[2].cache.bytes()) / decoders[0].cache.bytes(), 3) + " of original"});
+    const Decoder &orig = decoders[0], &absorbed = decoders[1], &naive = decoders[2];
+    std::string note = "naive / original " + fixed(naive.best / orig.best, 2) + "x; cache " +
+                       fixed(static_cast<double>(absorbed.cache.bytes()) / orig.cache.bytes(), 3) + " of original";
+    if (decoders.size() > 3) {
+      const Decoder &origOps = decoders[3], &absorbedOps = decoders[4];
+      note += "; with LibTorch ops alone " + fixed(absorbedOps.best / origOps.best, 2) + "x; the kernels speed the original " +
+              fixed(orig.best / origOps.best, 2) + "x, absorbed " + fixed(absorbed.best / absorbedOps.best, 2) + "x; " +
+              fusedDecodeIsa() + " kernels";
+    }
+    report.add({"decode", "absorbed / original" + at, absorbed.best / orig.best, "x", note});
   }
 }
 

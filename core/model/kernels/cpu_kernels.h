@@ -1,0 +1,71 @@
+// The CPU kernels behind decoding (model/decode_attention.h, model/decode_linear.h):
+// raw pointers and strides only, no torch, so that their source files can be
+// compiled once per instruction set (AVX-512, AVX2, baseline) and chosen at
+// run time, the way ATen builds its own CPU kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace latentlab::kernels {
+
+// A (B, H, N, d) tensor whose last dim is contiguous: element [b][h][n][c] at
+// data[b*sb + h*sh + n*sn + c].
+template <class T>
+struct Strided4 {
+  const T* data = nullptr;
+  std::int64_t sb = 0, sh = 0, sn = 0;
+  const T* row(std::int64_t b, std::int64_t h, std::int64_t n) const { return data + b * sb + h * sh + n * sn; }
+};
+
+// Query rows r of cache head h attend over that head's keys and values:
+//   s[r][t] = scale * (q[b][h][r] . k[b][h][t] + qRope[b][hr][rr] . kRope[b][hr][t])
+// where (hr, rr) = divmod(h*R + r, ropeRows) names the row in the optional
+// second score term. Row r is query r % queries, at position Tk - queries +
+// r % queries, and attends causally to keys up to that position.
+// Work item i = ((b*H + h) * splits + s) covers keys [s*splitLen, (s+1)*splitLen)
+// and writes the unnormalised softmax state of its rows: running max m, sum l
+// and the l-weighted value sum acc (B, H, splits, R, dv).
+template <class T>
+struct DecodeKernelArgs {
+  Strided4<T> q, k, v, qRope, kRope;  // qRope.data == nullptr: no second term
+  std::int64_t batch = 0, heads = 0, rows = 0, keys = 0, queries = 1;
+  std::int64_t dk = 0, dv = 0, dRope = 0, ropeRows = 1;
+  std::int64_t splits = 1, splitLen = 0;
+  T scale = 1;
+  T* acc = nullptr;  // (B, H, splits, R, dv)
+  T* max = nullptr;  // (B, H, splits, R)
+  T* sum = nullptr;  // (B, H, splits, R)
+};
+
+// y[m][n] = x[m] . w[n] + bias[n] for rows m < rows and outputs n: a linear
+// layer on the few rows of a decode step, reading each weight row once.
+template <class T>
+struct LinearKernelArgs {
+  const T* x = nullptr;     // (rows, dim), row stride xs
+  const T* w = nullptr;     // (outs, dim), row stride ws
+  const T* bias = nullptr;  // (outs) or null
+  T* y = nullptr;           // (rows, outs), row stride ys
+  std::int64_t xs = 0, ws = 0, ys = 0, rows = 0, outs = 0, dim = 0;
+};
+
+using DecodeItemsF32 = void (*)(const DecodeKernelArgs<float>&, std::int64_t begin, std::int64_t end);
+using DecodeItemsF64 = void (*)(const DecodeKernelArgs<double>&, std::int64_t begin, std::int64_t end);
+using LinearOutsF32 = void (*)(const LinearKernelArgs<float>&, std::int64_t outBegin, std::int64_t outEnd);
+
+// One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
+struct CpuKernels {
+  const char* isa;  // "avx512", "avx2", "baseline"
+  DecodeItemsF32 decodeF32;
+  DecodeItemsF64 decodeF64;
+  LinearOutsF32 linearF32;
+  bool supported;
+};
+
+// Every build, widest first.
+const std::vector<CpuKernels>& cpuKernelBuilds();
+// The widest supported build, or the one named `isa` if the CPU supports it
+// (else the widest supported, so a name never selects code the CPU cannot run).
+const CpuKernels& cpuKernels(const char* isa = nullptr);
+
+}  // namespace latentlab::kernels

@@ -1,0 +1,46 @@
+// Picks the build of the CPU kernels for the running CPU: AVX-512, AVX2 or
+// the baseline (x86-64), the baseline alone elsewhere.
+#include <cstring>
+
+#include "model/kernels/cpu_kernels.h"
+
+namespace latentlab::kernels {
+
+#define LATENTLAB_DECLARE_KERNEL(isa)                                                           \
+  namespace isa {                                                                               \
+  void decodeItemsF32(const DecodeKernelArgs<float>& a, std::int64_t begin, std::int64_t end);  \
+  void decodeItemsF64(const DecodeKernelArgs<double>& a, std::int64_t begin, std::int64_t end); \
+  void linearOutsF32(const LinearKernelArgs<float>& a, std::int64_t begin, std::int64_t end);   \
+  }
+LATENTLAB_DECLARE_KERNEL(isa_base)
+#if LATENTLAB_KERNEL_X86
+LATENTLAB_DECLARE_KERNEL(isa_avx2)
+LATENTLAB_DECLARE_KERNEL(isa_avx512)
+#endif
+#undef LATENTLAB_DECLARE_KERNEL
+
+const std::vector<CpuKernels>& cpuKernelBuilds() {
+  static const std::vector<CpuKernels> variants = [] {
+    std::vector<CpuKernels> v;
+#if LATENTLAB_KERNEL_X86
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    v.push_back({"avx512", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512::linearOutsF32, avx512});
+    v.push_back({"avx2", isa_avx2::decodeItemsF32, isa_avx2::decodeItemsF64, isa_avx2::linearOutsF32, avx2});
+#endif
+    v.push_back({"baseline", isa_base::decodeItemsF32, isa_base::decodeItemsF64, isa_base::linearOutsF32, true});
+    return v;
+  }();
+  return variants;
+}
+
+const CpuKernels& cpuKernels(const char* isa) {
+  for (const auto& v : cpuKernelBuilds()) {
+    if (isa != nullptr ? std::strcmp(v.isa, isa) == 0 && v.supported : v.supported) return v;
+  }
+  return cpuKernelBuilds().back();
+}
+
+}  // namespace latentlab::kernels

@@ -1,0 +1,165 @@
+// Vector helpers for the CPU kernels (fp32, 16 lanes), written with GCC/Clang
+// vector types so that each kernel file, built once per instruction set, gets
+// them in that set's registers. Included only by those files, inside their
+// per-instruction-set namespace (LATENTLAB_KERNEL_ISA), so no two builds share
+// a definition.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#ifndef LATENTLAB_KERNEL_ISA
+#error "LATENTLAB_KERNEL_ISA must name the instruction set this file is built for"
+#endif
+
+namespace latentlab::kernels::LATENTLAB_KERNEL_ISA::simd {
+
+constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
+
+using F16 = float __attribute__((vector_size(64)));
+using F8 = float __attribute__((vector_size(32)));
+using F4 = float __attribute__((vector_size(16)));
+using I16 = std::int32_t __attribute__((vector_size(64)));
+
+template <class V>
+inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, F16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline F16 splat(float x) {
+  return x - F16{};
+}  // a broadcast (x + 0 could not fold: -0 + 0 is +0)
+
+// Lane-wise mask ? a : b (mask lanes all ones or all zeros), as bit operations:
+// GCC lowers the vector ?: lane by lane when the vector is wider than the target's.
+inline F16 select(I16 mask, F16 a, F16 b) {
+  return std::bit_cast<F16>((std::bit_cast<I16>(a) & mask) | (std::bit_cast<I16>(b) & ~mask));
+}
+inline F16 vmax(F16 a, F16 b) {
+  return select(a > b, a, b);
+}
+
+inline F16 widen(F8 v) {
+  const F8 z{};
+  return __builtin_shufflevector(v, z, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// Lane-wise products of RB query rows with four consecutive keys k_0..k_3
+// (rows `stride` apart) over d dims, added to acc[r][j]: the sum of the lanes
+// of acc[r][j] is q_r . k_j. Each key chunk loaded serves every row, and the
+// RB x 4 accumulators are independent FMA chains.
+template <int RB>
+inline void dots4(const float* const* q, const float* k, std::int64_t stride, std::int64_t d, F16 (*acc)[4]) {
+  const float* kj[4] = {k, k + stride, k + 2 * stride, k + 3 * stride};
+  std::int64_t c = 0;
+  for (; c + 16 <= d; c += 16) {
+    F16 kv[4];
+    for (int j = 0; j < 4; ++j) kv[j] = load<F16>(kj[j] + c);
+    for (int r = 0; r < RB; ++r) {
+      const F16 qv = load<F16>(q[r] + c);
+      for (int j = 0; j < 4; ++j) acc[r][j] += qv * kv[j];
+    }
+  }
+  if (c + 8 <= d) {
+    F8 kv[4];
+    for (int j = 0; j < 4; ++j) kv[j] = load<F8>(kj[j] + c);
+    for (int r = 0; r < RB; ++r) {
+      const F8 qv = load<F8>(q[r] + c);
+      for (int j = 0; j < 4; ++j) acc[r][j] += widen(qv * kv[j]);
+    }
+    c += 8;
+  }
+  for (; c < d; ++c)
+    for (int r = 0; r < RB; ++r)
+      for (int j = 0; j < 4; ++j) acc[r][j][0] += q[r][c] * kj[j][c];
+}
+
+// The same for one key.
+template <int RB>
+inline void dots1(const float* const* q, const float* k, std::int64_t d, F16* acc) {
+  std::int64_t c = 0;
+  for (; c + 16 <= d; c += 16) {
+    const F16 kv = load<F16>(k + c);
+    for (int r = 0; r < RB; ++r) acc[r] += load<F16>(q[r] + c) * kv;
+  }
+  if (c + 8 <= d) {
+    const F8 kv = load<F8>(k + c);
+    for (int r = 0; r < RB; ++r) acc[r] += widen(load<F8>(q[r] + c) * kv);
+    c += 8;
+  }
+  for (; c < d; ++c)
+    for (int r = 0; r < RB; ++r) acc[r][0] += q[r][c] * k[c];
+}
+
+// out[t] = sum of the 16 lanes of p[t]: a transposing tree of shuffles and adds
+// (15 adds for 16 keys instead of 16 horizontal sums). After the first level,
+// vector i holds 8 partial sums of key 2i in its low half and 8 of key 2i+1 in
+// its high half; with `pairs`, pairs[i] (the same layout: two keys' 8-lane
+// products side by side) is added there, for free.
+template <bool kPairs = false>
+inline F16 sumLanesOf16(const F16* p, const F16* pairs = nullptr) {
+  F16 c[8], d[4], e[2];
+  for (int i = 0; i < 8; ++i) {
+    const F16 a = p[2 * i], b = p[2 * i + 1];
+    c[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    if constexpr (kPairs) c[i] += pairs[i];
+  }
+  for (int i = 0; i < 4; ++i) {
+    const F16 a = c[2 * i], b = c[2 * i + 1];
+    d[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+           __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const F16 a = d[2 * i], b = d[2 * i + 1];
+    e[i] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+           __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  const F16 f = __builtin_shufflevector(e[0], e[1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+                __builtin_shufflevector(e[0], e[1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  // f holds key t in lane bitreverse4(t).
+  return __builtin_shufflevector(f, f, 0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
+}
+
+inline float sumLanes(F16 v) {
+  F8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  F4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+inline float maxLanes(F16 v) {
+  F16 m = vmax(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  m = vmax(m, __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  m = vmax(m, __builtin_shufflevector(m, m, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  m = vmax(m, __builtin_shufflevector(m, m, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return m[0];
+}
+
+// exp(x) for x <= 0, all a softmax needs once the running max is subtracted:
+// Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, Cephes' degree-5
+// polynomial for exp(r), 2^n written into the exponent bits. Relative error
+// below 2e-7; inputs under -87 give exp(-87), about 1.6e-38.
+inline F16 expNonPositive(F16 x) {
+  const F16 lo = splat(-87.0f);
+  x = vmax(x, lo);
+  const F16 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const F16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  F16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const I16 e = (__builtin_convertvector(n, I16) + 127) << 23;
+  return p * std::bit_cast<F16>(e);
+}
+
+}  // namespace latentlab::kernels::LATENTLAB_KERNEL_ISA::simd

@@ -1,0 +1,116 @@
+// The decode kernels on their own, against LibTorch's operators on the same
+// tensors in the same process: the small-row linear layer over a model's worth
+// of distinct weights (so they stream from memory, as in a decode step), and
+// the fused decode attention over a cache, as GB/s of the bytes each must read
+// and next to a plain streaming read (a sum) of as many bytes.
+#include <algorithm>
+
+#include "bench_util.h"
+#include "model/decode_attention.h"
+#include "model/decode_linear.h"
+
+namespace latentlab::bench {
+namespace {
+
+template <class Fn>
+double bestOf(int rounds, Fn&& fn) {
+  const torch::Device cpu(torch::kCPU);
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) best = std::min(best, timed(cpu, fn));
+  return best;
+}
+
+void benchKernels(BenchReport& report) {
+  if (!benchDevice().is_cpu() || benchBf16()) return;  // CPU fp32 kernels
+  torch::NoGradGuard noGrad;
+  torch::manual_seed(5);
+  const int rounds = benchOptions().quick ? 2 : 5;
+  const std::string isa =
+      "kernel build " + fusedDecodeIsa() + ", " + std::to_string(at::get_num_threads()) + " threads";
+
+  // A plain read of 512 MiB: the machine's streaming rate in this process.
+  {
+    auto big = torch::randn({128LL << 20});
+    const double s = bestOf(rounds, [&] { (void)big.sum().item<float>(); });
+    report.add({"kernels", "streaming read (sum of 512 MiB)", 512.0 * (1 << 20) / s / 1e9, "GB/s", "LibTorch sum"});
+  }
+
+  // SmolLM-135M's layer projections, 30 layers of distinct weights (424 MB).
+  {
+    std::vector<torch::Tensor> weights;
+    for (int l = 0; l < 30; ++l) {
+      for (auto [out, in] :
+           {std::pair{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}})
+        weights.push_back(torch::randn({out, in}));
+    }
+    double bytes = 0;
+    for (const auto& w : weights) bytes += static_cast<double>(w.numel()) * 4;
+    for (std::int64_t rows : {1, 4, 8}) {
+      std::vector<torch::Tensor> xs;
+      for (const auto& w : weights) xs.push_back(torch::randn({rows, w.size(1)}));
+      auto pass = [&] {
+        for (std::size_t i = 0; i < weights.size(); ++i) (void)linearForward(xs[i], weights[i]);
+      };
+      setFusedDecodeEnabled(false);
+      const double aten = bestOf(rounds, pass);
+      setFusedDecodeEnabled(true);
+      const double fused = bestOf(rounds, pass);
+      report.add({"kernels", "linear " + std::to_string(rows) + " rows, SmolLM-135M layers", bytes / fused / 1e9,
+                  "GB/s",
+                  "weights read once per pass: " + fixed(fused * 1e3, 1) + " ms; LibTorch linear " +
+                      fixed(aten * 1e3, 1) + " ms (" + fixed(aten / fused, 2) + "x); " + isa});
+    }
+  }
+
+  // Decode attention at 8k context, batch 8: the original GQA cache and the MHA2MLA latent.
+  {
+    const std::int64_t B = 8, T = 8192;
+    struct Shape {
+      const char* name;
+      std::int64_t heads, groups, dk, ropeHeads, dRope;
+    };
+    for (const Shape& sh : {Shape{"GQA K,V (3 KV heads x 64, 3 queries each)", 3, 3, 64, 0, 0},
+                            Shape{"MHA2MLA latent 48 + RoPE keys 3 x 8 (9 queries)", 1, 9, 48, 3, 8}}) {
+      DecodeAttentionInputs in;
+      in.q = torch::randn({B, sh.heads, sh.groups, sh.dk});
+      in.k = torch::randn({B, sh.heads, T, sh.dk});
+      in.v = sh.ropeHeads > 0 ? in.k : torch::randn({B, sh.heads, T, sh.dk});
+      if (sh.ropeHeads > 0) {
+        in.qRope = torch::randn({B, sh.ropeHeads, sh.heads * sh.groups / sh.ropeHeads, sh.dRope});
+        in.kRope = torch::randn({B, sh.ropeHeads, T, sh.dRope});
+      }
+      in.scale = 0.125;
+      double bytes = static_cast<double>(in.k.numel()) * 4 * (sh.ropeHeads > 0 ? 1 : 2);
+      if (sh.ropeHeads > 0) bytes += static_cast<double>(in.kRope.numel()) * 4;
+      const double s = bestOf(rounds, [&] { (void)fusedDecodeAttention(in); });
+      // LibTorch's operators on the same problem: SDPA for GQA, scores/softmax/bmm for the latent.
+      double aten = 0;
+      if (sh.ropeHeads == 0) {
+        auto q = in.q.reshape({B, sh.heads * sh.groups, 1, sh.dk});
+        aten = bestOf(rounds, [&] {
+          (void)at::scaled_dot_product_attention(q, in.k, in.v, {}, 0.0, false, 0.125, /*enable_gqa=*/true);
+        });
+      } else {
+        auto q = in.q.view({B, sh.groups, sh.dk});
+        auto lat = in.k.view({B, T, sh.dk});
+        auto qr = in.qRope.reshape({B * sh.ropeHeads, sh.groups / sh.ropeHeads, sh.dRope});
+        auto kr = in.kRope.flatten(0, 1).transpose(1, 2);
+        aten = bestOf(rounds, [&] {
+          auto scores = torch::bmm(q, lat.transpose(1, 2));
+          scores.view({B * sh.ropeHeads, sh.groups / sh.ropeHeads, T}).baddbmm_(qr, kr);
+          (void)torch::bmm(torch::softmax(scores * 0.125, -1), lat);
+        });
+      }
+      report.add({"kernels", std::string("decode attention, ") + sh.name + ", B8 T8192", bytes / s / 1e9, "GB/s",
+                  fixed(s * 1e3, 2) + " ms for " + fixed(bytes / (1 << 20), 1) + " MiB; LibTorch ops " +
+                      fixed(aten * 1e3, 2) + " ms (" + fixed(aten / s, 2) + "x); " + isa});
+    }
+  }
+}
+
+}  // namespace
+
+LATENTLAB_BENCH("kernels", benchKernels);
+
+}  // namespace latentlab::bench

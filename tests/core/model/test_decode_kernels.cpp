@@ -1,0 +1,228 @@
+// The CPU decode kernels against LibTorch. Fused decode attention
+// (model/decode_attention.h) against the softmax attention written out with
+// LibTorch operators in fp64: every build of the kernel the CPU runs, fp32 and
+// fp64, GQA grouping, the second (RoPE) score term, causal chunks, key splits,
+// dims that leave vector tails, cache views narrowed from larger buffers. The
+// small-row linear layer (model/decode_linear.h) against at::linear. Then whole
+// models decoding with and without the kernels.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <tuple>
+
+#include "latentlab/error.h"
+#include "model/decode_attention.h"
+#include "model/decode_linear.h"
+#include "model/kernels/cpu_kernels.h"
+#include "model_test_util.h"
+
+namespace latentlab::test {
+namespace {
+
+// softmax(scale * (q k^T + qRope kRope^T), causal) v in fp64, from the definition.
+torch::Tensor reference(const DecodeAttentionInputs& in) {
+  const auto B = in.q.size(0), H = in.q.size(1), R = in.q.size(2), Tk = in.k.size(2);
+  auto s = torch::matmul(in.q.to(torch::kFloat64), in.k.to(torch::kFloat64).transpose(-1, -2));  // (B, H, R, Tk)
+  if (in.qRope.defined()) {
+    auto sr = torch::matmul(in.qRope.to(torch::kFloat64), in.kRope.to(torch::kFloat64).transpose(-1, -2));
+    s = s + sr.reshape({B, H, R, Tk});  // global row h*R + r = hr*Rr + rr
+  }
+  s = s * in.scale;
+  auto row = torch::arange(R, torch::kInt64).remainder(in.queries).unsqueeze(1) + (Tk - in.queries);  // (R, 1)
+  auto masked = torch::arange(Tk, torch::kInt64).unsqueeze(0) > row;                                  // (R, Tk)
+  s = s.masked_fill(masked, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(s, -1), in.v.to(torch::kFloat64));
+}
+
+// A (B, H, T, d) cache view: the first T positions of a buffer of `cap`, as the decode cache holds it.
+torch::Tensor cacheView(std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d, torch::ScalarType type) {
+  return torch::randn({B, H, T + 37, d}, torch::kFloat64).to(type).narrow(2, 0, T);
+}
+
+struct Case {
+  std::int64_t batch, heads, groups, queries, keys, dk, dv, ropeHeads, dRope;
+  int splits;
+};
+
+DecodeAttentionInputs makeInputs(const Case& c, torch::ScalarType type) {
+  DecodeAttentionInputs in;
+  const std::int64_t R = c.groups * c.queries;
+  in.q = torch::randn({c.batch, c.heads, R, c.dk}, torch::kFloat64).to(type);
+  in.k = cacheView(c.batch, c.heads, c.keys, c.dk, type);
+  in.v = cacheView(c.batch, c.heads, c.keys, c.dv, type);
+  if (c.ropeHeads > 0) {
+    in.qRope = torch::randn({c.batch, c.ropeHeads, c.heads * R / c.ropeHeads, c.dRope}, torch::kFloat64).to(type);
+    in.kRope = cacheView(c.batch, c.ropeHeads, c.keys, c.dRope, type);
+  }
+  in.queries = c.queries;
+  in.scale = 1.0 / std::sqrt(static_cast<double>(c.dk + c.dRope));
+  in.splits = c.splits;
+  return in;
+}
+
+const std::vector<Case> kCases = {
+    // batch, heads, groups, queries, keys, dk, dv, ropeHeads, dRope, splits
+    {1, 1, 1, 1, 1, 16, 16, 0, 0, 0},        // a single cached key
+    {2, 2, 3, 1, 65, 64, 64, 0, 0, 1},       // GQA: 3 query heads per KV head, one key past a tile
+    {2, 3, 3, 1, 300, 64, 64, 0, 0, 3},      // three key splits
+    {1, 1, 9, 1, 130, 48, 48, 3, 8, 0},      // MHA2MLA: one latent, a RoPE key per KV group
+    {3, 1, 9, 2, 129, 48, 48, 3, 8, 2},      // ... two queries (causal), split
+    {2, 2, 4, 3, 70, 24, 24, 1, 8, 0},       // from-scratch MLA: latent heads, one shared RoPE key
+    {1, 2, 2, 1, 64, 5, 7, 0, 0, 0},         // dims below a vector, dk != dv
+    {1, 1, 5, 1, 200, 70, 70, 5, 6, 4},      // 64 + 6 dims: the 8-lane and scalar tails
+    {2, 1, 6, 6, 97, 40, 32, 2, 4, 2},       // six queries per step, a split inside their causal band
+    {1, 1, 3, 1, 1030, 512, 512, 1, 16, 0},  // a wide latent (Llama-2-7B at d_kv 16)
+};
+
+}  // namespace
+
+TEST(DecodeAttention, EveryKernelBuildMatchesTheSoftmaxDefinition) {
+  torch::manual_seed(7);
+  int builds = 0;
+  for (const auto& variant : kernels::cpuKernelBuilds()) {
+    if (!variant.supported) continue;
+    ++builds;
+    for (const auto& c : kCases) {
+      for (auto type : {torch::kFloat64, torch::kFloat32}) {
+        auto in = makeInputs(c, type);
+        in.isa = variant.isa;
+        const auto got = fusedDecodeAttention(in);
+        const auto want = reference(in);
+        ASSERT_EQ(got.sizes(), want.sizes());
+        const double tol = type == torch::kFloat64 ? 1e-12 : 2e-5;
+        const double err = (got.to(torch::kFloat64) - want).abs().max().item<double>();
+        EXPECT_LT(err, tol) << variant.isa << " " << c10::toString(type) << " case B" << c.batch << " H" << c.heads
+                            << " G" << c.groups << " Tq" << c.queries << " Tk" << c.keys << " dk" << c.dk << " dv"
+                            << c.dv << " rope " << c.ropeHeads << "x" << c.dRope << " splits " << c.splits;
+      }
+    }
+  }
+  EXPECT_GE(builds, 1);  // the baseline always runs
+}
+
+TEST(DecodeAttention, SplitsChangeOnlyTheSummationOrder) {
+  torch::manual_seed(8);
+  auto in = makeInputs({2, 3, 3, 1, 1000, 64, 64, 0, 0, 1}, torch::kFloat64);
+  const auto one = fusedDecodeAttention(in);
+  for (int splits : {2, 3, 4, 16}) {
+    in.splits = splits;
+    EXPECT_LT((fusedDecodeAttention(in) - one).abs().max().item<double>(), 1e-13) << splits << " splits";
+  }
+}
+
+TEST(DecodeAttention, LargeScoresStayFinite) {
+  // Scores around 1e3 apart: exp would overflow without the running max.
+  torch::manual_seed(9);
+  auto in = makeInputs({1, 1, 3, 1, 200, 16, 16, 0, 0, 2}, torch::kFloat32);
+  in.q = in.q * 300;
+  const auto got = fusedDecodeAttention(in);
+  EXPECT_TRUE(torch::isfinite(got).all().item<bool>());
+  EXPECT_LT((got.to(torch::kFloat64) - reference(in)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(DecodeAttention, AppliesOnlyWhereItIsExact) {
+  auto q = torch::randn({1, 2, 1, 8}), k = torch::randn({1, 2, 5, 8});
+  EXPECT_TRUE(fusedDecodeApplies(q, k, 1));
+  EXPECT_FALSE(fusedDecodeApplies(q.to(torch::kBFloat16), k.to(torch::kBFloat16), 1));  // LibTorch's ops for bf16
+  EXPECT_FALSE(fusedDecodeApplies(q, k, kFusedDecodeMaxQueries + 1));                   // long chunks: SDPA
+  {
+    auto qg = q.clone().requires_grad_(true);
+    EXPECT_FALSE(fusedDecodeApplies(qg, k, 1));  // training needs autograd
+    torch::NoGradGuard g;
+    EXPECT_TRUE(fusedDecodeApplies(qg, k, 1));
+  }
+  setFusedDecodeEnabled(false);
+  EXPECT_FALSE(fusedDecodeApplies(q, k, 1));
+  setFusedDecodeEnabled(true);
+}
+
+TEST(DecodeAttention, InconsistentShapesAreRefused) {
+  DecodeAttentionInputs in;
+  in.q = torch::randn({1, 2, 3, 8});
+  in.k = torch::randn({1, 2, 5, 8});
+  in.v = torch::randn({1, 2, 4, 8});  // one key short
+  EXPECT_THROW(fusedDecodeAttention(in), Error);
+  in.v = torch::randn({1, 2, 5, 8});
+  in.queries = 2;  // 3 rows are not whole queries
+  EXPECT_THROW(fusedDecodeAttention(in), Error);
+  in.queries = 1;
+  in.qRope = torch::randn({1, 1, 5, 4});  // 5 rows for 6 query rows
+  in.kRope = torch::randn({1, 1, 5, 4});
+  EXPECT_THROW(fusedDecodeAttention(in), Error);
+}
+
+TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
+  torch::manual_seed(11);
+  int builds = 0;
+  for (const auto& variant : kernels::cpuKernelBuilds()) {
+    if (!variant.supported) continue;
+    ++builds;
+    // (rows, dim, outs): one to eight rows; dims and outputs off the 16-lane grid.
+    for (auto [rows, dim, outs] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 64, 48}, {3, 70, 37},
+                                   {4, 5, 16}, {5, 576, 192}, {8, 24, 100}, {7, 1536, 33}}) {
+      for (bool withBias : {false, true}) {
+        auto x = torch::randn({rows, dim}), w = torch::randn({outs, dim});
+        auto bias = withBias ? torch::randn({outs}) : torch::Tensor();
+        auto y = torch::empty({rows, outs});
+        kernels::LinearKernelArgs<float> a;
+        a.x = x.data_ptr<float>();
+        a.xs = dim;
+        a.w = w.data_ptr<float>();
+        a.ws = dim;
+        a.bias = withBias ? bias.data_ptr<float>() : nullptr;
+        a.y = y.data_ptr<float>();
+        a.ys = outs;
+        a.rows = rows;
+        a.outs = outs;
+        a.dim = dim;
+        variant.linearF32(a, 0, outs);
+        const auto want = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64),
+                                     withBias ? bias.to(torch::kFloat64) : torch::Tensor());
+        const double scale = std::sqrt(static_cast<double>(dim));
+        EXPECT_LT((y.to(torch::kFloat64) - want).abs().max().item<double>(), 2e-6 * scale)
+            << variant.isa << " rows " << rows << " dim " << dim << " outs " << outs << " bias " << withBias;
+      }
+    }
+  }
+  EXPECT_GE(builds, 1);
+}
+
+TEST(DecodeLinear, RoutesOnlyDecodeShapesToTheKernel) {
+  torch::manual_seed(12);
+  auto w = torch::randn({40, 24}), b = torch::randn({40});
+  auto x = torch::randn({2, 3, 24});  // six rows in a (B, T, d) tensor
+  auto y = linearForward(x, w, b);
+  EXPECT_EQ(y.sizes(), (std::vector<std::int64_t>{2, 3, 40}));
+  EXPECT_LT((y - at::linear(x, w, b)).abs().max().item<double>(), 1e-5);
+  // Nine rows, autograd, fp64: LibTorch's linear, bit for bit.
+  auto many = torch::randn({9, 24});
+  EXPECT_TRUE(torch::equal(linearForward(many, w, b), at::linear(many, w, b)));
+  auto wg = w.clone().requires_grad_(true);
+  auto yg = linearForward(x, wg, b);
+  EXPECT_TRUE(yg.requires_grad());
+  yg.sum().backward();
+  EXPECT_TRUE(wg.grad().defined());
+  auto x64 = x.to(torch::kFloat64);
+  EXPECT_TRUE(torch::equal(linearForward(x64, w.to(torch::kFloat64)), at::linear(x64, w.to(torch::kFloat64))));
+}
+
+TEST(DecodeAttention, ModelDecodeWithAndWithoutTheKernelAgrees) {
+  // A GQA model decoding 80 tokens one at a time (past a 64-key tile), fp32:
+  // the kernel path and LibTorch's SDPA give the same logits.
+  auto model = randomModel(tinyConfig(TinyShape{.kvHeads = 2}), torch::kFloat32, 31);
+  torch::NoGradGuard g;
+  auto ids = torch::randint(0, 128, {3, 80}, torch::kInt64);
+  auto decode = [&](bool fused) {
+    setFusedDecodeEnabled(fused);
+    KvCache cache(2);
+    std::vector<torch::Tensor> out{model->forward(ids.narrow(1, 0, 4), &cache)};
+    for (int t = 4; t < 80; ++t) out.push_back(model->forward(ids.narrow(1, t, 1), &cache));
+    setFusedDecodeEnabled(true);
+    return torch::cat(out, 1);
+  };
+  const auto fused = decode(true), aten = decode(false);
+  EXPECT_LT(maxAbsDiff(fused, aten), 1e-4);
+  EXPECT_GT(fused.abs().max().item<double>(), 1.0);  // logits of real size, not zeros
+}
+
+}  // namespace latentlab::test
