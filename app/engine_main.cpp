@@ -229,6 +229,7 @@ int main(int argc, char** argv) {
   // Waiting OpenMP threads sleep instead of spinning: on a shared or busy CPU
   // spinning threads took over half the cores (see latentlab-bench train).
   reexecWithPassiveOpenMpWait(argv);
+  installCpuBlockCache();  // large tensors reused across steps instead of re-faulted
   installCancelHandlers();
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {

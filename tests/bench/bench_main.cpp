@@ -7,6 +7,7 @@
 #include <set>
 
 #include "bench_registry.h"
+#include "latentlab/engine.h"
 #include "model/torch_util.h"
 
 namespace latentlab::bench {
@@ -36,6 +37,7 @@ BenchRegistrar::BenchRegistrar(const std::string& section, BenchFn fn) {
 
 int main(int argc, char** argv) {
   latentlab::reexecWithPassiveOpenMpWait(argv);
+  latentlab::installCpuBlockCache();
   using namespace latentlab::bench;
   bool json = false;
   std::set<std::string> only;

@@ -17,6 +17,7 @@
 #include "bench_util.h"
 #include "data/batch_loader.h"
 #include "latentlab/architectures.h"
+#include "model/cpu_block_cache.h"
 #include "model/llama.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
@@ -143,6 +144,17 @@ void trainStep(BenchReport& report, const std::string& arch, int vocab, int batc
   step(warm);
   for (int s = 0; s < steps; ++s) step(ph);
   const double gemmAfter = gemmReference(cfg, M, device, gemmType).first;
+  // The same steps with the CPU block cache off: every large tensor a fresh
+  // mmap that the kernel zero-fills (what the step cost before the cache).
+  double uncachedStep = 0;
+  if (device.is_cpu() && cpuBlockCacheInstalled()) {
+    setCpuBlockCacheEnabled(false);
+    Phases off, offWarm;
+    step(offWarm);
+    for (int s = 0; s < steps; ++s) step(off);
+    setCpuBlockCacheEnabled(true);
+    uncachedStep = off.total() / steps;
+  }
   const double gemmSeconds = std::min(gemmBefore, gemmAfter);  // the faster GEMM: the conservative ratio
   const double stepSeconds = ph.total() / steps;
 
@@ -161,6 +173,11 @@ void trainStep(BenchReport& report, const std::string& arch, int vocab, int batc
               "before " + fixed(gemmFlops / gemmBefore / 1e9) + ", after " + fixed(gemmFlops / gemmAfter / 1e9) +
                   "; the faster is the reference"});
   report.add({"train", shape + " MFU vs same-process GEMM", 100.0 * flops / gemmRate, "%", ""});
+  if (uncachedStep > 0) {
+    report.add({"train", shape + " step, CPU block cache on / off", uncachedStep / stepSeconds, "x",
+                fixed(stepSeconds * 1e3, 0) + " / " + fixed(uncachedStep * 1e3, 0) +
+                    " ms per step (off: large tensors freshly mapped and zero-filled each step)"});
+  }
   report.add({"train", shape + " step time outside matmuls", 100.0 * (1.0 - gemmSeconds / stepSeconds), "%",
               "1 - (step's GEMMs alone) / step; of the step: optimizer " +
                   fixed(100.0 * ph.optimizer / ph.total()) + "%, data " + fixed(100.0 * ph.data / ph.total(), 2) +

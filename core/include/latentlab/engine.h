@@ -2,6 +2,7 @@
 // calls take a ProgressSink and a CancelToken.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -79,5 +80,12 @@ void initModel(const ModelConfig& cfg, const std::filesystem::path& outDir, std:
 // the variable is already set. Call it first in main(); returns only when no
 // re-exec was needed or the exec failed.
 void reexecWithPassiveOpenMpWait(char** argv);
+
+// LibTorch's CPU tensors of 1 MiB and more come from a cache of freed blocks
+// (model/cpu_block_cache.h) instead of a fresh mmap each time, which the
+// kernel zero-fills page by page: a training step frees and reallocates its
+// large tensors (the logits, their gradient) every step. At most
+// `maxCachedBytes` are held unused. Call once in main(), before any tensor.
+void installCpuBlockCache(std::size_t maxCachedBytes = std::size_t{4} << 30);
 
 } // namespace latentlab

@@ -1,0 +1,141 @@
+// The large-block cache behind LibTorch's CPU allocator.
+#include "model/cpu_block_cache.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace latentlab {
+
+namespace {
+
+constexpr std::size_t kLargeBlock = std::size_t{1} << 20;  // 1 MiB: smaller blocks are the system's business
+constexpr std::size_t kGranule = std::size_t{1} << 16;     // sizes rounded up to 64 KiB, so near sizes share blocks
+constexpr std::size_t kAlignment = 64;                     // what LibTorch's own CPU allocator guarantees
+
+class BlockCache final : public c10::Allocator {
+ public:
+  BlockCache(c10::Allocator* fallback, std::size_t maxCached) : m_fallback(fallback), m_maxCached(maxCached) {}
+
+  c10::DataPtr allocate(std::size_t n) override {
+    if (n < kLargeBlock || !m_enabled.load(std::memory_order_relaxed)) return m_fallback->allocate(n);
+    const std::size_t size = (n + kGranule - 1) / kGranule * kGranule;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      auto it = m_free.find(size);
+      if (it != m_free.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        m_cached -= size;
+        ++m_stats.hits;
+      } else {
+        ++m_stats.misses;
+      }
+    }
+    if (p == nullptr) {
+      p = std::aligned_alloc(kAlignment, size);
+      if (p == nullptr) {
+        releaseAll();  // what the cache holds may be what is missing
+        p = std::aligned_alloc(kAlignment, size);
+      }
+      if (p == nullptr) throw std::bad_alloc();
+    }
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_live[p] = size;
+    }
+    return {p, p, &BlockCache::deleteBlock, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // the deleter needs this object's state
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+
+  void release(void* p) {
+    std::size_t size = 0;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      auto it = m_live.find(p);
+      if (it == m_live.end()) return;  // not ours (cannot happen: small blocks carry the fallback's deleter)
+      size = it->second;
+      m_live.erase(it);
+      if (m_cached + size <= m_maxCached) {
+        m_free[size].push_back(p);
+        m_cached += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void releaseAll() {
+    std::map<std::size_t, std::vector<void*>> blocks;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      blocks.swap(m_free);
+      m_cached = 0;
+    }
+    for (auto& [size, list] : blocks)
+      for (void* p : list) std::free(p);
+  }
+
+  CpuBlockCacheStats stats() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    CpuBlockCacheStats s = m_stats;
+    s.cachedBytes = static_cast<std::int64_t>(m_cached);
+    return s;
+  }
+
+  static void deleteBlock(void* p);
+  void setEnabled(bool on) { m_enabled.store(on); }
+
+ private:
+  std::atomic<bool> m_enabled{true};
+  c10::Allocator* m_fallback;
+  std::size_t m_maxCached;
+  std::mutex m_mutex;
+  std::map<std::size_t, std::vector<void*>> m_free;  // rounded size -> freed blocks
+  std::unordered_map<void*, std::size_t> m_live;     // blocks handed out -> rounded size
+  std::size_t m_cached = 0;
+  CpuBlockCacheStats m_stats;
+};
+
+// Never destroyed: tensors may be freed during static destruction.
+BlockCache* g_cache = nullptr;
+std::once_flag g_once;
+
+void BlockCache::deleteBlock(void* p) { g_cache->release(p); }
+
+}  // namespace
+
+void installCpuBlockCache(std::size_t maxCachedBytes) {
+  std::call_once(g_once, [&] {
+    g_cache = new BlockCache(c10::GetDefaultCPUAllocator(), maxCachedBytes);
+    // Priority above the default's (0) so that LibTorch's later registrations at 0 do not replace it.
+    c10::SetCPUAllocator(g_cache, /*priority=*/1);
+  });
+}
+
+bool cpuBlockCacheInstalled() { return g_cache != nullptr; }
+
+CpuBlockCacheStats cpuBlockCacheStats() { return g_cache != nullptr ? g_cache->stats() : CpuBlockCacheStats{}; }
+
+void releaseCpuBlockCache() {
+  if (g_cache != nullptr) g_cache->releaseAll();
+}
+
+void setCpuBlockCacheEnabled(bool enabled) {
+  if (g_cache == nullptr) return;
+  g_cache->setEnabled(enabled);
+  if (!enabled) g_cache->releaseAll();
+}
+
+}  // namespace latentlab

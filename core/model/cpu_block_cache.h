@@ -1,0 +1,35 @@
+// A CPU allocator for LibTorch that keeps large freed blocks for reuse.
+//
+// glibc serves every allocation above 32 MiB with a fresh mmap and returns it
+// on free, so each training step of a real vocabulary (the logits alone are
+// B*T*V floats, 200 MB for SmolLM at B4 T256) faults in and zero-fills its
+// large tensors again: the train benchmark saw 16% of a SmolLM step in the
+// kernel clearing pages. This allocator hands blocks of 1 MiB and more back
+// from a cache of freed blocks of the same rounded size, keeping at most a
+// bounded number of bytes; smaller blocks go to LibTorch's default allocator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "latentlab/engine.h"  // installCpuBlockCache
+
+namespace latentlab {
+
+struct CpuBlockCacheStats {
+  std::int64_t hits = 0, misses = 0;  // large allocations served from the cache / from the system
+  std::int64_t cachedBytes = 0;       // freed bytes held for reuse now
+};
+
+// installCpuBlockCache (latentlab/engine.h) makes the cache LibTorch's CPU
+// allocator, once per process; later calls do nothing.
+bool cpuBlockCacheInstalled();
+CpuBlockCacheStats cpuBlockCacheStats();
+// Returns every cached block to the system.
+void releaseCpuBlockCache();
+// Off: new large blocks come from LibTorch's default allocator, as without the
+// cache (blocks already handed out still come back to it). For the benchmark's
+// before/after and the tests.
+void setCpuBlockCacheEnabled(bool enabled);
+
+}  // namespace latentlab
