@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <limits>
 
@@ -19,6 +20,10 @@ std::atomic<bool> g_enabled{true};
 
 constexpr std::int64_t kTileKeys = 64;       // the kernel's tile: splits start on tile edges
 constexpr std::int64_t kMinSplitKeys = 256;  // a split shorter than this costs more to combine than it saves
+// Cache bytes a thread should read for its share to outweigh waking it: a
+// sleeping OpenMP worker (the engine's passive wait policy) takes tens of
+// microseconds to start, about what one core reads of 1 MiB.
+constexpr std::int64_t kMinBytesPerTask = std::int64_t{1} << 20;
 
 [[noreturn]] void badShape(const std::string& what) {
   throw Error(ErrorCode::Internal, "fused decode attention: " + what);
@@ -42,10 +47,16 @@ template <class T>
 torch::Tensor run(const DecodeAttentionInputs& in, const torch::Tensor& q, const torch::Tensor& k,
                   const torch::Tensor& v, const torch::Tensor& qr, const torch::Tensor& kr) {
   const std::int64_t B = q.size(0), H = q.size(1), R = q.size(2), Tk = k.size(2), dv = v.size(3);
-  // Enough work items for every thread; no split shorter than kMinSplitKeys.
+  // Enough work items for every thread, as long as each reads at least
+  // kMinBytesPerTask of cache; no split shorter than kMinSplitKeys.
+  const std::int64_t bytesPerKey =
+      static_cast<std::int64_t>(sizeof(T)) * (q.size(3) + (v.data_ptr() == k.data_ptr() ? 0 : dv) + (qr.defined() ? qr.size(3) : 0));
+  const std::int64_t cacheBytes = B * H * Tk * bytesPerKey;
+  const std::int64_t threads = at::get_num_threads();
+  const std::int64_t tasks = std::clamp<std::int64_t>(cacheBytes / kMinBytesPerTask, 1, threads);
   std::int64_t splits = in.splits;
   if (splits <= 0) {
-    const std::int64_t want = 4 * static_cast<std::int64_t>(at::get_num_threads());
+    const std::int64_t want = tasks > 1 ? 4 * tasks : 1;
     splits = std::clamp<std::int64_t>((want + B * H - 1) / (B * H), 1, std::max<std::int64_t>(1, Tk / kMinSplitKeys));
   }
   std::int64_t splitLen = (Tk + splits - 1) / splits;
@@ -82,7 +93,9 @@ torch::Tensor run(const DecodeAttentionInputs& in, const torch::Tensor& q, const
   a.sum = sm.data_ptr<T>();
   const auto& kernel = kernels::cpuKernels(in.isa);
   const auto items = B * H * splits;
-  at::parallel_for(0, items, 1, [&](std::int64_t begin, std::int64_t end) {
+  // One task when the cache is small: at::parallel_for then runs inline.
+  const std::int64_t grain = tasks > 1 ? 1 : items;
+  at::parallel_for(0, items, grain, [&](std::int64_t begin, std::int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       kernel.decodeF32(a, begin, end);
     } else {
@@ -90,13 +103,35 @@ torch::Tensor run(const DecodeAttentionInputs& in, const torch::Tensor& q, const
     }
   });
 
-  if (splits == 1) return (acc.squeeze(2) / sm.squeeze(2).unsqueeze(-1));  // (B, H, R, dv)
-  // Partial softmaxes over disjoint key ranges: rescale each to the common max.
-  // Every row sees key 0 in split 0, so the common max is finite.
-  auto top = std::get<0>(mx.max(2, /*keepdim=*/true));  // (B, H, 1, R)
-  auto w = torch::exp(mx - top);                        // (B, H, S, R): 0 for splits past a row's query
-  auto den = (sm * w).sum(2);                           // (B, H, R)
-  return (acc * w.unsqueeze(-1)).sum(2) / den.unsqueeze(-1);
+  // Partial softmaxes over disjoint key ranges, rescaled to their common max
+  // and normalised; a plain loop (a few rows), not a chain of tensor ops that
+  // would each cost a dispatch per layer and step. Every row sees key 0 in
+  // split 0, so the common max is finite; splits past a row's query weigh 0.
+  auto out = torch::empty({B, H, R, dv}, opts);
+  const T* accP = a.acc;
+  const T* mxP = a.max;
+  const T* smP = a.sum;
+  T* outP = out.data_ptr<T>();
+  for (std::int64_t bh = 0; bh < B * H; ++bh) {
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto state = [&](std::int64_t s) { return (bh * splits + s) * R + r; };
+      T top = mxP[state(0)];
+      for (std::int64_t s = 1; s < splits; ++s) top = std::max(top, mxP[state(s)]);
+      T* o = outP + (bh * R + r) * dv;
+      std::fill(o, o + dv, T(0));
+      T den = 0;
+      for (std::int64_t s = 0; s < splits; ++s) {
+        const T w = splits == 1 ? T(1) : std::exp(mxP[state(s)] - top);
+        if (w == T(0)) continue;
+        den += smP[state(s)] * w;
+        const T* part = accP + state(s) * dv;
+        for (std::int64_t c = 0; c < dv; ++c) o[c] += part[c] * w;
+      }
+      const T inv = T(1) / den;
+      for (std::int64_t c = 0; c < dv; ++c) o[c] *= inv;
+    }
+  }
+  return out;
 }
 
 }  // namespace

@@ -197,7 +197,9 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   auto kRope = linearForward(k_rope_proj, x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   auto [cosK, sinK] = ropeTables(ctx, T, x);
   kRope = applyRope(kRope, cosK, sinK);
-  qRope = applyRope(qRope, cosK.repeat_interleave(G, 0), sinK.repeat_interleave(G, 0));
+  // Query heads of KV group g share its tables: broadcast over the group, no repeated copy.
+  qRope = applyRope(qRope.reshape({B, m_kvHeads, G, T, r2}), cosK.unsqueeze(1), sinK.unsqueeze(1))
+              .view({B, m_heads, T, r2});  // (B, nh, T, 2r)
   auto cK = linearForward(m_split ? k_down : kv_down, x);  // (B, T, lat)
   auto cV = m_split ? linearForward(v_down, x) : cK;
   const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
