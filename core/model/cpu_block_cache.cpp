@@ -112,7 +112,9 @@ class BlockCache final : public c10::Allocator {
 BlockCache* g_cache = nullptr;
 std::once_flag g_once;
 
-void BlockCache::deleteBlock(void* p) { g_cache->release(p); }
+void BlockCache::deleteBlock(void* p) {
+  g_cache->release(p);
+}
 
 }  // namespace
 
@@ -124,9 +126,13 @@ void installCpuBlockCache(std::size_t maxCachedBytes) {
   });
 }
 
-bool cpuBlockCacheInstalled() { return g_cache != nullptr; }
+bool cpuBlockCacheInstalled() {
+  return g_cache != nullptr;
+}
 
-CpuBlockCacheStats cpuBlockCacheStats() { return g_cache != nullptr ? g_cache->stats() : CpuBlockCacheStats{}; }
+CpuBlockCacheStats cpuBlockCacheStats() {
+  return g_cache != nullptr ? g_cache->stats() : CpuBlockCacheStats{};
+}
 
 void releaseCpuBlockCache() {
   if (g_cache != nullptr) g_cache->releaseAll();

@@ -5,8 +5,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <limits>
 
 #include "latentlab/error.h"
@@ -50,7 +50,8 @@ torch::Tensor run(const DecodeAttentionInputs& in, const torch::Tensor& q, const
   // Enough work items for every thread, as long as each reads at least
   // kMinBytesPerTask of cache; no split shorter than kMinSplitKeys.
   const std::int64_t bytesPerKey =
-      static_cast<std::int64_t>(sizeof(T)) * (q.size(3) + (v.data_ptr() == k.data_ptr() ? 0 : dv) + (qr.defined() ? qr.size(3) : 0));
+      static_cast<std::int64_t>(sizeof(T)) *
+      (q.size(3) + (v.data_ptr() == k.data_ptr() ? 0 : dv) + (qr.defined() ? qr.size(3) : 0));
   const std::int64_t cacheBytes = B * H * Tk * bytesPerKey;
   const std::int64_t threads = at::get_num_threads();
   const std::int64_t tasks = std::clamp<std::int64_t>(cacheBytes / kMinBytesPerTask, 1, threads);

@@ -55,9 +55,8 @@ torch::Tensor linearForward(const torch::Tensor& x, const torch::Tensor& weight,
   const std::int64_t blocks = (outs + 15) / 16;
   const std::int64_t blockBytes = 16 * dim * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{2} << 20) / blockBytes);
-  at::parallel_for(0, blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
-    kernel(a, b0 * 16, std::min(outs, b1 * 16));
-  });
+  at::parallel_for(0, blocks, grain,
+                   [&](std::int64_t b0, std::int64_t b1) { kernel(a, b0 * 16, std::min(outs, b1 * 16)); });
   auto sizes = x.sizes().vec();
   sizes.back() = outs;
   return y.view(sizes);

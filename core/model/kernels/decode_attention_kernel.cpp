@@ -184,17 +184,33 @@ void withRowCount(int count, Fn&& fn) {
   }
 }
 
+// Work item `item`: its batch row, cache head and key range, and its rows'
+// softmax state, reset (max -inf, sum 0, value sum 0).
+template <class T>
+struct Item {
+  std::int64_t b, h, t0, t1;
+  T *acc, *max, *sum;
+};
+
+template <class T>
+Item<T> beginItem(const DecodeKernelArgs<T>& a, std::int64_t item) {
+  const std::int64_t split = item % a.splits, bh = item / a.splits;
+  Item<T> it{bh / a.heads,
+             bh % a.heads,
+             split * a.splitLen,
+             std::min(a.keys, split * a.splitLen + a.splitLen),
+             a.acc + item * a.rows * a.dv,
+             a.max + item * a.rows,
+             a.sum + item * a.rows};
+  std::fill(it.acc, it.acc + a.rows * a.dv, T(0));
+  std::fill(it.max, it.max + a.rows, -std::numeric_limits<T>::infinity());
+  std::fill(it.sum, it.sum + a.rows, T(0));
+  return it;
+}
+
 void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
   const DecodeKernelArgs<float> a = args;  // a local copy: the stores below cannot alias it
-  const std::int64_t split = item % a.splits, bh = item / a.splits;
-  const std::int64_t h = bh % a.heads, b = bh / a.heads;
-  const std::int64_t t0 = split * a.splitLen, t1 = std::min(a.keys, t0 + a.splitLen);
-  float* acc = a.acc + item * a.rows * a.dv;
-  float* mx = a.max + item * a.rows;
-  float* sm = a.sum + item * a.rows;
-  std::fill(acc, acc + a.rows * a.dv, 0.0f);
-  std::fill(mx, mx + a.rows, kNegInfF);
-  std::fill(sm, sm + a.rows, 0.0f);
+  const auto [b, h, t0, t1, acc, mx, sm] = beginItem(a, item);
   const bool rope = a.qRope.data != nullptr;
   alignas(64) float p[4][kTile];
   F16 s[4][kTile / 16];
@@ -239,16 +255,8 @@ void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
 }
 
 void runItemF64(const DecodeKernelArgs<double>& a, std::int64_t item) {
-  const std::int64_t split = item % a.splits, bh = item / a.splits;
-  const std::int64_t h = bh % a.heads, b = bh / a.heads;
-  const std::int64_t t0 = split * a.splitLen, t1 = std::min(a.keys, t0 + a.splitLen);
-  double* acc = a.acc + item * a.rows * a.dv;
-  double* mx = a.max + item * a.rows;
-  double* sm = a.sum + item * a.rows;
+  const auto [b, h, t0, t1, acc, mx, sm] = beginItem(a, item);
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  std::fill(acc, acc + a.rows * a.dv, 0.0);
-  std::fill(mx, mx + a.rows, kNegInf);
-  std::fill(sm, sm + a.rows, 0.0);
   const bool rope = a.qRope.data != nullptr;
   double p[kTile];
   for (std::int64_t tile = t0; tile < t1; tile += kTile) {
