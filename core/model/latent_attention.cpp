@@ -113,18 +113,18 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
   if (fusedDecodeApplies(qNope, c, Tq)) {
     // One pass over each branch's latents (model/decode_attention.h); the one
     // shared RoPE key serves all n_h*Tq query rows of every branch.
+    DecodeAttentionInputs in;
+    in.qRope = qRope.reshape({B, 1, m_heads * Tq, m_dRope}).contiguous();  // (B, 1, nh*Tq, dR), every branch
+    in.kRope = kRope;                                                      // (B, 1, Tk, dR)
+    in.queries = Tq;
+    in.scale = m_softmaxScale;
     torch::Tensor out;
     for (int b = 0; b < m_branches; ++b) {
-      auto cB = c.narrow(1, b * P, P);                                             // (B, P, Tk, dl)
-      DecodeAttentionInputs in;
+      auto cB = c.narrow(1, b * P, P);                                               // (B, P, Tk, dl)
       in.q = torch::matmul(qn, wk.narrow(0, b * P, P)).reshape({B, P, G * Tq, dl});  // W_UK^T q: (B, P, G*Tq, dl)
       in.k = cB;
       in.v = cB;
-      in.qRope = qRope.reshape({B, 1, m_heads * Tq, m_dRope});                     // (B, 1, nh*Tq, dR)
-      in.kRope = kRope;                                                            // (B, 1, Tk, dR)
-      in.queries = Tq;
-      in.scale = m_softmaxScale;
-      auto ctxLat = fusedDecodeAttention(in);                                      // (B, P, G*Tq, dl)
+      auto ctxLat = fusedDecodeAttention(in);                                        // (B, P, G*Tq, dl)
       auto y = torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));
       y = y.reshape({B, m_heads, Tq, m_dV});                                       // (B, nh, Tq, dv)
       out = out.defined() ? out + y : y;
@@ -157,12 +157,12 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
 
 torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
-  auto cq = q_a_layernorm(linearForward(q_a_proj, x));                                            // (B, T, q_lora)
+  auto cq = q_a_layernorm(linearForward(q_a_proj, x));  // (B, T, q_lora)
   if (m_qScale != 1.0) cq = cq * m_qScale;
   auto q = linearForward(q_b_proj, cq).view({B, T, m_heads, m_dNope + m_dRope}).transpose(1, 2);  // (B, nh, T, dn+dR)
   auto qNope = q.narrow(-1, 0, m_dNope);                                           // (B, nh, T, dn)
   auto qRope = q.narrow(-1, m_dNope, m_dRope);                                     // (B, nh, T, dR)
-  auto kv = linearForward(kv_a_proj_with_mqa, x);                                                 // (B, T, d_c + dR)
+  auto kv = linearForward(kv_a_proj_with_mqa, x);  // (B, T, d_c + dR)
   auto c = latentHeads(kv.narrow(-1, 0, m_dC));                                    // (B, L, T, dl)
   auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);                          // (B, 1, T, dR)
   auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR)
@@ -177,7 +177,7 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
     auto cAll = ctx.cache->append(1, c);
     out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll) : naive(qNope, qRope, kRopeAll, cAll);
   }
-  return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_dV}));              // (B, T, nh*dv)
+  return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_dV}));  // (B, T, nh*dv)
 }
 
 void setLatentDecode(CausalLm& model, MlaDecode mode) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/decode_linear.h"
+
 namespace latentlab {
 namespace F = torch::nn::functional;
 
@@ -41,9 +42,9 @@ LlamaAttention::LlamaAttention(const ModelConfig& cfg)
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
-  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);     // (B, nh, T, hd)
-  auto k = linearForward(k_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
-  auto v = linearForward(v_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);   // (B, nkv, T, hd)
+  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);    // (B, nh, T, hd)
+  auto k = linearForward(k_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
+  auto v = linearForward(v_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
   auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
   q = applyRope(q, cos, sin);
   k = applyRope(k, cos, sin);

@@ -191,9 +191,10 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
 torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
   const std::int64_t r2 = 2 * m_ropePairs, G = m_heads / m_kvHeads;
-  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);      // (B, nh, T, dh), RoPE dims first
-  auto qRope = q.narrow(-1, 0, r2);                                         // (B, nh, T, 2r)
-  auto qNope = q.narrow(-1, r2, m_nope);                                    // (B, nh, T, nope)
+  // (B, nh, T, dh), RoPE dims first
+  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);
+  auto qRope = q.narrow(-1, 0, r2);                                                        // (B, nh, T, 2r)
+  auto qNope = q.narrow(-1, r2, m_nope);                                                   // (B, nh, T, nope)
   auto kRope = linearForward(k_rope_proj, x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   auto [cosK, sinK] = ropeTables(ctx, T, x);
   kRope = applyRope(kRope, cosK, sinK);

@@ -12,27 +12,19 @@
 namespace latentlab::bench {
 namespace {
 
-template <class Fn>
-double bestOf(int rounds, Fn&& fn) {
-  const torch::Device cpu(torch::kCPU);
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) best = std::min(best, timed(cpu, fn));
-  return best;
-}
-
 void benchKernels(BenchReport& report) {
   if (!benchDevice().is_cpu() || benchBf16()) return;  // CPU fp32 kernels
   torch::NoGradGuard noGrad;
   torch::manual_seed(5);
   const int rounds = benchOptions().quick ? 2 : 5;
+  const torch::Device cpu(torch::kCPU);
   const std::string isa =
       "kernel build " + fusedDecodeIsa() + ", " + std::to_string(at::get_num_threads()) + " threads";
 
   // A plain read of 512 MiB: the machine's streaming rate in this process.
   {
     auto big = torch::randn({128LL << 20});
-    const double s = bestOf(rounds, [&] { (void)big.sum().item<float>(); });
+    const double s = bestOf(cpu, rounds, [&] { (void)big.sum().item<float>(); });
     report.add({"kernels", "streaming read (sum of 512 MiB)", 512.0 * (1 << 20) / s / 1e9, "GB/s", "LibTorch sum"});
   }
 
@@ -53,9 +45,9 @@ void benchKernels(BenchReport& report) {
         for (std::size_t i = 0; i < weights.size(); ++i) (void)linearForward(xs[i], weights[i]);
       };
       setFusedDecodeEnabled(false);
-      const double aten = bestOf(rounds, pass);
+      const double aten = bestOf(cpu, rounds, pass);
       setFusedDecodeEnabled(true);
-      const double fused = bestOf(rounds, pass);
+      const double fused = bestOf(cpu, rounds, pass);
       report.add({"kernels", "linear " + std::to_string(rows) + " rows, SmolLM-135M layers", bytes / fused / 1e9,
                   "GB/s",
                   "weights read once per pass: " + fixed(fused * 1e3, 1) + " ms; LibTorch linear " +
@@ -83,12 +75,12 @@ void benchKernels(BenchReport& report) {
       in.scale = 0.125;
       double bytes = static_cast<double>(in.k.numel()) * 4 * (sh.ropeHeads > 0 ? 1 : 2);
       if (sh.ropeHeads > 0) bytes += static_cast<double>(in.kRope.numel()) * 4;
-      const double s = bestOf(rounds, [&] { (void)fusedDecodeAttention(in); });
+      const double s = bestOf(cpu, rounds, [&] { (void)fusedDecodeAttention(in); });
       // LibTorch's operators on the same problem: SDPA for GQA, scores/softmax/bmm for the latent.
       double aten = 0;
       if (sh.ropeHeads == 0) {
         auto q = in.q.reshape({B, sh.heads * sh.groups, 1, sh.dk});
-        aten = bestOf(rounds, [&] {
+        aten = bestOf(cpu, rounds, [&] {
           (void)at::scaled_dot_product_attention(q, in.k, in.v, {}, 0.0, false, 0.125, /*enable_gqa=*/true);
         });
       } else {
@@ -96,7 +88,7 @@ void benchKernels(BenchReport& report) {
         auto lat = in.k.view({B, T, sh.dk});
         auto qr = in.qRope.reshape({B * sh.ropeHeads, sh.groups / sh.ropeHeads, sh.dRope});
         auto kr = in.kRope.flatten(0, 1).transpose(1, 2);
-        aten = bestOf(rounds, [&] {
+        aten = bestOf(cpu, rounds, [&] {
           auto scores = torch::bmm(q, lat.transpose(1, 2));
           scores.view({B * sh.ropeHeads, sh.groups / sh.ropeHeads, T}).baddbmm_(qr, kr);
           (void)torch::bmm(torch::softmax(scores * 0.125, -1), lat);

@@ -46,12 +46,7 @@ std::pair<double, double> gemmReference(const ModelConfig& cfg, std::int64_t M, 
   double seconds = 0, flops = 0;
   for (const auto& l : linearShapes(cfg)) {
     auto x = torch::randn({M, l.in}, opts), w = torch::randn({l.out, l.in}, opts), dy = torch::randn({M, l.out}, opts);
-    auto best = [&](auto&& fn) {
-      fn();
-      double b = 1e30;
-      for (int r = 0; r < 3; ++r) b = std::min(b, timed(device, fn));
-      return b;
-    };
+    auto best = [&](auto&& fn) { return bestOf(device, 3, fn); };
     const double t = best([&] { torch::mm(x, w.t()); }) + best([&] { torch::mm(dy, w); }) +
                      best([&] { torch::mm(dy.t(), x); });
     seconds += t * static_cast<double>(l.count);

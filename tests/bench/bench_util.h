@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -31,6 +32,15 @@ double timed(const torch::Device& device, Fn&& fn) {
   fn();
   syncDevice(device);
   return secondsSince(t0);
+}
+
+// The fastest of `rounds` timed calls after one untimed warm-up call.
+template <class Fn>
+double bestOf(const torch::Device& device, int rounds, Fn&& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) best = std::min(best, timed(device, fn));
+  return best;
 }
 
 inline std::string fixed(double v, int digits = 1) {

@@ -3,6 +3,8 @@
 // the bytes of algorithms.md §2.3.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "convert_test_util.h"
 #include "latentlab/architectures.h"
 
@@ -23,6 +25,17 @@ BothDecodes decodeBothWays(CausalLm& mla, const torch::Tensor& ids) {
   d.naive = decodeIncrementally(mla, ids, d.naiveCache);
   return d;
 }
+
+// Both decodes of `ids` (fp64) against the full-sequence forward, to 1e-10,
+// with every token cached.
+BothDecodes expectBothDecodesMatchFull(CausalLm& mla, const torch::Tensor& ids, const std::string& what) {
+  auto full = mla.forward(ids);
+  auto d = decodeBothWays(mla, ids);
+  EXPECT_LT(maxAbsDiff(d.absorbed, full), 1e-10) << what;
+  EXPECT_LT(maxAbsDiff(d.naive, full), 1e-10) << what;
+  EXPECT_EQ(d.absorbedCache.length(), ids.size(1)) << what;
+  return d;
+}
 }  // namespace
 
 TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
@@ -35,13 +48,9 @@ TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
       auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
       torch::NoGradGuard g;
       auto ids = torch::randint(0, s.vocab, {2, 20}, torch::kInt64);
-      auto full = mla->forward(ids);
-      auto d = decodeBothWays(*mla, ids);
       const std::string what = (svd == SvdMethod::Split ? "split kv " : "joint kv ") + std::to_string(s.kvHeads);
+      auto d = expectBothDecodesMatchFull(*mla, ids, what);
       EXPECT_LT(maxAbsDiff(d.absorbed, d.naive), 1e-10) << what;
-      EXPECT_LT(maxAbsDiff(d.absorbed, full), 1e-10) << what;
-      EXPECT_LT(maxAbsDiff(d.naive, full), 1e-10) << what;
-      EXPECT_EQ(d.absorbedCache.length(), 20);
     }
   }
 }
@@ -56,12 +65,7 @@ TEST(MlaDecode, AbsorbedDecodeStaysExactAcrossCacheGrowth) {
     auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
     torch::NoGradGuard g;
     auto ids = torch::randint(0, cfg.vocabSize, {3, 140}, torch::kInt64);
-    auto full = mla->forward(ids);
-    auto d = decodeBothWays(*mla, ids);
-    const std::string what = svd == SvdMethod::Split ? "split" : "joint";
-    EXPECT_LT(maxAbsDiff(d.absorbed, full), 1e-10) << what;
-    EXPECT_LT(maxAbsDiff(d.naive, full), 1e-10) << what;
-    EXPECT_EQ(d.absorbedCache.length(), 140);
+    auto d = expectBothDecodesMatchFull(*mla, ids, svd == SvdMethod::Split ? "split" : "joint");
     EXPECT_EQ(d.absorbedCache.bytes(), d.naiveCache.bytes());
   }
 }
