@@ -1,9 +1,12 @@
 // The decode kernels on their own, against LibTorch's operators on the same
 // tensors in the same process: the small-row linear layer over a model's worth
 // of distinct weights (so they stream from memory, as in a decode step), and
-// the fused decode attention over a cache, as GB/s of the bytes each must read
-// and next to a plain streaming read (a sum) of as many bytes.
+// the fused decode attention over a model's worth of distinct caches, as GB/s
+// of the bytes each must read and next to a plain streaming read (a sum) of
+// as many bytes.
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "bench_util.h"
 #include "model/decode_attention.h"
@@ -55,7 +58,10 @@ void benchKernels(BenchReport& report) {
     }
   }
 
-  // Decode attention at 8k context, batch 8: the original GQA cache and the MHA2MLA latent.
+  // Decode attention at 8k context, batch 8: the original GQA cache and the
+  // MHA2MLA latent. Each is timed over distinct caches of 512 MiB or more in
+  // all, one layer's worth after another, so that they stream from memory as
+  // a model's layers do (one layer's latent alone would fit the L3 cache).
   {
     const std::int64_t B = 8, T = 8192;
     struct Shape {
@@ -64,39 +70,54 @@ void benchKernels(BenchReport& report) {
     };
     for (const Shape& sh : {Shape{"GQA K,V (3 KV heads x 64, 3 queries each)", 3, 3, 64, 0, 0},
                             Shape{"MHA2MLA latent 48 + RoPE keys 3 x 8 (9 queries)", 1, 9, 48, 3, 8}}) {
-      DecodeAttentionInputs in;
-      in.q = torch::randn({B, sh.heads, sh.groups, sh.dk});
-      in.k = torch::randn({B, sh.heads, T, sh.dk});
-      in.v = sh.ropeHeads > 0 ? in.k : torch::randn({B, sh.heads, T, sh.dk});
-      if (sh.ropeHeads > 0) {
-        in.qRope = torch::randn({B, sh.ropeHeads, sh.heads * sh.groups / sh.ropeHeads, sh.dRope});
-        in.kRope = torch::randn({B, sh.ropeHeads, T, sh.dRope});
+      double bytes = static_cast<double>(B * sh.heads * T * sh.dk) * 4 * (sh.ropeHeads > 0 ? 1 : 2);
+      if (sh.ropeHeads > 0) bytes += static_cast<double>(B * sh.ropeHeads * T * sh.dRope) * 4;
+      const int layers = static_cast<int>(std::ceil(512.0 * (1 << 20) / bytes));
+      std::vector<DecodeAttentionInputs> caches;
+      for (int l = 0; l < layers; ++l) {
+        DecodeAttentionInputs in;
+        in.q = torch::randn({B, sh.heads, sh.groups, sh.dk});
+        in.k = torch::randn({B, sh.heads, T, sh.dk});
+        in.v = sh.ropeHeads > 0 ? in.k : torch::randn({B, sh.heads, T, sh.dk});
+        if (sh.ropeHeads > 0) {
+          in.qRope = torch::randn({B, sh.ropeHeads, sh.heads * sh.groups / sh.ropeHeads, sh.dRope});
+          in.kRope = torch::randn({B, sh.ropeHeads, T, sh.dRope});
+        }
+        in.scale = 0.125;
+        caches.push_back(std::move(in));
       }
-      in.scale = 0.125;
-      double bytes = static_cast<double>(in.k.numel()) * 4 * (sh.ropeHeads > 0 ? 1 : 2);
-      if (sh.ropeHeads > 0) bytes += static_cast<double>(in.kRope.numel()) * 4;
-      const double s = bestOf(cpu, rounds, [&] { (void)fusedDecodeAttention(in); });
+      const double s = bestOf(cpu, rounds,
+                              [&] {
+                                for (const auto& in : caches) (void)fusedDecodeAttention(in);
+                              }) /
+                       layers;
       // LibTorch's operators on the same problem: SDPA for GQA, scores/softmax/bmm for the latent.
-      double aten = 0;
+      std::function<void(const DecodeAttentionInputs&)> aten;
       if (sh.ropeHeads == 0) {
-        auto q = in.q.reshape({B, sh.heads * sh.groups, 1, sh.dk});
-        aten = bestOf(cpu, rounds, [&] {
+        aten = [&](const DecodeAttentionInputs& in) {
+          auto q = in.q.reshape({B, sh.heads * sh.groups, 1, sh.dk});
           (void)at::scaled_dot_product_attention(q, in.k, in.v, {}, 0.0, false, 0.125, /*enable_gqa=*/true);
-        });
+        };
       } else {
-        auto q = in.q.view({B, sh.groups, sh.dk});
-        auto lat = in.k.view({B, T, sh.dk});
-        auto qr = in.qRope.reshape({B * sh.ropeHeads, sh.groups / sh.ropeHeads, sh.dRope});
-        auto kr = in.kRope.flatten(0, 1).transpose(1, 2);
-        aten = bestOf(cpu, rounds, [&] {
+        aten = [&](const DecodeAttentionInputs& in) {
+          auto q = in.q.view({B, sh.groups, sh.dk});
+          auto lat = in.k.view({B, T, sh.dk});
+          auto qr = in.qRope.reshape({B * sh.ropeHeads, sh.groups / sh.ropeHeads, sh.dRope});
+          auto kr = in.kRope.flatten(0, 1).transpose(1, 2);
           auto scores = torch::bmm(q, lat.transpose(1, 2));
           scores.view({B * sh.ropeHeads, sh.groups / sh.ropeHeads, T}).baddbmm_(qr, kr);
           (void)torch::bmm(torch::softmax(scores * 0.125, -1), lat);
-        });
+        };
       }
+      const double atenS = bestOf(cpu, rounds,
+                                  [&] {
+                                    for (const auto& in : caches) aten(in);
+                                  }) /
+                           layers;
       report.add({"kernels", std::string("decode attention, ") + sh.name + ", B8 T8192", bytes / s / 1e9, "GB/s",
-                  fixed(s * 1e3, 2) + " ms for " + fixed(bytes / (1 << 20), 1) + " MiB; LibTorch ops " +
-                      fixed(aten * 1e3, 2) + " ms (" + fixed(aten / s, 2) + "x); " + isa});
+                  fixed(s * 1e3, 2) + " ms per layer of " + fixed(bytes / (1 << 20), 1) + " MiB (" +
+                      std::to_string(layers) + " distinct layers); LibTorch ops " + fixed(atenS * 1e3, 2) + " ms (" +
+                      fixed(atenS / s, 2) + "x); " + isa});
     }
   }
 }

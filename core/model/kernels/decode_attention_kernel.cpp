@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "model/kernels/cpu_kernels.h"
 #include "model/kernels/simd_f32.h"
@@ -84,12 +85,20 @@ struct RowBlock {
   std::int64_t nMax;
 };
 
+// The same keys and values further on, asked for while a tile is scored (see
+// transposeTile): null, or the key and value rows of the tile two ahead.
+struct Ahead {
+  const float* k = nullptr;
+  const float* v = nullptr;  // null where the values are the keys (a latent)
+  std::int64_t vs = 0, dv = 0;
+};
+
 // Scores of a block against keys in their cache layout: 16-lane partial dot
 // products per (row, key), reduced 16 keys at a time. s[r][b] holds keys
 // 16b .. 16b+15 of the tile, scaled, -inf past the row's query.
 template <int RB>
 void scoreByDots(const RowBlock& blk, const float* k, std::int64_t ks, std::int64_t dk, const float* kr,
-                 std::int64_t krs, std::int64_t dr, float scale, F16 (*s)[kTile / 16]) {
+                 std::int64_t krs, std::int64_t dr, float scale, F16 (*s)[kTile / 16], const Ahead& ahead) {
   const I16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   // 8 RoPE dims stored back to back (MHA2MLA at r = 4): two consecutive keys
   // fill one vector, whose halves land where the lane sums of those two keys
@@ -112,7 +121,10 @@ void scoreByDots(const RowBlock& blk, const float* k, std::int64_t ks, std::int6
     for (; j + 4 <= count; j += 4) {
       F16 acc[RB][4] = {};
       const std::int64_t t = first + j;
-      dots4<RB>(blk.q, k + t * ks, ks, dk, acc);
+      if (ahead.v != nullptr)
+        for (std::int64_t i = t; i < t + 4; ++i)
+          for (std::int64_t c = 0; c < ahead.dv; c += 16) prefetch(ahead.v + i * ahead.vs + c);
+      dots4<RB>(blk.q, k + t * ks, ks, dk, acc, ahead.k != nullptr ? ahead.k + t * ks : nullptr);
       if (kd != nullptr) dots4<RB>(blk.qRope, kd + t * krs, krs, dr, acc);
       for (int r = 0; r < RB; ++r)
         for (int i = 0; i < 4; ++i) partial[r][j + i] = acc[r][i];
@@ -141,6 +153,28 @@ void scoreByDots(const RowBlock& blk, const float* k, std::int64_t ks, std::int6
   }
 }
 
+// The online softmax update of one row from its scores over a tile (scaled,
+// -inf for keys it does not attend to), in `blocks` vectors of 16 keys: the
+// running max and sum move on, p gets the tile's weights, and the factor the
+// row's value sum must be scaled by is returned.
+inline float updateRow(const F16* s, std::int64_t blocks, float* max, float* sum, float* p) {
+  F16 m = splat(kNegInfF);
+  for (std::int64_t b16 = 0; b16 < blocks; ++b16) m = vmax(m, s[b16]);
+  const float prev = *max, next = std::max(prev, maxLanes(m));
+  // The running max rarely moves once a few tiles are in: then the factor is exactly 1.
+  const float alpha = prev == kNegInfF ? 0.0f : prev == next ? 1.0f : expNonPositive(splat(prev - next))[0];
+  F16 total{};
+  for (std::int64_t b16 = 0; b16 < blocks; ++b16) {
+    const F16 e = expNonPositive(s[b16] - next);
+    const F16 w = select(s[b16] > kNegInfF, e, F16{});
+    total += w;
+    store(p + b16 * 16, w);
+  }
+  *sum = *sum * alpha + sumLanes(total);
+  *max = next;
+  return alpha;
+}
+
 // The online softmax update of each row from its tile scores, then the value sum.
 template <int RB>
 void finishBlock(const RowBlock& blk, F16 (*s)[kTile / 16], const float* v, std::int64_t vs, std::int64_t dv) {
@@ -148,40 +182,19 @@ void finishBlock(const RowBlock& blk, F16 (*s)[kTile / 16], const float* v, std:
   float alpha[RB];
   const float* p[RB];
   for (int r = 0; r < RB; ++r) {
-    F16 m = splat(kNegInfF);
-    for (std::int64_t b16 = 0; b16 < blocks; ++b16) m = vmax(m, s[r][b16]);
-    const float prev = *blk.max[r], next = std::max(prev, maxLanes(m));
-    alpha[r] = prev == kNegInfF ? 0.0f : std::exp(prev - next);
-    F16 total{};
-    for (std::int64_t b16 = 0; b16 < blocks; ++b16) {
-      const F16 e = expNonPositive(s[r][b16] - next);
-      const F16 w = select(s[r][b16] > kNegInfF, e, F16{});
-      total += w;
-      store(blk.p[r] + b16 * 16, w);
-    }
-    *blk.sum[r] = *blk.sum[r] * alpha[r] + sumLanes(total);
-    *blk.max[r] = next;
+    alpha[r] = updateRow(s[r], blocks, blk.max[r], blk.sum[r], blk.p[r]);
     p[r] = blk.p[r];
   }
   accumulate<RB>(blk.acc, alpha, p, v, vs, blk.nMax, dv);
 }
 
-template <class Fn>
-void withRowCount(int count, Fn&& fn) {
-  switch (count) {
-    case 1:
-      fn(std::integral_constant<int, 1>{});
-      break;
-    case 2:
-      fn(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      fn(std::integral_constant<int, 3>{});
-      break;
-    default:
-      fn(std::integral_constant<int, 4>{});
-      break;
+// fn(std::integral_constant<int, count>) for 1 <= count <= Max (larger counts run as Max).
+template <int Max, class Fn>
+void withCount(std::int64_t count, Fn&& fn) {
+  if constexpr (Max > 1) {
+    if (count < Max) return withCount<Max - 1>(count, fn);
   }
+  fn(std::integral_constant<int, Max>{});
 }
 
 // Work item `item`: its batch row, cache head and key range, and its rows'
@@ -218,6 +231,13 @@ void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
     const std::int64_t tileEnd = std::min(t1, tile + kTile);
     const float* k = a.k.row(b, h, tile);
     const float* v = a.v.row(b, h, tile);
+    // The tile after next is asked for while the first block scores this one
+    // (whole tiles only: a short last one is left to the hardware).
+    Ahead ahead;
+    if (tile + 3 * kTile <= t1) {
+      ahead.k = a.k.row(b, h, tile + 2 * kTile);
+      if (a.v.data != a.k.data) ahead.v = a.v.row(b, h, tile + 2 * kTile), ahead.vs = a.v.sn, ahead.dv = a.dv;
+    }
     // Blocks of up to four consecutive rows that attend to this tile and share a rope key head.
     std::int64_t r = 0;
     while (r < a.rows) {
@@ -244,11 +264,223 @@ void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
         ++count;
       }
       if (count == 0) continue;
-      withRowCount(count, [&](auto rb) {
+      withCount<4>(count, [&](auto rb) {
         constexpr int RB = decltype(rb)::value;
         const float* kr = rope ? a.kRope.row(b, ropeHead, tile) : nullptr;
-        scoreByDots<RB>(blk, k, a.k.sn, a.dk, kr, a.kRope.sn, a.dRope, a.scale, s);
+        scoreByDots<RB>(blk, k, a.k.sn, a.dk, kr, a.kRope.sn, a.dRope, a.scale, s, ahead);
+        ahead = {};  // the first block asks for the whole tile
         finishBlock<RB>(blk, s, v, a.v.sn, a.dv);
+      });
+    }
+  }
+}
+
+// ---- Many rows per cache head (MLA's latent cache: every query head of a
+// group reads the same latent): the tile is transposed once, keys into vector
+// lanes, so that each row's scores come out 16 keys to a vector with no lane
+// sums, and the transposing is shared by all the rows.
+
+// Register blocks, sized so that no build spills its accumulators: score rows
+// x 16-key vectors, and value rows x 16-dim chunks.
+constexpr int kScoreKeyVecs = kRegisterVectors >= 32 ? 4 : 2;
+constexpr int kScoreRows = kRegisterVectors >= 32 ? 6 : kRegisterVectors >= 8 ? 2 : 1;
+constexpr int kValueChunks = kRegisterVectors >= 32 ? 3 : 1;
+constexpr int kValueRows = kRegisterVectors >= 32 ? 9 : kRegisterVectors >= 8 ? 6 : 3;
+// From this many rows on, the transposes cost less than the lane sums they save.
+constexpr std::int64_t kLaneRowsMin = 6;
+
+// kt[c * kTile + t] = dim c of key t (keys `stride` apart), c < dims, t < n
+// rounded up to 16; the keys past n repeat real ones, whose scores are masked.
+// With `ahead` (the same tile further on, n keys), its lines are asked for as
+// the tile's own are read, a few at a time: a burst of prefetches overflows
+// the core's miss buffers, which then drop them.
+void transposeTile(const float* k, std::int64_t stride, std::int64_t dims, std::int64_t n, float* kt,
+                   const float* ahead) {
+  for (std::int64_t g = 0; g * 16 < n; ++g) {
+    const float* row[16];
+    for (std::int64_t i = 0; i < 16; ++i) row[i] = k + (g * 16 + (g * 16 + i < n ? i : 0)) * stride;
+    const float* next = ahead != nullptr ? ahead + g * 16 * stride : nullptr;
+    float* out = kt + g * 16;
+    std::int64_t c = 0;
+    for (; c + 16 <= dims; c += 16) {
+      F16 x[16], t[16];
+      for (int i = 0; i < 16; ++i) x[i] = load<F16>(row[i] + c);
+      if (next != nullptr)
+        for (int i = 0; i < 16; ++i) prefetch(next + i * stride + c);
+      transpose16(x, t);
+      for (int j = 0; j < 16; ++j) store(out + (c + j) * kTile, t[j]);
+    }
+    if (c + 8 <= dims) {
+      F16 x[8], t[8];
+      for (int i = 0; i < 8; ++i) x[i] = join(load<F8>(row[i] + c), load<F8>(row[i + 8] + c));
+      if (next != nullptr)
+        for (int i = 0; i < 16; ++i) prefetch(next + i * stride + c);
+      transpose16x8(x, t);
+      for (int j = 0; j < 8; ++j) store(out + (c + j) * kTile, t[j]);
+      c += 8;
+    }
+    for (; c < dims; ++c)
+      for (int i = 0; i < 16; ++i) out[c * kTile + i] = row[i][c];
+  }
+}
+
+// s_r[o + 16j .. o + 16j + 15] = q_r . k + qRope_r . kRope for KV vectors of
+// keys of the transposed tile from key o on, for RB rows (s rows kTile apart):
+// each key vector loaded serves every row, each query element is one
+// broadcast, and the RB x KV sums are independent. ropeT[r] is row r's RoPE
+// key head in the tile buffer.
+template <int RB, int KV>
+void laneScores(const float* const* q, const float* const* qRope, const float* const* ropeT, const float* kt,
+                std::int64_t o, std::int64_t dk, std::int64_t dr, float* s) {
+  F16 acc[RB][KV] = {};
+  for (std::int64_t c = 0; c < dk; ++c) {
+    F16 kv[KV];
+    for (int j = 0; j < KV; ++j) kv[j] = load<F16>(kt + c * kTile + o + 16 * j);
+    for (int r = 0; r < RB; ++r) {
+      const F16 qv = splat(q[r][c]);
+      for (int j = 0; j < KV; ++j) acc[r][j] += qv * kv[j];
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (std::int64_t c = 0; c < dr; ++c) {
+      const F16 qv = splat(qRope[r][c]);
+      for (int j = 0; j < KV; ++j) acc[r][j] += qv * load<F16>(ropeT[r] + c * kTile + o + 16 * j);
+    }
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < KV; ++j) store(s + r * kTile + o + 16 * j, acc[r][j]);
+}
+
+// acc_r[c, c + 16 NC) = alpha_r acc_r + sum_t p_r[t] v_t for RB consecutive
+// rows (acc rows dv apart, p rows kTile apart), over n keys.
+template <int RB, int NC>
+inline void laneValueChunks(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v,
+                            std::int64_t vs, std::int64_t n, std::int64_t c) {
+  F16 sum[RB][NC];
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < NC; ++j) sum[r][j] = load<F16>(acc + r * dv + c + 16 * j) * alpha[r];
+  const float* vt = v + c;
+  for (std::int64_t t = 0; t < n; ++t, vt += vs) {
+    F16 vv[NC];
+    for (int j = 0; j < NC; ++j) vv[j] = load<F16>(vt + 16 * j);
+    for (int r = 0; r < RB; ++r) {
+      const F16 pr = splat(p[r * kTile + t]);
+      for (int j = 0; j < NC; ++j) sum[r][j] += pr * vv[j];
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < NC; ++j) store(acc + r * dv + c + 16 * j, sum[r][j]);
+}
+
+template <int RB>
+void laneValues(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v, std::int64_t vs,
+                std::int64_t n) {
+  std::int64_t c = 0;
+  for (; c + 16 * kValueChunks <= dv; c += 16 * kValueChunks)
+    laneValueChunks<RB, kValueChunks>(acc, dv, alpha, p, v, vs, n, c);
+  if constexpr (kValueChunks > 2) {
+    if (c + 32 <= dv) laneValueChunks<RB, 2>(acc, dv, alpha, p, v, vs, n, c), c += 32;
+  }
+  if constexpr (kValueChunks > 1) {
+    if (c + 16 <= dv) laneValueChunks<RB, 1>(acc, dv, alpha, p, v, vs, n, c), c += 16;
+  }
+  for (; c < dv; ++c)
+    for (int r = 0; r < RB; ++r) {
+      float x = acc[r * dv + c] * alpha[r];
+      for (std::int64_t t = 0; t < n; ++t) x += p[r * kTile + t] * v[t * vs + c];
+      acc[r * dv + c] = x;
+    }
+}
+
+// Asks for n cache rows from `row` on (`stride` floats apart, `dims` used)
+// ahead of their use: the hardware prefetchers alone leave this path waiting
+// on memory.
+inline void prefetchRows(const float* row, std::int64_t stride, std::int64_t dims, std::int64_t n) {
+  constexpr std::int64_t kLine = 64 / sizeof(float);
+  if (stride == dims) {  // one contiguous span
+    for (std::int64_t i = 0; i < n * dims; i += kLine) prefetch(row + i);
+    prefetch(row + n * dims - 1);
+    return;
+  }
+  for (std::int64_t t = 0; t < n; ++t, row += stride) {
+    for (std::int64_t i = 0; i < dims; i += kLine) prefetch(row + i);
+    prefetch(row + dims - 1);
+  }
+}
+
+// Per-thread buffers of the keys-in-lanes path, 64-byte aligned, grown on demand.
+float* laneScratch(std::size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats + 16) buffer.resize(floats + 16);
+  auto* p = buffer.data();
+  return p + (16 - (reinterpret_cast<std::uintptr_t>(p) / sizeof(float)) % 16) % 16;
+}
+
+void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
+  const DecodeKernelArgs<float> a = args;  // a local copy: the stores below cannot alias it
+  const auto [b, h, t0, t1, acc, mx, sm] = beginItem(a, item);
+  const std::int64_t R = a.rows;
+  const bool rope = a.qRope.data != nullptr;
+  // The RoPE key heads this item's rows use: hrFirst .. hrFirst + ropeHeads - 1.
+  const std::int64_t hrFirst = rope ? h * R / a.ropeRows : 0;
+  const std::int64_t ropeHeads = rope ? (h * R + R - 1) / a.ropeRows - hrFirst + 1 : 0;
+  const std::int64_t dims = a.dk + ropeHeads * a.dRope;
+  float* kt = laneScratch(dims * kTile + 2 * R * kTile + R);
+  float* s = kt + dims * kTile;  // (R, kTile) scores
+  float* p = s + R * kTile;      // (R, kTile) weights
+  float* alpha = p + R * kTile;  // (R) value-sum factors
+  // Per row: its query, its RoPE query, and where its RoPE key head lies in kt.
+  thread_local std::vector<const float*> rowPtrs;
+  rowPtrs.resize(3 * R);
+  const float** q = rowPtrs.data();
+  const float** qRope = q + R;
+  const float** ropeT = qRope + R;
+  for (std::int64_t r = 0; r < R; ++r) {
+    const std::int64_t g = h * R + r, hr = rope ? g / a.ropeRows : 0;
+    q[r] = a.q.row(b, h, r);
+    qRope[r] = rope ? a.qRope.row(b, hr, g % a.ropeRows) : nullptr;
+    ropeT[r] = kt + (a.dk + (hr - hrFirst) * a.dRope) * kTile;
+  }
+  const std::int64_t dr = rope ? a.dRope : 0;
+  const I16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  for (std::int64_t tile = t0; tile < t1; tile += kTile) {
+    const std::int64_t tileEnd = std::min(t1, tile + kTile);
+    // Keys of the tile row r attends to: those up to its query's position.
+    std::int64_t nMax = 0;
+    for (std::int64_t r = 0; r < std::min(R, a.queries); ++r)
+      nMax = std::max(nMax, std::min(tileEnd, a.keys - a.queries + r + 1) - tile);
+    if (nMax <= 0) continue;
+    const std::int64_t vecs = (nMax + 15) / 16;
+    // The tile after next is asked for as this one is transposed (into the
+    // second-level cache: the first holds this tile's working set). Only whole
+    // tiles are: a short last tile is left to the hardware.
+    const bool aheadWhole = tile + 3 * kTile <= t1 && nMax == kTile;
+    const float* kAhead = aheadWhole ? a.k.row(b, h, tile + 2 * kTile) : nullptr;
+    transposeTile(a.k.row(b, h, tile), a.k.sn, a.dk, nMax, kt, kAhead);
+    if (aheadWhole && a.v.data != a.k.data) prefetchRows(a.v.row(b, h, tile + 2 * kTile), a.v.sn, a.dv, kTile);
+    for (std::int64_t i = 0; i < ropeHeads; ++i)
+      transposeTile(a.kRope.row(b, hrFirst + i, tile), a.kRope.sn, a.dRope, nMax, kt + (a.dk + i * a.dRope) * kTile,
+                    aheadWhole ? a.kRope.row(b, hrFirst + i, tile + 2 * kTile) : nullptr);
+    for (std::int64_t r0 = 0; r0 < R; r0 += kScoreRows)
+      for (std::int64_t j0 = 0; j0 < vecs; j0 += kScoreKeyVecs)
+        withCount<kScoreRows>(R - r0, [&](auto rb) {
+          withCount<kScoreKeyVecs>(vecs - j0, [&](auto kv) {
+            constexpr int RB = decltype(rb)::value, KV = decltype(kv)::value;
+            laneScores<RB, KV>(q + r0, qRope + r0, ropeT + r0, kt, 16 * j0, a.dk, dr, s + r0 * kTile);
+          });
+        });
+    for (std::int64_t r = 0; r < R; ++r) {
+      const std::int64_t n = std::min(tileEnd, a.keys - a.queries + r % a.queries + 1) - tile;
+      F16 sv[kTile / 16];
+      for (std::int64_t j = 0; j < vecs; ++j) {
+        const I16 live = (iota + static_cast<std::int32_t>(16 * j)) < static_cast<std::int32_t>(n);
+        sv[j] = select(live, load<F16>(s + r * kTile + 16 * j) * a.scale, splat(kNegInfF));
+      }
+      alpha[r] = updateRow(sv, vecs, mx + r, sm + r, p + r * kTile);
+    }
+    const float* v = a.v.row(b, h, tile);
+    for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {
+      withCount<kValueRows>(R - r0, [&](auto rb) {
+        laneValues<decltype(rb)::value>(acc + r0 * a.dv, a.dv, alpha + r0, p + r0 * kTile, v, a.v.sn, nMax);
       });
     }
   }
@@ -298,7 +530,8 @@ void runItemF64(const DecodeKernelArgs<double>& a, std::int64_t item) {
 }  // namespace
 
 void decodeItemsF32(const DecodeKernelArgs<float>& a, std::int64_t begin, std::int64_t end) {
-  for (std::int64_t i = begin; i < end; ++i) runItemF32(a, i);
+  const auto run = a.rows >= kLaneRowsMin ? runItemLanes : runItemF32;
+  for (std::int64_t i = begin; i < end; ++i) run(a, i);
 }
 void decodeItemsF64(const DecodeKernelArgs<double>& a, std::int64_t begin, std::int64_t end) {
   for (std::int64_t i = begin; i < end; ++i) runItemF64(a, i);

@@ -16,8 +16,12 @@ namespace {
 using namespace simd;
 
 // Outputs [n, n + count) (count <= 16) for rows [m0, m0 + RB).
+// With `ahead`, the whole weight block two further on is asked for as this
+// one is read, a line per weight row per step: the hardware prefetchers
+// alone leave the loads waiting on memory, and a burst of prefetches would
+// overflow the core's miss buffers.
 template <int RB>
-void block(const LinearKernelArgs<float>& a, std::int64_t m0, std::int64_t n, std::int64_t count) {
+void block(const LinearKernelArgs<float>& a, std::int64_t m0, std::int64_t n, std::int64_t count, const float* ahead) {
   const float* x[RB];
   for (int r = 0; r < RB; ++r) x[r] = a.x + (m0 + r) * a.xs;
   F16 partial[RB][16];
@@ -25,7 +29,7 @@ void block(const LinearKernelArgs<float>& a, std::int64_t m0, std::int64_t n, st
   std::int64_t j = 0;
   for (; j + 4 <= count; j += 4) {
     F16 acc[RB][4] = {};
-    dots4<RB>(x, w + j * a.ws, a.ws, a.dim, acc);
+    dots4<RB>(x, w + j * a.ws, a.ws, a.dim, acc, ahead != nullptr ? ahead + j * a.ws : nullptr);
     for (int r = 0; r < RB; ++r)
       for (int i = 0; i < 4; ++i) partial[r][j + i] = acc[r][i];
   }
@@ -56,19 +60,21 @@ void linearOutsF32(const LinearKernelArgs<float>& args, std::int64_t outBegin, s
     const std::int64_t count = std::min<std::int64_t>(16, outEnd - n);
     // Four rows at a time share each weight chunk loaded; a 16-row weight block
     // read for a second group of rows comes from the core's cache, not memory.
-    for (std::int64_t m0 = 0; m0 < a.rows; m0 += 4) {
+    // The block two ahead (whole blocks only), asked for by the first group of rows.
+    const float* ahead = n + 3 * 16 <= outEnd ? a.w + (n + 2 * 16) * a.ws : nullptr;
+    for (std::int64_t m0 = 0; m0 < a.rows; m0 += 4, ahead = nullptr) {
       switch (std::min<std::int64_t>(4, a.rows - m0)) {
         case 1:
-          block<1>(a, m0, n, count);
+          block<1>(a, m0, n, count, ahead);
           break;
         case 2:
-          block<2>(a, m0, n, count);
+          block<2>(a, m0, n, count, ahead);
           break;
         case 3:
-          block<3>(a, m0, n, count);
+          block<3>(a, m0, n, count, ahead);
           break;
         default:
-          block<4>(a, m0, n, count);
+          block<4>(a, m0, n, count, ahead);
           break;
       }
     }

@@ -24,6 +24,17 @@ using F8 = float __attribute__((vector_size(32)));
 using F4 = float __attribute__((vector_size(16)));
 using I16 = std::int32_t __attribute__((vector_size(64)));
 
+// How many 16-float vectors the registers hold: 32 in AVX-512's zmm registers,
+// 8 in AVX2's 16 ymm (two each), 4 in SSE2's 16 xmm. Kernels size their
+// register blocks from it so that no build spills its accumulators.
+#if defined(__AVX512F__)
+constexpr int kRegisterVectors = 32;
+#elif defined(__AVX__)
+constexpr int kRegisterVectors = 8;
+#else
+constexpr int kRegisterVectors = 4;
+#endif
+
 template <class V>
 inline V load(const float* p) {
   V v;
@@ -46,6 +57,80 @@ inline F16 vmax(F16 a, F16 b) {
   return select(a > b, a, b);
 }
 
+// Lanes [a-quarter x, a-quarter y, b-quarter z, b-quarter w] of two vectors
+// seen as four 4-float quarters each (one AVX-512 shuffle of 128-bit lanes).
+template <int X, int Y, int Z, int W>
+inline F16 quarters(F16 a, F16 b) {
+  return __builtin_shufflevector(a, b, 4 * X, 4 * X + 1, 4 * X + 2, 4 * X + 3, 4 * Y, 4 * Y + 1, 4 * Y + 2, 4 * Y + 3,
+                                 16 + 4 * Z, 16 + 4 * Z + 1, 16 + 4 * Z + 2, 16 + 4 * Z + 3, 16 + 4 * W, 16 + 4 * W + 1,
+                                 16 + 4 * W + 2, 16 + 4 * W + 3);
+}
+
+// Quarters [X, Y, Z, W] of the eight of a (0..3) and b (4..7): one two-source permute.
+template <int X, int Y, int Z, int W>
+inline F16 pickQuarters(F16 a, F16 b) {
+  return __builtin_shufflevector(a, b, 4 * X, 4 * X + 1, 4 * X + 2, 4 * X + 3, 4 * Y, 4 * Y + 1, 4 * Y + 2, 4 * Y + 3,
+                                 4 * Z, 4 * Z + 1, 4 * Z + 2, 4 * Z + 3, 4 * W, 4 * W + 1, 4 * W + 2, 4 * W + 3);
+}
+
+// The first two transpose stages of 4 rows x0..x3 (each 16 columns): after
+// them u[j] holds, in quarter L, column 4L + j of the four rows.
+inline void transpose4InQuarters(const F16* x, F16* u) {
+  F16 t[4];
+  for (int i = 0; i < 2; ++i) {  // interleave the floats of rows 2i and 2i+1, per quarter
+    const F16 a = x[2 * i], b = x[2 * i + 1];
+    t[2 * i] = __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+    t[2 * i + 1] = __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+  }
+  for (int s = 0; s < 2; ++s) {  // then their float pairs: rows 0,1 with rows 2,3
+    const F16 a = t[s], b = t[2 + s];
+    u[2 * s] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    u[2 * s + 1] = __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+}
+
+// out[c][i] = x[i][c]: a 16 x 16 transpose in 64 shuffles.
+inline void transpose16(const F16* x, F16* out) {
+  F16 u[16];
+  for (int b = 0; b < 4; ++b) transpose4InQuarters(x + 4 * b, u + 4 * b);  // u[4b+j] quarter L: col 4L+j, rows 4b..
+  for (int j = 0; j < 4; ++j) {  // a 4 x 4 transpose of quarters among u[j], u[4+j], u[8+j], u[12+j]
+    const F16 p = quarters<0, 2, 0, 2>(u[j], u[4 + j]), q = quarters<1, 3, 1, 3>(u[j], u[4 + j]);
+    const F16 r = quarters<0, 2, 0, 2>(u[8 + j], u[12 + j]), s = quarters<1, 3, 1, 3>(u[8 + j], u[12 + j]);
+    out[j] = quarters<0, 2, 0, 2>(p, r);
+    out[8 + j] = quarters<1, 3, 1, 3>(p, r);
+    out[4 + j] = quarters<0, 2, 0, 2>(q, s);
+    out[12 + j] = quarters<1, 3, 1, 3>(q, s);
+  }
+}
+
+// The same for 16 rows of 8 columns, given as x[i] = row i in the low half and
+// row i + 8 in the high half (i < 8): out[c][i] = row i's column c, c < 8.
+inline void transpose16x8(const F16* x, F16* out) {
+  F16 u[8];
+  for (int b = 0; b < 2; ++b) transpose4InQuarters(x + 4 * b, u + 4 * b);  // quarters 0,1: rows 4b..; 2,3: rows 8+4b..
+  for (int j = 0; j < 4; ++j) {
+    out[j] = pickQuarters<0, 4, 2, 6>(u[j], u[4 + j]);
+    out[4 + j] = pickQuarters<1, 5, 3, 7>(u[j], u[4 + j]);
+  }
+}
+
+// Asks for the cache line holding p to be brought into the second-level
+// cache ahead of its use (the first level holds a kernel's working set). GCC
+// deletes loops whose only statements are __builtin_prefetch, so on x86 the
+// instruction is written out.
+inline void prefetch(const float* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+
+// [lo, hi] as one vector.
+inline F16 join(F8 lo, F8 hi) {
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
 inline F16 widen(F8 v) {
   const F8 z{};
   return __builtin_shufflevector(v, z, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -55,11 +140,16 @@ inline F16 widen(F8 v) {
 // (rows `stride` apart) over d dims, added to acc[r][j]: the sum of the lanes
 // of acc[r][j] is q_r . k_j. Each key chunk loaded serves every row, and the
 // RB x 4 accumulators are independent FMA chains.
+// With `ahead`, four rows laid out as k's (the same rows further on) are asked
+// for a line at a time as k's are read.
 template <int RB>
-inline void dots4(const float* const* q, const float* k, std::int64_t stride, std::int64_t d, F16 (*acc)[4]) {
+inline void dots4(const float* const* q, const float* k, std::int64_t stride, std::int64_t d, F16 (*acc)[4],
+                  const float* ahead = nullptr) {
   const float* kj[4] = {k, k + stride, k + 2 * stride, k + 3 * stride};
   std::int64_t c = 0;
   for (; c + 16 <= d; c += 16) {
+    if (ahead != nullptr)
+      for (int j = 0; j < 4; ++j) prefetch(ahead + j * stride + c);
     F16 kv[4];
     for (int j = 0; j < 4; ++j) kv[j] = load<F16>(kj[j] + c);
     for (int r = 0; r < RB; ++r) {
