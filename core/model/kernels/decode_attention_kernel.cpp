@@ -23,52 +23,57 @@ namespace {
 using namespace simd;
 constexpr std::int64_t kTile = 64;  // keys per pass of a row over the cache
 
-// For RB rows: acc_r[0, dv) = alpha_r * acc_r + sum_t p_r[t] v_t over n value
-// rows. Up to four 16-dim chunks of v_t are loaded once per key and serve
-// every row, so each FMA costs one broadcast of p_r[t] and no other load.
+// fn(std::integral_constant<int, count>) for 1 <= count <= Max (larger counts run as Max).
+template <int Max, class Fn>
+void withCount(std::int64_t count, Fn&& fn) {
+  if constexpr (Max > 1) {
+    if (count < Max) return withCount<Max - 1>(count, fn);
+  }
+  fn(std::integral_constant<int, Max>{});
+}
+
+// For RB consecutive rows (value sums dv apart, weights p kTile apart):
+// acc_r[c, c + 16 NC) = alpha_r * acc_r + sum_t p_r[t] v_t over n value rows.
+// The NC 16-dim chunks of v_t are loaded once per key and serve every row, so
+// each FMA costs one broadcast of p_r[t] and no other load.
 template <int RB, int NC>
-inline void accumulateChunks(float* const* acc, const float* alpha, const float* const* p, const float* v,
-                             std::int64_t stride, std::int64_t n, std::int64_t c) {
+inline void accumulateChunks(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v,
+                             std::int64_t vs, std::int64_t n, std::int64_t c) {
   F16 sum[RB][NC];
   for (int r = 0; r < RB; ++r)
-    for (int j = 0; j < NC; ++j) sum[r][j] = load<F16>(acc[r] + c + 16 * j) * alpha[r];
+    for (int j = 0; j < NC; ++j) sum[r][j] = load<F16>(acc + r * dv + c + 16 * j) * alpha[r];
   const float* vt = v + c;
-  for (std::int64_t t = 0; t < n; ++t, vt += stride) {
+  for (std::int64_t t = 0; t < n; ++t, vt += vs) {
     F16 vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = load<F16>(vt + 16 * j);
     for (int r = 0; r < RB; ++r) {
-      const F16 pr = splat(p[r][t]);
+      const F16 pr = splat(p[r * kTile + t]);
       for (int j = 0; j < NC; ++j) sum[r][j] += pr * vv[j];
     }
   }
   for (int r = 0; r < RB; ++r)
-    for (int j = 0; j < NC; ++j) store(acc[r] + c + 16 * j, sum[r][j]);
+    for (int j = 0; j < NC; ++j) store(acc + r * dv + c + 16 * j, sum[r][j]);
 }
 
-template <int RB>
-inline void accumulate(float* const* acc, const float* alpha, const float* const* p, const float* v,
-                       std::int64_t stride, std::int64_t n, std::int64_t dv) {
+// The same over all dv dims: NC chunks at a time, then the fewer left, then
+// the dims past the last whole chunk.
+template <int RB, int NC>
+inline void accumulate(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v, std::int64_t vs,
+                       std::int64_t n) {
   std::int64_t c = 0;
-  for (; c + 64 <= dv; c += 64) accumulateChunks<RB, 4>(acc, alpha, p, v, stride, n, c);
-  switch ((dv - c) / 16) {
-    case 3:
-      accumulateChunks<RB, 3>(acc, alpha, p, v, stride, n, c);
-      break;
-    case 2:
-      accumulateChunks<RB, 2>(acc, alpha, p, v, stride, n, c);
-      break;
-    case 1:
-      accumulateChunks<RB, 1>(acc, alpha, p, v, stride, n, c);
-      break;
-    default:
-      break;
+  for (; c + 16 * NC <= dv; c += 16 * NC) accumulateChunks<RB, NC>(acc, dv, alpha, p, v, vs, n, c);
+  if constexpr (NC > 1) {
+    if (const std::int64_t rest = (dv - c) / 16; rest > 0) {
+      withCount<NC - 1>(rest,
+                        [&](auto m) { accumulateChunks<RB, decltype(m)::value>(acc, dv, alpha, p, v, vs, n, c); });
+      c += 16 * rest;
+    }
   }
-  c += (dv - c) / 16 * 16;
   for (; c < dv; ++c)
     for (int r = 0; r < RB; ++r) {
-      float x = acc[r][c] * alpha[r];
-      for (std::int64_t t = 0; t < n; ++t) x += p[r][t] * v[t * stride + c];
-      acc[r][c] = x;
+      float x = acc[r * dv + c] * alpha[r];
+      for (std::int64_t t = 0; t < n; ++t) x += p[r * kTile + t] * v[t * vs + c];
+      acc[r * dv + c] = x;
     }
 }
 
@@ -77,10 +82,10 @@ inline void accumulate(float* const* acc, const float* alpha, const float* const
 struct RowBlock {
   const float* q[4];
   const float* qRope[4];
-  float* acc[4];
+  float* acc;  // the block's rows are consecutive: their value sums dv apart
   float* max[4];
   float* sum[4];
-  float* p[4];        // kTile probabilities per row
+  float* p;           // (4, kTile) weights
   std::int64_t n[4];  // keys of the tile each row attends to (>= 1)
   std::int64_t nMax;
 };
@@ -180,21 +185,8 @@ template <int RB>
 void finishBlock(const RowBlock& blk, F16 (*s)[kTile / 16], const float* v, std::int64_t vs, std::int64_t dv) {
   const std::int64_t blocks = (blk.nMax + 15) / 16;
   float alpha[RB];
-  const float* p[RB];
-  for (int r = 0; r < RB; ++r) {
-    alpha[r] = updateRow(s[r], blocks, blk.max[r], blk.sum[r], blk.p[r]);
-    p[r] = blk.p[r];
-  }
-  accumulate<RB>(blk.acc, alpha, p, v, vs, blk.nMax, dv);
-}
-
-// fn(std::integral_constant<int, count>) for 1 <= count <= Max (larger counts run as Max).
-template <int Max, class Fn>
-void withCount(std::int64_t count, Fn&& fn) {
-  if constexpr (Max > 1) {
-    if (count < Max) return withCount<Max - 1>(count, fn);
-  }
-  fn(std::integral_constant<int, Max>{});
+  for (int r = 0; r < RB; ++r) alpha[r] = updateRow(s[r], blocks, blk.max[r], blk.sum[r], blk.p + r * kTile);
+  accumulate<RB, 4>(blk.acc, dv, alpha, blk.p, v, vs, blk.nMax);
 }
 
 // Work item `item`: its batch row, cache head and key range, and its rows'
@@ -242,6 +234,7 @@ void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
     std::int64_t r = 0;
     while (r < a.rows) {
       RowBlock blk{};
+      blk.p = &p[0][0];
       int count = 0;
       std::int64_t ropeHead = -1;
       for (; r < a.rows && count < 4; ++r) {
@@ -255,10 +248,9 @@ void runItemF32(const DecodeKernelArgs<float>& args, std::int64_t item) {
         ropeHead = hr;
         blk.q[count] = a.q.row(b, h, r);
         blk.qRope[count] = rope ? a.qRope.row(b, hr, g % a.ropeRows) : nullptr;
-        blk.acc[count] = acc + r * a.dv;
+        if (count == 0) blk.acc = acc + r * a.dv;
         blk.max[count] = mx + r;
         blk.sum[count] = sm + r;
-        blk.p[count] = p[count];
         blk.n[count] = n;
         blk.nMax = std::max(blk.nMax, n);
         ++count;
@@ -350,47 +342,6 @@ void laneScores(const float* const* q, const float* const* qRope, const float* c
     for (int j = 0; j < KV; ++j) store(s + r * kTile + o + 16 * j, acc[r][j]);
 }
 
-// acc_r[c, c + 16 NC) = alpha_r acc_r + sum_t p_r[t] v_t for RB consecutive
-// rows (acc rows dv apart, p rows kTile apart), over n keys.
-template <int RB, int NC>
-inline void laneValueChunks(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v,
-                            std::int64_t vs, std::int64_t n, std::int64_t c) {
-  F16 sum[RB][NC];
-  for (int r = 0; r < RB; ++r)
-    for (int j = 0; j < NC; ++j) sum[r][j] = load<F16>(acc + r * dv + c + 16 * j) * alpha[r];
-  const float* vt = v + c;
-  for (std::int64_t t = 0; t < n; ++t, vt += vs) {
-    F16 vv[NC];
-    for (int j = 0; j < NC; ++j) vv[j] = load<F16>(vt + 16 * j);
-    for (int r = 0; r < RB; ++r) {
-      const F16 pr = splat(p[r * kTile + t]);
-      for (int j = 0; j < NC; ++j) sum[r][j] += pr * vv[j];
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int j = 0; j < NC; ++j) store(acc + r * dv + c + 16 * j, sum[r][j]);
-}
-
-template <int RB>
-void laneValues(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v, std::int64_t vs,
-                std::int64_t n) {
-  std::int64_t c = 0;
-  for (; c + 16 * kValueChunks <= dv; c += 16 * kValueChunks)
-    laneValueChunks<RB, kValueChunks>(acc, dv, alpha, p, v, vs, n, c);
-  if constexpr (kValueChunks > 2) {
-    if (c + 32 <= dv) laneValueChunks<RB, 2>(acc, dv, alpha, p, v, vs, n, c), c += 32;
-  }
-  if constexpr (kValueChunks > 1) {
-    if (c + 16 <= dv) laneValueChunks<RB, 1>(acc, dv, alpha, p, v, vs, n, c), c += 16;
-  }
-  for (; c < dv; ++c)
-    for (int r = 0; r < RB; ++r) {
-      float x = acc[r * dv + c] * alpha[r];
-      for (std::int64_t t = 0; t < n; ++t) x += p[r * kTile + t] * v[t * vs + c];
-      acc[r * dv + c] = x;
-    }
-}
-
 // Asks for n cache rows from `row` on (`stride` floats apart, `dims` used)
 // ahead of their use: the hardware prefetchers alone leave this path waiting
 // on memory.
@@ -480,7 +431,8 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
     const float* v = a.v.row(b, h, tile);
     for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {
       withCount<kValueRows>(R - r0, [&](auto rb) {
-        laneValues<decltype(rb)::value>(acc + r0 * a.dv, a.dv, alpha + r0, p + r0 * kTile, v, a.v.sn, nMax);
+        accumulate<decltype(rb)::value, kValueChunks>(acc + r0 * a.dv, a.dv, alpha + r0, p + r0 * kTile, v, a.v.sn,
+                                                      nMax);
       });
     }
   }

@@ -132,8 +132,7 @@ inline F16 join(F8 lo, F8 hi) {
 }
 
 inline F16 widen(F8 v) {
-  const F8 z{};
-  return __builtin_shufflevector(v, z, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return join(v, F8{});
 }
 
 // Lane-wise products of RB query rows with four consecutive keys k_0..k_3
