@@ -366,6 +366,41 @@ float* laneScratch(std::size_t floats) {
   return p + (16 - (reinterpret_cast<std::uintptr_t>(p) / sizeof(float)) % 16) % 16;
 }
 
+// The online softmax update of one row of the keys-in-lanes path from its
+// tile scores s (already scaled; -inf where masked) in `vecs` vectors: p gets
+// the weights and the row's running sum moves on as a vector of 16 partial
+// sums, reduced once when the item ends; the factor its value sum must be
+// scaled by is returned. Once a few tiles are in, the running max rarely
+// moves, so it is only looked for across lanes when some score passes it.
+inline float updateLaneRow(const float* s, std::int64_t vecs, float* max, F16* sum, float* p) {
+  F16 m = load<F16>(s);
+  for (std::int64_t j = 1; j < vecs; ++j) m = vmax(m, load<F16>(s + 16 * j));
+  const float prev = *max;
+  if (prev != kNegInfF && !anyGreater(m, prev)) {
+    F16 total{};
+    for (std::int64_t j = 0; j < vecs; ++j) {
+      const F16 x = load<F16>(s + 16 * j);
+      const F16 e = select(x > kNegInfF, expNonPositive(x - prev), F16{});
+      total += e;
+      store(p + 16 * j, e);
+    }
+    *sum += total;
+    return 1.0f;
+  }
+  const float next = std::max(prev, maxLanes(m));
+  const float alpha = prev == kNegInfF ? 0.0f : expNonPositive(splat(prev - next))[0];
+  F16 total{};
+  for (std::int64_t j = 0; j < vecs; ++j) {
+    const F16 x = load<F16>(s + 16 * j);
+    const F16 e = select(x > kNegInfF, expNonPositive(x - next), F16{});
+    total += e;
+    store(p + 16 * j, e);
+  }
+  *sum = *sum * alpha + total;
+  *max = next;
+  return alpha;
+}
+
 void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
   const DecodeKernelArgs<float> a = args;  // a local copy: the stores below cannot alias it
   const auto [b, h, t0, t1, acc, mx, sm] = beginItem(a, item);
@@ -375,10 +410,16 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
   const std::int64_t hrFirst = rope ? h * R / a.ropeRows : 0;
   const std::int64_t ropeHeads = rope ? (h * R + R - 1) / a.ropeRows - hrFirst + 1 : 0;
   const std::int64_t dims = a.dk + ropeHeads * a.dRope;
-  float* kt = laneScratch(dims * kTile + 2 * R * kTile + R);
+  const std::int64_t dr = rope ? a.dRope : 0;
+  // Scratch: the transposed tile, scores, weights, value-sum factors, running
+  // sums, and the queries with the softmax scale folded in.
+  const std::int64_t alphaFloats = (R + 15) / 16 * 16;  // keeps the running sums 64-byte aligned
+  float* kt = laneScratch(dims * kTile + 2 * R * kTile + alphaFloats + 16 * R + R * (a.dk + dr));
   float* s = kt + dims * kTile;  // (R, kTile) scores
   float* p = s + R * kTile;      // (R, kTile) weights
   float* alpha = p + R * kTile;  // (R) value-sum factors
+  auto* sumV = reinterpret_cast<F16*>(alpha + alphaFloats);  // (R) running sums, 16 lanes each
+  float* qs = alpha + alphaFloats + 16 * R;                  // (R, dk + dr) scaled queries
   // Per row: its query, its RoPE query, and where its RoPE key head lies in kt.
   thread_local std::vector<const float*> rowPtrs;
   rowPtrs.resize(3 * R);
@@ -387,11 +428,18 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
   const float** ropeT = qRope + R;
   for (std::int64_t r = 0; r < R; ++r) {
     const std::int64_t g = h * R + r, hr = rope ? g / a.ropeRows : 0;
-    q[r] = a.q.row(b, h, r);
-    qRope[r] = rope ? a.qRope.row(b, hr, g % a.ropeRows) : nullptr;
+    float* qr = qs + r * (a.dk + dr);
+    const float* src = a.q.row(b, h, r);
+    for (std::int64_t c = 0; c < a.dk; ++c) qr[c] = src[c] * a.scale;
+    if (rope) {
+      const float* srcRope = a.qRope.row(b, hr, g % a.ropeRows);
+      for (std::int64_t c = 0; c < dr; ++c) qr[a.dk + c] = srcRope[c] * a.scale;
+    }
+    q[r] = qr;
+    qRope[r] = qr + a.dk;
     ropeT[r] = kt + (a.dk + (hr - hrFirst) * a.dRope) * kTile;
+    sumV[r] = F16{};
   }
-  const std::int64_t dr = rope ? a.dRope : 0;
   const I16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   for (std::int64_t tile = t0; tile < t1; tile += kTile) {
     const std::int64_t tileEnd = std::min(t1, tile + kTile);
@@ -401,6 +449,8 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
       nMax = std::max(nMax, std::min(tileEnd, a.keys - a.queries + r + 1) - tile);
     if (nMax <= 0) continue;
     const std::int64_t vecs = (nMax + 15) / 16;
+    // Every row attends to every key of the tile, in whole vectors: no mask.
+    const bool allLive = std::min(tileEnd, a.keys - a.queries + 1) == tileEnd && nMax % 16 == 0;
     // The tile after next is asked for as this one is transposed (into the
     // second-level cache: the first holds this tile's working set). Only whole
     // tiles are: a short last tile is left to the hardware.
@@ -420,13 +470,15 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
           });
         });
     for (std::int64_t r = 0; r < R; ++r) {
-      const std::int64_t n = std::min(tileEnd, a.keys - a.queries + r % a.queries + 1) - tile;
-      F16 sv[kTile / 16];
-      for (std::int64_t j = 0; j < vecs; ++j) {
-        const I16 live = (iota + static_cast<std::int32_t>(16 * j)) < static_cast<std::int32_t>(n);
-        sv[j] = select(live, load<F16>(s + r * kTile + 16 * j) * a.scale, splat(kNegInfF));
+      float* sr = s + r * kTile;
+      if (!allLive) {  // keys past the row's query weigh 0
+        const std::int64_t n = std::min(tileEnd, a.keys - a.queries + r % a.queries + 1) - tile;
+        for (std::int64_t j = 0; j < vecs; ++j) {
+          const I16 live = (iota + static_cast<std::int32_t>(16 * j)) < static_cast<std::int32_t>(n);
+          store(sr + 16 * j, select(live, load<F16>(sr + 16 * j), splat(kNegInfF)));
+        }
       }
-      alpha[r] = updateRow(sv, vecs, mx + r, sm + r, p + r * kTile);
+      alpha[r] = updateLaneRow(sr, vecs, mx + r, sumV + r, p + r * kTile);
     }
     const float* v = a.v.row(b, h, tile);
     for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {
@@ -436,6 +488,7 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
       });
     }
   }
+  for (std::int64_t r = 0; r < R; ++r) sm[r] = sumLanes(sumV[r]);
 }
 
 void runItemF64(const DecodeKernelArgs<double>& a, std::int64_t item) {

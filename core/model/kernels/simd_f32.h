@@ -11,6 +11,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #ifndef LATENTLAB_KERNEL_ISA
 #error "LATENTLAB_KERNEL_ISA must name the instruction set this file is built for"
 #endif
@@ -223,6 +227,17 @@ inline float sumLanes(F16 v) {
   F4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
+// Whether any lane of v is greater than x.
+inline bool anyGreater(F16 v, float x) {
+#if defined(__AVX512F__)
+  return _mm512_cmp_ps_mask(std::bit_cast<__m512>(v), _mm512_set1_ps(x), _CMP_GT_OQ) != 0;
+#else
+  const I16 gt = v > x;
+  std::int32_t any = 0;
+  for (int i = 0; i < 16; ++i) any |= gt[i];
+  return any != 0;
+#endif
+}
 inline float maxLanes(F16 v) {
   F16 m = vmax(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
   m = vmax(m, __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
@@ -235,7 +250,7 @@ inline float maxLanes(F16 v) {
 // Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, Cephes' degree-5
 // polynomial for exp(r), 2^n written into the exponent bits. Relative error
 // below 2e-7; inputs under -87 give exp(-87), about 1.6e-38.
-inline F16 expNonPositive(F16 x) {
+[[gnu::always_inline]] inline F16 expNonPositive(F16 x) {
   const F16 lo = splat(-87.0f);
   x = vmax(x, lo);
   const F16 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
