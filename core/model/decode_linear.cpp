@@ -27,39 +27,119 @@ bool kernelApplies(const torch::Tensor& x, const torch::Tensor& w, const torch::
   return !(torch::GradMode::is_enabled() && (needsGrad(x) || needsGrad(w) || needsGrad(b)));
 }
 
+// One layer's kernel arguments for rows x2 (rows, dim), writing a new (rows, outs) output.
+struct KernelLayer {
+  kernels::LinearKernelArgs<float> args;
+  torch::Tensor w, b, y;  // held for the call
+};
+
+KernelLayer kernelLayer(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
+  KernelLayer l;
+  l.w = weight.stride(1) == 1 ? weight : weight.contiguous();
+  l.b = bias.defined() ? bias.contiguous() : bias;
+  const std::int64_t rows = x2.size(0), outs = weight.size(0);
+  l.y = torch::empty({rows, outs}, x2.options());
+  auto& a = l.args;
+  a.x = x2.data_ptr<float>();
+  a.xs = x2.stride(0);
+  a.w = l.w.data_ptr<float>();
+  a.ws = l.w.stride(0);
+  a.bias = l.b.defined() ? l.b.data_ptr<float>() : nullptr;
+  a.y = l.y.data_ptr<float>();
+  a.ys = outs;
+  a.rows = rows;
+  a.outs = outs;
+  a.dim = x2.size(1);
+  return l;
+}
+
+// Runs the kernel over every layer's outputs, 16 at a time, as one parallel
+// range: a thread's share reads at least 2 MiB of weights, or waking it (tens
+// of microseconds) costs more than it saves.
+void runKernel(std::vector<KernelLayer>& layers) {
+  const auto kernel = kernels::cpuKernels().linearF32;
+  std::vector<std::int64_t> firstBlock;  // per layer, its first block in the joint range
+  std::int64_t blocks = 0;
+  for (const auto& l : layers) {
+    firstBlock.push_back(blocks);
+    blocks += (l.args.outs + 15) / 16;
+  }
+  const std::int64_t blockBytes = 16 * layers.front().args.dim * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{2} << 20) / blockBytes);
+  at::parallel_for(0, blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::size_t i = 0; i < layers.size() && b0 < b1; ++i) {
+      const std::int64_t lo = firstBlock[i], hi = lo + (layers[i].args.outs + 15) / 16;
+      if (b0 >= hi) continue;
+      const std::int64_t end = std::min(b1, hi);
+      kernel(layers[i].args, (b0 - lo) * 16, std::min(layers[i].args.outs, (end - lo) * 16));
+      b0 = end;
+    }
+  });
+}
+
+torch::Tensor outputOf(const KernelLayer& l, const torch::Tensor& x) {
+  auto sizes = x.sizes().vec();
+  sizes.back() = l.args.outs;
+  return l.y.view(sizes);
+}
+
+torch::Tensor rowsOf(const torch::Tensor& x) {
+  auto x2 = x.reshape({x.numel() / x.size(-1), x.size(-1)});
+  return x2.stride(1) == 1 ? x2 : x2.contiguous();
+}
+
 }  // namespace
 
 torch::Tensor linearForward(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!kernelApplies(x, weight, bias)) return at::linear(x, weight, bias);
-  const std::int64_t dim = x.size(-1), rows = x.numel() / dim, outs = weight.size(0);
-  auto x2 = x.reshape({rows, dim});
-  if (x2.stride(1) != 1) x2 = x2.contiguous();
-  const auto w = weight.stride(1) == 1 ? weight : weight.contiguous();
-  const auto b = bias.defined() ? bias.contiguous() : bias;
-  auto y = torch::empty({rows, outs}, x.options());
+  std::vector<KernelLayer> layers;
+  layers.push_back(kernelLayer(rowsOf(x), weight, bias));
+  runKernel(layers);
+  return outputOf(layers.front(), x);
+}
 
-  kernels::LinearKernelArgs<float> a;
-  a.x = x2.data_ptr<float>();
-  a.xs = x2.stride(0);
-  a.w = w.data_ptr<float>();
-  a.ws = w.stride(0);
-  a.bias = b.defined() ? b.data_ptr<float>() : nullptr;
-  a.y = y.data_ptr<float>();
-  a.ys = outs;
-  a.rows = rows;
-  a.outs = outs;
-  a.dim = dim;
-  const auto kernel = kernels::cpuKernels().linearF32;
-  // Outputs come 16 at a time; a thread's share reads at least 2 MiB of
-  // weights, or waking it (tens of microseconds) costs more than it saves.
-  const std::int64_t blocks = (outs + 15) / 16;
-  const std::int64_t blockBytes = 16 * dim * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{2} << 20) / blockBytes);
-  at::parallel_for(0, blocks, grain,
-                   [&](std::int64_t b0, std::int64_t b1) { kernel(a, b0 * 16, std::min(outs, b1 * 16)); });
-  auto sizes = x.sizes().vec();
-  sizes.back() = outs;
-  return y.view(sizes);
+std::vector<torch::Tensor> linearForwardMany(const torch::Tensor& x,
+                                             const std::vector<std::pair<torch::Tensor, torch::Tensor>>& layers) {
+  std::vector<torch::Tensor> out;
+  bool kernel = !layers.empty();
+  for (const auto& [w, b] : layers) kernel = kernel && kernelApplies(x, w, b);
+  if (!kernel) {
+    for (const auto& [w, b] : layers) out.push_back(at::linear(x, w, b));
+    return out;
+  }
+  const auto x2 = rowsOf(x);
+  std::vector<KernelLayer> args;
+  for (const auto& [w, b] : layers) args.push_back(kernelLayer(x2, w, b));
+  runKernel(args);
+  for (const auto& l : args) out.push_back(outputOf(l, x));
+  return out;
+}
+
+std::vector<torch::Tensor> linearForwardMany(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers) {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> wb;
+  for (const auto& l : layers) wb.emplace_back(l->weight, l->bias);
+  return linearForwardMany(x, wb);
+}
+
+const std::vector<torch::Tensor>& DerivedWeights::get(const std::vector<torch::Tensor>& sources, const Build& build) {
+  std::vector<Key> key;
+  key.reserve(sources.size());
+  for (const auto& t : sources) {
+    key.push_back(t.defined() ? Key{t.unsafeGetTensorImpl(), t.data_ptr(), t._version()} : Key{nullptr, nullptr, 0});
+  }
+  if (key != m_key || m_tensors.empty()) {
+    torch::NoGradGuard noGrad;
+    m_tensors = build();
+    m_key = std::move(key);
+    m_sources = sources;
+  }
+  return m_tensors;
+}
+
+void DerivedWeights::clear() {
+  m_key.clear();
+  m_sources.clear();
+  m_tensors.clear();
 }
 
 }  // namespace latentlab

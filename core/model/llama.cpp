@@ -28,7 +28,8 @@ LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias) {
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return linearForward(down_proj, F::silu(linearForward(gate_proj, x)) * linearForward(up_proj, x));
+  const auto gateUp = linearForwardMany(x, {gate_proj, up_proj});
+  return linearForward(down_proj, F::silu(gateUp[0]) * gateUp[1]);
 }
 
 LlamaAttention::LlamaAttention(const ModelConfig& cfg)
@@ -42,9 +43,10 @@ LlamaAttention::LlamaAttention(const ModelConfig& cfg)
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
-  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);    // (B, nh, T, hd)
-  auto k = linearForward(k_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
-  auto v = linearForward(v_proj, x).view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
+  const auto qkv = linearForwardMany(x, {q_proj, k_proj, v_proj});
+  auto q = qkv[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);    // (B, nh, T, hd)
+  auto k = qkv[1].view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
+  auto v = qkv[2].view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
   auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
   q = applyRope(q, cos, sin);
   k = applyRope(k, cos, sin);

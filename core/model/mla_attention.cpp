@@ -188,21 +188,121 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   return upValues(torch::bmm(probs, latV));  // (B, nh*Tq, lat) -> (B, nh, Tq, dh)
 }
 
+bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
+  return ctx.cache != nullptr && m_decode == MlaDecode::Absorbed && m_nope > 0 && x.size(1) <= kFusedDecodeMaxQueries &&
+         fusedDecodeApplies(x, x, x.size(1)) && derivedWeightsApply(q_proj->weight) &&
+         derivedWeightsApply(o_proj->weight);
+}
+
+const std::vector<torch::Tensor>& MlaAttention::decodeWeights() {
+  // The parameters themselves (upK() and the like are new views at every call).
+  std::vector<torch::Tensor> sources = {q_proj->weight, q_proj->bias, o_proj->weight, o_proj->bias};
+  for (const auto& m : m_split ? std::vector<torch::nn::Linear>{v_down, k_up, v_up} : std::vector{kv_up}) {
+    sources.push_back(m->weight);
+    sources.push_back(m->bias);
+  }
+  return m_decodeWeights.get(sources, [&] {
+    const std::int64_t nh = m_heads, G = m_heads / m_kvHeads, dh = m_headDim, r2 = 2 * m_ropePairs;
+    const auto type = q_proj->weight.scalar_type();
+    // Products in fp64, stored in the weights' dtype.
+    const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+    torch::Tensor wIn = q_proj->weight, bIn = q_proj->bias;
+    if (absorbsQuery()) {
+      const auto wq = f64(q_proj->weight).view({nh, dh, -1});                                  // (nh, dh, d)
+      const auto wk = f64(upK()).view({m_kvHeads, m_nope, m_latent}).repeat_interleave(G, 0);  // (nh, nope, lat)
+      const auto wkT = wk.transpose(1, 2);                                                     // (nh, lat, nope)
+      wIn = torch::cat({wq.narrow(1, 0, r2).reshape({nh * r2, -1}),                            // RoPE rows
+                        torch::matmul(wkT, wq.narrow(1, r2, m_nope)).reshape({nh * m_latent, -1})})
+                .to(type);
+      if (bIn.defined()) {
+        const auto bq = f64(bIn).view({nh, dh});
+        bIn = torch::cat({bq.narrow(1, 0, r2).reshape({-1}),
+                          torch::matmul(wkT, bq.narrow(1, r2, m_nope).unsqueeze(-1)).reshape({-1})})
+                  .to(type);
+      }
+    }
+    torch::Tensor wOut = o_proj->weight, bOut = o_proj->bias;
+    if (absorbsOutput()) {
+      // o = sum_h W_o,h (W_up_v,g c_h + b_v,g) + b_o: W_o,h W_up_v,g per head, the b_v terms into the bias.
+      const auto wo = f64(o_proj->weight).view({-1, nh, dh}).transpose(0, 1);              // (nh, d, dh)
+      const auto wv = f64(upV()).view({m_kvHeads, dh, m_latent}).repeat_interleave(G, 0);  // (nh, dh, lat)
+      wOut = torch::matmul(wo, wv).permute({1, 0, 2}).reshape({wo.size(1), nh * m_latent}).to(type);
+      const auto bv = upVBias();
+      if (bv.defined()) {
+        const auto bvHead = f64(bv).view({m_kvHeads, dh}).repeat_interleave(G, 0).unsqueeze(-1);  // (nh, dh, 1)
+        const auto extra = torch::matmul(wo, bvHead).sum(0).view({-1});
+        bOut = (bOut.defined() ? f64(bOut) + extra : extra).to(type);
+      }
+    }
+    return std::vector<torch::Tensor>{wIn.contiguous(), bIn, wOut.contiguous(), bOut};
+  });
+}
+
+torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContext& ctx) {
+  const auto B = x.size(0), T = x.size(1);
+  const std::int64_t nh = m_heads, G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs;
+  const auto& dw = decodeWeights();
+  const auto& down = m_split ? k_down : kv_down;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> in = {
+      {dw[0], dw[1]}, {k_rope_proj->weight, k_rope_proj->bias}, {down->weight, {}}};
+  if (m_split) in.emplace_back(v_down->weight, torch::Tensor());
+  const auto y = linearForwardMany(x, in);
+  torch::Tensor qRope, qLat, qNope;  // qLat (B, nh, T, lat) where the query is absorbed, else qNope
+  if (absorbsQuery()) {
+    qRope = y[0].narrow(-1, 0, nh * r2).view({B, T, nh, r2}).transpose(1, 2);
+    qLat = y[0].narrow(-1, nh * r2, nh * m_latent).view({B, T, nh, m_latent}).transpose(1, 2);
+  } else {
+    auto q = y[0].view({B, T, nh, m_headDim}).transpose(1, 2);
+    qRope = q.narrow(-1, 0, r2);
+    qNope = q.narrow(-1, r2, m_nope);
+  }
+  auto kRope = y[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
+  auto cK = y[2];
+  auto cV = m_split ? y[3] : cK;
+  auto [cosK, sinK] = ropeTables(ctx, T, x);
+  kRope = applyRope(kRope, cosK, sinK);
+  qRope = applyRope(qRope.reshape({B, m_kvHeads, G, T, r2}), cosK.unsqueeze(1), sinK.unsqueeze(1)).view({B, nh, T, r2});
+  auto kRopeAll = ctx.cache->append(0, kRope);         // (B, nkv, Tk, 2r)
+  auto cKAll = ctx.cache->append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
+  auto cVAll = m_split ? ctx.cache->append(2, cV.unsqueeze(1)) : cKAll;
+  if (!absorbsQuery()) {  // W_up_k,g^T q_nope, per head
+    auto qn = qNope.reshape({B, m_kvHeads, G * T, m_nope});
+    qLat = torch::matmul(qn, upK().view({m_kvHeads, m_nope, m_latent})).view({B, nh, T, m_latent});
+  }
+  DecodeAttentionInputs att;
+  att.q = qLat.reshape({B, 1, nh * T, m_latent});
+  att.k = cKAll;
+  att.v = cVAll;
+  att.qRope = qRope.reshape({B, m_kvHeads, G * T, r2});
+  att.kRope = kRopeAll;
+  att.queries = T;
+  att.scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  auto ctxLat = fusedDecodeAttention(att).view({B, nh, T, m_latent});  // softmax-weighted latents per head
+  if (absorbsOutput()) return linearForward(ctxLat.transpose(1, 2).reshape({B, T, nh * m_latent}), dw[2], dw[3]);
+  auto out = torch::matmul(ctxLat.view({B, m_kvHeads, G * T, m_latent}),
+                           upV().view({m_kvHeads, m_headDim, m_latent}).transpose(-1, -2));  // (B, nkv, G*T, dh)
+  if (upVBias().defined()) out = out + upVBias().view({1, m_kvHeads, 1, m_headDim});
+  return linearForward(out.view({B, nh, T, m_headDim}).transpose(1, 2).reshape({B, T, nh * m_headDim}), dw[2], dw[3]);
+}
+
 torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  if (stepApplies(x, ctx)) return absorbedStep(x, ctx);
   const auto B = x.size(0), T = x.size(1);
   const std::int64_t r2 = 2 * m_ropePairs, G = m_heads / m_kvHeads;
   // (B, nh, T, dh), RoPE dims first
-  auto q = linearForward(q_proj, x).view({B, T, m_heads, m_headDim}).transpose(1, 2);
+  const auto proj = linearForwardMany(
+      x, m_split ? std::vector{q_proj, k_rope_proj, k_down, v_down} : std::vector{q_proj, k_rope_proj, kv_down});
+  auto q = proj[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);
   auto qRope = q.narrow(-1, 0, r2);                                                        // (B, nh, T, 2r)
   auto qNope = q.narrow(-1, r2, m_nope);                                                   // (B, nh, T, nope)
-  auto kRope = linearForward(k_rope_proj, x).view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
+  auto kRope = proj[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);                        // (B, nkv, T, 2r)
   auto [cosK, sinK] = ropeTables(ctx, T, x);
   kRope = applyRope(kRope, cosK, sinK);
   // Query heads of KV group g share its tables: broadcast over the group, no repeated copy.
   qRope = applyRope(qRope.reshape({B, m_kvHeads, G, T, r2}), cosK.unsqueeze(1), sinK.unsqueeze(1))
               .view({B, m_heads, T, r2});  // (B, nh, T, 2r)
-  auto cK = linearForward(m_split ? k_down : kv_down, x);  // (B, T, lat)
-  auto cV = m_split ? linearForward(v_down, x) : cK;
+  auto cK = proj[2];                       // (B, T, lat)
+  auto cV = m_split ? proj[3] : cK;
   const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
   torch::Tensor out;
   if (ctx.cache == nullptr) {

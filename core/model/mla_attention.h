@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/attention.h"
+#include "model/decode_linear.h"
 #include "model/llama.h"
 
 namespace latentlab {
@@ -50,6 +51,20 @@ class MlaAttention : public AttentionModule {
   std::pair<torch::Tensor, torch::Tensor> expand(const torch::Tensor& cK, const torch::Tensor& cV);
   torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
                          const torch::Tensor& cK, const torch::Tensor& cV);
+  // Whether a step on top of the cache runs absorbedStep: absorbed decode of a
+  // few queries through the CPU kernel, without autograd.
+  bool stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const;
+  // That step: the query, RoPE key and latent projections in one pass
+  // (linearForwardMany), the latent attention, the output projection.
+  torch::Tensor absorbedStep(const torch::Tensor& x, AttentionContext& ctx);
+  // [W_q, b_q, W_o, b_o] of that step. W_q: the RoPE query rows of every head,
+  // then W_up_k,g^T W_q,h,nope per head h (its query absorbed, read directly
+  // against the latent); q_proj itself where the latent is wider than the NoPE
+  // query. W_o: o_proj with W_up_v,g folded in per head; o_proj itself where
+  // the latent is wider than a head. Rebuilt when the parameters change.
+  const std::vector<torch::Tensor>& decodeWeights();
+  bool absorbsQuery() const { return m_latent <= m_nope; }
+  bool absorbsOutput() const { return m_latent <= m_headDim; }
   // W_up_k (n_kv*(d_h-2r), lat), W_up_v (n_kv*d_h, lat) and their biases (undefined without).
   torch::Tensor upK() const;
   torch::Tensor upV() const;
@@ -61,6 +76,7 @@ class MlaAttention : public AttentionModule {
   MlaDecode m_decode = MlaDecode::Absorbed;
   std::vector<std::vector<int>> m_pairs;
   torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_h) RoPE tables
+  DerivedWeights m_decodeWeights;
 };
 
 // Sets the decode mode of every MLA layer of `model` (no-op for original layers).

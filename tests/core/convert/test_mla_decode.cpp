@@ -55,6 +55,28 @@ TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
   }
 }
 
+// Absorbed decoding folds W_up_k into the query projection and W_up_v into
+// the output projection once, ahead of the first step. Updating the
+// parameters in place (as an optimizer step or a checkpoint load does) must
+// rebuild those products: decoding after each update still equals the full
+// forward of the updated model.
+TEST(MlaDecode, AbsorbedDecodeFollowsInPlaceWeightUpdates) {
+  for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+    auto cfg = tinyConfig({.kvHeads = 2, .attentionBias = true});
+    auto base = randomModel(cfg, torch::kFloat64, 16);
+    auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+    torch::NoGradGuard g;
+    auto ids = torch::randint(0, cfg.vocabSize, {2, 12}, torch::kInt64);
+    const std::string what = svd == SvdMethod::Split ? "split" : "joint";
+    expectBothDecodesMatchFull(*mla, ids, what + " before");
+    for (auto& item : mla->named_parameters()) {
+      if (item.key().find("self_attn") != std::string::npos) item.value().mul_(1.25).add_(0.01);
+    }
+    const auto d = expectBothDecodesMatchFull(*mla, ids, what + " after");
+    EXPECT_GT(maxAbsDiff(d.absorbed, base->forward(ids)), 1e-3) << what;  // the update did change the model
+  }
+}
+
 // The cache buffers start at 64 tokens and double; absorbed attention reads
 // them in place as strided prefixes, so decoding across both growth steps
 // (64 -> 128 -> 256) must stay exact, with a batch whose rows differ.

@@ -217,6 +217,31 @@ TEST(DecodeLinear, RoutesOnlyDecodeShapesToTheKernel) {
   EXPECT_TRUE(torch::equal(linearForward(x64, w.to(torch::kFloat64)), at::linear(x64, w.to(torch::kFloat64))));
 }
 
+TEST(DecodeLinear, SeveralLayersInOneRangeMatchEachOnItsOwn) {
+  torch::manual_seed(13);
+  // Output counts off the 16-lane grid, so the joint range's blocks straddle
+  // layers; a layer large enough that the range is split over threads.
+  auto x = torch::randn({2, 1, 96});
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> layers = {{torch::randn({37, 96}), torch::randn({37})},
+                                                                 {torch::randn({5, 96}), torch::Tensor()},
+                                                                 {torch::randn({16, 96}), torch::randn({16})},
+                                                                 {torch::randn({6000, 96}), torch::Tensor()}};
+  const auto ys = linearForwardMany(x, layers);
+  ASSERT_EQ(ys.size(), layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const auto& [w, b] = layers[i];
+    EXPECT_EQ(ys[i].sizes(), (std::vector<std::int64_t>{2, 1, w.size(0)})) << i;
+    EXPECT_TRUE(torch::equal(ys[i], linearForward(x, w, b))) << "layer " << i;
+    EXPECT_LT((ys[i] - at::linear(x, w, b)).abs().max().item<double>(), 1e-4) << "layer " << i;
+  }
+  // With autograd: each layer through LibTorch, gradients reach every weight.
+  auto wg = layers[0].first.clone().requires_grad_(true);
+  const auto yg = linearForwardMany(x, {{wg, layers[0].second}, layers[1]});
+  EXPECT_TRUE(torch::equal(yg[1], at::linear(x, layers[1].first)));
+  yg[0].sum().backward();
+  EXPECT_TRUE(wg.grad().defined());
+}
+
 TEST(DecodeAttention, ModelDecodeWithAndWithoutTheKernelAgrees) {
   // A GQA model decoding 80 tokens one at a time (past a 64-key tile), fp32:
   // the kernel path and LibTorch's SDPA give the same logits.
