@@ -91,11 +91,7 @@ torch::Tensor rowsOf(const torch::Tensor& x) {
 }  // namespace
 
 torch::Tensor linearForward(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (!kernelApplies(x, weight, bias)) return at::linear(x, weight, bias);
-  std::vector<KernelLayer> layers;
-  layers.push_back(kernelLayer(rowsOf(x), weight, bias));
-  runKernel(layers);
-  return outputOf(layers.front(), x);
+  return linearForwardMany(x, {{weight, bias}}).front();
 }
 
 std::vector<torch::Tensor> linearForwardMany(const torch::Tensor& x,

@@ -1,8 +1,11 @@
 // MHA2MLA attention: training forward, naive and absorbed latent-cache decode.
 #include "model/mla_attention.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "latentlab/error.h"
 #include "model/decode_attention.h"
@@ -121,6 +124,14 @@ std::pair<torch::Tensor, torch::Tensor> MlaAttention::expand(const torch::Tensor
   return {kNope, v};
 }
 
+torch::Tensor MlaAttention::upValues(const torch::Tensor& ctxLat) {
+  const std::int64_t B = ctxLat.size(0), T = ctxLat.size(2), G = m_heads / m_kvHeads;
+  auto out = torch::matmul(ctxLat.reshape({B, m_kvHeads, G * T, m_latent}),
+                           upV().view({m_kvHeads, m_headDim, m_latent}).transpose(-1, -2));  // (B, nkv, G*T, dh)
+  if (upVBias().defined()) out = out + upVBias().view({1, m_kvHeads, 1, m_headDim});         // softmax rows sum to 1
+  return out.view({B, m_heads, T, m_headDim});
+}
+
 torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
                                      const torch::Tensor& cK, const torch::Tensor& cV) {
   const auto B = qRope.size(0), Tq = qRope.size(2), Tk = kRope.size(2);
@@ -134,30 +145,6 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   auto keysRope = kRope.flatten(0, 1).transpose(1, 2);  // (B*nkv, 2r, Tk)
   auto latK = cK.squeeze(1);                            // (B, Tk, lat)
   auto latV = cV.squeeze(1);                            // (B, Tk, lat)
-  auto wv = upV().view({m_kvHeads, m_headDim, m_latent});  // (nkv, dh, lat)
-  auto bv = upVBias();
-  const auto upValues = [&](const torch::Tensor& ctxLat) {  // (B, nh*Tq, lat) -> (B, nh, Tq, dh)
-    auto out = torch::matmul(ctxLat.view({B, m_kvHeads, G * Tq, m_latent}),
-                             wv.transpose(-1, -2));                  // (B, nkv, G*Tq, dh)
-    if (bv.defined()) out = out + bv.view({1, m_kvHeads, 1, m_headDim});  // softmax rows sum to 1
-    return out.reshape({B, m_heads, Tq, m_headDim});
-  };
-  if (m_nope > 0 && fusedDecodeApplies(qNope, cK, Tq)) {
-    // One pass over the latent cache (model/decode_attention.h): every query row
-    // against the one latent, plus its KV group's RoPE key. q_nope . b_k is the
-    // same for every key of a row, so the softmax drops it.
-    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});                        // (B, nkv, G*Tq, nope)
-    auto wk = upK().view({m_kvHeads, m_nope, m_latent});                            // (nkv, nope, lat)
-    DecodeAttentionInputs in;
-    in.q = torch::matmul(qn, wk).reshape({B, 1, rows, m_latent});                   // W_up_k,g^T q: (B, 1, nh*Tq, lat)
-    in.k = cK;                                                                      // (B, 1, Tk, lat)
-    in.v = cV;
-    in.qRope = qRope.reshape({B, m_kvHeads, G * Tq, r2});                          // (B, nkv, G*Tq, 2r)
-    in.kRope = kRope;                                                               // (B, nkv, Tk, 2r)
-    in.queries = Tq;
-    in.scale = scale;
-    return upValues(fusedDecodeAttention(in).view({B, rows, m_latent}));
-  }
   auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;  // (B*nkv, G*Tq, 2r)
   torch::Tensor scores;                                          // (B, nh*Tq, Tk)
   if (m_nope > 0) {
@@ -185,13 +172,32 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   auto probs = torch::softmax(scores, -1).to(latV.scalar_type()).view({B, rows, Tk});  // (B, nh*Tq, Tk)
   // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
   // product per batch row, so the latent is never broadcast (copied) per head.
-  return upValues(torch::bmm(probs, latV));  // (B, nh*Tq, lat) -> (B, nh, Tq, dh)
+  return upValues(torch::bmm(probs, latV).view({B, m_heads, Tq, m_latent}));  // (B, nh, Tq, dh)
+}
+
+std::pair<torch::Tensor, torch::Tensor> MlaAttention::rotate(AttentionContext& ctx, const torch::Tensor& like,
+                                                             const torch::Tensor& qRope, const torch::Tensor& kRope) {
+  const auto B = qRope.size(0), T = qRope.size(2);
+  auto [cosK, sinK] = ropeTables(ctx, T, like);
+  // Query heads of KV group g share its tables: broadcast over the group, no repeated copy.
+  auto q = applyRope(qRope.reshape({B, m_kvHeads, m_heads / m_kvHeads, T, 2 * m_ropePairs}), cosK.unsqueeze(1),
+                     sinK.unsqueeze(1));
+  return {q.view({B, m_heads, T, 2 * m_ropePairs}), applyRope(kRope, cosK, sinK)};
+}
+
+std::array<torch::Tensor, 3> MlaAttention::appendToCache(LayerCache& cache, const torch::Tensor& kRope,
+                                                         const torch::Tensor& cK, const torch::Tensor& cV) {
+  auto kRopeAll = cache.append(0, kRope);         // (B, nkv, Tk, 2r)
+  auto cKAll = cache.append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
+  return {kRopeAll, cKAll, m_split ? cache.append(2, cV.unsqueeze(1)) : cKAll};
 }
 
 bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
-  return ctx.cache != nullptr && m_decode == MlaDecode::Absorbed && m_nope > 0 && x.size(1) <= kFusedDecodeMaxQueries &&
-         fusedDecodeApplies(x, x, x.size(1)) && derivedWeightsApply(q_proj->weight) &&
-         derivedWeightsApply(o_proj->weight);
+  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || x.size(1) > kFusedDecodeMaxQueries ||
+      !fusedDecodeApplies(x, x, x.size(1)))
+    return false;
+  const auto params = parameters();
+  return std::all_of(params.begin(), params.end(), [](const torch::Tensor& p) { return derivedWeightsApply(p); });
 }
 
 const std::vector<torch::Tensor>& MlaAttention::decodeWeights() {
@@ -259,12 +265,8 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   auto kRope = y[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   auto cK = y[2];
   auto cV = m_split ? y[3] : cK;
-  auto [cosK, sinK] = ropeTables(ctx, T, x);
-  kRope = applyRope(kRope, cosK, sinK);
-  qRope = applyRope(qRope.reshape({B, m_kvHeads, G, T, r2}), cosK.unsqueeze(1), sinK.unsqueeze(1)).view({B, nh, T, r2});
-  auto kRopeAll = ctx.cache->append(0, kRope);         // (B, nkv, Tk, 2r)
-  auto cKAll = ctx.cache->append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
-  auto cVAll = m_split ? ctx.cache->append(2, cV.unsqueeze(1)) : cKAll;
+  std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
+  const auto [kRopeAll, cKAll, cVAll] = appendToCache(*ctx.cache, kRope, cK, cV);
   if (!absorbsQuery()) {  // W_up_k,g^T q_nope, per head
     auto qn = qNope.reshape({B, m_kvHeads, G * T, m_nope});
     qLat = torch::matmul(qn, upK().view({m_kvHeads, m_nope, m_latent})).view({B, nh, T, m_latent});
@@ -279,16 +281,13 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   att.scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
   auto ctxLat = fusedDecodeAttention(att).view({B, nh, T, m_latent});  // softmax-weighted latents per head
   if (absorbsOutput()) return linearForward(ctxLat.transpose(1, 2).reshape({B, T, nh * m_latent}), dw[2], dw[3]);
-  auto out = torch::matmul(ctxLat.view({B, m_kvHeads, G * T, m_latent}),
-                           upV().view({m_kvHeads, m_headDim, m_latent}).transpose(-1, -2));  // (B, nkv, G*T, dh)
-  if (upVBias().defined()) out = out + upVBias().view({1, m_kvHeads, 1, m_headDim});
-  return linearForward(out.view({B, nh, T, m_headDim}).transpose(1, 2).reshape({B, T, nh * m_headDim}), dw[2], dw[3]);
+  return linearForward(upValues(ctxLat).transpose(1, 2).reshape({B, T, nh * m_headDim}), dw[2], dw[3]);
 }
 
 torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   if (stepApplies(x, ctx)) return absorbedStep(x, ctx);
   const auto B = x.size(0), T = x.size(1);
-  const std::int64_t r2 = 2 * m_ropePairs, G = m_heads / m_kvHeads;
+  const std::int64_t r2 = 2 * m_ropePairs;
   // (B, nh, T, dh), RoPE dims first
   const auto proj = linearForwardMany(
       x, m_split ? std::vector{q_proj, k_rope_proj, k_down, v_down} : std::vector{q_proj, k_rope_proj, kv_down});
@@ -296,12 +295,8 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   auto qRope = q.narrow(-1, 0, r2);                                                        // (B, nh, T, 2r)
   auto qNope = q.narrow(-1, r2, m_nope);                                                   // (B, nh, T, nope)
   auto kRope = proj[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);                        // (B, nkv, T, 2r)
-  auto [cosK, sinK] = ropeTables(ctx, T, x);
-  kRope = applyRope(kRope, cosK, sinK);
-  // Query heads of KV group g share its tables: broadcast over the group, no repeated copy.
-  qRope = applyRope(qRope.reshape({B, m_kvHeads, G, T, r2}), cosK.unsqueeze(1), sinK.unsqueeze(1))
-              .view({B, m_heads, T, r2});  // (B, nh, T, 2r)
-  auto cK = proj[2];                       // (B, T, lat)
+  std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
+  auto cK = proj[2];  // (B, T, lat)
   auto cV = m_split ? proj[3] : cK;
   const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
   torch::Tensor out;
@@ -309,11 +304,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
     auto [kNope, v] = expand(cK, cV);
     out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRope, kNope}, -1), v, scale);
   } else {
-    // The cache: slot 0 the RoPE key (B, nkv, T, 2r), slot 1 the latent (B, 1, T, lat),
-    // slot 2 the value latent (split only).
-    auto kRopeAll = ctx.cache->append(0, kRope);         // (B, nkv, Tk, 2r)
-    auto cKAll = ctx.cache->append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
-    auto cVAll = m_split ? ctx.cache->append(2, cV.unsqueeze(1)) : cKAll;
+    const auto [kRopeAll, cKAll, cVAll] = appendToCache(*ctx.cache, kRope, cK, cV);
     if (m_decode == MlaDecode::Absorbed) {
       out = absorbed(qRope, qNope, kRopeAll, cKAll, cVAll);
     } else {

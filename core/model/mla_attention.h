@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "model/attention.h"
@@ -49,10 +51,21 @@ class MlaAttention : public AttentionModule {
   std::pair<torch::Tensor, torch::Tensor> ropeTables(AttentionContext& ctx, std::int64_t T, const torch::Tensor& like);
   // K_nope (B, n_kv, T, d_h-2r) and V (B, n_kv, T, d_h) from latents (B, T, n_kv*d_kv).
   std::pair<torch::Tensor, torch::Tensor> expand(const torch::Tensor& cK, const torch::Tensor& cV);
+  // W_up_v,g (and its bias) on each head's softmax-weighted latent: (B, nh, T, lat) -> (B, nh, T, dh).
+  torch::Tensor upValues(const torch::Tensor& ctxLat);
   torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
                          const torch::Tensor& cK, const torch::Tensor& cV);
+  // RoPE on the kept dims of the query heads (B, nh, T, 2r) and KV heads (B, nkv, T, 2r).
+  std::pair<torch::Tensor, torch::Tensor> rotate(AttentionContext& ctx, const torch::Tensor& like,
+                                                 const torch::Tensor& qRope, const torch::Tensor& kRope);
+  // Appends to the cache (slot 0 the RoPE key (B, nkv, T, 2r), slot 1 the
+  // latent (B, 1, T, lat), slot 2 the value latent, split only) and returns
+  // the cached prefixes [kRope, latent, value latent].
+  std::array<torch::Tensor, 3> appendToCache(LayerCache& cache, const torch::Tensor& kRope, const torch::Tensor& cK,
+                                             const torch::Tensor& cV);
   // Whether a step on top of the cache runs absorbedStep: absorbed decode of a
-  // few queries through the CPU kernel, without autograd.
+  // few queries through the CPU kernel, no autograd through any parameter.
+  // Otherwise absorbed() runs LibTorch's operators.
   bool stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const;
   // That step: the query, RoPE key and latent projections in one pass
   // (linearForwardMany), the latent attention, the output projection.

@@ -160,13 +160,17 @@ void scoreByDots(const RowBlock& blk, const float* k, std::int64_t ks, std::int6
 
 // The online softmax update of one row from its scores over a tile (scaled,
 // -inf for keys it does not attend to), in `blocks` vectors of 16 keys: the
-// running max and sum move on, p gets the tile's weights, and the factor the
-// row's value sum must be scaled by is returned.
-inline float updateRow(const F16* s, std::int64_t blocks, float* max, float* sum, float* p) {
-  F16 m = splat(kNegInfF);
-  for (std::int64_t b16 = 0; b16 < blocks; ++b16) m = vmax(m, s[b16]);
-  const float prev = *max, next = std::max(prev, maxLanes(m));
-  // The running max rarely moves once a few tiles are in: then the factor is exactly 1.
+// running max moves on, p gets the tile's weights, the running sum grows (a
+// float, or a vector of 16 lane sums reduced when the work item ends), and
+// the factor the row's value sum must be scaled by is returned. Once a few
+// tiles are in the max rarely moves, so it is only looked for across lanes
+// when a lane compare finds a score above it; the factor is then exactly 1.
+template <class Sum>
+inline float updateRow(const F16* s, std::int64_t blocks, float* max, Sum* sum, float* p) {
+  F16 m = s[0];
+  for (std::int64_t b16 = 1; b16 < blocks; ++b16) m = vmax(m, s[b16]);
+  const float prev = *max;
+  const float next = prev != kNegInfF && !anyGreater(m, prev) ? prev : std::max(prev, maxLanes(m));
   const float alpha = prev == kNegInfF ? 0.0f : prev == next ? 1.0f : expNonPositive(splat(prev - next))[0];
   F16 total{};
   for (std::int64_t b16 = 0; b16 < blocks; ++b16) {
@@ -175,7 +179,11 @@ inline float updateRow(const F16* s, std::int64_t blocks, float* max, float* sum
     total += w;
     store(p + b16 * 16, w);
   }
-  *sum = *sum * alpha + sumLanes(total);
+  if constexpr (std::is_same_v<Sum, float>) {
+    *sum = *sum * alpha + sumLanes(total);
+  } else {
+    *sum = *sum * alpha + total;
+  }
   *max = next;
   return alpha;
 }
@@ -366,41 +374,6 @@ float* laneScratch(std::size_t floats) {
   return p + (16 - (reinterpret_cast<std::uintptr_t>(p) / sizeof(float)) % 16) % 16;
 }
 
-// The online softmax update of one row of the keys-in-lanes path from its
-// tile scores s (already scaled; -inf where masked) in `vecs` vectors: p gets
-// the weights and the row's running sum moves on as a vector of 16 partial
-// sums, reduced once when the item ends; the factor its value sum must be
-// scaled by is returned. Once a few tiles are in, the running max rarely
-// moves, so it is only looked for across lanes when some score passes it.
-inline float updateLaneRow(const float* s, std::int64_t vecs, float* max, F16* sum, float* p) {
-  F16 m = load<F16>(s);
-  for (std::int64_t j = 1; j < vecs; ++j) m = vmax(m, load<F16>(s + 16 * j));
-  const float prev = *max;
-  if (prev != kNegInfF && !anyGreater(m, prev)) {
-    F16 total{};
-    for (std::int64_t j = 0; j < vecs; ++j) {
-      const F16 x = load<F16>(s + 16 * j);
-      const F16 e = select(x > kNegInfF, expNonPositive(x - prev), F16{});
-      total += e;
-      store(p + 16 * j, e);
-    }
-    *sum += total;
-    return 1.0f;
-  }
-  const float next = std::max(prev, maxLanes(m));
-  const float alpha = prev == kNegInfF ? 0.0f : expNonPositive(splat(prev - next))[0];
-  F16 total{};
-  for (std::int64_t j = 0; j < vecs; ++j) {
-    const F16 x = load<F16>(s + 16 * j);
-    const F16 e = select(x > kNegInfF, expNonPositive(x - next), F16{});
-    total += e;
-    store(p + 16 * j, e);
-  }
-  *sum = *sum * alpha + total;
-  *max = next;
-  return alpha;
-}
-
 void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
   const DecodeKernelArgs<float> a = args;  // a local copy: the stores below cannot alias it
   const auto [b, h, t0, t1, acc, mx, sm] = beginItem(a, item);
@@ -470,15 +443,15 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
           });
         });
     for (std::int64_t r = 0; r < R; ++r) {
-      float* sr = s + r * kTile;
+      F16 sv[kTile / 16];
+      for (std::int64_t j = 0; j < vecs; ++j) sv[j] = load<F16>(s + r * kTile + 16 * j);
       if (!allLive) {  // keys past the row's query weigh 0
         const std::int64_t n = std::min(tileEnd, a.keys - a.queries + r % a.queries + 1) - tile;
-        for (std::int64_t j = 0; j < vecs; ++j) {
-          const I16 live = (iota + static_cast<std::int32_t>(16 * j)) < static_cast<std::int32_t>(n);
-          store(sr + 16 * j, select(live, load<F16>(sr + 16 * j), splat(kNegInfF)));
-        }
+        for (std::int64_t j = 0; j < vecs; ++j)
+          sv[j] =
+              select((iota + static_cast<std::int32_t>(16 * j)) < static_cast<std::int32_t>(n), sv[j], splat(kNegInfF));
       }
-      alpha[r] = updateLaneRow(sr, vecs, mx + r, sumV + r, p + r * kTile);
+      alpha[r] = updateRow(sv, vecs, mx + r, sumV + r, p + r * kTile);
     }
     const float* v = a.v.row(b, h, tile);
     for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {

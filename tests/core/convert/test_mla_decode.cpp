@@ -36,6 +36,14 @@ BothDecodes expectBothDecodesMatchFull(CausalLm& mla, const torch::Tensor& ids, 
   EXPECT_EQ(d.absorbedCache.length(), ids.size(1)) << what;
   return d;
 }
+
+// A random fp64 GQA model with attention biases (2 KV heads) and its
+// conversion at r 2, d_kv 5.
+std::pair<std::shared_ptr<CausalLm>, std::shared_ptr<CausalLm>> biasedGqaConverted(SvdMethod svd, std::uint64_t seed) {
+  auto base = randomModel(tinyConfig({.kvHeads = 2, .attentionBias = true}), torch::kFloat64, seed);
+  auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+  return {base, mla};
+}
 }  // namespace
 
 TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
@@ -62,11 +70,9 @@ TEST(MlaDecode, AbsorbedDecodeEqualsNaiveAndFullForward) {
 // forward of the updated model.
 TEST(MlaDecode, AbsorbedDecodeFollowsInPlaceWeightUpdates) {
   for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
-    auto cfg = tinyConfig({.kvHeads = 2, .attentionBias = true});
-    auto base = randomModel(cfg, torch::kFloat64, 16);
-    auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+    auto [base, mla] = biasedGqaConverted(svd, 16);
     torch::NoGradGuard g;
-    auto ids = torch::randint(0, cfg.vocabSize, {2, 12}, torch::kInt64);
+    auto ids = torch::randint(0, base->config().vocabSize, {2, 12}, torch::kInt64);
     const std::string what = svd == SvdMethod::Split ? "split" : "joint";
     expectBothDecodesMatchFull(*mla, ids, what + " before");
     for (auto& item : mla->named_parameters()) {
@@ -82,11 +88,9 @@ TEST(MlaDecode, AbsorbedDecodeFollowsInPlaceWeightUpdates) {
 // (64 -> 128 -> 256) must stay exact, with a batch whose rows differ.
 TEST(MlaDecode, AbsorbedDecodeStaysExactAcrossCacheGrowth) {
   for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
-    auto cfg = tinyConfig({.kvHeads = 2, .attentionBias = true});
-    auto base = randomModel(cfg, torch::kFloat64, 15);
-    auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+    auto [base, mla] = biasedGqaConverted(svd, 15);
     torch::NoGradGuard g;
-    auto ids = torch::randint(0, cfg.vocabSize, {3, 140}, torch::kInt64);
+    auto ids = torch::randint(0, base->config().vocabSize, {3, 140}, torch::kInt64);
     auto d = expectBothDecodesMatchFull(*mla, ids, svd == SvdMethod::Split ? "split" : "joint");
     EXPECT_EQ(d.absorbedCache.bytes(), d.naiveCache.bytes());
   }
