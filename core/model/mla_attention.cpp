@@ -196,6 +196,7 @@ bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& c
   if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || x.size(1) > kFusedDecodeMaxQueries ||
       !fusedDecodeApplies(x, x, x.size(1)))
     return false;
+  if (!torch::GradMode::is_enabled()) return true;
   const auto params = parameters();
   return std::all_of(params.begin(), params.end(), [](const torch::Tensor& p) { return derivedWeightsApply(p); });
 }
