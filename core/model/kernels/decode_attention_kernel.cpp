@@ -32,18 +32,45 @@ void withCount(std::int64_t count, Fn&& fn) {
   fn(std::integral_constant<int, Max>{});
 }
 
+// The next tile's cache rows (a latent and its RoPE key heads), asked for
+// into the first-level cache one key at a time while this tile's value sums
+// run, so that they are there when the tile is transposed. Its lines were
+// asked for into the second-level cache a tile earlier (transposeTile); the
+// step from there to the first level, left to the loads themselves, stalled
+// the transposes, and a burst of the whole tile's lines at once gained less.
+struct NextRows {
+  const float* k = nullptr;  // row t at k + t * ks, dk floats used
+  std::int64_t ks = 0, dk = 0;
+  const float* rope = nullptr;  // head i's row t at rope + i * rsh + t * rs, dr floats used
+  std::int64_t heads = 0, rsh = 0, rs = 0, dr = 0;
+  std::int64_t ropeMask = 0;  // a RoPE row starting a new line: (t & ropeMask) == 0
+
+  void at(std::int64_t t) const {
+    const float* row = k + t * ks;
+    for (std::int64_t c = 0; c < dk; c += 16) prefetchL1(row + c);
+    prefetchL1(row + dk - 1);
+    if ((t & ropeMask) != 0) return;
+    for (std::int64_t i = 0; i < heads; ++i) {
+      const float* r = rope + i * rsh + t * rs;
+      prefetchL1(r);
+      prefetchL1(r + dr - 1);
+    }
+  }
+};
+
 // For RB consecutive rows (value sums dv apart, weights p kTile apart):
 // acc_r[c, c + 16 NC) = alpha_r * acc_r + sum_t p_r[t] v_t over n value rows.
 // The NC 16-dim chunks of v_t are loaded once per key and serve every row, so
 // each FMA costs one broadcast of p_r[t] and no other load.
 template <int RB, int NC>
 inline void accumulateChunks(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v,
-                             std::int64_t vs, std::int64_t n, std::int64_t c) {
+                             std::int64_t vs, std::int64_t n, std::int64_t c, const NextRows* next) {
   F16 sum[RB][NC];
   for (int r = 0; r < RB; ++r)
     for (int j = 0; j < NC; ++j) sum[r][j] = load<F16>(acc + r * dv + c + 16 * j) * alpha[r];
   const float* vt = v + c;
   for (std::int64_t t = 0; t < n; ++t, vt += vs) {
+    if (next != nullptr) next->at(t);
     F16 vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = load<F16>(vt + 16 * j);
     for (int r = 0; r < RB; ++r) {
@@ -56,19 +83,24 @@ inline void accumulateChunks(float* acc, std::int64_t dv, const float* alpha, co
 }
 
 // The same over all dv dims: NC chunks at a time, then the fewer left, then
-// the dims past the last whole chunk.
+// the dims past the last whole chunk. `next` (n of its rows), if any, is asked
+// for during the first pass over the keys.
 template <int RB, int NC>
 inline void accumulate(float* acc, std::int64_t dv, const float* alpha, const float* p, const float* v, std::int64_t vs,
-                       std::int64_t n) {
+                       std::int64_t n, const NextRows* next = nullptr) {
   std::int64_t c = 0;
-  for (; c + 16 * NC <= dv; c += 16 * NC) accumulateChunks<RB, NC>(acc, dv, alpha, p, v, vs, n, c);
+  for (; c + 16 * NC <= dv; c += 16 * NC, next = nullptr)
+    accumulateChunks<RB, NC>(acc, dv, alpha, p, v, vs, n, c, next);
   if constexpr (NC > 1) {
     if (const std::int64_t rest = (dv - c) / 16; rest > 0) {
-      withCount<NC - 1>(rest,
-                        [&](auto m) { accumulateChunks<RB, decltype(m)::value>(acc, dv, alpha, p, v, vs, n, c); });
+      withCount<NC - 1>(
+          rest, [&](auto m) { accumulateChunks<RB, decltype(m)::value>(acc, dv, alpha, p, v, vs, n, c, next); });
       c += 16 * rest;
+      next = nullptr;
     }
   }
+  if (next != nullptr)
+    for (std::int64_t t = 0; t < n; ++t) next->at(t);
   for (; c < dv; ++c)
     for (int r = 0; r < RB; ++r) {
       float x = acc[r * dv + c] * alpha[r];
@@ -388,9 +420,9 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
   // sums, and the queries with the softmax scale folded in.
   const std::int64_t alphaFloats = (R + 15) / 16 * 16;  // keeps the running sums 64-byte aligned
   float* kt = laneScratch(dims * kTile + 2 * R * kTile + alphaFloats + 16 * R + R * (a.dk + dr));
-  float* s = kt + dims * kTile;  // (R, kTile) scores
-  float* p = s + R * kTile;      // (R, kTile) weights
-  float* alpha = p + R * kTile;  // (R) value-sum factors
+  float* s = kt + dims * kTile;                              // (R, kTile) scores
+  float* p = s + R * kTile;                                  // (R, kTile) weights
+  float* alpha = p + R * kTile;                              // (R) value-sum factors
   auto* sumV = reinterpret_cast<F16*>(alpha + alphaFloats);  // (R) running sums, 16 lanes each
   float* qs = alpha + alphaFloats + 16 * R;                  // (R, dk + dr) scaled queries
   // Per row: its query, its RoPE query, and where its RoPE key head lies in kt.
@@ -454,10 +486,21 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
       alpha[r] = updateRow(sv, vecs, mx + r, sumV + r, p + r * kTile);
     }
     const float* v = a.v.row(b, h, tile);
+    // The next tile, a whole one, is asked for as the first row block sums its values.
+    NextRows next;
+    const bool nextWhole = tile + 2 * kTile <= t1 && nMax == kTile;
+    if (nextWhole) {
+      next.k = a.k.row(b, h, tile + kTile), next.ks = a.k.sn, next.dk = a.dk;
+      if (ropeHeads > 0) {
+        next.rope = a.kRope.row(b, hrFirst, tile + kTile), next.heads = ropeHeads, next.rsh = a.kRope.sh;
+        next.rs = a.kRope.sn, next.dr = a.dRope;
+        next.ropeMask = next.rs < 16 && 16 % next.rs == 0 ? 16 / next.rs - 1 : 0;
+      }
+    }
     for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {
       withCount<kValueRows>(R - r0, [&](auto rb) {
         accumulate<decltype(rb)::value, kValueChunks>(acc + r0 * a.dv, a.dv, alpha + r0, p + r0 * kTile, v, a.v.sn,
-                                                      nMax);
+                                                      nMax, nextWhole && r0 == 0 ? &next : nullptr);
       });
     }
   }

@@ -130,6 +130,15 @@ inline void prefetch(const float* p) {
 #endif
 }
 
+// The same into the first-level cache, for data wanted shortly.
+inline void prefetchL1(const float* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
 // [lo, hi] as one vector.
 inline F16 join(F8 lo, F8 hi) {
   return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
