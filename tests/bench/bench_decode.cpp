@@ -96,7 +96,7 @@ void benchDecode(BenchReport& report) {
                             " joint, " + device.str() + " " + (benchBf16() ? "bf16" : "fp32");
 
   const auto tensorOpts = torch::TensorOptions().dtype(dtype).device(device);
-  const int steps = 4, rounds = 3;
+  const int steps = 4, rounds = std::getenv("PROF") ? 14 : 3;
   // Batch 1 over the context sweep; a batch of 8 at the longest context (serving
   // several sequences, where the cache rather than the weights is what is read).
   std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // (batch, context)
@@ -112,11 +112,13 @@ void benchDecode(BenchReport& report) {
   for (const auto& [batch, ctx] : runs) {
     const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
     for (auto& d : decoders) {
+      if (std::getenv("PROF") && d.name != std::getenv("PROF")) continue;
       fillCache(d.cache, *d.model, batch, ctx, tensorOpts);
       d.best = 0;
     }
     for (int r = 0; r < rounds; ++r) {
       for (auto& d : decoders) {
+        if (std::getenv("PROF") && d.name != std::getenv("PROF")) continue;
         setMlaDecode(*d.model, d.mode);
         setFusedDecodeEnabled(d.fused);
         auto ids = torch::randint(0, cfg.vocabSize, {batch, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));

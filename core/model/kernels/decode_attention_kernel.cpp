@@ -45,7 +45,7 @@ struct NextRows {
   std::int64_t heads = 0, rsh = 0, rs = 0, dr = 0;
   std::int64_t ropeMask = 0;  // a RoPE row starting a new line: (t & ropeMask) == 0
 
-  void at(std::int64_t t) const {
+  [[gnu::always_inline]] void at(std::int64_t t) const {
     const float* row = k + t * ks;
     for (std::int64_t c = 0; c < dk; c += 16) prefetchL1(row + c);
     prefetchL1(row + dk - 1);
