@@ -6,7 +6,9 @@
 // kernels. Cache bytes come from the real cache tensors and are printed next
 // to the formula of algorithms.md §2.3. All are timed round-robin at each
 // context, so machine load hits them alike; each keeps the best round.
-// LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m).
+// LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m);
+// LATENTLAB_BENCH_DECODE_PROFILE=<decoder name> (e.g. "MLA absorbed") times
+// that decoder alone for 14 rounds, for a profiler to sample its steps.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +47,8 @@ void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::i
   for (int i = 0; i < c.numLayers; ++i) {
     auto& layer = cache.layer(i);
     if (!c.mla) {
-      for (int slot = 0; slot < 2; ++slot) layer.append(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
+      for (int slot = 0; slot < 2; ++slot)
+        layer.append(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
     } else {
       const std::int64_t latent = static_cast<std::int64_t>(c.numKvHeads) * c.mla->dKv;
       layer.append(0, torch::randn({batch, c.numKvHeads, ctx, 2 * c.mla->ropePairs}, opts));
@@ -87,21 +90,24 @@ void benchDecode(BenchReport& report) {
   decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, true, KvCache(L), mlaBudget.bytesPerToken});
   decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, true, KvCache(L), mlaBudget.bytesPerToken});
   if (device.is_cpu() && !benchBf16()) {  // where the kernels apply: their before
-    decoders.push_back({"original, LibTorch ops", original.get(), MlaDecode::Absorbed, false, KvCache(L),
-                        origBudget.bytesPerToken});
-    decoders.push_back({"MLA absorbed, LibTorch ops", mla.get(), MlaDecode::Absorbed, false, KvCache(L),
-                        mlaBudget.bytesPerToken});
+    decoders.push_back(
+        {"original, LibTorch ops", original.get(), MlaDecode::Absorbed, false, KvCache(L), origBudget.bytesPerToken});
+    decoders.push_back(
+        {"MLA absorbed, LibTorch ops", mla.get(), MlaDecode::Absorbed, false, KvCache(L), mlaBudget.bytesPerToken});
   }
   const std::string setup = arch + " r=" + std::to_string(opts.ropePairs) + " d_kv=" + std::to_string(opts.dKv) +
                             " joint, " + device.str() + " " + (benchBf16() ? "bf16" : "fp32");
 
   const auto tensorOpts = torch::TensorOptions().dtype(dtype).device(device);
-  const int steps = 4, rounds = std::getenv("PROF") ? 14 : 3;
+  const char* profiled = std::getenv("LATENTLAB_BENCH_DECODE_PROFILE");
+  // 14 rounds of 4 steps stay within the 64 tokens each cache is reserved beyond the context.
+  const int steps = 4, rounds = profiled != nullptr ? 14 : 3;
+  auto timedHere = [&](const Decoder& d) { return profiled == nullptr || d.name == profiled; };
   // Batch 1 over the context sweep; a batch of 8 at the longest context (serving
   // several sequences, where the cache rather than the weights is what is read).
   std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // (batch, context)
-  for (std::int64_t ctx : quick ? std::vector<std::int64_t>{512, 2048}
-                                : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192})
+  for (std::int64_t ctx :
+       quick ? std::vector<std::int64_t>{512, 2048} : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192})
     runs.emplace_back(1, ctx);
   runs.emplace_back(8, quick ? 2048 : 8192);
   // LATENTLAB_BENCH_DECODE_ONLY=BxT (e.g. 8x8192) keeps one run, for profiling.
@@ -112,16 +118,17 @@ void benchDecode(BenchReport& report) {
   for (const auto& [batch, ctx] : runs) {
     const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
     for (auto& d : decoders) {
-      if (std::getenv("PROF") && d.name != std::getenv("PROF")) continue;
+      if (!timedHere(d)) continue;
       fillCache(d.cache, *d.model, batch, ctx, tensorOpts);
       d.best = 0;
     }
     for (int r = 0; r < rounds; ++r) {
       for (auto& d : decoders) {
-        if (std::getenv("PROF") && d.name != std::getenv("PROF")) continue;
+        if (!timedHere(d)) continue;
         setMlaDecode(*d.model, d.mode);
         setFusedDecodeEnabled(d.fused);
-        auto ids = torch::randint(0, cfg.vocabSize, {batch, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+        auto ids =
+            torch::randint(0, cfg.vocabSize, {batch, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
         const double s = timed(device, [&] {
           for (int i = 0; i < steps; ++i) d.model->forward(ids, &d.cache);
         });
@@ -130,6 +137,7 @@ void benchDecode(BenchReport& report) {
     }
     setFusedDecodeEnabled(true);
     for (auto& d : decoders) {
+      if (!timedHere(d)) continue;
       const auto len = d.cache.length();
       const double mib = static_cast<double>(d.cache.bytes()) / (1 << 20);
       const double formula = static_cast<double>(d.formulaBytesPerToken * len * batch) / (1 << 20);
@@ -137,14 +145,15 @@ void benchDecode(BenchReport& report) {
                   "cache " + fixed(mib, 2) + " MiB measured, formula " + fixed(formula, 2) + " MiB at " +
                       std::to_string(len) + " tokens; " + setup});
     }
+    if (profiled != nullptr) continue;  // the ratios need every decoder
     const Decoder &orig = decoders[0], &absorbed = decoders[1], &naive = decoders[2];
     std::string note = "naive / original " + fixed(naive.best / orig.best, 2) + "x; cache " +
                        fixed(static_cast<double>(absorbed.cache.bytes()) / orig.cache.bytes(), 3) + " of original";
     if (decoders.size() > 3) {
       const Decoder &origOps = decoders[3], &absorbedOps = decoders[4];
-      note += "; with LibTorch ops alone " + fixed(absorbedOps.best / origOps.best, 2) + "x; the kernels speed the original " +
-              fixed(orig.best / origOps.best, 2) + "x, absorbed " + fixed(absorbed.best / absorbedOps.best, 2) + "x; " +
-              fusedDecodeIsa() + " kernels";
+      note += "; with LibTorch ops alone " + fixed(absorbedOps.best / origOps.best, 2) +
+              "x; the kernels speed the original " + fixed(orig.best / origOps.best, 2) + "x, absorbed " +
+              fixed(absorbed.best / absorbedOps.best, 2) + "x; " + fusedDecodeIsa() + " kernels";
     }
     report.add({"decode", "absorbed / original" + at, absorbed.best / orig.best, "x", note});
   }
