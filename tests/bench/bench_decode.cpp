@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "bench_util.h"
 #include "convert/converter.h"
@@ -100,9 +101,9 @@ void benchDecode(BenchReport& report) {
 
   const auto tensorOpts = torch::TensorOptions().dtype(dtype).device(device);
   const char* profiled = std::getenv("LATENTLAB_BENCH_DECODE_PROFILE");
+  if (profiled != nullptr) std::erase_if(decoders, [&](const Decoder& d) { return d.name != profiled; });
   // 14 rounds of 4 steps stay within the 64 tokens each cache is reserved beyond the context.
   const int steps = 4, rounds = profiled != nullptr ? 14 : 3;
-  auto timedHere = [&](const Decoder& d) { return profiled == nullptr || d.name == profiled; };
   // Batch 1 over the context sweep; a batch of 8 at the longest context (serving
   // several sequences, where the cache rather than the weights is what is read).
   std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // (batch, context)
@@ -118,13 +119,11 @@ void benchDecode(BenchReport& report) {
   for (const auto& [batch, ctx] : runs) {
     const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
     for (auto& d : decoders) {
-      if (!timedHere(d)) continue;
       fillCache(d.cache, *d.model, batch, ctx, tensorOpts);
       d.best = 0;
     }
     for (int r = 0; r < rounds; ++r) {
       for (auto& d : decoders) {
-        if (!timedHere(d)) continue;
         setMlaDecode(*d.model, d.mode);
         setFusedDecodeEnabled(d.fused);
         auto ids =
@@ -137,7 +136,6 @@ void benchDecode(BenchReport& report) {
     }
     setFusedDecodeEnabled(true);
     for (auto& d : decoders) {
-      if (!timedHere(d)) continue;
       const auto len = d.cache.length();
       const double mib = static_cast<double>(d.cache.bytes()) / (1 << 20);
       const double formula = static_cast<double>(d.formulaBytesPerToken * len * batch) / (1 << 20);

@@ -47,13 +47,13 @@ struct NextRows {
 
   [[gnu::always_inline]] void at(std::int64_t t) const {
     const float* row = k + t * ks;
-    for (std::int64_t c = 0; c < dk; c += 16) prefetchL1(row + c);
-    prefetchL1(row + dk - 1);
+    for (std::int64_t c = 0; c < dk; c += 16) prefetch<1>(row + c);
+    prefetch<1>(row + dk - 1);
     if ((t & ropeMask) != 0) return;
     for (std::int64_t i = 0; i < heads; ++i) {
       const float* r = rope + i * rsh + t * rs;
-      prefetchL1(r);
-      prefetchL1(r + dr - 1);
+      prefetch<1>(r);
+      prefetch<1>(r + dr - 1);
     }
   }
 };
@@ -445,6 +445,13 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
     ropeT[r] = kt + (a.dk + (hr - hrFirst) * a.dRope) * kTile;
     sumV[r] = F16{};
   }
+  // The next tile's rows: their layout here, their place at each tile.
+  NextRows next;
+  next.ks = a.k.sn, next.dk = a.dk;
+  if (ropeHeads > 0) {
+    next.heads = ropeHeads, next.rsh = a.kRope.sh, next.rs = a.kRope.sn, next.dr = a.dRope;
+    next.ropeMask = next.rs < 16 && 16 % next.rs == 0 ? 16 / next.rs - 1 : 0;
+  }
   const I16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   for (std::int64_t tile = t0; tile < t1; tile += kTile) {
     const std::int64_t tileEnd = std::min(t1, tile + kTile);
@@ -487,15 +494,10 @@ void runItemLanes(const DecodeKernelArgs<float>& args, std::int64_t item) {
     }
     const float* v = a.v.row(b, h, tile);
     // The next tile, a whole one, is asked for as the first row block sums its values.
-    NextRows next;
     const bool nextWhole = tile + 2 * kTile <= t1 && nMax == kTile;
     if (nextWhole) {
-      next.k = a.k.row(b, h, tile + kTile), next.ks = a.k.sn, next.dk = a.dk;
-      if (ropeHeads > 0) {
-        next.rope = a.kRope.row(b, hrFirst, tile + kTile), next.heads = ropeHeads, next.rsh = a.kRope.sh;
-        next.rs = a.kRope.sn, next.dr = a.dRope;
-        next.ropeMask = next.rs < 16 && 16 % next.rs == 0 ? 16 / next.rs - 1 : 0;
-      }
+      next.k = a.k.row(b, h, tile + kTile);
+      if (ropeHeads > 0) next.rope = a.kRope.row(b, hrFirst, tile + kTile);
     }
     for (std::int64_t r0 = 0; r0 < R; r0 += kValueRows) {
       withCount<kValueRows>(R - r0, [&](auto rb) {

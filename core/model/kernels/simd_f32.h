@@ -118,24 +118,21 @@ inline void transpose16x8(const F16* x, F16* out) {
   }
 }
 
-// Asks for the cache line holding p to be brought into the second-level
-// cache ahead of its use (the first level holds a kernel's working set). GCC
-// deletes loops whose only statements are __builtin_prefetch, so on x86 the
-// instruction is written out.
+// Asks for the cache line holding p to be brought into a cache level ahead of
+// its use: by default the second (the first holds a kernel's working set),
+// Level 1 for data wanted shortly. GCC deletes loops whose only statements
+// are __builtin_prefetch, so on x86 the instruction is written out.
+template <int Level = 2>
 inline void prefetch(const float* p) {
+  static_assert(Level == 1 || Level == 2);
 #if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht1 %0" : : "m"(*p));
+  if constexpr (Level == 1) {
+    asm volatile("prefetcht0 %0" : : "m"(*p));
+  } else {
+    asm volatile("prefetcht1 %0" : : "m"(*p));
+  }
 #else
-  __builtin_prefetch(p, 0, 2);
-#endif
-}
-
-// The same into the first-level cache, for data wanted shortly.
-inline void prefetchL1(const float* p) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht0 %0" : : "m"(*p));
-#else
-  __builtin_prefetch(p, 0, 3);
+  __builtin_prefetch(p, 0, Level == 1 ? 3 : 2);
 #endif
 }
 
