@@ -54,7 +54,18 @@ int main(int argc, char** argv) {
       for (const auto& [name, fn] : benchSections()) std::printf(" %s", name.c_str());
       std::printf("\n");
       return 0;
+    } else if (argv[i][0] == '-') {
+      std::fprintf(stderr, "latentlab-bench: unknown option %s (see --help)\n", argv[i]);
+      return 2;
     } else only.insert(argv[i]);
+  }
+  for (const std::string& name : only) {
+    bool known = false;
+    for (const auto& section : benchSections()) known = known || section.first == name;
+    if (!known) {
+      std::fprintf(stderr, "latentlab-bench: unknown section '%s' (see --help)\n", name.c_str());
+      return 2;
+    }
   }
   const BenchOptions& options = benchOptions();
   if (options.dtype != "f32" && options.dtype != "bf16") {
