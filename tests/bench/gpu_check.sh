@@ -10,6 +10,9 @@
 #
 # Environment: PYTHON (interpreter with torch), LATENTLAB_GPU_BUILD (build
 # folder, default build-gpu), LATENTLAB_GPU_JOBS (parallel compile jobs).
+# On a machine without the SQLite, nlohmann/json and GoogleTest development
+# packages, bring them as a prefix made by tests/bench/pack_build_deps.sh and
+# point CMAKE_PREFIX_PATH at it.
 set -uo pipefail
 start=$(date +%s)
 say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*"; }
@@ -54,6 +57,10 @@ else
 fi
 
 # 2. Configure and build only what the check runs (no GUI, no Python test peers needed).
+for tool in c++ cmake; do
+  command -v "$tool" >/dev/null 2>&1 || { say "no $tool on the PATH: a C++20 compiler and CMake are needed"; exit 4; }
+done
+say "$(c++ --version | head -1); $(cmake --version | head -1)"
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 say "configure $build"
@@ -64,9 +71,10 @@ cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLATEN
   || { tail -30 "$log"; say "configure failed (log: $log)"; exit 4; }
 grep -E 'LibTorch' "$log" | sed 's/^/  /'
 say "build latentlab-bench test_gpu with $jobs jobs"
-cmake --build "$build" -j "$jobs" --target latentlab-bench test_gpu 2>&1 | grep -E '^\[[0-9]+/|error|FAILED' \
-  | awk 'NR % 10 == 0 || /error|FAILED/' ; build_rc=${PIPESTATUS[0]}
-(( build_rc == 0 )) || { say "build failed"; exit 5; }
+blog="$build/gpu-check-build.log"
+cmake --build "$build" -j "$jobs" --target latentlab-bench test_gpu 2>&1 | tee "$blog" \
+  | awk '/^\[[0-9]+\/[0-9]+\]/ { if (++n % 10 == 0) print; next } /error:|FAILED/' ; build_rc=${PIPESTATUS[0]}
+(( build_rc == 0 )) || { say "build failed (log: $blog)"; exit 5; }
 say "built"
 
 # 3. CUDA tests.
