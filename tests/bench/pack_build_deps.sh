@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the headers, libraries and CMake package files that the engine's build
-# takes from Debian packages (SQLite, nlohmann/json, GoogleTest) into one prefix
+# takes from Debian packages (SQLite, nlohmann/json, GoogleTest, Gloo) into one prefix
 # folder, for building the GPU check on an offline machine that has a compiler,
 # CMake and PyTorch but not these development packages:
 #
@@ -11,7 +11,7 @@
 # the packages' own CMake files find their files relative to themselves.
 set -euo pipefail
 dest=${1:?usage: pack_build_deps.sh DIR}
-packages=(libsqlite3-dev libsqlite3-0 nlohmann-json3-dev libgtest-dev libgmock-dev)
+packages=(libsqlite3-dev libsqlite3-0 nlohmann-json3-dev libgtest-dev libgmock-dev libgloo-dev)
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 for pkg in "${packages[@]}"; do
