@@ -10,9 +10,9 @@
 #
 # Environment: PYTHON (interpreter with torch), LATENTLAB_GPU_BUILD (build
 # folder, default build-gpu), LATENTLAB_GPU_JOBS (parallel compile jobs).
-# On a machine without the SQLite, nlohmann/json and GoogleTest development
-# packages, bring them as a prefix made by tests/bench/pack_build_deps.sh and
-# point CMAKE_PREFIX_PATH at it.
+# On a machine without the SQLite, nlohmann/json, GoogleTest and Gloo
+# development packages, bring them as a prefix made by
+# tests/bench/pack_build_deps.sh and point CMAKE_PREFIX_PATH at it.
 set -uo pipefail
 start=$(date +%s)
 say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*"; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Copies the headers, libraries and CMake package files that the engine's build
-# takes from Debian packages (SQLite, nlohmann/json, GoogleTest, Gloo) into one prefix
-# folder, for building the GPU check on an offline machine that has a compiler,
-# CMake and PyTorch but not these development packages:
+# takes from Debian packages (SQLite, nlohmann/json, GoogleTest, Gloo: the
+# library part of packaging/deps-debian.sh) into one prefix folder, for building
+# the GPU check on an offline machine that has a compiler, CMake and PyTorch but
+# not these development packages:
 #
 #   tests/bench/pack_build_deps.sh DIR        # here, where the packages are installed
 #   CMAKE_PREFIX_PATH=$PWD/DIR tests/bench/gpu_check.sh   # there
@@ -27,4 +28,7 @@ for pkg in "${packages[@]}"; do
     cp -P "$f" "$dest/$rel"
   done <<<"$files"
 done
+# Development links to runtime libraries not packed here (libgloo.so: the build
+# takes only Gloo's headers, its code is LibTorch's) would dangle: drop them.
+find "$dest" -xtype l -delete
 echo "pack_build_deps: $(find "$dest" -type f | wc -l) files, $(du -sh "$dest" | cut -f1) in $dest"
