@@ -1,6 +1,9 @@
 // Command-line parsing for latentlab-engine.
 #include "cli_args.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "latentlab/error.h"
@@ -47,21 +50,45 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
   return get(name).value_or(fallback);
 }
 
-int Args::getInt(const std::string& name, int fallback) const {
-  auto v = get(name);
-  if (!v) return fallback;
+std::int64_t parseInteger(const std::string& text, const std::string& what, std::int64_t min, std::int64_t max) {
+  const std::string range = "between " + std::to_string(min) + " and " + std::to_string(max);
   char* end = nullptr;
-  long x = std::strtol(v->c_str(), &end, 10);
-  if (end == v->c_str() || *end != '\0') throw Error(ErrorCode::BadInput, "--" + name + " must be an integer, got '" + *v + "'");
-  return static_cast<int>(x);
+  errno = 0;
+  const long long x = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0]))) {
+    throw Error(ErrorCode::BadInput, what + " must be a whole number " + range + ", got '" + text + "'");
+  }
+  if (errno == ERANGE || x < min || x > max) {
+    throw Error(ErrorCode::BadInput, what + " is out of range: " + text + " (it must be " + range + ")");
+  }
+  return x;
 }
 
-double Args::getDouble(const std::string& name, double fallback) const {
+int Args::getInt(const std::string& name, int fallback, int min, int max) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  return static_cast<int>(parseInteger(*v, "--" + name, min, max));
+}
+
+std::int64_t Args::getInt64(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  return parseInteger(*v, "--" + name, min, max);
+}
+
+double Args::getDouble(const std::string& name, double fallback, double min, double max) const {
   auto v = get(name);
   if (!v) return fallback;
   char* end = nullptr;
-  double x = std::strtod(v->c_str(), &end);
-  if (end == v->c_str() || *end != '\0') throw Error(ErrorCode::BadInput, "--" + name + " must be a number, got '" + *v + "'");
+  errno = 0;
+  const double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || end == v->c_str() || *end != '\0') {
+    throw Error(ErrorCode::BadInput, "--" + name + " must be a number, got '" + *v + "'");
+  }
+  if (!std::isfinite(x) || errno == ERANGE || x < min || x > max) {
+    throw Error(ErrorCode::BadInput, "--" + name + " is out of range: " + *v + " (it must be a finite number between " +
+                                         std::to_string(min) + " and " + std::to_string(max) + ")");
+  }
   return x;
 }
 

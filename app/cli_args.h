@@ -2,6 +2,7 @@
 // --key=value and positionals, with unknown options reported.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,8 +20,13 @@ public:
   bool flag(const std::string& name) const { return m_flags.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback) const;
-  int getInt(const std::string& name, int fallback) const;
-  double getDouble(const std::string& name, double fallback) const;
+  // Whole numbers in [min, max]; anything else (a fraction, trailing text,
+  // a value that overflows or lies outside the range) is Error(BadInput)
+  // naming the option and the range. Nothing is truncated or wrapped.
+  int getInt(const std::string& name, int fallback, int min, int max) const;
+  std::int64_t getInt64(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
+  // Finite numbers in [min, max] (NaN, inf and overflow refused).
+  double getDouble(const std::string& name, double fallback, double min, double max) const;
   const std::vector<std::string>& positionals() const { return m_positionals; }
 
 private:
@@ -28,5 +34,8 @@ private:
   std::map<std::string, std::string> m_values;
   std::vector<std::string> m_positionals;
 };
+
+// The same rules for a positional argument or any other text: `what` names it.
+std::int64_t parseInteger(const std::string& text, const std::string& what, std::int64_t min, std::int64_t max);
 
 } // namespace latentlab::cli

@@ -1,6 +1,8 @@
 // latentlab-engine: the headless engine. One verb per job; exit codes
 // 0 done, 1 error, 2 cancelled.
 #include <csignal>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -53,7 +55,7 @@ int cmdInspect(int argc, char** argv) {
         "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n");
     return args.flag("help") ? 0 : 1;
   }
-  const int tp = args.getInt("tp", 1);
+  const int tp = args.getInt("tp", 1, 1, 4096);
   if (tp < 1) throw Error(ErrorCode::BadInput, "--tp must be at least 1");
   ModelSummary s = inspectModel(args.positionals()[0], tp);
   const ModelConfig& c = s.config;
@@ -167,9 +169,9 @@ int cmdEval(int argc, char** argv) {
   if (auto t = args.get("text")) o.textFile = *t;
   if (auto t = args.get("tokens")) o.tokenFile = *t;
   o.tokenFormat = args.get("token-format", "u16");
-  o.seqLen = args.getInt("seq-len", 256);
-  o.batchSize = args.getInt("batch", 4);
-  o.maxTokens = args.getInt("max-tokens", 0);
+  o.seqLen = args.getInt("seq-len", 256, 1, INT_MAX);
+  o.batchSize = args.getInt("batch", 4, 1, INT_MAX);
+  o.maxTokens = args.getInt64("max-tokens", 0, 0, INT64_MAX);
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));
   StderrProgress progress(args.flag("quiet"));
@@ -195,8 +197,8 @@ int cmdInit(int argc, char** argv) {
     std::printf("\n");
     return args.flag("help") ? 0 : 1;
   }
-  ModelConfig cfg = builtinArchitecture(*args.get("arch"), args.getInt("vocab", 0));
-  initModel(cfg, *args.get("out"), static_cast<std::uint64_t>(args.getInt("seed", 0)),
+  ModelConfig cfg = builtinArchitecture(*args.get("arch"), args.getInt("vocab", 0, 2, static_cast<int>(1 << 24)));
+  initModel(cfg, *args.get("out"), static_cast<std::uint64_t>(args.getInt64("seed", 0, 0, INT64_MAX)),
             parseDType(args.get("dtype", "f32")));
   std::printf("wrote %s (%s, %.1fM parameters)\n", args.get("out")->c_str(), args.get("arch")->c_str(),
               countParameters(cfg) / 1e6);

@@ -1,4 +1,6 @@
 // `latentlab-engine convert`: MHA/GQA -> MLA conversion of an HF folder.
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -42,13 +44,13 @@ int cmdConvert(int argc, char** argv) {
   s.modelDir = *args.get("model");
   s.outDir = args.get("out", "");
   s.ropeStrategy = args.get("rope", "2-norm");
-  s.ropePairs = args.getInt("r", 0);
-  s.dKv = args.getInt("dkv", 0);
+  s.ropePairs = args.getInt("r", 0, 0, INT_MAX);
+  s.dKv = args.getInt("dkv", 0, 1, INT_MAX);
   s.svd = args.get("svd", "joint");
   s.calibration.dataFile = args.get("calib-data", "");
   s.calibration.format = args.get("calib-format", "u16");
-  s.calibration.numSequences = args.getInt("calib-sequences", 64);
-  s.calibration.seqLen = args.getInt("calib-seq-len", 512);
+  s.calibration.numSequences = args.getInt("calib-sequences", 64, 1, INT_MAX);
+  s.calibration.seqLen = args.getInt("calib-seq-len", 512, 2, INT_MAX);
   s.twoNormScore = args.get("score", "product");
   s.dtype = args.get("dtype", "");
   s.device = args.get("device", "cpu");

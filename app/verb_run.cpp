@@ -1,4 +1,6 @@
 // `latentlab-engine run` and `latentlab-engine runs`: jobs over a workspace DB.
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -52,12 +54,20 @@ int cmdRun(int argc, char** argv) {
   }
   const fs::path db = *args.get("db");
   const DistEnv dist = readDistEnv();
-  RunStore store(db);
   std::int64_t runId = 0;
   std::string specJson;
+  std::optional<RunSpec> newSpec;
   if (!args.positionals().empty()) {
+    // Everything that can be checked is checked before the database is
+    // touched: a spec that cannot run registers no run.
     const fs::path specPath = args.positionals()[0];
-    RunSpec spec = loadRunSpec(specPath);
+    newSpec = loadRunSpec(specPath);
+    preflightRunSpec(*newSpec, specPath.string());
+  }
+  RunStore store(db, newSpec ? StoreOpen::CreateIfMissing : StoreOpen::MustExist);
+  if (newSpec) {
+    const fs::path specPath = args.positionals()[0];
+    const RunSpec& spec = *newSpec;
     specJson = runSpecToJson(spec);
     // Rank 0 registers the run; the other ranks learn its ID when they join it.
     if (dist.writesMetrics()) {
@@ -65,7 +75,7 @@ int cmdRun(int argc, char** argv) {
                               specJson, args.get("device", spec.device));
     }
   } else {
-    runId = args.getInt("run", 0);
+    runId = args.getInt64("run", 0, 1, INT64_MAX);
     store.run(runId);  // throws when absent
   }
   JobEnvironment env;
@@ -105,11 +115,12 @@ int cmdRuns(int argc, char** argv) {
         "summary, events and artifacts, or exports all its metrics as CSV.\n");
     return args.flag("help") ? 0 : 1;
   }
-  RunStore store(*args.get("db"));
+  RunStore store(*args.get("db"), StoreOpen::MustExist);
   const std::string& sub = pos[0];
+  const double now = storeNow();
   if (sub == "list") {
     RunFilter filter;
-    if (args.get("experiment")) filter.experimentId = args.getInt("experiment", 0);
+    if (args.get("experiment")) filter.experimentId = args.getInt64("experiment", 0, 1, INT64_MAX);
     json out = json::array();
     if (!args.flag("json")) std::printf("%5s  %-10s  %-9s  %-17s  %7s  %10s  %10s\n", "id", "status", "device", "kind", "step", "train", "val");
     for (const auto& r : store.listRuns(filter)) {
@@ -122,12 +133,14 @@ int cmdRuns(int argc, char** argv) {
       };
       auto step = store.lastStep(r.id, "train/loss");
       auto tl = last("train/loss"), vl = last("val/loss");
+      // "running" only while the engine's lease is live: a killed engine's run reads crashed.
+      const RunStatus status = observedStatus(r, now);
       if (args.flag("json")) {
-        out.push_back({{"id", r.id}, {"name", r.name}, {"status", runStatusName(r.status)}, {"kind", r.kind},
+        out.push_back({{"id", r.id}, {"name", r.name}, {"status", runStatusName(status)}, {"kind", r.kind},
                        {"device", r.device}, {"step", step ? json(*step) : json(nullptr)},
                        {"train_loss", tl ? json(*tl) : json(nullptr)}, {"val_loss", vl ? json(*vl) : json(nullptr)}});
       } else {
-        std::printf("%5lld  %-10s  %-9s  %-17s  %7s  %10s  %10s  %s\n", static_cast<long long>(r.id), runStatusName(r.status),
+        std::printf("%5lld  %-10s  %-9s  %-17s  %7s  %10s  %10s  %s\n", static_cast<long long>(r.id), runStatusName(status),
                     r.device.c_str(), r.kind.c_str(), step ? std::to_string(*step).c_str() : "-",
                     tl ? std::to_string(*tl).substr(0, 8).c_str() : "-", vl ? std::to_string(*vl).substr(0, 8).c_str() : "-",
                     r.name.c_str());
@@ -137,10 +150,11 @@ int cmdRuns(int argc, char** argv) {
     return 0;
   }
   if (pos.size() < 2) throw Error(ErrorCode::BadInput, "runs " + sub + " needs a run ID");
-  const std::int64_t id = std::stoll(pos[1]);
+  const std::int64_t id = parseInteger(pos[1], "run ID", 1, INT64_MAX);
   if (sub == "show") {
     RunRecord r = store.run(id);
-    json j = {{"id", r.id}, {"name", r.name}, {"status", runStatusName(r.status)}, {"kind", r.kind},
+    const LeaseCheck lease = checkLease(r, now);
+    json j = {{"id", r.id}, {"name", r.name}, {"status", runStatusName(observedStatus(r, now))}, {"kind", r.kind},
               {"device", r.device}, {"error", r.error},
               {"spec", r.specJson.empty() ? json(nullptr) : json::parse(r.specJson)},
               {"summary", r.summaryJson.empty() ? json(nullptr) : json::parse(r.summaryJson)},
@@ -151,6 +165,10 @@ int cmdRuns(int argc, char** argv) {
     json ar = json::array();
     for (const auto& a : store.listArtifacts(id)) ar.push_back({{"kind", a.kind}, {"path", a.path}, {"step", a.step ? json(*a.step) : json(nullptr)}});
     j["artifacts"] = ar;
+    if (lease.state != LeaseState::Free) {
+      j["owner"] = {{"engine", lease.owner}, {"live", lease.state == LeaseState::Live}};
+      if (!lease.reason.empty()) j["owner"]["stale_because"] = lease.reason;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }

@@ -1,7 +1,10 @@
 // Memory maps and atomic writes.
 #include "common/file_util.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -20,7 +23,33 @@ std::string errnoText(int err) {
   if (err == ENOSPC) return "no space left on device (disk full)";
   return std::strerror(err);
 }
+
+// Bytes writeAll may still write before it reports a full disk; < 0: no limit.
+std::atomic<long long>& writeBudget() {
+  static std::atomic<long long> budget = [] {
+    const char* env = std::getenv("LATENTLAB_FAULT_DISK_BYTES");
+    if (env == nullptr || *env == '\0') return -1LL;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    return (end != env && *end == '\0' && v >= 0) ? v : -1LL;
+  }();
+  return budget;
+}
+
+// The share of `size` bytes the budget allows now (all of it when unlimited).
+std::size_t allowedBytes(std::size_t size) {
+  auto& budget = writeBudget();
+  long long left = budget.load();
+  while (left >= 0) {
+    const long long take = std::min<long long>(left, static_cast<long long>(size));
+    if (budget.compare_exchange_weak(left, left - take)) return static_cast<std::size_t>(take);
+  }
+  return size;
+}
 } // namespace
+
+void setWriteBudgetForTesting(long long bytes) { writeBudget().store(bytes < 0 ? -1 : bytes); }
+long long writeBudgetLeftForTesting() { return writeBudget().load(); }
 
 MappedFile::MappedFile(const fs::path& path) : m_path(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -88,11 +117,14 @@ std::string readTextFile(const fs::path& path) {
 void writeAll(int fd, const void* data, std::size_t size, const fs::path& what) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
+    const std::size_t allowed = allowedBytes(size);
+    ssize_t n = allowed == 0 ? -1 : ::write(fd, p, allowed);
+    if (allowed == 0) errno = ENOSPC;
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(ErrorCode::Io, what.string() + ": write failed: " + errnoText(errno),
-                  errno == ENOSPC ? "Free disk space and try again; nothing was replaced." : "");
+      const int err = errno;
+      throw Error(ErrorCode::Io, what.string() + ": write failed: " + errnoText(err),
+                  err == ENOSPC ? "Free disk space and try again; nothing was replaced." : "");
     }
     p += n;
     size -= static_cast<std::size_t>(n);

@@ -38,6 +38,15 @@ std::string readTextFile(const std::filesystem::path& path);  // throws Error(Io
 void atomicWrite(const std::filesystem::path& path, const std::function<void(int fd)>& write);
 void atomicWriteText(const std::filesystem::path& path, std::string_view text);
 // Writes all bytes to fd or throws Error(Io) (ENOSPC is named as a full disk).
+// Every file LatentLab writes (models, optimiser state, trainer state, specs,
+// exports) goes through here.
 void writeAll(int fd, const void* data, std::size_t size, const std::filesystem::path& what);
+
+// Fault injection for tests of full disks: after `bytes` more bytes have gone
+// through writeAll in this process, writes fail with ENOSPC (a negative value
+// turns it off, the default). The engine reads LATENTLAB_FAULT_DISK_BYTES at
+// start-up so a test can fill the "disk" of a child process.
+void setWriteBudgetForTesting(long long bytes);
+long long writeBudgetLeftForTesting();   // < 0: no limit
 
 } // namespace latentlab

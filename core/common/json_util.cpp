@@ -8,6 +8,9 @@ nlohmann::json parseJson(const std::string& text, const std::string& source, Err
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(code, source + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. a number too large for a double (1e999): named, not a raw exception.
+    throw Error(code, source + ": invalid JSON: " + e.what(), "Numbers must fit a 64-bit float.");
   }
 }
 

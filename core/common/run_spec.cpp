@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <set>
 
 #include "common/file_util.h"
@@ -32,6 +33,17 @@ public:
         if (!v.is_boolean()) throw std::invalid_argument("a boolean");
       } else if constexpr (std::is_integral_v<T>) {
         if (!v.is_number_integer()) throw std::invalid_argument("an integer");
+        // In the field's range: nothing wraps (-1 is no uint64 seed) or truncates.
+        const bool fits = v.is_number_unsigned()
+                              ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                              : v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                    (v.get<std::int64_t>() < 0 ||
+                                     static_cast<std::uint64_t>(v.get<std::int64_t>()) <=
+                                         static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
+        if (!fits) {
+          throw std::invalid_argument("an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                      std::to_string(std::numeric_limits<T>::max()));
+        }
       } else if constexpr (std::is_floating_point_v<T>) {
         if (!v.is_number()) throw std::invalid_argument("a number");
       } else {

@@ -177,6 +177,9 @@ bool DocumentReader::nextJsonl(Document& doc) {
         throw Error(ErrorCode::BadData,
                     where + ": not valid JSON (at byte " + std::to_string(e.byte) + ")",
                     "Each line of a JSONL file must be one JSON object.");
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorCode::BadData, where + ": not valid JSON: " + e.what(),
+                    "Each line of a JSONL file must be one JSON object.");
       }
       if (!obj.is_object()) {
         throw Error(ErrorCode::BadData, where + ": expected a JSON object, got " + std::string(obj.type_name()),

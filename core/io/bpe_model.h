@@ -15,6 +15,11 @@
 
 namespace latentlab::tok {
 
+// Token ids are dense table indices: no released model comes near 2^24
+// (16.7M) ids, and a larger id in a tokenizer.json is an error, not a table of
+// gigabytes.
+inline constexpr long long kMaxTokenIds = 1LL << 24;
+
 // GPT-2's reversible byte <-> printable code point map (bytes_to_unicode).
 char32_t byteToSymbol(std::uint8_t b);
 // -1 when the code point is not one of the 256 symbols.

@@ -61,7 +61,7 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : m_file(path) {
   try {
     header = json::parse(reinterpret_cast<const char*>(m_file.data() + 8),
                          reinterpret_cast<const char*>(m_file.data() + m_dataStart));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     bad(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) bad("header is not a JSON object");
@@ -91,6 +91,7 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : m_file(path) {
     t.dtype = floatDType(t.dtypeName);
     for (const json& s : v.at("shape")) {
       if (!s.is_number_unsigned()) bad(where + " has a non-integer or negative dimension");
+      if (s.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad(where + " has a dimension beyond 2^63");
       t.shape.push_back(s.get<std::int64_t>());
     }
     const json& off = v.at("data_offsets");
@@ -102,7 +103,14 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : m_file(path) {
       bad(where + " data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
           "] run past the data section (" + std::to_string(dataSize) + " bytes): the file is truncated");
     }
-    const std::uint64_t expected = static_cast<std::uint64_t>(t.numel()) * *esize;
+    // Checked 64-bit products: a shape whose byte count overflows can never
+    // match a real data range (and must not wrap around to one that does).
+    std::uint64_t expected = *esize;
+    for (std::int64_t d : t.shape) {
+      if (d < 0 || __builtin_mul_overflow(expected, static_cast<std::uint64_t>(d), &expected)) {
+        bad(where + " has shape " + v.at("shape").dump() + " whose size in bytes overflows 64 bits");
+      }
+    }
     if (t.end - t.begin != expected) {
       bad(where + " holds " + std::to_string(t.end - t.begin) + " bytes but dtype " + t.dtypeName +
           " and its shape need " + std::to_string(expected));

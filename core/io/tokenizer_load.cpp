@@ -46,8 +46,12 @@ void checkNormalizer(const nlohmann::json& j, const std::string& source, const s
 
 std::int32_t idField(const nlohmann::json& j, const char* key, const std::string& source, const std::string& path) {
   if (!j.contains(key) || !j.at(key).is_number_integer()) bad(source, path + "." + key, "is missing or not an integer");
+  if (j.at(key).is_number_unsigned() && j.at(key).get<unsigned long long>() >= static_cast<unsigned long long>(tok::kMaxTokenIds))
+    bad(source, path + "." + key, "is out of range: " + j.at(key).dump());
   long long v = j.at(key).get<long long>();
-  if (v < 0 || v > INT32_MAX) bad(source, path + "." + key, "is out of range: " + std::to_string(v));
+  if (v < 0 || v >= tok::kMaxTokenIds)
+    bad(source, path + "." + key, "is out of range: " + std::to_string(v) + " (ids must be below " +
+                                      std::to_string(tok::kMaxTokenIds) + ")");
   return static_cast<std::int32_t>(v);
 }
 

@@ -59,6 +59,9 @@ struct MetricWriter::State {
   std::vector<PendingRow> pending;
   std::chrono::steady_clock::time_point oldest;
   std::optional<Statement> insert;
+  // After a busy database: when add() tries again, and the back-off so far.
+  std::chrono::steady_clock::time_point retryAt{};
+  std::chrono::milliseconds backoff{0};
 };
 
 MetricWriter::MetricWriter(std::unique_ptr<State> state, std::int64_t runId)
@@ -101,7 +104,20 @@ void MetricWriter::add(std::string_view name, std::int64_t step, std::int64_t to
   auto now = std::chrono::steady_clock::now();
   if (s.pending.empty()) s.oldest = now;
   s.pending.push_back({std::string(name), step, tokens, wallTime, value});
-  if (s.pending.size() >= s.options.batchRows || now - s.oldest >= s.options.maxDelay) flush();
+  if (s.pending.size() < s.options.batchRows && now - s.oldest < s.options.maxDelay) return;
+  if (now < s.retryAt) return;
+  // Another connection holding the write lock must not stall training: try
+  // without waiting, keep the rows on a busy database, retry with back-off
+  // (250 ms doubling to 8 s). flush() waits the connection's full timeout.
+  try {
+    BusyTimeoutScope noWait(s.impl->db, 0);
+    flush();
+    s.backoff = std::chrono::milliseconds(0);
+  } catch (const StoreBusy&) {
+    s.backoff = std::min<std::chrono::milliseconds>(std::max<std::chrono::milliseconds>(s.backoff * 2, std::chrono::milliseconds(250)),
+                                                    std::chrono::milliseconds(8000));
+    s.retryAt = now + s.backoff;
+  }
 }
 
 void MetricWriter::flush() {

@@ -2,6 +2,13 @@
 // transitions, events, artifacts and tags. Metrics live in metric_store.cpp.
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unistd.h>
+
 #include "latentlab/error.h"
 #include "store/run_store_impl.h"
 #include "store/schema.h"
@@ -12,7 +19,7 @@ namespace {
 
 constexpr const char* kRunColumns =
     "id, experiment_id, name, kind, status, spec_json, device, created_at, started_at, finished_at, "
-    "error, summary_json, pid, heartbeat_at";
+    "error, summary_json, pid, heartbeat_at, owner_host, owner_start, uid";
 
 void requireJson(std::string_view json, const char* field) {
   if (!nlohmann::json::accept(json)) {
@@ -45,7 +52,37 @@ RunRecord readRun(const Statement& st, const std::filesystem::path& dbPath) {
   r.summaryJson = st.columnText(11);
   r.pid = st.columnOptInt(12);
   r.heartbeatAt = st.columnOptDouble(13);
+  r.ownerHost = st.columnText(14);
+  r.ownerStart = st.columnText(15);
+  r.uid = st.columnText(16);
   return r;
+}
+
+std::string readSmallFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Field 22 of /proc/<pid>/stat: the start time in clock ticks after boot
+// (the command name in field 2 may hold spaces: count from its ')').
+std::string processStartTicks(std::int64_t pid) {
+  const std::string stat = readSmallFile(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (in >> field); ++i) {
+    if (i == 22) return field;
+  }
+  return {};
+}
+
+std::string bootId() {
+  std::string id = readSmallFile("/proc/sys/kernel/random/boot_id");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
 }
 
 bool transitionAllowed(RunStatus from, RunStatus to) {
@@ -80,6 +117,62 @@ RunStatus parseRunStatus(std::string_view name) {
 
 bool isTerminal(RunStatus status) { return status != RunStatus::Queued && status != RunStatus::Running; }
 
+const ProcessIdentity& ProcessIdentity::current() {
+  // Computed once per process; a forked child (pid changed) computes its own.
+  static std::mutex mutex;
+  static ProcessIdentity self;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (self.pid != static_cast<std::int64_t>(::getpid())) {
+    ProcessIdentity p;
+    p.pid = static_cast<std::int64_t>(::getpid());
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0) p.host = host;
+    const std::string ticks = processStartTicks(p.pid);
+    if (!ticks.empty()) p.startToken = bootId() + ":" + ticks;
+    self = p;
+  }
+  return self;
+}
+
+bool processAlive(std::int64_t pid, const std::string& startToken) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  if (startToken.empty()) return true;   // recorded without a token: the pid is all we know
+  const std::string ticks = processStartTicks(pid);
+  return ticks.empty() || startToken == bootId() + ":" + ticks;
+}
+
+LeaseCheck checkLease(const RunRecord& run, double now) {
+  LeaseCheck c;
+  if (!run.pid) return c;
+  const ProcessIdentity& self = ProcessIdentity::current();
+  const bool here = run.ownerHost.empty() || run.ownerHost == self.host;
+  c.owner = "engine pid " + std::to_string(*run.pid) + " on host " + (run.ownerHost.empty() ? self.host : run.ownerHost);
+  if (here) {
+    if (processAlive(*run.pid, run.ownerStart)) {
+      c.state = LeaseState::Live;
+    } else {
+      c.state = LeaseState::Stale;
+      c.reason = "process " + std::to_string(*run.pid) + " is not running";
+    }
+    return c;
+  }
+  const double age = run.heartbeatAt ? now - *run.heartbeatAt : 1e300;
+  if (age <= kLeaseTimeoutSeconds) {
+    c.state = LeaseState::Live;
+  } else {
+    c.state = LeaseState::Stale;
+    c.reason = run.heartbeatAt ? "no heartbeat for " + std::to_string(static_cast<long long>(age)) + " s"
+                               : "no heartbeat recorded";
+  }
+  return c;
+}
+
+RunStatus observedStatus(const RunRecord& run, double now) {
+  if (run.status == RunStatus::Running && checkLease(run, now).state != LeaseState::Live) return RunStatus::Crashed;
+  return run.status;
+}
+
 double storeNow() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
@@ -95,7 +188,8 @@ void RunStore::Impl::requireRun(std::int64_t runId) {
   if (!st.bind(1, runId).step()) runNotFound(runId);
 }
 
-RunStore::RunStore(const std::filesystem::path& path) : m_impl(std::make_shared<Impl>(path)) {
+RunStore::RunStore(const std::filesystem::path& path, StoreOpen mode)
+    : m_impl(std::make_shared<Impl>(path, mode == StoreOpen::CreateIfMissing)) {
   migrateStore(m_impl->db, storeMigrations());
 }
 
@@ -119,6 +213,16 @@ std::string RunStore::integrityCheck() const {
     report += st.columnText(0);
   }
   return report;
+}
+
+std::string RunStore::storeId() const {
+  Statement st(m_impl->db, "SELECT value FROM store_info WHERE key = 'store_id'", "read store id");
+  if (!st.step()) throw Error(ErrorCode::Store, path().string() + ": the database has no store id");
+  return st.columnText(0);
+}
+
+void RunStore::setBusyTimeout(std::chrono::milliseconds timeout) {
+  m_impl->db.setBusyTimeout(static_cast<int>(std::min<long long>(timeout.count(), INT32_MAX)));
 }
 
 std::int64_t RunStore::createExperiment(std::string_view name, std::string_view preset,
@@ -169,8 +273,8 @@ std::int64_t RunStore::createRun(std::optional<std::int64_t> experimentId, std::
     }
   }
   Statement st(m_impl->db,
-               "INSERT INTO runs(experiment_id, name, kind, status, spec_json, device, created_at) "
-               "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
+               "INSERT INTO runs(experiment_id, name, kind, status, spec_json, device, created_at, uid) "
+               "VALUES (?, ?, ?, 'queued', ?, ?, ?, lower(hex(randomblob(16))))",
                "create run");
   st.bind(1, experimentId).bind(2, name).bind(3, kind).bind(4, specJson).bind(5, device).bind(6, storeNow()).run();
   return m_impl->db.lastInsertId();
@@ -217,7 +321,7 @@ void RunStore::setStatus(std::int64_t id, RunStatus status, std::optional<std::s
   const char* sql = nullptr;
   if (status == RunStatus::Queued) {
     sql = "UPDATE runs SET status = ?2, started_at = NULL, finished_at = NULL, error = ?3, pid = NULL, "
-          "heartbeat_at = NULL WHERE id = ?1 AND ?4 IS NOT NULL";
+          "heartbeat_at = NULL, owner_host = NULL, owner_start = NULL WHERE id = ?1 AND ?4 IS NOT NULL";
   } else if (status == RunStatus::Running) {
     sql = "UPDATE runs SET status = ?2, started_at = coalesce(started_at, ?4), finished_at = NULL, error = ?3 "
           "WHERE id = ?1";
@@ -239,7 +343,8 @@ void RunStore::setSummary(std::int64_t id, std::string_view summaryJson) {
 }
 
 void RunStore::setPid(std::int64_t id, std::optional<std::int64_t> pid) {
-  Statement st(m_impl->db, "UPDATE runs SET pid = ?, heartbeat_at = ? WHERE id = ?", "set run pid");
+  Statement st(m_impl->db, "UPDATE runs SET pid = ?, heartbeat_at = ?, owner_host = NULL, owner_start = NULL WHERE id = ?",
+               "set run pid");
   st.bind(1, pid).bind(2, storeNow()).bind(3, id).run();
   if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
 }
@@ -248,6 +353,56 @@ void RunStore::heartbeat(std::int64_t id) {
   Statement st(m_impl->db, "UPDATE runs SET heartbeat_at = ? WHERE id = ?", "heartbeat");
   st.bind(1, storeNow()).bind(2, id).run();
   if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
+}
+
+std::string RunStore::acquireRun(std::int64_t id) {
+  SqliteDb& db = m_impl->db;
+  const ProcessIdentity& self = ProcessIdentity::current();
+  Transaction tx(db, Transaction::Kind::Immediate);
+  const RunRecord r = run(id);
+  const LeaseCheck lease = checkLease(r, storeNow());
+  const bool mine = r.pid && *r.pid == self.pid && (r.ownerHost.empty() || r.ownerHost == self.host) &&
+                    r.ownerStart == self.startToken;
+  if (lease.state == LeaseState::Live && !mine) {
+    throw Error(ErrorCode::Store,
+                path().string() + ": run " + std::to_string(id) + " is already being run by " + lease.owner,
+                "One engine runs a run at a time. Wait for it, or cancel it first (a dead engine's lease is "
+                "taken over automatically).");
+  }
+  Statement st(db, "UPDATE runs SET pid = ?, owner_host = ?, owner_start = ?, heartbeat_at = ? WHERE id = ?",
+               "take the run's lease");
+  st.bind(1, self.pid).bind(2, std::string_view(self.host)).bind(3, std::string_view(self.startToken));
+  st.bind(4, storeNow()).bind(5, id).run();
+  std::string takenFrom;
+  if (lease.state == LeaseState::Stale && !mine) {
+    takenFrom = lease.owner + " (" + lease.reason + ")";
+    Statement ev(db, "INSERT INTO events(run_id, time, kind, message, data_json) VALUES (?, ?, 'lease', ?, ?)",
+                 "record the lease takeover");
+    const nlohmann::json data = {{"previous_pid", *r.pid}, {"previous_host", r.ownerHost}, {"reason", lease.reason},
+                                 {"pid", self.pid}, {"host", self.host}};
+    ev.bind(1, id).bind(2, storeNow()).bind(3, std::string_view("took over the stale lease of " + takenFrom));
+    ev.bind(4, std::string_view(data.dump())).run();
+  }
+  tx.commit();
+  return takenFrom;
+}
+
+void RunStore::releaseRun(std::int64_t id) {
+  const ProcessIdentity& self = ProcessIdentity::current();
+  Statement st(m_impl->db,
+               "UPDATE runs SET pid = NULL, owner_host = NULL, owner_start = NULL, heartbeat_at = ? "
+               "WHERE id = ? AND pid = ? AND coalesce(owner_host, '') IN ('', ?)",
+               "release the run's lease");
+  st.bind(1, storeNow()).bind(2, id).bind(3, self.pid).bind(4, std::string_view(self.host)).run();
+}
+
+bool RunStore::renewLease(std::int64_t id) {
+  const ProcessIdentity& self = ProcessIdentity::current();
+  Statement st(m_impl->db,
+               "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND pid = ? AND coalesce(owner_host, '') IN ('', ?)",
+               "renew the run's lease");
+  st.bind(1, storeNow()).bind(2, id).bind(3, self.pid).bind(4, std::string_view(self.host)).run();
+  return m_impl->db.changes() > 0;
 }
 
 bool RunStore::deleteRun(std::int64_t id) {
@@ -305,6 +460,12 @@ std::vector<ArtifactRecord> RunStore::listArtifacts(std::int64_t runId) const {
                    st.columnDouble(5), st.columnInt(6)});
   }
   return out;
+}
+
+int RunStore::deleteArtifacts(std::int64_t runId, std::string_view artifactPath) {
+  Statement st(m_impl->db, "DELETE FROM artifacts WHERE run_id = ? AND path = ?", "delete artifact");
+  st.bind(1, runId).bind(2, artifactPath).run();
+  return m_impl->db.changes();
 }
 
 void RunStore::addTag(std::int64_t runId, std::string_view tag) {

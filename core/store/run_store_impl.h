@@ -11,7 +11,7 @@
 namespace latentlab {
 
 struct RunStore::Impl {
-  explicit Impl(const std::filesystem::path& path) : db(path) {}
+  Impl(const std::filesystem::path& path, bool create) : db(path, create) {}
   SqliteDb db;
 
   // Error(Store) "<db>: run <id> not found".
@@ -23,6 +23,5 @@ struct RunStoreAccess {
   static SqliteDb& db(RunStore& store) { return store.m_impl->db; }
 };
 
-double storeNow();  // seconds since the Unix epoch
 
 } // namespace latentlab

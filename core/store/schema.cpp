@@ -77,11 +77,27 @@ CREATE TABLE tags(
 CREATE INDEX tags_by_tag ON tags(tag);
 )sql";
 
+// Run ownership: a random id per database and per run (checkpoint folders
+// carry both, so a folder is never adopted by another database's or a deleted
+// run's namesake), and the lease's owner host and process start token.
+constexpr const char* kMigration2 = R"sql(
+CREATE TABLE store_info(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO store_info(key, value) VALUES ('store_id', lower(hex(randomblob(16))));
+ALTER TABLE runs ADD COLUMN uid TEXT;
+ALTER TABLE runs ADD COLUMN owner_host TEXT;
+ALTER TABLE runs ADD COLUMN owner_start TEXT;
+UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& storeMigrations() {
   static const std::vector<Migration> migrations = {
       {1, kMigration1},
+      {2, kMigration2},
   };
   return migrations;
 }

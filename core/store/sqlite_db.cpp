@@ -41,8 +41,15 @@ std::string hintFor(int rc) {
 
 } // namespace
 
-SqliteDb::SqliteDb(const fs::path& path) : m_path(path) {
-  if (path.has_parent_path()) {
+SqliteDb::SqliteDb(const fs::path& path, bool create) : m_path(path) {
+  if (!create) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+      throw Error(ErrorCode::Store,
+                  path.string() + (fs::exists(path, ec) ? ": not a database file" : ": no such workspace database"),
+                  "Check the --db path; readers never create a database.");
+    }
+  } else if (path.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
     if (ec) {
@@ -51,7 +58,7 @@ SqliteDb::SqliteDb(const fs::path& path) : m_path(path) {
                   "Choose a writable location for the workspace database.");
     }
   }
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
@@ -101,12 +108,18 @@ std::int64_t SqliteDb::lastInsertId() const { return sqlite3_last_insert_rowid(m
 
 int SqliteDb::changes() const { return sqlite3_changes(m_db); }
 
+void SqliteDb::setBusyTimeout(int ms) {
+  m_busyTimeoutMs = ms;
+  sqlite3_busy_timeout(m_db, ms);
+}
+
 void SqliteDb::fail(int rc, std::string_view what) const {
   std::string msg = m_path.string() + ": " + std::string(what) + ": ";
   msg += m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
   msg += " (";
   msg += sqlite3_errstr(rc);
   msg += ")";
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) throw StoreBusy(ErrorCode::Store, msg, hintFor(rc));
   throw Error(ErrorCode::Store, msg, hintFor(rc));
 }
 

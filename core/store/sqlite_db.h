@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "latentlab/error.h"
+
 struct sqlite3;
 struct sqlite3_stmt;
 
@@ -19,7 +21,8 @@ class SqliteDb {
 public:
   static constexpr int kBusyTimeoutMs = 5000;
 
-  explicit SqliteDb(const std::filesystem::path& path);  // throws Error(Store / Io)
+  // create=false: the file must exist (Error(Store) naming it otherwise).
+  explicit SqliteDb(const std::filesystem::path& path, bool create = true);  // throws Error(Store / Io)
   ~SqliteDb();
   SqliteDb(const SqliteDb&) = delete;
   SqliteDb& operator=(const SqliteDb&) = delete;
@@ -32,13 +35,37 @@ public:
   std::int64_t queryInt(const char* sql, std::string_view what);
   std::int64_t lastInsertId() const;
   int changes() const;
+  void setBusyTimeout(int ms);
+  int busyTimeout() const { return m_busyTimeoutMs; }
 
-  // Throws Error(Store) "<db>: <what>: <sqlite message> (<code name>)" + hint.
+  // Throws Error(Store) "<db>: <what>: <sqlite message> (<code name>)" + hint;
+  // StoreBusy when another connection held the lock past the busy timeout.
   [[noreturn]] void fail(int rc, std::string_view what) const;
 
 private:
   std::filesystem::path m_path;
   sqlite3* m_db = nullptr;
+  int m_busyTimeoutMs = kBusyTimeoutMs;
+};
+
+// The lock was held by another connection for longer than the busy timeout:
+// the operation did nothing and may be retried.
+class StoreBusy : public Error {
+public:
+  using Error::Error;
+};
+
+// Sets a connection's busy timeout for one scope.
+class BusyTimeoutScope {
+public:
+  BusyTimeoutScope(SqliteDb& db, int ms) : m_db(db), m_saved(db.busyTimeout()) { db.setBusyTimeout(ms); }
+  ~BusyTimeoutScope() { m_db.setBusyTimeout(m_saved); }
+  BusyTimeoutScope(const BusyTimeoutScope&) = delete;
+  BusyTimeoutScope& operator=(const BusyTimeoutScope&) = delete;
+
+private:
+  SqliteDb& m_db;
+  int m_saved;
 };
 
 // A prepared statement; bind indices start at 1. step() returns true for a

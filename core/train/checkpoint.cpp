@@ -1,4 +1,4 @@
-// Atomic training checkpoints and resume.
+// Atomic training checkpoints, run-folder ownership and resume.
 #include "train/checkpoint.h"
 
 #include <algorithm>
@@ -7,7 +7,6 @@
 
 #include "common/file_util.h"
 #include "common/json_util.h"
-#include "io/hf_checkpoint.h"
 #include "latentlab/error.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -17,53 +16,183 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
 std::string stepName(std::int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
   return buf;
 }
+
+bool isPartial(const std::string& name) { return name.find(".partial-") != std::string::npos; }
+
+// Partial checkpoint folders (and atomic-write temporaries) of writers that
+// no longer run: the caller owns the run folder, so any other is a leftover.
+void removeStalePartials(const fs::path& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return;
+  const std::string mine = ".partial-" + std::to_string(::getpid());
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (isPartial(n) && n.find(mine) == std::string::npos) fs::remove_all(e.path(), ec);
+  }
+}
+
+// The optimiser state through the file layer: LibTorch's zip writer gets a
+// sink that never fails (an exception inside it cannot be unwound safely), and
+// the first write error is raised here afterwards, naming the file.
+void saveOptimizer(torch::optim::Optimizer& optimizer, const fs::path& path) {
+  std::optional<Error> failure;
+  atomicWrite(path, [&](int fd) {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    archive.save_to([&](const void* data, std::size_t size) -> std::size_t {
+      if (failure) return size;
+      try {
+        writeAll(fd, data, size, path);
+      } catch (const Error& e) {
+        failure = e;
+      }
+      return size;
+    });
+    if (failure) throw *failure;
+  });
+}
+
+constexpr const char* kOwnerFile = "owner.json";
+const char* const kForeignHint =
+    "A run folder holds one run's checkpoints. Give this run its own out_dir (or leave out_dir empty), "
+    "or delete the folder if that run is gone for good.";
+
 } // namespace
 
-fs::path saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::optim::Optimizer& optimizer,
-                        const TrainerState& state, const std::string& specJson, int keep) {
+json RunIdentity::toJson() const {
+  return {{"store_id", storeId}, {"database", database}, {"run_id", runId}, {"run_uid", runUid},
+          {"spec_hash", specHash}};
+}
+
+RunIdentity RunIdentity::fromJson(const json& j, const std::string& source) {
+  JsonReader r(j, source, ErrorCode::BadCheckpoint);
+  RunIdentity id;
+  id.storeId = r.requireString("store_id");
+  id.database = r.optString("database", "");
+  if (!j.contains("run_id") || !j.at("run_id").is_number_integer()) r.fail("run_id", "is missing or not an integer");
+  id.runId = j.at("run_id").get<std::int64_t>();
+  id.runUid = r.requireString("run_uid");
+  id.specHash = r.requireString("spec_hash");
+  return id;
+}
+
+std::string RunIdentity::describe() const {
+  return "run " + std::to_string(runId) + " of " + (database.empty() ? "database " + storeId : database);
+}
+
+std::string RunIdentity::mismatch(const RunIdentity& other) const {
+  if (storeId != other.storeId) return "another database";
+  if (runId != other.runId) return "another run";
+  if (runUid != other.runUid) return "an earlier run with the same id (deleted since)";
+  if (specHash != other.specHash) return "the same run with a different spec";
+  return {};
+}
+
+std::string specHash(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+void requireFreeRunDir(const fs::path& runDir) {
+  std::error_code ec;
+  if (fs::exists(runDir / kOwnerFile, ec)) {
+    const fs::path ownerPath = runDir / kOwnerFile;
+    const RunIdentity other = RunIdentity::fromJson(
+        parseJson(readTextFile(ownerPath), ownerPath.string(), ErrorCode::BadCheckpoint), ownerPath.string());
+    throw Error(ErrorCode::BadSpec, runDir.string() + ": out_dir belongs to " + other.describe(), kForeignHint);
+  }
+  if (fs::exists(runDir / "checkpoints", ec)) {
+    throw Error(ErrorCode::BadSpec, runDir.string() + ": out_dir holds checkpoints of an unknown run (no owner.json)",
+                kForeignHint);
+  }
+}
+
+void claimRunDir(const fs::path& runDir, const RunIdentity& id) {
+  const fs::path ownerPath = runDir / kOwnerFile;
+  std::error_code ec;
+  if (fs::exists(ownerPath, ec)) {
+    const RunIdentity other = RunIdentity::fromJson(
+        parseJson(readTextFile(ownerPath), ownerPath.string(), ErrorCode::BadCheckpoint), ownerPath.string());
+    const std::string why = id.mismatch(other);
+    if (!why.empty()) {
+      throw Error(ErrorCode::BadCheckpoint,
+                  runDir.string() + ": the folder of " + id.describe() + " belongs to " + why + " (" +
+                      other.describe() + ", run uid " + other.runUid + "); its checkpoints are not this run's",
+                  kForeignHint);
+    }
+  } else {
+    if (fs::exists(runDir / "checkpoints", ec)) {
+      throw Error(ErrorCode::BadCheckpoint,
+                  runDir.string() + ": holds checkpoints with no owner.json; " + id.describe() +
+                      " will not adopt them",
+                  kForeignHint);
+    }
+    fs::create_directories(runDir, ec);
+    if (ec) throw Error(ErrorCode::Io, runDir.string() + ": cannot create the run folder: " + ec.message());
+    atomicWriteText(ownerPath, id.toJson().dump(2) + "\n");
+  }
+  removeStalePartials(runDir / "checkpoints");
+}
+
+SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::optim::Optimizer& optimizer,
+                               const TrainerState& state, const std::string& specJson, const RunIdentity& owner,
+                               const std::string& tokenizerJson, int keep) {
   const fs::path root = runDir / "checkpoints";
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) throw Error(ErrorCode::Io, root.string() + ": cannot create: " + ec.message());
-  const fs::path final = root / stepName(state.step);
-  fs::path tmp = root / (stepName(state.step) + ".partial-" + std::to_string(::getpid()));
+  removeStalePartials(root);
+  SavedCheckpoint saved;
+  saved.dir = root / stepName(state.step);
+  const fs::path tmp = root / (stepName(state.step) + ".partial-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
+  if (ec) throw Error(ErrorCode::Io, tmp.string() + ": cannot create: " + ec.message());
   try {
     saveModel(model, tmp / "model", fromTorch(model.parameters().front().scalar_type()),
               {{"producer", "latentlab train"}, {"step", std::to_string(state.step)}});
-    const fs::path opt = tmp / "optimizer.pt";
-    torch::save(optimizer, opt.string());
+    if (!tokenizerJson.empty()) atomicWriteText(tmp / "model" / "tokenizer.json", tokenizerJson);
+    saveOptimizer(optimizer, tmp / "optimizer.pt");
     json st = {{"step", state.step}, {"tokens", state.tokens}, {"wall_seconds", state.wallSeconds},
-               {"data", state.data.toJson()}};
+               {"data", state.data.toJson()}, {"owner", owner.toJson()}};
     if (state.bestValLoss) st["best_val_loss"] = *state.bestValLoss;
     atomicWriteText(tmp / "trainer_state.json", st.dump(2) + "\n");
     atomicWriteText(tmp / "spec.json", specJson + "\n");
-    fs::remove_all(final, ec);
-    fs::rename(tmp, final, ec);
-    if (ec) throw Error(ErrorCode::Io, final.string() + ": cannot move checkpoint into place: " + ec.message());
+    fs::remove_all(saved.dir, ec);
+    fs::rename(tmp, saved.dir, ec);
+    if (ec) throw Error(ErrorCode::Io, saved.dir.string() + ": cannot move checkpoint into place: " + ec.message());
+    atomicWriteText(root / "latest", saved.dir.filename().string() + "\n");
   } catch (const c10::Error& e) {
     fs::remove_all(tmp, ec);
-    throw Error(ErrorCode::Io, tmp.string() + ": writing the optimiser state failed: " + e.what_without_backtrace());
+    throw Error(ErrorCode::Io, tmp.string() + ": writing the checkpoint failed: " + e.what_without_backtrace());
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  atomicWriteText(root / "latest", final.filename().string() + "\n");
   // Keep the newest `keep` checkpoints.
   std::vector<fs::path> all;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step-", 0) == 0 && n.find(".partial") == std::string::npos) all.push_back(e.path());
+    if (e.is_directory() && n.rfind("step-", 0) == 0 && !isPartial(n)) all.push_back(e.path());
   }
   std::sort(all.begin(), all.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
-  return final;
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) {
+    fs::remove_all(all[i], ec);
+    if (!ec) saved.pruned.push_back(all[i]);
+  }
+  return saved;
 }
 
 std::optional<fs::path> latestCheckpoint(const fs::path& runDir) {
@@ -77,19 +206,23 @@ std::optional<fs::path> latestCheckpoint(const fs::path& runDir) {
   return dir;
 }
 
-TrainerState loadCheckpoint(const fs::path& dir, CausalLm& model, torch::optim::Optimizer& optimizer) {
-  HfCheckpoint ckpt(dir / "model");
-  loadWeights(model, ckpt);
-  try {
-    torch::load(optimizer, (dir / "optimizer.pt").string());
-  } catch (const c10::Error& e) {
-    throw Error(ErrorCode::BadCheckpoint, (dir / "optimizer.pt").string() + ": cannot read the optimiser state: " +
-                e.what_without_backtrace());
-  }
+TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimizer, const RunIdentity& expected) {
   const fs::path statePath = dir / "trainer_state.json";
   json j = parseJson(readTextFile(statePath), statePath.string(), ErrorCode::BadCheckpoint);
   TrainerState s;
   try {
+    if (!j.contains("owner")) {
+      throw Error(ErrorCode::BadCheckpoint, statePath.string() + ": the checkpoint does not say which run wrote it",
+                  kForeignHint);
+    }
+    s.owner = RunIdentity::fromJson(j.at("owner"), statePath.string() + ": owner");
+    const std::string why = expected.mismatch(*s.owner);
+    if (!why.empty()) {
+      throw Error(ErrorCode::BadCheckpoint,
+                  statePath.string() + ": written by " + why + " (" + s.owner->describe() + "), not by " +
+                      expected.describe(),
+                  kForeignHint);
+    }
     s.step = j.at("step").get<std::int64_t>();
     s.tokens = j.at("tokens").get<std::int64_t>();
     s.wallSeconds = j.value("wall_seconds", 0.0);
@@ -98,6 +231,12 @@ TrainerState loadCheckpoint(const fs::path& dir, CausalLm& model, torch::optim::
     throw Error(ErrorCode::BadCheckpoint, statePath.string() + ": " + e.what());
   }
   s.data = LoaderPosition::fromJson(j.at("data"), statePath.string());
+  try {
+    torch::load(optimizer, (dir / "optimizer.pt").string());
+  } catch (const c10::Error& e) {
+    throw Error(ErrorCode::BadCheckpoint, (dir / "optimizer.pt").string() + ": cannot read the optimiser state: " +
+                e.what_without_backtrace());
+  }
   return s;
 }
 

@@ -1,6 +1,8 @@
-// Training checkpoints: a folder per step holding the model (HF layout),
-// the optimiser state, the trainer state (step, tokens, data position) and the
-// spec, written under a temporary name and renamed into place.
+// Training checkpoints: a folder per step holding the model (HF layout, with
+// the run's tokenizer.json), the optimiser state, the trainer state (step,
+// tokens, data position, the owning run) and the spec, written under a
+// temporary name and renamed into place. A run folder belongs to one run:
+// owner.json names it, and nothing reads or writes checkpoints of another.
 #pragma once
 
 #include <torch/torch.h>
@@ -8,11 +10,30 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/batch_loader.h"
 #include "model/llama.h"
 
 namespace latentlab {
+
+// Who a run folder and its checkpoints belong to: a run of one database.
+struct RunIdentity {
+  std::string storeId;      // the database's random id (store_info.store_id)
+  std::string database;     // its path when the folder was claimed (for messages)
+  std::int64_t runId = 0;
+  std::string runUid;       // the run's random id: ids may be reused after a delete
+  std::string specHash;     // hash of the canonical spec JSON
+
+  nlohmann::json toJson() const;
+  static RunIdentity fromJson(const nlohmann::json& j, const std::string& source);
+  // Empty when `other` is the same run; else what differs, for a message.
+  std::string mismatch(const RunIdentity& other) const;
+  std::string describe() const;   // "run 3 of /w/runs.db"
+};
+
+// FNV-1a 64 of the text, as 16 hex digits.
+std::string specHash(const std::string& canonicalSpecJson);
 
 struct TrainerState {
   std::int64_t step = 0;          // steps completed
@@ -20,19 +41,39 @@ struct TrainerState {
   double wallSeconds = 0;         // training time so far
   LoaderPosition data;
   std::optional<double> bestValLoss;
+  std::optional<RunIdentity> owner;  // set on load; written from saveCheckpoint's identity
+};
+
+// Makes `runDir` the folder of run `id`: a folder with owner.json of another
+// run, or with checkpoints but no owner.json, is refused (Error(BadCheckpoint)
+// naming both runs); an empty or missing folder is claimed (owner.json
+// written). Removes partial checkpoint folders left by killed writers.
+void claimRunDir(const std::filesystem::path& runDir, const RunIdentity& id);
+// For a run not registered yet: throws when `runDir` already holds a run.
+void requireFreeRunDir(const std::filesystem::path& runDir);
+
+struct SavedCheckpoint {
+  std::filesystem::path dir;
+  std::vector<std::filesystem::path> pruned;   // older checkpoints removed
 };
 
 // Writes <runDir>/checkpoints/step-XXXXXXXX and points <runDir>/checkpoints/latest
-// at it; keeps the newest `keep` checkpoints. Returns the folder.
-std::filesystem::path saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model,
-                                     torch::optim::Optimizer& optimizer, const TrainerState& state,
-                                     const std::string& specJson, int keep = 2);
+// at it; keeps the newest `keep` checkpoints. `tokenizerJson` (may be empty)
+// is written as model/tokenizer.json. Every write goes through the file layer:
+// a full disk throws Error(Io) naming the file, and the partial folder is removed.
+SavedCheckpoint saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model,
+                               torch::optim::Optimizer& optimizer, const TrainerState& state,
+                               const std::string& specJson, const RunIdentity& owner,
+                               const std::string& tokenizerJson, int keep = 2);
 
 // The folder `latest` points at, if any.
 std::optional<std::filesystem::path> latestCheckpoint(const std::filesystem::path& runDir);
 
-// Loads model weights, optimiser state and trainer state from a checkpoint
-// folder written by saveCheckpoint. Throws Error(BadCheckpoint) naming it.
-TrainerState loadCheckpoint(const std::filesystem::path& dir, CausalLm& model, torch::optim::Optimizer& optimizer);
+// Loads the optimiser and trainer state of a checkpoint folder written by
+// saveCheckpoint (the model is built from <dir>/model by the caller). Throws
+// Error(BadCheckpoint) naming the file, and when the checkpoint belongs to
+// another run than `expected`.
+TrainerState loadCheckpoint(const std::filesystem::path& dir, torch::optim::Optimizer& optimizer,
+                            const RunIdentity& expected);
 
 } // namespace latentlab

@@ -8,12 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "common/file_util.h"
+#include "common/json_util.h"
 #include "data/batch_loader.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
 #include "latentlab/train.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
+#include "store/lease_keeper.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
@@ -92,6 +95,13 @@ struct Trainer {
   RunResult run();
 };
 
+// The embedding rows of the model a fine-tune starts from (its config.json),
+// so that a tokenizer with more ids is refused before any text is tokenized.
+ModelVocab modelVocabOf(const fs::path& modelDir) {
+  const fs::path config = modelDir / "config.json";
+  return {readHfConfig(config).vocabSize, config};
+}
+
 RunResult Trainer::run() {
   RunResult result;
   const DistEnv& dist = env.dist;
@@ -110,12 +120,31 @@ RunResult Trainer::run() {
     if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
   }
   runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
+  // The run folder is this run's alone (owner.json): a folder of another run,
+  // database or deleted namesake is refused before anything is read from it.
+  const std::string canonicalSpec = runSpecToJson(spec);
+  const RunIdentity identity{store.storeId(), store.path().string(), runId, store.run(runId).uid,
+                             specHash(canonicalSpec)};
+  if (writer) claimRunDir(runDir, identity);
+  if (dp) dp->barrier();
+  // Resume reads everything from the checkpoint: its model, its tokenizer; the
+  // original model folder is needed only before the first checkpoint.
+  const std::optional<fs::path> ckpt = env.resume ? latestCheckpoint(runDir) : std::nullopt;
+  const fs::path startModel = ckpt ? *ckpt / "model" : fs::path(spec.modelDir);
+  DataSpec dataSpec = spec.data;
+  std::error_code ec;
+  if (ckpt && dataSpec.tokenFormat.empty() && fs::exists(startModel / "tokenizer.json", ec))
+    dataSpec.tokenizer = (startModel / "tokenizer.json").string();
+  const ModelVocab vocabLimit = (ckpt || spec.kind != "pretrain") ? modelVocabOf(startModel) : ModelVocab{};
   torch::ScalarType paramType = spec.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const bool autocastBf16 = spec.dtype == "bf16" || (spec.dtype == "auto" && cuda);
 
   // 1. Data. Rank 0 tokenizes and caches first; the other ranks then find the cache.
   if (dp && !writer) dp->barrier();
-  PreparedData data = prepareData(spec.data, spec.modelDir, env.workspace / "cache", progress, cancel);
+  PreparedData data = prepareData(dataSpec, ckpt ? startModel : fs::path(spec.modelDir), env.workspace / "cache",
+                                  progress, cancel, vocabLimit);
+  // Every checkpoint carries the tokenizer (read once: the source may go away).
+  const std::string tokenizerJson = data.tokenizerPath.empty() ? std::string() : readTextFile(data.tokenizerPath);
   if (dp && writer) dp->barrier();
   LoaderOptions lo;
   lo.batchSize = spec.microBatch;
@@ -134,7 +163,17 @@ RunResult Trainer::run() {
 
   // 2. Model and optimiser.
   json notes;
-  auto model = buildModelForRun(spec, data.vocabSize, data.shard, device, paramType, progress, cancel, notes);
+  const fs::path notesPath = runDir / "build_notes.json";
+  std::shared_ptr<CausalLm> model;
+  if (ckpt) {
+    model = loadModel(startModel, torch::kCPU, paramType == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
+    model->to(device, paramType);
+    if (fs::exists(notesPath, ec)) notes = parseJson(readTextFile(notesPath), notesPath.string(), ErrorCode::BadCheckpoint);
+    notes["parameters"] = countParameters(model->config());
+  } else {
+    model = buildModelForRun(spec, data.vocabSize, data.shard, device, paramType, progress, cancel, notes);
+    if (writer) atomicWriteText(notesPath, notes.dump(2) + "\n");
+  }
   model->train();
   FusedAdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
                                 torch::optim::AdamWOptions(spec.optimizer.lr)
@@ -146,9 +185,9 @@ RunResult Trainer::run() {
 
   // 3. Resume.
   TrainerState state;
-  if (env.resume) {
-    if (auto ckpt = latestCheckpoint(runDir)) {
-      state = loadCheckpoint(*ckpt, *model, optimizer);
+  if (ckpt) {
+    {
+      state = loadCheckpoint(*ckpt, optimizer, identity);
       train.restore(state.data);
       result.lastCheckpoint = *ckpt;
       progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
@@ -185,8 +224,11 @@ RunResult Trainer::run() {
     state.data = train.position();
     state.wallSeconds = wallNow();
     if (writer) {
-      result.lastCheckpoint = saveCheckpoint(runDir, *model, optimizer, state, runSpecToJson(spec));
+      const SavedCheckpoint saved =
+          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson);
+      result.lastCheckpoint = saved.dir;
       store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
+      for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
       metricWriter->flush();
       emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
     }
@@ -269,7 +311,6 @@ RunResult Trainer::run() {
                         "loss " + std::to_string(trainLoss).substr(0, 6));
       emit(env, {{"event", "progress"}, {"step", state.step}, {"steps", spec.steps}, {"tokens", state.tokens},
                  {"loss", trainLoss}, {"lr", lr}, {"grad_norm", gradNorm}, {"tokens_per_s", tokPerSec}});
-      store.heartbeat(runId);
     }
     if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint();
   }
@@ -277,10 +318,6 @@ RunResult Trainer::run() {
     runEval();
     checkpoint();
     result.finalModel = result.lastCheckpoint / "model";
-    if (writer && !data.tokenizerPath.empty()) {
-      std::error_code ec;
-      fs::copy_file(data.tokenizerPath, result.finalModel / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-    }
   }
   if (metricWriter) metricWriter->flush();
   result.steps = state.step;
@@ -312,9 +349,31 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   RunResult result;
   const bool writer = env.dist.writesMetrics();
   const bool launchedFromSpec = !writer && runId == 0;
-  const std::string specJson = launchedFromSpec ? env.specJson : store.run(runId).specJson;
+  RunRecord record;
+  if (!launchedFromSpec) record = store.run(runId);
+  const std::string specJson = launchedFromSpec ? env.specJson : record.specJson;
+  std::unique_ptr<LeaseKeeper> keeper;
   if (writer) {
-    store.setPid(runId, static_cast<std::int64_t>(::getpid()));
+    // The engine rides out another process holding the database lock for
+    // minutes (a long reader or a backup) instead of failing the run.
+    store.setBusyTimeout(std::chrono::minutes(10));
+    if (record.status == RunStatus::Completed) {
+      // A finished run keeps its outcome and its files: nothing to do.
+      progress.log(LogLevel::Info, "run " + std::to_string(runId) + " is already completed; nothing to do");
+      emit(env, {{"event", "status"}, {"run", runId}, {"status", "completed"}});
+      return result;
+    }
+    try {
+      const std::string takenFrom = store.acquireRun(runId);
+      if (!takenFrom.empty()) progress.log(LogLevel::Warning, "took over the stale lease of " + takenFrom);
+    } catch (const Error& e) {
+      // Another live engine owns the run: leave its status and files alone.
+      result.status = RunStatus::Failed;
+      result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
+      emit(env, {{"event", "log"}, {"level", "error"}, {"message", result.error}});
+      return result;
+    }
+    keeper = std::make_unique<LeaseKeeper>(store.path(), runId);
     store.setStatus(runId, RunStatus::Running);
     emit(env, {{"event", "status"}, {"run", runId}, {"status", "running"}});
   }
@@ -325,11 +384,15 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   } catch (const Error& e) {
     result.status = e.code() == ErrorCode::Cancelled ? RunStatus::Cancelled : RunStatus::Failed;
     result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
+  } catch (const std::exception& e) {
+    result.status = RunStatus::Failed;
+    result.error = std::string("run ") + std::to_string(runId) + ": " + e.what();
   }
   if (!writer) return result;   // rank 0 records the outcome of the job
+  keeper.reset();
   store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
   if (!result.error.empty()) store.addEvent(runId, "error", result.error);
-  store.setPid(runId, std::nullopt);
+  store.releaseRun(runId);
   json st = {{"event", "status"}, {"run", runId}, {"status", runStatusName(result.status)}};
   if (!result.error.empty()) st["error"] = result.error;
   emit(env, st);

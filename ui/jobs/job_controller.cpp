@@ -24,8 +24,6 @@ constexpr int kMaxLogLines = 2000;
 
 QString statusName(RunStatus s) { return QString::fromLatin1(runStatusName(s)); }
 
-bool pidAlive(qint64 pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
-
 // A loopback TCP port free right now, for a data-parallel job's rendezvous.
 int freeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -321,9 +319,12 @@ void JobController::onFollowerFinished(qint64 runId, int rank, int exitCode, QPr
                                  ? QStringLiteral("rank %1 ended unexpectedly (signal %2)").arg(rank).arg(exitCode)
                                  : QStringLiteral("rank %1 exited with code %2").arg(rank).arg(exitCode);
   }
+  // The job may have left the table already (rank 0 finished first): then
+  // there is nothing to log to and no cancel request to honour.
   auto it = m_jobs.find(runId);
+  const bool cancelRequested = it != m_jobs.end() && it->cancelRequested;
   if (it != m_jobs.end()) appendLog(it.value(), child->followerFailure);
-  if (!child->killedAfterCancel && !it->cancelRequested) killProcess(child->process);
+  if (!child->killedAfterCancel && !cancelRequested) killProcess(child->process);
 }
 
 void JobController::onStartFailed(qint64 runId) {
@@ -482,7 +483,8 @@ void JobController::reattach(bool enqueueQueued) {
   for (const RunRecord& r : runs) {
     if (m_jobs.contains(r.id)) continue;
     if (r.status == RunStatus::Running) {
-      if (r.pid && pidAlive(*r.pid)) {
+      // The same lease rule as `latentlab-engine runs list`: live owner or crashed.
+      if (checkLease(r, storeNow()).state == LeaseState::Live && r.pid) {
         JobInfo job;
         job.runId = r.id;
         job.name = QString::fromStdString(r.name);
@@ -528,7 +530,7 @@ void JobController::pollExternal() {
         Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
       }
       const RunRecord r = m_store->run(id);
-      if (r.status != RunStatus::Running || !pidAlive(j.pid)) {
+      if (observedStatus(r, storeNow()) != RunStatus::Running) {
         if (r.status == RunStatus::Running) {
           markInStore(id, static_cast<int>(RunStatus::Crashed), QStringLiteral("engine process ended unexpectedly"));
         }

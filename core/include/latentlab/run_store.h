@@ -42,9 +42,39 @@ struct RunRecord {
   std::optional<double> finishedAt;
   std::string error;        // empty unless failed/crashed
   std::string summaryJson;  // empty until setSummary
+  // The lease: the engine that owns the run (see RunStore::acquireRun).
   std::optional<std::int64_t> pid;
   std::optional<double> heartbeatAt;
+  std::string ownerHost;    // empty: this host (runs leased before hosts were recorded)
+  std::string ownerStart;   // the owner process's start token ("" when unknown)
+  std::string uid;          // random id of the run: ids can be reused after a delete
 };
+
+// Lease liveness: an owner on this host is alive while its process (same pid
+// and start token) exists; one on another host while its heartbeat is newer
+// than kLeaseTimeoutSeconds. The engine beats every kHeartbeatSeconds.
+constexpr double kLeaseTimeoutSeconds = 60.0;
+constexpr double kHeartbeatSeconds = 2.0;
+enum class LeaseState { Free, Live, Stale };
+struct LeaseCheck {
+  LeaseState state = LeaseState::Free;
+  std::string owner;   // "engine pid 123 on host h" (empty when free)
+  std::string reason;  // why stale: "process 123 is not running", "no heartbeat for 75 s"
+};
+LeaseCheck checkLease(const RunRecord& run, double now);
+double storeNow();   // the store's clock: seconds since the Unix epoch (UTC)
+// The status readers show: a run recorded as running whose lease is not live
+// is crashed (its engine died without recording an outcome).
+RunStatus observedStatus(const RunRecord& run, double now);
+
+// This process as a lease owner.
+struct ProcessIdentity {
+  std::int64_t pid = 0;
+  std::string host;
+  std::string startToken;   // boot id + start time: a reused pid does not match
+  static const ProcessIdentity& current();
+};
+bool processAlive(std::int64_t pid, const std::string& startToken);  // on this host
 
 struct RunFilter {
   std::optional<std::int64_t> experimentId;
@@ -120,6 +150,11 @@ private:
   std::uint64_t m_committedBatches = 0;
 };
 
+enum class StoreOpen {
+  CreateIfMissing,   // creates the file and its folders (the GUI, `run SPEC`)
+  MustExist,         // Error(Store) naming the path when there is no such file (readers)
+};
+
 // A connection to one store file, created (with its parent folders) if
 // missing and migrated to the latest schema. WAL, synchronous=NORMAL,
 // busy_timeout 5 s, foreign_keys=ON. A RunStore is one SQLite connection: do
@@ -128,7 +163,7 @@ private:
 // naming the file; a failed write rolls back and leaves stored runs intact.
 class RunStore {
 public:
-  explicit RunStore(const std::filesystem::path& path);
+  explicit RunStore(const std::filesystem::path& path, StoreOpen mode = StoreOpen::CreateIfMissing);
   ~RunStore();
   RunStore(RunStore&&) noexcept;
   RunStore& operator=(RunStore&&) noexcept;
@@ -139,6 +174,10 @@ public:
   int schemaVersion() const;             // PRAGMA user_version
   static int latestSchemaVersion();      // the newest migration this code knows
   std::string integrityCheck() const;    // "ok" or SQLite's report
+  std::string storeId() const;           // random id of this database, fixed at creation
+  // How long a statement waits for another connection's write lock before it
+  // fails with a busy error (default 5 s). The engine waits minutes.
+  void setBusyTimeout(std::chrono::milliseconds timeout);
 
   // Experiments; deleting one deletes its runs and everything under them.
   std::int64_t createExperiment(std::string_view name, std::string_view preset = {},
@@ -159,6 +198,15 @@ public:
   void setSummary(std::int64_t id, std::string_view summaryJson);
   void setPid(std::int64_t id, std::optional<std::int64_t> pid);  // also a heartbeat
   void heartbeat(std::int64_t id);
+  // Takes the lease of a run for this process: refused with Error(Store)
+  // naming the owner while another live engine holds it; a stale lease is
+  // taken over and recorded as a "lease" event. Returns the stale owner taken
+  // over (empty when the run was free).
+  std::string acquireRun(std::int64_t id);
+  // Gives the lease back if this process holds it (no-op otherwise).
+  void releaseRun(std::int64_t id);
+  // Renews this process's lease; false when it no longer holds it.
+  bool renewLease(std::int64_t id);
   bool deleteRun(std::int64_t id);  // false when it did not exist; cascades
 
   std::int64_t addEvent(std::int64_t runId, std::string_view kind, std::string_view message,
@@ -168,6 +216,7 @@ public:
   std::int64_t addArtifact(std::int64_t runId, std::string_view kind, std::string_view path,
                            std::optional<std::int64_t> step, std::int64_t bytes);
   std::vector<ArtifactRecord> listArtifacts(std::int64_t runId) const;
+  int deleteArtifacts(std::int64_t runId, std::string_view artifactPath);  // rows removed
 
   void addTag(std::int64_t runId, std::string_view tag);     // idempotent
   void removeTag(std::int64_t runId, std::string_view tag);  // no-op when absent

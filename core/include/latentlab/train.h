@@ -45,8 +45,18 @@ struct RunResult {
   std::filesystem::path finalModel;       // HF folder of the trained model
 };
 
+// The checks a new run's spec must pass before it is registered: a known
+// architecture, a readable model folder (config.json and weight headers), a
+// possible conversion for that model, existing data and tokenizer files, an
+// out_dir that belongs to no other run. Throws Error naming the field and file.
+void preflightRunSpec(const RunSpec& spec, const std::string& source);
+
 // Runs store.run(runId): never throws for job failures (they become a failed
-// run with the message); throws only when the store itself is unusable.
+// run with the message); throws only when the store itself is unusable. The
+// run is leased to this process for the job (RunStore::acquireRun): a run
+// another live engine owns is not touched (result Failed, store unchanged); a
+// completed run is left as it is (result Completed). Resume reads the model,
+// tokenizer and optimiser state from the run's own last checkpoint.
 RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
                  const CancelToken& cancel);
 

@@ -195,6 +195,21 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   d = fresh("bytes");
   editHeader(d / "model.safetensors", [](json& h) { h["model.norm.weight"]["dtype"] = "F16"; });
   expectError([&] { HfCheckpoint ck(d); }, {"model.norm.weight", "bytes"});
+  // Shapes whose byte count overflows 64 bits never match a data range: the
+  // product is checked, not wrapped ([2^62, 2^62, 4] once read as "need 0",
+  // and 2^62+128 F32 elements as 512 bytes).
+  d = fresh("overflow");
+  editHeader(d / "model.safetensors", [](json& h) {
+    h["model.norm.weight"]["shape"] = json::array({std::uint64_t{1} << 62, std::uint64_t{1} << 62, 4});
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "model.norm.weight", "overflows 64 bits"});
+  d = fresh("wrap");
+  editHeader(d / "model.safetensors", [](json& h) {
+    h["unused.wraps"] = {{"dtype", "F32"},
+                         {"shape", json::array({(std::uint64_t{1} << 62) + 128})},
+                         {"data_offsets", json::array({0, 512})}};
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"model.safetensors", "overflows 64 bits"});
   // Shape that config.json does not imply.
   d = fresh("shape");
   editConfig(d, [](json& c) { c["intermediate_size"] = 100; });

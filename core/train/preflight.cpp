@@ -1,0 +1,53 @@
+// preflightRunSpec: the checks a spec must pass before a run is registered,
+// reading only what is cheap (config.json, safetensors headers, file names).
+#include <algorithm>
+
+#include "latentlab/architectures.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "latentlab/kv_budget.h"
+#include "latentlab/train.h"
+#include "train/checkpoint.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+
+void preflightRunSpec(const RunSpec& spec, const std::string& source) {
+  auto bad = [&](const std::string& field, const std::string& problem, const std::string& hint = {}) {
+    throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem, hint);
+  };
+  std::error_code ec;
+  if (spec.kind == "pretrain") {
+    const auto names = builtinArchitectureNames();
+    if (std::find(names.begin(), names.end(), spec.architecture) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      bad("architecture", "'" + spec.architecture + "' is not a built-in architecture", "Use one of " + list + ".");
+    }
+  } else {
+    if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
+    const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
+    if (spec.conversion.enabled) {
+      KvSettings kv;
+      kv.method = KvMethod::Mha2Mla;
+      kv.ropePairs = spec.conversion.ropePairs;
+      kv.dKv = spec.conversion.dKv;
+      kv.svd = spec.conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
+      kv.fullRope = spec.conversion.ropeStrategy == "full";
+      kv.uniformStrategy = spec.conversion.ropeStrategy == "uniform";
+      if (model.config.mla || model.config.latent) {
+        bad("model_dir", "'" + spec.modelDir + "' is already a latent-attention model; conversion needs an MHA/GQA model");
+      }
+      if (auto why = checkKvSettings(model.config, kv)) bad("conversion", "is impossible for " + spec.modelDir + ": " + *why);
+    }
+  }
+  if (spec.data.tokenFormat.empty() && spec.data.corpus != "demo" && !fs::exists(spec.data.corpus, ec))
+    bad("data.corpus", "'" + spec.data.corpus + "' does not exist");
+  if (!spec.data.tokenFormat.empty() && !fs::is_regular_file(spec.data.corpus, ec))
+    bad("data.corpus", "'" + spec.data.corpus + "' is not a token file");
+  if (!spec.data.tokenizer.empty() && !fs::is_regular_file(spec.data.tokenizer, ec))
+    bad("data.tokenizer", "'" + spec.data.tokenizer + "' is not a file");
+  if (!spec.outDir.empty()) requireFreeRunDir(spec.outDir);
+}
+
+} // namespace latentlab
