@@ -161,7 +161,7 @@ BpeModel BpeModel::fromJson(const nlohmann::json& model, const std::string& sour
   const auto& vocab = model.at("vocab");
   std::int32_t maxId = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<long long>() < 0)
+    if (!it.value().is_number_integer() || (!it.value().is_number_unsigned() && it.value().get<long long>() < 0))
       bad(source, "model.vocab[\"" + it.key() + "\"]", "must be a non-negative integer id, got " + it.value().dump());
     if (it.value().is_number_unsigned() ? it.value().get<unsigned long long>() >= static_cast<unsigned long long>(kMaxTokenIds)
                                         : it.value().get<long long>() >= kMaxTokenIds)

@@ -186,15 +186,13 @@ RunResult Trainer::run() {
   // 3. Resume.
   TrainerState state;
   if (ckpt) {
-    {
-      state = loadCheckpoint(*ckpt, optimizer, identity);
-      train.restore(state.data);
-      result.lastCheckpoint = *ckpt;
-      progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
-      if (writer) {
-        store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
-        emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
-      }
+    state = loadCheckpoint(*ckpt, optimizer, identity);
+    train.restore(state.data);
+    result.lastCheckpoint = *ckpt;
+    progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
+    if (writer) {
+      store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
+      emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
     }
   }
   // Every rank starts from rank 0's parameters (built with the same seed, or resumed).

@@ -132,6 +132,9 @@ public:
 
   // Throws Error(BadInput) for an empty name or a negative step; Error(Store)
   // when a commit fails (the batch stays pending and is retried by flush()).
+  // A database another connection holds locked does not throw here: add()
+  // tries without waiting, keeps the rows and retries after a back-off
+  // (250 ms doubling to 8 s); flush() waits the connection's busy timeout.
   void add(std::string_view name, std::int64_t step, std::int64_t tokens, double wallTime, double value);
   void flush();
 
@@ -156,8 +159,8 @@ enum class StoreOpen {
 };
 
 // A connection to one store file, created (with its parent folders) if
-// missing and migrated to the latest schema. WAL, synchronous=NORMAL,
-// busy_timeout 5 s, foreign_keys=ON. A RunStore is one SQLite connection: do
+// missing (StoreOpen::CreateIfMissing) and migrated to the latest schema.
+// WAL, synchronous=NORMAL, busy_timeout 5 s (setBusyTimeout), foreign_keys=ON. A RunStore is one SQLite connection: do
 // not share it across threads; each thread (and process) opens its own.
 // Every failure throws latentlab::Error (Store, or Io for folders/CSV files)
 // naming the file; a failed write rolls back and leaves stored runs intact.

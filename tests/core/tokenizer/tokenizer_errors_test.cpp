@@ -45,6 +45,21 @@ TEST(TokenizerErrors, MinimalFileLoadsAndMerges) {
   EXPECT_EQ(tok.decode({2, 3, 0}), "ab a");
 }
 
+TEST(TokenizerErrors, IdsBeyondAnyRealVocabularyAreRefusedBeforeTablesAreBuilt) {
+  // Ids index dense tables: 1e8 once allocated 9.9 GB, 2^31-1 overflowed a vector.
+  for (const char* id : {"100000000", "2147483647", "16777216", "9223372036854775807", "18446744073709551615"}) {
+    expectError(tokenizerJson(std::string(R"({"type": "BPE", "vocab": {"a": 0, "b": )") + id + R"(}, "merges": []})"),
+                ErrorCode::BadData, "beyond the largest vocabulary");
+    expectError(tokenizerJson(kGoodModel, std::string(R"("added_tokens": [{"id": )") + id +
+                                              R"(, "content": "<x>", "special": true}], )"),
+                ErrorCode::BadData, "added_tokens[0].id' is out of range");
+  }
+  // A sparse but plausible id still loads.
+  Tokenizer sparse = Tokenizer::fromJson(
+      tokenizerJson(kGoodModel, R"("added_tokens": [{"id": 200000, "content": "<x>", "special": true}], )"), kSource);
+  EXPECT_EQ(sparse.vocabSize(), 200001);
+}
+
 TEST(TokenizerErrors, MalformedJsonNamesTheFile) {
   expectError("{\"model\": ", ErrorCode::BadData, "invalid JSON");
   expectError("[1, 2]", ErrorCode::BadData, "top level");
