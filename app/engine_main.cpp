@@ -56,7 +56,6 @@ int cmdInspect(int argc, char** argv) {
     return args.flag("help") ? 0 : 1;
   }
   const int tp = args.getInt("tp", 1, 1, 4096);
-  if (tp < 1) throw Error(ErrorCode::BadInput, "--tp must be at least 1");
   ModelSummary s = inspectModel(args.positionals()[0], tp);
   const ModelConfig& c = s.config;
   if (args.flag("json")) {
@@ -87,7 +86,19 @@ int cmdInspect(int argc, char** argv) {
               {"size_on_disk", s.sizeOnDisk},
               {"files", s.weightFiles},
               {"tensors", s.tensorCount},
-              {"unused_keys", s.unusedKeys}};
+              {"unused_keys", s.unusedKeys},
+              {"family", c.familyDescription()},
+              {"max_position_embeddings", c.maxPositionEmbeddings},
+              {"sliding_window", c.slidingWindow ? json(*c.slidingWindow) : json(nullptr)}};
+    json rope = {{"type", c.ropeScaling.type}, {"theta", c.ropeTheta},
+                 {"attention_scaling", c.ropeScaling.attentionScaling()}};
+    if (!c.ropeScaling.isDefault()) rope["factor"] = c.ropeScaling.factor;
+    if (c.ropeScaling.originalMaxPositionEmbeddings > 0)
+      rope["original_max_position_embeddings"] = c.ropeScaling.originalMaxPositionEmbeddings;
+    j["rope"] = rope;
+    json unused = json::object();
+    for (const auto& [field, what] : c.unusedFields) unused[field] = what;
+    j["config_fields_not_used"] = unused;
     if (c.mla) {
       j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
                   {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
@@ -111,7 +122,9 @@ int cmdInspect(int argc, char** argv) {
               c.latent ? "latent; KV heads unused" : c.numKvHeads == c.numHeads ? "MHA" : c.numKvHeads == 1 ? "MQA" : "GQA");
   std::printf("vocab         %d   tied embeddings %s\n", c.vocabSize, c.tieWordEmbeddings ? "yes" : "no");
   std::printf("biases        attention %s   mlp %s\n", c.attentionBias ? "yes" : "no", c.mlpBias ? "yes" : "no");
-  std::printf("rope theta    %g\n", c.ropeTheta);
+  std::printf("family        %s\n", c.familyDescription().c_str());
+  std::printf("rope          theta %g   context %d\n", c.ropeTheta, c.maxPositionEmbeddings);
+  for (const auto& [field, what] : c.unusedFields) std::printf("config field  %s: %s\n", field.c_str(), what.c_str());
   if (c.mla) {
     std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s\n", c.mla->ropeStrategy.c_str(),
                 c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str());

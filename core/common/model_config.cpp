@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <set>
 
 #include "common/file_util.h"
@@ -48,29 +50,119 @@ namespace {
 
 const std::set<std::string> kSupportedModelTypes = {"llama", "qwen2", "mistral"};
 
+// Reads `rope_theta` and the scaling of either layout: transformers 4's
+// `rope_scaling` (with `type` or `rope_type`) or transformers 5's
+// `rope_parameters` (which also carries rope_theta). Fields as transformers
+// requires them: linear and dynamic need factor; llama3 factor,
+// low_freq_factor, high_freq_factor; yarn factor (original context, betas,
+// mscale, attention_factor optional).
 void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   cfg.ropeTheta = r.optDouble("rope_theta", 10000.0);
-  // transformers >= 5 nests RoPE settings under rope_parameters.
-  const json* scaling = nullptr;
+  const json* params = nullptr;
+  std::string where;
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object()) {
-    const json& rp = j.at("rope_parameters");
-    JsonReader rr(rp, r.source() + " rope_parameters", ErrorCode::BadModel);
-    cfg.ropeTheta = rr.optDouble("rope_theta", cfg.ropeTheta);
-    scaling = &rp;
+    params = &j.at("rope_parameters");
+    where = "rope_parameters";
   }
-  if (j.contains("rope_scaling") && j.at("rope_scaling").is_object()) scaling = &j.at("rope_scaling");
-  if (scaling != nullptr) {
-    std::string type = "default";
-    if (scaling->contains("rope_type") && scaling->at("rope_type").is_string())
-      type = scaling->at("rope_type").get<std::string>();
-    else if (scaling->contains("type") && scaling->at("type").is_string())
-      type = scaling->at("type").get<std::string>();
-    if (type != "default") {
-      throw Error(ErrorCode::Unsupported,
-                  r.source() + ": RoPE scaling type '" + type + "' is not supported",
-                  "LatentLab supports plain RoPE (rope_type 'default').");
-    }
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+    if (!j.at("rope_scaling").is_object()) r.fail("rope_scaling", "must be an object or null");
+    params = &j.at("rope_scaling");
+    where = "rope_scaling";
   }
+  if (params == nullptr) return;
+  const std::string src = r.source() + " " + where;
+  JsonReader p(*params, src, ErrorCode::BadModel);
+  if (where == "rope_parameters") cfg.ropeTheta = p.optDouble("rope_theta", cfg.ropeTheta);
+  RopeScaling& s = cfg.ropeScaling;
+  s.type = p.has("rope_type") ? p.requireString("rope_type") : p.optString("type", "default");
+  static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "yarn", "llama3"};
+  if (!kTypes.count(s.type)) {
+    throw Error(ErrorCode::Unsupported, src + ": rope_type '" + s.type + "' is not supported",
+                "LatentLab reads the RoPE variants of the Llama family: default, linear, dynamic (NTK), yarn, llama3.");
+  }
+  if (p.has("partial_rotary_factor") && p.requireDouble("partial_rotary_factor") != 1.0) {
+    throw Error(ErrorCode::Unsupported, src + ": partial_rotary_factor " + params->at("partial_rotary_factor").dump() +
+                                            " is not supported (RoPE on every head dim only)");
+  }
+  auto positive = [&](const char* key) {
+    const double v = p.requireDouble(key);
+    if (!(v > 0) || !std::isfinite(v)) p.fail(key, "must be a positive number, got " + params->at(key).dump());
+    return v;
+  };
+  const int originalDefault = r.optInt("original_max_position_embeddings", cfg.maxPositionEmbeddings);
+  if (s.type == "linear" || s.type == "dynamic") {
+    s.factor = positive("factor");
+  } else if (s.type == "llama3") {
+    s.factor = positive("factor");
+    s.lowFreqFactor = positive("low_freq_factor");
+    s.highFreqFactor = positive("high_freq_factor");
+    if (s.highFreqFactor <= s.lowFreqFactor) p.fail("high_freq_factor", "must be larger than low_freq_factor");
+    s.originalMaxPositionEmbeddings = p.optInt("original_max_position_embeddings", originalDefault);
+  } else if (s.type == "yarn") {
+    s.factor = positive("factor");
+    s.originalMaxPositionEmbeddings = p.optInt("original_max_position_embeddings", originalDefault);
+    if (p.has("attention_factor")) s.attentionFactor = positive("attention_factor");
+    // transformers reads `beta_fast or 32`: 0 and null both mean the default.
+    if (p.has("beta_fast") && p.requireDouble("beta_fast") != 0) s.betaFast = p.requireDouble("beta_fast");
+    if (p.has("beta_slow") && p.requireDouble("beta_slow") != 0) s.betaSlow = p.requireDouble("beta_slow");
+    if (p.has("mscale")) s.mscale = p.requireDouble("mscale");
+    if (p.has("mscale_all_dim")) s.mscaleAllDim = p.requireDouble("mscale_all_dim");
+    s.truncate = p.optBool("truncate", true);
+  }
+  if ((s.type == "llama3" || s.type == "yarn") && s.originalMaxPositionEmbeddings < 1)
+    p.fail("original_max_position_embeddings", "must be positive");
+}
+
+// transformers 5's layout of a scaled RoPE, which it reads back as written.
+json ropeParametersJson(const ModelConfig& cfg) {
+  const RopeScaling& s = cfg.ropeScaling;
+  json p = {{"rope_type", s.type}, {"rope_theta", cfg.ropeTheta}, {"factor", s.factor}};
+  if (s.type == "llama3") {
+    p["low_freq_factor"] = s.lowFreqFactor;
+    p["high_freq_factor"] = s.highFreqFactor;
+    p["original_max_position_embeddings"] = s.originalMaxPositionEmbeddings;
+  } else if (s.type == "yarn") {
+    p["original_max_position_embeddings"] = s.originalMaxPositionEmbeddings;
+    p["beta_fast"] = s.betaFast;
+    p["beta_slow"] = s.betaSlow;
+    p["truncate"] = s.truncate;
+    if (s.attentionFactor) p["attention_factor"] = *s.attentionFactor;
+    if (s.mscale) p["mscale"] = *s.mscale;
+    if (s.mscaleAllDim) p["mscale_all_dim"] = *s.mscaleAllDim;
+  }
+  return p;
+}
+
+// What the reader does with each config.json field it does not use.
+std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& j) {
+  static const std::set<std::string> kUsed = {
+      "model_type", "architectures", "hidden_act", "vocab_size", "hidden_size", "intermediate_size",
+      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
+      "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
+      "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
+      "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config"};
+  static const std::map<std::string, std::string> kKnown = {
+      {"transformers_version", "ignored (metadata)"},
+      {"_name_or_path", "ignored (metadata)"},
+      {"initializer_range", "ignored (initialisation only: the weights are loaded)"},
+      {"pad_token_id", "ignored (padding is not used: batches are full windows)"},
+      {"use_cache", "ignored (LatentLab keeps a KV or latent cache when decoding)"},
+      {"attention_dropout", "ignored (no dropout: the papers' recipes train without it)"},
+      {"pretraining_tp", "ignored (Llama-2's tensor-parallel numerics; the same function)"},
+      {"max_window_layers", "ignored (used with use_sliding_window, which is refused)"},
+      {"layer_types", "ignored (every layer is full attention)"},
+      {"rope_interleave", "ignored"},
+      {"output_attentions", "ignored"},
+      {"output_hidden_states", "ignored"},
+      {"return_dict", "ignored"},
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (kUsed.count(it.key())) continue;
+    auto known = kKnown.find(it.key());
+    out.emplace_back(it.key(), known != kKnown.end() ? known->second : "ignored (not a field LatentLab knows)");
+  }
+  return out;
 }
 
 std::optional<int> firstTokenId(const json& j, const std::string& key, const JsonReader& r) {
@@ -160,6 +252,48 @@ std::string LatentAttention::name() const {
   return kind + "-" + std::to_string(branches);
 }
 
+double RopeScaling::attentionScaling() const {
+  if (type != "yarn") return 1.0;
+  if (attentionFactor) return *attentionFactor;
+  auto mscaleOf = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  if (mscale && mscaleAllDim && *mscale != 0 && *mscaleAllDim != 0)
+    return mscaleOf(factor, *mscale) / mscaleOf(factor, *mscaleAllDim);
+  return mscaleOf(factor, 1.0);
+}
+
+std::string RopeScaling::describe() const {
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  if (type == "default") return "default";
+  std::string out = type + " (factor " + num(factor);
+  if (type == "llama3") {
+    out += ", low_freq_factor " + num(lowFreqFactor) + ", high_freq_factor " + num(highFreqFactor) +
+           ", original context " + std::to_string(originalMaxPositionEmbeddings);
+  } else if (type == "yarn") {
+    out += ", original context " + std::to_string(originalMaxPositionEmbeddings) + ", beta " + num(betaFast) + "/" +
+           num(betaSlow) + ", attention factor " + num(attentionScaling());
+  } else if (type == "dynamic") {
+    out += " beyond the context";
+  }
+  return out + ")";
+}
+
+double ModelConfig::softmaxScale(int dim) const {
+  const double s = ropeScaling.attentionScaling();
+  return s * s / std::sqrt(static_cast<double>(dim));
+}
+
+std::string ModelConfig::familyDescription() const {
+  std::string family = modelType == "qwen2" ? "Qwen2" : modelType == "mistral" ? "Mistral" : "Llama";
+  std::string out = family + " (" + architecture + "), RoPE " + ropeScaling.describe() + ", theta " +
+                    std::to_string(static_cast<long long>(ropeTheta));
+  if (slidingWindow) out += ", sliding window " + std::to_string(*slidingWindow);
+  return out;
+}
+
 void ModelConfig::validate(const std::string& source) const {
   auto bad = [&](const std::string& field, const std::string& problem) {
     throw Error(ErrorCode::BadModel, source + ": " + field + " " + problem);
@@ -244,11 +378,11 @@ ModelConfig readHfConfig(const fs::path& configJson) {
     cfg.oProjBias = cfg.attentionBias;
   }
   if (cfg.modelType == "mistral" && r.has("sliding_window")) {
-    int window = r.requireInt("sliding_window");
-    if (window < cfg.maxPositionEmbeddings) {
-      throw Error(ErrorCode::Unsupported, source + ": sliding_window " + std::to_string(window) +
-                  " is shorter than the context; sliding-window attention is not supported");
-    }
+    // Full attention equals the window's while a sequence fits in it: runs
+    // and evals longer than the window are refused (CausalLm::forward).
+    const int window = r.requireInt("sliding_window");
+    if (window < 1) r.fail("sliding_window", "must be positive or null");
+    if (window < cfg.maxPositionEmbeddings) cfg.slidingWindow = window;
   }
   cfg.mlpBias = r.optBool("mlp_bias", false);
   readRope(j, r, cfg);
@@ -265,6 +399,14 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   }
   if (j.contains("latentlab_latent") && !j.at("latentlab_latent").is_null()) {
     cfg.latent = readLatent(j.at("latentlab_latent"), source);
+  }
+  cfg.unusedFields = unusedConfigFields(j);
+  if (j.contains("quantization_config") && !j.at("quantization_config").is_null()) {
+    throw Error(ErrorCode::Unsupported, source + ": quantization_config: quantized checkpoints are not supported",
+                "Use the model's full-precision (fp32/bf16/fp16) weights.");
+  }
+  if (!cfg.ropeScaling.isDefault() && cfg.latent) {
+    throw Error(ErrorCode::Unsupported, source + ": RoPE scaling on a from-scratch latent-attention model is not supported");
   }
   cfg.validate(source);
   return cfg;
@@ -286,6 +428,8 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   j["head_dim"] = cfg.headDim;
   j["max_position_embeddings"] = cfg.maxPositionEmbeddings;
   j["rope_theta"] = cfg.ropeTheta;
+  if (!cfg.ropeScaling.isDefault()) j["rope_parameters"] = ropeParametersJson(cfg);
+  if (cfg.modelType == "mistral") j["sliding_window"] = cfg.slidingWindow ? json(*cfg.slidingWindow) : json(nullptr);
   j["rms_norm_eps"] = cfg.rmsNormEps;
   j["tie_word_embeddings"] = cfg.tieWordEmbeddings;
   j["hidden_act"] = "silu";

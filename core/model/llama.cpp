@@ -1,6 +1,8 @@
 // Llama-family decoder modules.
 #include "model/llama.h"
 
+#include "latentlab/error.h"
+
 #include <cmath>
 
 #include "model/decode_linear.h"
@@ -33,7 +35,7 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
 }
 
 LlamaAttention::LlamaAttention(const ModelConfig& cfg)
-    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim) {
+    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim), m_scale(cfg.softmaxScale(cfg.headDim)) {
   const int d = cfg.hiddenSize, q = cfg.numHeads * cfg.headDim, kv = cfg.numKvHeads * cfg.headDim;
   q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(d, q).bias(cfg.attentionBias)));
   k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
@@ -54,7 +56,7 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     k = ctx.cache->append(0, k);                                           // (B, nkv, past+T, hd)
     v = ctx.cache->append(1, v);
   }
-  auto out = causalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(m_headDim)));
+  auto out = causalAttention(q, k, v, m_scale);
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
 }
 
@@ -78,7 +80,7 @@ LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFact
 }
 
 CausalLm::CausalLm(const ModelConfig& cfg, const AttentionFactory& factory)
-    : m_cfg(cfg), m_rope(cfg.headDim, cfg.ropeTheta) {
+    : m_cfg(cfg), m_rope(cfg.headDim, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings) {
   model = register_module("model", LlamaBackbone(cfg, factory));
   if (!cfg.tieWordEmbeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
@@ -90,10 +92,19 @@ DecoderLayer CausalLm::layer(int i) const {
 }
 
 torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
-  auto x = model->embed_tokens(ids);                                        // (B, T, d)
   AttentionContext ctx;
   ctx.rope = &m_rope;
   ctx.startPos = cache != nullptr ? cache->length() : 0;
+  if (m_cfg.slidingWindow && ctx.startPos + ids.size(1) > *m_cfg.slidingWindow) {
+    // Within the window, full causal attention is the window's; past it the
+    // model would need sliding-window masks, which LatentLab does not build.
+    throw Error(ErrorCode::Unsupported,
+                "config.json sliding_window " + std::to_string(*m_cfg.slidingWindow) + ": a sequence of " +
+                    std::to_string(ctx.startPos + ids.size(1)) + " tokens exceeds the attention window",
+                "Use sequences (seq_len, prompt plus generation) of at most " +
+                    std::to_string(*m_cfg.slidingWindow) + " tokens.");
+  }
+  auto x = model->embed_tokens(ids);                                        // (B, T, d)
   for (int i = 0; i < m_cfg.numLayers; ++i) {
     ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
     x = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i))->forward(x, ctx);

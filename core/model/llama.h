@@ -44,6 +44,7 @@ public:
 
 private:
   int m_heads, m_kvHeads, m_headDim;
+  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
 };
 
 using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const ModelConfig&, int layer)>;

@@ -33,7 +33,7 @@ std::vector<int> MlaAttention::headDimOrder(const std::vector<int>& keptPairs, i
 }
 
 MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
-    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim) {
+    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim), m_scale(cfg.softmaxScale(cfg.headDim)) {
   if (!cfg.mla) throw Error(ErrorCode::Internal, "MlaAttention built for a config without latentlab_mla");
   const MlaConversion& m = *cfg.mla;
   const int half = m_headDim / 2;
@@ -136,7 +136,7 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
                                      const torch::Tensor& cK, const torch::Tensor& cV) {
   const auto B = qRope.size(0), Tq = qRope.size(2), Tk = kRope.size(2);
   const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs, rows = m_heads * Tq;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  const double scale = m_scale;
   // The cache slots are prefixes of buffers that grow along T: kRope (B, nkv, Tk, 2r)
   // and the latents (B, 1, Tk, lat) keep a unit stride on their last dim, so the
   // views below merge leading dims without copying and every product is one bmm
@@ -279,7 +279,7 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   att.qRope = qRope.reshape({B, m_kvHeads, G * T, r2});
   att.kRope = kRopeAll;
   att.queries = T;
-  att.scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  att.scale = m_scale;
   auto ctxLat = fusedDecodeAttention(att).view({B, nh, T, m_latent});  // softmax-weighted latents per head
   if (absorbsOutput()) return linearForward(ctxLat.transpose(1, 2).reshape({B, T, nh * m_latent}), dw[2], dw[3]);
   return linearForward(upValues(ctxLat).transpose(1, 2).reshape({B, T, nh * m_headDim}), dw[2], dw[3]);
@@ -299,7 +299,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
   auto cK = proj[2];  // (B, T, lat)
   auto cV = m_split ? proj[3] : cK;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(m_headDim));
+  const double scale = m_scale;
   torch::Tensor out;
   if (ctx.cache == nullptr) {
     auto [kNope, v] = expand(cK, cV);

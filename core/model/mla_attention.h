@@ -85,6 +85,7 @@ class MlaAttention : public AttentionModule {
   torch::Tensor upVBias() const;
 
   int m_heads, m_kvHeads, m_headDim, m_ropePairs, m_nope, m_latent;
+  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
   bool m_split;
   MlaDecode m_decode = MlaDecode::Absorbed;
   std::vector<std::vector<int>> m_pairs;

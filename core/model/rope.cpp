@@ -5,10 +5,71 @@
 
 namespace latentlab {
 
-RopeTables::RopeTables(int headDim, double theta) : m_headDim(headDim), m_theta(theta) {
-  // HF: 1 / base^(arange(0, d, 2) / d), computed in fp32.
+namespace {
+
+// HF: 1 / base^(arange(0, d, 2) / d), computed in fp32.
+torch::Tensor plainInverseFrequencies(int headDim, double base) {
   auto exponents = torch::arange(0, headDim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<float>(headDim);
-  m_invFreq = 1.0 / torch::pow(torch::tensor(static_cast<float>(theta), torch::kFloat32), exponents);
+  return 1.0 / torch::pow(torch::tensor(static_cast<float>(base), torch::kFloat32), exponents);
+}
+
+// yarn's dimension at which a frequency turns `rotations` times over the context.
+double yarnCorrectionDim(double rotations, int dim, double base, int context) {
+  return (dim * std::log(context / (rotations * 2 * M_PI))) / (2 * std::log(base));
+}
+
+} // namespace
+
+RopeTables::RopeTables(int headDim, double theta) : m_headDim(headDim), m_theta(theta) {
+  m_invFreq = plainInverseFrequencies(headDim, theta);
+}
+
+RopeTables::RopeTables(int headDim, double theta, const RopeScaling& scaling, int maxPositionEmbeddings)
+    : m_headDim(headDim), m_theta(theta), m_scaling(scaling), m_maxPositions(maxPositionEmbeddings) {
+  m_invFreq = inverseFrequencies(maxPositionEmbeddings);
+  m_dynamicLength = maxPositionEmbeddings;
+}
+
+torch::Tensor RopeTables::inverseFrequencies(std::int64_t seqLen) const {
+  const int dim = m_headDim;
+  const RopeScaling& s = m_scaling;
+  if (s.type == "linear") return plainInverseFrequencies(dim, m_theta) / s.factor;
+  if (s.type == "dynamic") {
+    // NTK: a larger base once the sequence outgrows the context.
+    const double len = static_cast<double>(std::max<std::int64_t>(seqLen, m_maxPositions));
+    const double base = m_theta * std::pow(s.factor * len / m_maxPositions - (s.factor - 1), dim / (dim - 2.0));
+    return plainInverseFrequencies(dim, base);
+  }
+  if (s.type == "llama3") {
+    auto invFreq = plainInverseFrequencies(dim, m_theta);
+    const double context = s.originalMaxPositionEmbeddings;
+    const double lowWavelen = context / s.lowFreqFactor, highWavelen = context / s.highFreqFactor;
+    auto wavelen = 2 * M_PI / invFreq;
+    auto scaled = torch::where(wavelen > lowWavelen, invFreq / s.factor, invFreq);   // long waves: / factor
+    auto smooth = (context / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+    auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+    auto medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
+    return torch::where(medium, smoothed, scaled);
+  }
+  if (s.type == "yarn") {
+    auto exponents = torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<float>(dim);
+    auto posFreqs = torch::pow(torch::tensor(static_cast<float>(m_theta), torch::kFloat32), exponents);
+    auto extrapolation = 1.0 / posFreqs;
+    auto interpolation = 1.0 / (s.factor * posFreqs);
+    double low = yarnCorrectionDim(s.betaFast, dim, m_theta, s.originalMaxPositionEmbeddings);
+    double high = yarnCorrectionDim(s.betaSlow, dim, m_theta, s.originalMaxPositionEmbeddings);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;   // no division by zero
+    auto ramp = ((torch::arange(dim / 2, torch::kFloat32) - low) / (high - low)).clamp(0, 1);
+    auto extrapolationShare = 1 - ramp;
+    return interpolation * (1 - extrapolationShare) + extrapolation * extrapolationShare;
+  }
+  return plainInverseFrequencies(dim, m_theta);
 }
 
 std::vector<double> RopeTables::frequencies() const {
@@ -32,6 +93,16 @@ void RopeTables::ensure(std::int64_t length, torch::ScalarType dtype, torch::Dev
 
 std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, std::int64_t len,
                                                           torch::ScalarType dtype, torch::Device device) {
+  if (m_scaling.type == "dynamic") {
+    // transformers recomputes the frequencies for the longest sequence seen
+    // past the context (and returns to the original ones within it).
+    const std::int64_t length = std::max<std::int64_t>(start + len, m_maxPositions);
+    if (length != m_dynamicLength) {
+      m_invFreq = inverseFrequencies(length);
+      m_dynamicLength = length;
+      m_capacity = 0;   // rebuild the tables
+    }
+  }
   ensure(start + len, dtype, device);
   return {m_cos.narrow(0, start, len), m_sin.narrow(0, start, len)};
 }

@@ -1,17 +1,26 @@
 // Rotary position embedding in the HF "rotate_half" layout: dimension i pairs
 // with i + d_h/2; frequency pair k has theta_k = base^(-2k/d_h) (k = 0 is the
-// highest frequency). Tables are computed in fp32 like HF and grown on demand.
+// highest frequency), rescaled by the config's RoPE scaling (linear, dynamic
+// NTK, yarn, llama3: docs/rope_scaling.md) with transformers' fp32 operations.
+// Scaling keeps the order of the frequencies, so pair k stays the k-th
+// highest. yarn's attention factor is not in the tables: ModelConfig::
+// softmaxScale folds it into the query-key products. Tables are grown on
+// demand; dynamic NTK recomputes the frequencies for sequences longer than
+// the model's context, as transformers does.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <vector>
 
+#include "latentlab/model_config.h"
+
 namespace latentlab {
 
 class RopeTables {
 public:
-  RopeTables(int headDim, double theta);
+  RopeTables(int headDim, double theta);   // unscaled
+  RopeTables(int headDim, double theta, const RopeScaling& scaling, int maxPositionEmbeddings);
 
   // cos/sin for positions [start, start + len) as (len, d_h) in `dtype` on `device`.
   std::pair<torch::Tensor, torch::Tensor> range(std::int64_t start, std::int64_t len,
@@ -22,8 +31,12 @@ public:
 
 private:
   void ensure(std::int64_t length, torch::ScalarType dtype, torch::Device device);
+  torch::Tensor inverseFrequencies(std::int64_t seqLen) const;
   int m_headDim;
   double m_theta;
+  RopeScaling m_scaling;
+  int m_maxPositions = 0;
+  std::int64_t m_dynamicLength = 0;        // dynamic NTK: the length m_invFreq was computed for
   torch::Tensor m_invFreq;                 // (d_h/2,) fp32 on CPU
   torch::Tensor m_cos, m_sin;              // (capacity, d_h) cached in the last dtype/device
   std::int64_t m_capacity = 0;

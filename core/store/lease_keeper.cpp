@@ -33,9 +33,11 @@ void LeaseKeeper::loop() {
         store->setBusyTimeout(std::chrono::milliseconds(1000));
       }
       if (store->renewLease(m_runId)) ++m_beats;
-    } catch (const Error&) {
+    } catch (const std::exception&) {
       // Busy or unreachable for now: the lease lasts kLeaseTimeoutSeconds, and
-      // on this host liveness is the process itself. Try again next period.
+      // on this host liveness is the process itself. Try again next period
+      // (with a fresh connection).
+      store.reset();
     }
     lock.lock();
   }

@@ -182,6 +182,14 @@ RunResult Trainer::run() {
   std::vector<torch::Tensor> params = model->parameters();
   const ModelConfig& cfg = model->config();
   const KvBudget kv = currentKvBudget(cfg, autocastBf16 ? DType::BF16 : fromTorch(paramType));
+  if (writer && spec.data.seqLen > cfg.maxPositionEmbeddings) {
+    const std::string warning = "data.seq_len " + std::to_string(spec.data.seqLen) +
+                                " exceeds the model's max_position_embeddings (" +
+                                std::to_string(cfg.maxPositionEmbeddings) + "): positions past it were never trained";
+    progress.log(LogLevel::Warning, warning);
+    store.addEvent(runId, "warning", warning);
+    emit(env, {{"event", "log"}, {"level", "warning"}, {"message", warning}});
+  }
 
   // 3. Resume.
   TrainerState state;

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Reference side of the Llama engine tests, using Hugging Face transformers.
 
-  hf_llama.py make OUT --type llama|qwen2 [--hidden 64 --layers 2 --heads 4 --kv-heads 2
+  hf_llama.py make OUT --type llama|qwen2|mistral [--hidden 64 --layers 2 --heads 4 --kv-heads 2
                        --inter 96 --vocab 128 --tied --attention-bias --mlp-bias
-                       --dtype float32 --max-shard-size 20KB --seed 0 --theta 10000]
+                       --dtype float32 --max-shard-size 20KB --seed 0 --theta 10000 --max-pos 4096
+                       --rope-type linear|dynamic|yarn|llama3 --rope-factor F --low-freq-factor L
+                       --high-freq-factor H --original-max N --attention-factor A --beta-fast B]
   hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
 """
 import argparse
@@ -14,7 +16,8 @@ import torch
 
 
 def make(a):
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                              Qwen2ForCausalLM)
 
     torch.manual_seed(a.seed)
     common = dict(
@@ -24,16 +27,31 @@ def make(a):
         num_hidden_layers=a.layers,
         num_attention_heads=a.heads,
         num_key_value_heads=a.kv_heads,
-        max_position_embeddings=4096,
+        max_position_embeddings=a.max_pos,
         rms_norm_eps=1e-5,
         tie_word_embeddings=a.tied,
-        rope_theta=a.theta,
     )
+    rope = {"rope_type": a.rope_type or "default", "rope_theta": a.theta}
+    if a.rope_type:
+        rope["factor"] = a.rope_factor
+    if a.rope_type == "llama3":
+        rope.update(low_freq_factor=a.low_freq_factor, high_freq_factor=a.high_freq_factor,
+                    original_max_position_embeddings=a.original_max)
+    if a.rope_type == "yarn":
+        rope["original_max_position_embeddings"] = a.original_max
+        if a.attention_factor:
+            rope["attention_factor"] = a.attention_factor
+        if a.beta_fast:
+            rope["beta_fast"] = a.beta_fast
+    common["rope_parameters"] = rope
     if a.head_dim:
         common["head_dim"] = a.head_dim
     if a.type == "qwen2":
         cfg = Qwen2Config(**common)
         model = Qwen2ForCausalLM(cfg)
+    elif a.type == "mistral":
+        cfg = MistralConfig(sliding_window=None, **common)
+        model = MistralForCausalLM(cfg)
     else:
         cfg = LlamaConfig(attention_bias=a.attention_bias, mlp_bias=a.mlp_bias, **common)
         model = LlamaForCausalLM(cfg)
@@ -78,6 +96,14 @@ def main():
     m.add_argument("--inter", type=int, default=96)
     m.add_argument("--vocab", type=int, default=128)
     m.add_argument("--theta", type=float, default=10000.0)
+    m.add_argument("--max-pos", type=int, default=4096)
+    m.add_argument("--rope-type", default="")
+    m.add_argument("--rope-factor", type=float, default=1.0)
+    m.add_argument("--low-freq-factor", type=float, default=1.0)
+    m.add_argument("--high-freq-factor", type=float, default=4.0)
+    m.add_argument("--original-max", type=int, default=0)
+    m.add_argument("--attention-factor", type=float, default=0.0)
+    m.add_argument("--beta-fast", type=float, default=0.0)
     m.add_argument("--std", type=float, default=0.1)
     m.add_argument("--tied", action="store_true")
     m.add_argument("--attention-bias", action="store_true")

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace latentlab {
@@ -14,6 +15,26 @@ enum class DType { F32, F16, BF16, F64 };
 const char* dtypeName(DType dtype);          // "F32", "F16", ...
 std::size_t dtypeSize(DType dtype);          // bytes per element
 DType parseDType(const std::string& name);   // "F32"/"float32"/"fp32"/... ; throws
+
+// RoPE frequency scaling as an HF config declares it (`rope_scaling`, or
+// transformers 5's `rope_parameters`); docs/rope_scaling.md gives the formulas.
+struct RopeScaling {
+  std::string type = "default";          // default | linear | dynamic | yarn | llama3
+  double factor = 1.0;                   // linear, dynamic, yarn, llama3
+  double lowFreqFactor = 1.0;            // llama3
+  double highFreqFactor = 4.0;           // llama3
+  int originalMaxPositionEmbeddings = 0; // llama3, yarn (the pre-training context)
+  std::optional<double> attentionFactor; // yarn, as given; else derived from factor and mscale
+  double betaFast = 32.0;                // yarn
+  double betaSlow = 1.0;                 // yarn
+  std::optional<double> mscale;          // yarn
+  std::optional<double> mscaleAllDim;    // yarn
+  bool truncate = true;                  // yarn: round the correction range outwards
+  bool isDefault() const { return type == "default"; }
+  // yarn's factor on cos and sin (so on every query-key product, squared); 1 otherwise.
+  double attentionScaling() const;
+  std::string describe() const;          // "llama3 (factor 32, low 1, high 4, original 8192)"
+};
 
 // MHA2MLA fields of a converted checkpoint (absent on an original model).
 struct MlaConversion {
@@ -65,6 +86,8 @@ struct ModelConfig {
   int headDim = 0;
   int maxPositionEmbeddings = 2048;
   double ropeTheta = 10000.0;
+  RopeScaling ropeScaling;
+  std::optional<int> slidingWindow;      // Mistral (and Qwen2 with use_sliding_window): tokens each query sees
   double rmsNormEps = 1e-5;
   bool tieWordEmbeddings = false;
   bool attentionBias = false;            // q/k/v biases (Qwen2 has them; o has none)
@@ -76,7 +99,17 @@ struct ModelConfig {
   std::optional<MlaConversion> mla;      // set on MHA2MLA-converted checkpoints
   std::optional<LatentAttention> latent; // set on from-scratch MLA / GLA / MLRA models
 
+  // config.json fields the reader does not use: what it does with each
+  // ("ignored: ...") for `inspect` to show before a run.
+  std::vector<std::pair<std::string, std::string>> unusedFields;
+
   int kvGroupSize() const { return numHeads / numKvHeads; }
+  // The softmax scale of the query-key products: 1/sqrt(dim) times yarn's
+  // attention factor squared (it multiplies both the query's and the key's
+  // cos/sin; folding it here applies it to RoPE and NoPE dims alike).
+  double softmaxScale(int dim) const;
+  // "llama (Llama-3 RoPE scaling ...)": the family and RoPE variant read.
+  std::string familyDescription() const;
   // Throws Error(BadModel) naming `source` and the field when inconsistent.
   void validate(const std::string& source) const;
 };

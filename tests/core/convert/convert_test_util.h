@@ -59,7 +59,8 @@ class PartialRopeAttention : public AttentionModule {
     // Plain softmax attention with an explicit causal mask and GQA repeat.
     k = k.repeat_interleave(nh / nkv, 1);
     v = v.repeat_interleave(nh / nkv, 1);
-    auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
+    // yarn's attention factor scales every query-key product, RoPE and NoPE dims alike.
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) * m_cfg.softmaxScale(dh);
     auto mask = torch::ones({T, T}, torch::kBool).triu(1);
     scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
     auto out = torch::matmul(torch::softmax(scores, -1), v);  // (B, nh, T, dh)
@@ -84,6 +85,25 @@ inline std::shared_ptr<CausalLm> partialRopeReference(CausalLm& base, const Pair
   for (auto& p : ref->named_parameters(true)) p.value().copy_(src[p.key()]);
   ref->eval();
   return ref;
+}
+
+// The RoPE variants of real checkpoints, on the tiny shapes (context 16, so
+// that 24-token sequences reach every regime of each variant).
+inline std::vector<std::pair<std::string, ModelConfig>> scaledRopeConfigs(const TinyShape& shape) {
+  std::vector<std::pair<std::string, ModelConfig>> out;
+  auto with = [&](const std::string& type, double factor, auto&& edit) {
+    ModelConfig c = tinyConfig(shape);
+    c.maxPositionEmbeddings = 16;
+    c.ropeScaling.type = type;
+    c.ropeScaling.factor = factor;
+    edit(c.ropeScaling);
+    out.emplace_back(type, c);
+  };
+  with("llama3", 8, [](RopeScaling& s) { s.originalMaxPositionEmbeddings = 16; });
+  with("yarn", 4, [](RopeScaling& s) { s.originalMaxPositionEmbeddings = 8; });
+  with("linear", 2, [](RopeScaling&) {});
+  with("dynamic", 2, [](RopeScaling&) {});
+  return out;
 }
 
 inline ConversionOptions mlaOptions(RopeStrategy rope, int r, int dKv, SvdMethod svd = SvdMethod::Joint) {

@@ -72,4 +72,36 @@ TEST(Identity, FullRankPartialRopeReproducesPartialRopeReference) {
   std::cout << "[ identity ] full rank + partial RoPE vs reference: max |logit diff| = " << worst << "\n";
 }
 
+// Llama-3.x (llama3), yarn, linear and dynamic-NTK RoPE: the partial-RoPE
+// selection works on the scaled frequencies and the converted config carries
+// the scaling, so both identities hold as for plain RoPE (24 tokens past the
+// context of 16, where dynamic NTK rescales).
+TEST(Identity, ScaledRopeVariantsKeepBothIdentities) {
+  double worst = 0.0;
+  for (const auto& [name, cfg] : scaledRopeConfigs({.kvHeads = 2})) {
+    auto base = randomModel(cfg, torch::kFloat64, 5);
+    torch::NoGradGuard g;
+    auto ids = torch::randint(0, 128, {2, 24}, torch::kInt64);
+    auto full = convertModel(*base, mlaOptions(RopeStrategy::Full, 0, fullRankDkv(cfg, cfg.headDim / 2, SvdMethod::Joint)));
+    EXPECT_EQ(full->config().ropeScaling.describe(), cfg.ropeScaling.describe()) << name;
+    double diff = maxAbsDiff(full->forward(ids), base->forward(ids));
+    EXPECT_LT(diff, 1e-9) << name << " full rope";
+    worst = std::max(worst, diff);
+    for (RopeStrategy rope : {RopeStrategy::High, RopeStrategy::Low, RopeStrategy::TwoNorm}) {
+      auto calib = randomBatches(128, 2, 2, 12, 7);
+      ConversionStats stats;
+      NullProgress progress;
+      CancelToken cancel;
+      auto mla = convertModel(*base, mlaOptions(rope, 2, fullRankDkv(cfg, 2, SvdMethod::Joint)), calib, progress,
+                              cancel, &stats);
+      auto expected = partialRopeReference(*base, stats.pairs)->forward(ids);
+      diff = maxAbsDiff(mla->forward(ids), expected);
+      EXPECT_LT(diff, 1e-9) << name << " " << ropeStrategyName(rope);
+      EXPECT_GT(maxAbsDiff(base->forward(ids), expected), 1e-3) << name;   // not vacuous
+      worst = std::max(worst, diff);
+    }
+  }
+  std::cout << "[ identity ] scaled RoPE (llama3, yarn, linear, dynamic): max |logit diff| = " << worst << "\n";
+}
+
 }  // namespace latentlab::test

@@ -148,4 +148,22 @@ TEST(MlaDecode, SmolLmSavingsMatchThePaper) {
   }
 }
 
+// Partial RoPE on Llama-3.x (llama3) and yarn models: absorbed decoding over
+// the latent cache equals the naive path and the full forward, past the
+// model's context too.
+TEST(MlaDecode, AbsorbedDecodeIsExactForScaledRope) {
+  for (const auto& [name, cfg] : scaledRopeConfigs({.kvHeads = 2, .attentionBias = true})) {
+    if (name != "llama3" && name != "yarn") continue;
+    auto base = randomModel(cfg, torch::kFloat64, 21);
+    for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+      auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 5, svd));
+      torch::NoGradGuard g;
+      auto ids = torch::randint(0, 128, {2, 24}, torch::kInt64);
+      const std::string what = name + (svd == SvdMethod::Split ? " split" : " joint");
+      auto d = expectBothDecodesMatchFull(*mla, ids, what);
+      EXPECT_LT(maxAbsDiff(d.absorbed, d.naive), 1e-10) << what;
+    }
+  }
+}
+
 }  // namespace latentlab::test

@@ -159,6 +159,19 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   d = fresh("malformed");
   writeAll(d / "config.json", "{\"model_type\": \"llama\", ");
   expectError([&] { HfCheckpoint ck(d); }, {"config.json", "invalid JSON"});
+  // RoPE scaling: an unknown variant, yarn without its factor, a factor that is no number.
+  d = fresh("ropetype");
+  editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}}; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "rope_type 'longrope' is not supported"});
+  d = fresh("yarnfactor");
+  editConfig(d, [](json& c) { c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}}; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_parameters", "'factor' is missing"});
+  d = fresh("llama3fields");
+  editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}}; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_scaling", "'high_freq_factor' is missing"});
+  d = fresh("ropefactor");
+  editConfig(d, [](json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", "four"}}; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_scaling", "'factor' must be a number"});
   // Heads not divisible by KV heads.
   d = fresh("heads");
   editConfig(d, [](json& c) { c["num_key_value_heads"] = 3; });
@@ -226,6 +239,28 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   d = fresh("noweights");
   fs::remove(d / "model.safetensors");
   expectError([&] { HfCheckpoint ck(d); }, {"no safetensors weights"});
+}
+
+// Mistral's sliding window equals full attention while a sequence fits in
+// it; a longer sequence is refused naming the field, never silently computed
+// with full attention.
+TEST(CheckpointIo, MistralSlidingWindowHoldsWithinTheWindowAndIsRefusedBeyond) {
+  fs::path d = scratchDir("window") / "m";
+  savedTiny(d);
+  editConfig(d, [](json& c) {
+    c["model_type"] = "mistral";
+    c["architectures"] = json::array({"MistralForCausalLM"});
+    c["sliding_window"] = 32;
+    c["max_position_embeddings"] = 4096;
+  });
+  auto model = loadModel(d, torch::kCPU, torch::kFloat32);
+  ASSERT_TRUE(model->config().slidingWindow.has_value());
+  torch::NoGradGuard g;
+  auto ids = torch::randint(0, model->config().vocabSize, {1, 40}, torch::kInt64);
+  EXPECT_EQ(model->forward(ids.narrow(1, 0, 32)).size(1), 32);
+  expectError([&] { model->forward(ids); }, {"sliding_window 32", "40 tokens"});
+  editConfig(d, [](json& c) { c["sliding_window"] = nullptr; });
+  EXPECT_EQ(loadModel(d, torch::kCPU, torch::kFloat32)->forward(ids).size(1), 40);
 }
 
 TEST(CheckpointIo, SavingIntoAnExistingFolderIsRefusedAndLeavesItIntact) {

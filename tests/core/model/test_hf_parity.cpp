@@ -3,6 +3,8 @@
 // positions past 1000).
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "model/weights.h"
 #include "model_test_util.h"
 #include "test_support.h"
@@ -15,6 +17,7 @@ namespace {
 struct Variant {
   std::string name;
   std::vector<std::string> makeArgs;  // for hf_llama.py make
+  std::int64_t batch = 2, seqLen = 1100;
 };
 
 
@@ -43,9 +46,10 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
 
   auto model = loadModel(dir, torch::kCPU, torch::kFloat32);
   const int vocab = model->config().vocabSize;
-  // Two sequences of 1100 tokens: positions past 1000 exercise the RoPE tables.
+  // Positions past 1000 exercise the RoPE tables (past 2000 for the scaled
+  // variants, whose contexts are shorter than the sequence).
   torch::manual_seed(7);
-  auto ids = torch::randint(0, vocab, {2, 1100}, torch::kInt64);
+  auto ids = torch::randint(0, vocab, {v.batch, v.seqLen}, torch::kInt64);
   torch::NoGradGuard g;
   auto ours = model->forward(ids);
   auto theirs = hfLogitsSized(dir, ids, vocab, &log);
@@ -59,7 +63,10 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
       << v.name << ": max |logit| " << theirs.abs().max().item<double>() << ", ours vs fp64 "
       << maxAbsDiff(ours, exact()) << ", transformers vs fp64 " << maxAbsDiff(theirs, exact());
   // The late positions alone, so an error there cannot hide in the average.
-  EXPECT_LT(maxAbsDiff(ours.narrow(1, 1000, 100), theirs.narrow(1, 1000, 100)), 1e-4);
+  const std::int64_t late = v.seqLen - 100;
+  EXPECT_LT(maxAbsDiff(ours.narrow(1, late, 100), theirs.narrow(1, late, 100)), 1e-4);
+  std::cout << "[ parity ] " << v.name << ": max |logit diff| vs transformers " << maxAbsDiff(ours, theirs) << " over "
+            << v.batch << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -69,7 +76,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"gqa_tied", {"--heads", "4", "--kv-heads", "2", "--tied"}},
                       Variant{"mha_tied_biases", {"--heads", "4", "--kv-heads", "4", "--tied", "--attention-bias", "--mlp-bias"}},
                       Variant{"qwen2_gqa_biases", {"--type", "qwen2", "--heads", "4", "--kv-heads", "1"}},
-                      Variant{"gqa_theta_head_dim", {"--heads", "2", "--kv-heads", "1", "--head-dim", "24", "--theta", "500000"}}),
+                      Variant{"gqa_theta_head_dim", {"--heads", "2", "--kv-heads", "1", "--head-dim", "24", "--theta", "500000"}},
+                      // The families the papers convert, with each RoPE variant they ship.
+                      Variant{"llama32_llama3_tied_hd64",
+                              {"--hidden", "128", "--heads", "2", "--kv-heads", "1", "--tied", "--theta", "500000",
+                               "--rope-type", "llama3", "--rope-factor", "32", "--original-max", "256", "--max-pos", "4096"},
+                              1, 2100},
+                      Variant{"llama31_llama3_untied",
+                              {"--heads", "4", "--kv-heads", "2", "--theta", "500000", "--rope-type", "llama3",
+                               "--rope-factor", "8", "--low-freq-factor", "1", "--high-freq-factor", "4",
+                               "--original-max", "512", "--max-pos", "4096"},
+                              1, 2100},
+                      Variant{"linear_scaling", {"--rope-type", "linear", "--rope-factor", "4", "--max-pos", "1024"}, 1, 2100},
+                      Variant{"dynamic_ntk", {"--rope-type", "dynamic", "--rope-factor", "2", "--max-pos", "1024"}, 1, 2100},
+                      Variant{"yarn", {"--rope-type", "yarn", "--rope-factor", "4", "--original-max", "512", "--max-pos", "2048"},
+                              1, 2100},
+                      Variant{"yarn_attention_factor",
+                              {"--rope-type", "yarn", "--rope-factor", "8", "--original-max", "256", "--attention-factor",
+                               "1.3", "--beta-fast", "16", "--max-pos", "2048"},
+                              1, 2100},
+                      Variant{"mistral_gqa_no_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "1", "--theta", "1000000"}},
+                      Variant{"qwen25_biases_tied", {"--type", "qwen2", "--heads", "4", "--kv-heads", "2", "--tied",
+                                                     "--theta", "1000000"}},
+                      Variant{"llama2_mha", {"--heads", "4", "--kv-heads", "4"}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
@@ -88,6 +117,38 @@ TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
     auto theirs = hfLogitsSized(dir, ids, s.vocab, &log);
     ASSERT_TRUE(theirs.defined()) << log;
     EXPECT_LT(maxAbsDiff(model->forward(ids), theirs), 1e-4);
+  }
+}
+
+// A model with scaled RoPE that LatentLab saves (a fine-tune of a Llama-3.x
+// or a yarn model) keeps its scaling: transformers reads rope_parameters back
+// and gives the same logits.
+TEST(HfParity, LatentLabWrittenScaledRopeLoadsInTransformers) {
+  ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
+  std::vector<RopeScaling> variants(2);
+  variants[0].type = "llama3";
+  variants[0].factor = 8;
+  variants[0].originalMaxPositionEmbeddings = 32;
+  variants[1].type = "yarn";
+  variants[1].factor = 4;
+  variants[1].originalMaxPositionEmbeddings = 32;
+  variants[1].attentionFactor = 1.2;
+  for (const RopeScaling& scaling : variants) {
+    TinyShape s;
+    ModelConfig cfg = tinyConfig(s);
+    cfg.ropeScaling = scaling;
+    cfg.maxPositionEmbeddings = 128;
+    auto model = randomModel(cfg, torch::kFloat32, 4);
+    fs::path dir = scratchDir("ours-" + scaling.type) / "model";
+    saveModel(*model, dir, DType::F32);
+    torch::manual_seed(2);
+    auto ids = torch::randint(0, s.vocab, {1, 200}, torch::kInt64);
+    torch::NoGradGuard g;
+    std::string log;
+    auto theirs = hfLogitsSized(dir, ids, s.vocab, &log);
+    ASSERT_TRUE(theirs.defined()) << log;
+    EXPECT_LT(maxAbsDiff(model->forward(ids), theirs), 1e-4) << scaling.type;
+    EXPECT_EQ(loadModel(dir, torch::kCPU, torch::kFloat32)->config().ropeScaling.describe(), scaling.describe());
   }
 }
 
