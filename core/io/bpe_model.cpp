@@ -3,6 +3,7 @@
 #include "io/bpe_model.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "io/unicode_text.h"
 #include "latentlab/error.h"
@@ -146,7 +147,7 @@ BpeModel BpeModel::fromJson(const nlohmann::json& model, const std::string& sour
     if (!model.at(key).is_boolean()) bad(source, std::string("model.") + key, "must be true or false");
     return model.at(key).get<bool>();
   };
-  if (optBool("byte_fallback")) unsupported("byte_fallback=true");
+  m.m_byteFallback = optBool("byte_fallback");
   if (auto p = optString("continuing_subword_prefix"); p && !p->empty()) unsupported("continuing_subword_prefix");
   if (auto p = optString("end_of_word_suffix"); p && !p->empty()) unsupported("end_of_word_suffix");
   if (model.contains("dropout") && !model.at("dropout").is_null()) {
@@ -216,6 +217,17 @@ BpeModel BpeModel::fromJson(const nlohmann::json& model, const std::string& sour
       bad(source, field, "names a token that is not in model.vocab: " + e.dump());
     m.m_merges.insert(ia->second, ib->second, static_cast<std::int32_t>(r), iab->second);
   }
+  if (m.m_byteFallback) {
+    // SentencePiece style: every byte must have its <0xNN> token.
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      auto it = m.m_vocab.find(std::string_view(name));
+      if (it == m.m_vocab.end())
+        bad(source, "model.vocab", std::string("has byte_fallback: true but no byte token ") + name);
+      m.m_fallbackIds[static_cast<std::size_t>(b)] = it->second;
+    }
+  }
   if (auto unk = optString("unk_token")) {
     auto it = m.m_vocab.find(*unk);
     if (it == m.m_vocab.end()) bad(source, "model.unk_token", "names a token that is not in model.vocab: " + *unk);
@@ -273,31 +285,38 @@ void BpeModel::mergeWord(std::string_view word, std::vector<std::int32_t>& out) 
   thread_local std::vector<HeapItem> heap;
   sym.clear();
   heap.clear();
-  bool lastUnk = false;
   auto add = [&](std::int32_t id) {
     auto n = static_cast<std::int32_t>(sym.size());
     sym.push_back({id, n - 1, -1});
     if (n > 0) sym[static_cast<std::size_t>(n - 1)].next = n;
   };
+  // HF keeps an unknown character pending (fused with the next unknown ones
+  // under fuse_unk) and writes it when the next known character comes or the
+  // word ends; <0xNN> byte tokens are written at once.
+  bool unkPending = false;
   for (std::size_t i = 0; i < word.size();) {
     std::int32_t id = -1;
+    std::size_t b = i;
     if (m_byteLevel) {
       id = m_byteIds[static_cast<std::uint8_t>(word[i])];
       ++i;
     } else {
-      std::size_t b = i;
       unicode::nextCodePoint(word, i);
       auto it = m_symbols.find(word.substr(b, i - b));
       if (it != m_symbols.end()) id = it->second;
     }
     if (id >= 0) {
+      if (unkPending) add(*m_unk);
+      unkPending = false;
       add(id);
-      lastUnk = false;
-    } else if (m_unk && !(m_fuseUnk && lastUnk)) {
-      add(*m_unk);
-      lastUnk = true;
+    } else if (m_byteFallback && !m_byteLevel) {
+      for (std::size_t k = b; k < i; ++k) add(m_fallbackIds[static_cast<std::uint8_t>(word[k])]);
+    } else if (m_unk) {
+      if (unkPending && !m_fuseUnk) add(*m_unk);
+      unkPending = true;
     }
   }
+  if (unkPending) add(*m_unk);
   auto push = [&](std::int32_t pos) {
     const Symbol& s = sym[static_cast<std::size_t>(pos)];
     if (s.next < 0) return;

@@ -88,9 +88,29 @@ void parseStep(const nlohmann::json& j, const std::string& source, const std::st
     }
     step.behavior = parseBehavior(j, source, path);
     step.invert = optBool(j, "invert", false, source, path);
+  } else if (type == "Metaspace") {
+    // SentencePiece style: spaces become U+2581, one is prepended, words begin at each.
+    step.kind = PreTokStep::Kind::Metaspace;
+    if (j.contains("replacement") && !j.at("replacement").is_null()) {
+      if (!j.at("replacement").is_string() || j.at("replacement").get<std::string>().empty())
+        bad(source, path + ".replacement", "must be a one-character string");
+      step.replacement = j.at("replacement").get<std::string>();
+    }
+    if (j.contains("prepend_scheme") && !j.at("prepend_scheme").is_null()) {
+      const std::string scheme = j.at("prepend_scheme").is_string() ? j.at("prepend_scheme").get<std::string>() : "";
+      if (scheme == "always") step.prependScheme = PreTokStep::Prepend::Always;
+      else if (scheme == "first") step.prependScheme = PreTokStep::Prepend::First;
+      else if (scheme == "never") step.prependScheme = PreTokStep::Prepend::Never;
+      else bad(source, path + ".prepend_scheme", "must be always, first or never, got " + j.at("prepend_scheme").dump());
+    } else {
+      // Files written before prepend_scheme existed say add_prefix_space.
+      step.prependScheme = optBool(j, "add_prefix_space", true, source, path) ? PreTokStep::Prepend::Always
+                                                                              : PreTokStep::Prepend::Never;
+    }
+    step.splitWords = optBool(j, "split", true, source, path);
   } else {
     throw Error(ErrorCode::Unsupported, source + ": pre-tokenizer type '" + type + "' is not supported yet",
-                "LatentLab reads byte-level BPE tokenizers (ByteLevel, Split, Digits, Sequence pre-tokenizers).");
+                "LatentLab reads BPE tokenizers with ByteLevel, Split, Digits, Metaspace and Sequence pre-tokenizers.");
   }
   if (!steps.empty() && steps.back().kind == PreTokStep::Kind::ByteLevel)
     throw Error(ErrorCode::Unsupported,
@@ -203,8 +223,8 @@ PreTokenizer PreTokenizer::gpt2ByteLevel() {
   return p;
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) const {
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena,
+                         bool atStart) const {
   thread_local std::vector<std::string_view> current;
   thread_local std::vector<Segment> segs;
   if (text.empty()) return;
@@ -214,6 +234,35 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
     std::vector<std::string_view> next;
     next.reserve(current.size() * 2 + 4);
     for (std::string_view piece : current) {
+      if (step.kind == PreTokStep::Kind::Metaspace) {
+        // Only the piece that begins the input counts as first.
+        const bool first = atStart && piece.data() == text.data();
+        std::string t;
+        t.reserve(piece.size() + step.replacement.size());
+        for (char c : piece) {
+          if (c == ' ') t += step.replacement;
+          else t += c;
+        }
+        const bool startsWithReplacement = t.compare(0, step.replacement.size(), step.replacement) == 0;
+        if (!startsWithReplacement && (step.prependScheme == PreTokStep::Prepend::Always ||
+                                       (step.prependScheme == PreTokStep::Prepend::First && first)))
+          t.insert(0, step.replacement);
+        arena.push_back(std::move(t));
+        std::string_view w = arena.back();
+        if (!step.splitWords) {
+          if (!w.empty()) next.push_back(w);
+          continue;
+        }
+        // Each replacement starts a word (merged with what follows it).
+        std::size_t begin = 0;
+        for (std::size_t at = w.find(step.replacement, 1); at != std::string_view::npos;
+             at = w.find(step.replacement, at + step.replacement.size())) {
+          if (at > begin) next.push_back(w.substr(begin, at - begin));
+          begin = at;
+        }
+        if (begin < w.size()) next.push_back(w.substr(begin));
+        continue;
+      }
       if (step.kind == PreTokStep::Kind::ByteLevel) {
         if (step.addPrefixSpace && (piece.empty() || piece.front() != ' ')) {
           arena.push_back(" " + std::string(piece));

@@ -1,5 +1,6 @@
-// Pre-tokenizers of HF tokenizer.json (ByteLevel, Split, Digits, Sequence):
-// they cut text into the words that BPE encodes, as hand-written scanners.
+// Pre-tokenizers of HF tokenizer.json (ByteLevel, Split, Digits, Metaspace,
+// Sequence): they cut text into the words that BPE encodes, as hand-written
+// scanners.
 #pragma once
 
 #include <deque>
@@ -28,7 +29,8 @@ struct Segment {
 
 // One step of the pre-tokenizer pipeline.
 struct PreTokStep {
-  enum class Kind { Split, ByteLevel };
+  enum class Kind { Split, ByteLevel, Metaspace };
+  enum class Prepend { Always, First, Never };
   Kind kind = Kind::Split;
   PatternKind pattern = PatternKind::Gpt2;
   int maxDigits = 3;    // Llama3: \p{N}{1,maxDigits}
@@ -37,6 +39,9 @@ struct PreTokStep {
   bool invert = false;
   bool addPrefixSpace = false;  // ByteLevel
   bool useRegex = true;         // ByteLevel
+  std::string replacement = "\xE2\x96\x81";  // Metaspace: U+2581 stands for a space
+  Prepend prependScheme = Prepend::Always;        // Metaspace: where a replacement is prepended
+  bool splitWords = true;                         // Metaspace: a word begins at each replacement
 };
 
 // End of the regex match starting at s[i] (i itself when nothing matches).
@@ -57,7 +62,9 @@ class PreTokenizer {
   bool byteLevel() const { return m_byteLevel; }
 
   // Cuts `text` into words (views into text or into strings kept in arena).
-  void split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena) const;
+  // `atStart`: text begins the input (Metaspace's prepend_scheme "first").
+  void split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena,
+             bool atStart = true) const;
 
  private:
   std::vector<PreTokStep> m_steps;

@@ -3,9 +3,12 @@
 #include "io/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <deque>
 
 #include "io/tokenizer_impl.h"
+#include "io/unicode_nfc.h"
 #include "io/unicode_text.h"
 
 namespace latentlab {
@@ -22,7 +25,9 @@ void tok::TokenizerState::finish() {
     kindOf[static_cast<std::size_t>(id)] = IdKind::Normal;
   }
   for (const auto& t : added) {
-    tokenOf[static_cast<std::size_t>(t.id)] = t.content;
+    // HF keeps a normalized added token under its normalized content, and
+    // decodes that (Llama-2's "plugh" decodes as "▁plugh", i.e. " plugh").
+    tokenOf[static_cast<std::size_t>(t.id)] = t.normalized ? normalize(t.content) : t.content;
     kindOf[static_cast<std::size_t>(t.id)] = t.special ? IdKind::Special : IdKind::Normal;
     addedByContent[t.content] = t.id;
   }
@@ -34,7 +39,12 @@ void tok::TokenizerState::finish() {
     bytesOf[id] = bytes ? *bytes : tokenOf[id];
   }
   rawMatcher.build(added, /*normalized=*/false);
-  normalizedMatcher.build(added, /*normalized=*/true);
+  // HF matches normalized added tokens by their normalized content.
+  std::vector<AddedToken> normalizedAdded = added;
+  for (auto& t : normalizedAdded) {
+    if (t.normalized) t.content = normalize(t.content);
+  }
+  normalizedMatcher.build(normalizedAdded, /*normalized=*/true);
 
   auto find = [&](std::initializer_list<const char*> names) -> std::optional<std::int32_t> {
     for (const char* name : names) {
@@ -47,6 +57,34 @@ void tok::TokenizerState::finish() {
   bos = prefix.empty() ? find({"<|begin_of_text|>", "<s>", "<|startoftext|>", "<bos>"}) : prefix.front();
   eos = find({"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|im_end|>", "<|eot_id|>"});
   if (!eos && !suffix.empty()) eos = suffix.back();
+}
+
+std::string tok::TokenizerState::normalize(std::string_view text) const {
+  std::string s(text);
+  for (const NormalizerStep& step : normalizer) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::Prepend:
+        if (!s.empty()) s.insert(0, step.text);
+        break;
+      case NormalizerStep::Kind::Replace: {
+        std::string out;
+        out.reserve(s.size());
+        std::size_t at = 0;
+        for (std::size_t hit = s.find(step.text); hit != std::string::npos; hit = s.find(step.text, at)) {
+          out.append(s, at, hit - at);
+          out += step.content;
+          at = hit + step.text.size();
+        }
+        out.append(s, at, std::string::npos);
+        s.swap(out);
+        break;
+      }
+      case NormalizerStep::Kind::Nfc:
+        s = unicode::toNfc(s);
+        break;
+    }
+  }
+  return s;
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -66,41 +104,161 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view input, bool addSpec
   ids.reserve(text.size() / 3 + 4);
   if (addSpecial) ids.insert(ids.end(), d.prefix.begin(), d.prefix.end());
 
+  // Added tokens that are not normalized split the raw text; each piece in
+  // between is normalized, then split by the normalized added tokens, then
+  // pre-tokenized and encoded word by word (HF's order).
   std::vector<tok::TextPiece> first;
-  std::vector<tok::TextPiece> pieces;
   if (d.rawMatcher.empty())
     first.push_back({0, text.size(), -1});
   else
     d.rawMatcher.split(text, 0, text.size(), first);
-  if (d.normalizedMatcher.empty()) {
-    pieces.swap(first);
-  } else {
-    for (const auto& p : first) {
-      if (p.id >= 0)
-        pieces.push_back(p);
-      else
-        d.normalizedMatcher.split(text, p.begin, p.end, pieces);
-    }
-  }
-
+  std::vector<tok::TextPiece> pieces;
   std::vector<std::string_view> words;
   std::deque<std::string> arena;
-  for (const auto& p : pieces) {
-    if (p.id >= 0) {
-      ids.push_back(p.id);
+  std::string normalized;
+  for (const auto& raw : first) {
+    if (raw.id >= 0) {
+      ids.push_back(raw.id);
       continue;
     }
-    words.clear();
-    d.pre.split(text.substr(p.begin, p.end - p.begin), words, arena);
-    for (std::string_view w : words) d.model.encodeWord(w, ids);
-    arena.clear();
+    std::string_view piece = text.substr(raw.begin, raw.end - raw.begin);
+    if (!d.normalizer.empty()) {
+      normalized = d.normalize(piece);
+      piece = normalized;
+    }
+    pieces.clear();
+    if (d.normalizedMatcher.empty())
+      pieces.push_back({0, piece.size(), -1});
+    else
+      d.normalizedMatcher.split(piece, 0, piece.size(), pieces);
+    for (const auto& p : pieces) {
+      if (p.id >= 0) {
+        ids.push_back(p.id);
+        continue;
+      }
+      words.clear();
+      d.pre.split(piece.substr(p.begin, p.end - p.begin), words, arena, raw.begin == 0 && p.begin == 0);
+      for (std::string_view w : words) d.model.encodeWord(w, ids);
+      arena.clear();
+    }
   }
   if (addSpecial) ids.insert(ids.end(), d.suffix.begin(), d.suffix.end());
   return ids;
 }
 
+namespace {
+
+// HF's decoders applied in order to the token strings, then concatenated.
+std::string decodeChain(const tok::TokenizerState& d, const std::vector<std::int32_t>& ids, bool skipSpecial) {
+  using Kind = tok::DecoderStep::Kind;
+  using IdKind = tok::TokenizerState::IdKind;
+  std::vector<std::string> tokens;
+  for (std::int32_t id : ids) {
+    if (id < 0 || static_cast<std::size_t>(id) >= d.kindOf.size()) continue;
+    const IdKind kind = d.kindOf[static_cast<std::size_t>(id)];
+    if (kind == IdKind::Unused || (skipSpecial && kind == IdKind::Special)) continue;
+    tokens.push_back(d.tokenOf[static_cast<std::size_t>(id)]);
+  }
+  for (const tok::DecoderStep& step : d.decoders) {
+    switch (step.kind) {
+      case Kind::ByteLevel: {   // every token's symbols back to bytes, as one (repaired) string
+        std::string bytes;
+        for (const auto& t : tokens) {
+          auto b = tok::tokenToBytes(t);
+          bytes += b ? *b : t;
+        }
+        tokens.assign(1, unicode::isValidUtf8(bytes) ? bytes : unicode::sanitizeUtf8(bytes));
+        break;
+      }
+      case Kind::Replace:
+        for (auto& t : tokens) {
+          std::string out;
+          std::size_t at = 0;
+          for (std::size_t hit = t.find(step.pattern); !step.pattern.empty() && hit != std::string::npos;
+               hit = t.find(step.pattern, at)) {
+            out.append(t, at, hit - at);
+            out += step.content;
+            at = hit + step.pattern.size();
+          }
+          out.append(t, at, std::string::npos);
+          t.swap(out);
+        }
+        break;
+      case Kind::ByteFallback: {   // runs of <0xNN> tokens become their bytes (U+FFFD each when not UTF-8)
+        std::vector<std::string> out;
+        std::string run;
+        std::size_t runTokens = 0;
+        auto flush = [&] {
+          if (runTokens == 0) return;
+          if (unicode::isValidUtf8(run)) {
+            out.push_back(run);
+          } else {
+            for (std::size_t k = 0; k < runTokens; ++k) out.emplace_back("\xEF\xBF\xBD");
+          }
+          run.clear();
+          runTokens = 0;
+        };
+        for (auto& t : tokens) {
+          auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+          if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) && hex(t[4])) {
+            run.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+            ++runTokens;
+          } else {
+            flush();
+            out.push_back(std::move(t));
+          }
+        }
+        flush();
+        tokens.swap(out);
+        break;
+      }
+      case Kind::Fuse: {
+        std::string all;
+        for (const auto& t : tokens) all += t;
+        tokens.assign(1, all);
+        break;
+      }
+      case Kind::Strip:
+        for (auto& t : tokens) {
+          // At most `start` leading and `stop` trailing copies of the character.
+          std::size_t b = 0, e = t.size();
+          for (int k = 0; k < step.start && t.compare(b, step.content.size(), step.content) == 0 && b < e; ++k)
+            b += step.content.size();
+          for (int k = 0; k < step.stop && e >= b + step.content.size() &&
+                          t.compare(e - step.content.size(), step.content.size(), step.content) == 0;
+               ++k)
+            e -= step.content.size();
+          t = t.substr(b, e - b);
+        }
+        break;
+      case Kind::Metaspace:
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+          // The replacement is a space again, except in the first token when one was prepended.
+          std::string out;
+          const std::string& t = tokens[i];
+          for (std::size_t at = 0; at < t.size();) {
+            if (t.compare(at, step.replacement.size(), step.replacement) == 0) {
+              if (!(i == 0 && step.prepended)) out += ' ';
+              at += step.replacement.size();
+            } else {
+              out += t[at++];
+            }
+          }
+          tokens[i] = std::move(out);
+        }
+        break;
+    }
+  }
+  std::string text;
+  for (const auto& t : tokens) text += t;
+  return text;
+}
+
+}  // namespace
+
 std::string Tokenizer::decode(const std::vector<std::int32_t>& ids, bool skipSpecial) const {
   const Impl& d = *m_impl;
+  if (d.decoder == Impl::Decoder::Chain) return decodeChain(d, ids, skipSpecial);
   std::string out;
   bool firstToken = true;
   for (std::int32_t id : ids) {

@@ -1,5 +1,7 @@
-// Byte-level BPE tokenizer read from (and written to) HF tokenizer.json, as
-// used by GPT-2, SmolLM and Llama-3. Output matches HF `tokenizers` exactly.
+// BPE tokenizer read from (and written to) HF tokenizer.json: byte-level (GPT-2,
+// SmolLM, Llama-3, Qwen2) and SentencePiece-style with byte fallback
+// (Llama-2, Mistral, TinyLlama: Prepend/Replace/NFC normalizers, Metaspace,
+// ByteFallback/Fuse/Strip decoders). Output matches HF `tokenizers` exactly.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ namespace latentlab {
 class Tokenizer {
  public:
   // Throws Error(BadData) naming the file and the field; Error(Unsupported)
-  // for tokenizer models other than byte-level BPE (WordPiece, Unigram, ...).
+  // for tokenizer models other than BPE (WordPiece, Unigram, ...) and for
+  // normalizers, pre-tokenizers and decoders outside the list above.
   static Tokenizer fromFile(const std::filesystem::path& tokenizerJson);
   static Tokenizer fromJson(const std::string& json, const std::string& source);
 

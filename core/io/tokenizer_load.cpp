@@ -1,5 +1,6 @@
 // Reads HF tokenizer.json into Tokenizer::Impl: model, normalizer check,
 // pre-tokenizer, added tokens, post-processor and decoder.
+#include <algorithm>
 #include <cstdio>
 
 #include "common/file_util.h"
@@ -11,7 +12,9 @@ namespace latentlab {
 namespace {
 
 const char* const kHint = "Is this a valid Hugging Face tokenizer.json?";
-const char* const kScopeHint = "LatentLab reads byte-level BPE tokenizers (GPT-2, SmolLM, Llama-3 style).";
+const char* const kScopeHint =
+    "LatentLab reads BPE tokenizers: byte-level (GPT-2, SmolLM, Llama-3, Qwen2) and SentencePiece-style "
+    "(Llama-2, Mistral, TinyLlama).";
 
 [[noreturn]] void bad(const std::string& source, const std::string& field, const std::string& problem) {
   throw Error(ErrorCode::BadData, source + ": field '" + field + "' " + problem, kHint);
@@ -29,19 +32,50 @@ std::string typeOf(const nlohmann::json& j, const std::string& source, const std
   return j.at("type").get<std::string>();
 }
 
-void checkNormalizer(const nlohmann::json& j, const std::string& source, const std::string& path) {
+// A Replace's pattern: literal strings only ({"String": ...}).
+std::string literalPattern(const nlohmann::json& j, const std::string& source, const std::string& path) {
+  if (!j.contains("pattern") || !j.at("pattern").is_object()) bad(source, path + ".pattern", "is missing or not an object");
+  const auto& p = j.at("pattern");
+  if (p.contains("String") && p.at("String").is_string()) return p.at("String").get<std::string>();
+  if (p.contains("Regex"))
+    throw Error(ErrorCode::Unsupported, source + ": field '" + path + ".pattern': a Regex pattern is not supported",
+                "LatentLab's Replace steps take {\"String\": ...} patterns.");
+  bad(source, path + ".pattern", "must hold a \"String\"");
+}
+
+std::string stringField(const nlohmann::json& j, const char* key, const std::string& source, const std::string& path) {
+  if (!j.contains(key) || !j.at(key).is_string()) bad(source, path + "." + key, "is missing or not a string");
+  return j.at(key).get<std::string>();
+}
+
+void parseNormalizer(const nlohmann::json& j, const std::string& source, const std::string& path,
+                     std::vector<tok::NormalizerStep>& steps) {
   if (j.is_null()) return;
   std::string type = typeOf(j, source, path);
+  tok::NormalizerStep step;
   if (type == "Sequence") {
     if (!j.contains("normalizers") || !j.at("normalizers").is_array())
       bad(source, path + ".normalizers", "is missing or not an array");
     for (std::size_t k = 0; k < j.at("normalizers").size(); ++k)
-      checkNormalizer(j.at("normalizers")[k], source, path + ".normalizers[" + std::to_string(k) + "]");
+      parseNormalizer(j.at("normalizers")[k], source, path + ".normalizers[" + std::to_string(k) + "]", steps);
     return;
   }
-  throw Error(ErrorCode::Unsupported, source + ": normalizer '" + type + "' is not supported yet",
-              "LatentLab encodes without a normalizer (as GPT-2, SmolLM and Llama-3 do); Unicode "
-              "normalization such as NFC is not implemented.");
+  if (type == "Prepend") {
+    step.kind = tok::NormalizerStep::Kind::Prepend;
+    step.text = stringField(j, "prepend", source, path);
+  } else if (type == "Replace") {
+    step.kind = tok::NormalizerStep::Kind::Replace;
+    step.text = literalPattern(j, source, path);
+    step.content = stringField(j, "content", source, path);
+    if (step.text.empty()) bad(source, path + ".pattern", "must not be empty");
+  } else if (type == "NFC") {
+    step.kind = tok::NormalizerStep::Kind::Nfc;
+  } else {
+    throw Error(ErrorCode::Unsupported, source + ": normalizer '" + type + "' is not supported yet",
+                "LatentLab applies the normalizers of the Llama, Mistral and Qwen2 families: Prepend, Replace "
+                "(literal), NFC and Sequence.");
+  }
+  steps.push_back(std::move(step));
 }
 
 std::int32_t idField(const nlohmann::json& j, const char* key, const std::string& source, const std::string& path) {
@@ -142,14 +176,47 @@ void parseDecoder(const nlohmann::json& d, const std::string& source, const std:
                   tok::TokenizerState& impl) {
   if (d.is_null()) return;
   std::string type = typeOf(d, source, path);
-  if (type == "ByteLevel") {
-    impl.decoder = tok::TokenizerState::Decoder::ByteLevel;
-  } else if (type == "Sequence" && d.contains("decoders") && d.at("decoders").is_array()) {
+  using K = tok::DecoderStep::Kind;
+  tok::DecoderStep step;
+  if (type == "Sequence") {
+    if (!d.contains("decoders") || !d.at("decoders").is_array()) bad(source, path + ".decoders", "is missing or not an array");
     for (std::size_t k = 0; k < d.at("decoders").size(); ++k)
       parseDecoder(d.at("decoders")[k], source, path + ".decoders[" + std::to_string(k) + "]", impl);
+    return;
+  }
+  if (type == "ByteLevel") {
+    step.kind = K::ByteLevel;
+  } else if (type == "Replace") {
+    step.kind = K::Replace;
+    step.pattern = literalPattern(d, source, path);
+    step.content = stringField(d, "content", source, path);
+  } else if (type == "ByteFallback") {
+    step.kind = K::ByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = K::Fuse;
+  } else if (type == "Strip") {
+    step.kind = K::Strip;
+    step.content = stringField(d, "content", source, path);
+    auto count = [&](const char* key) {
+      if (!d.contains(key) || !d.at(key).is_number_unsigned()) bad(source, path + "." + key, "must be a count");
+      return static_cast<int>(std::min<unsigned long long>(d.at(key).get<unsigned long long>(), 1u << 20));
+    };
+    step.start = count("start");
+    step.stop = count("stop");
+  } else if (type == "Metaspace") {
+    step.kind = K::Metaspace;
+    step.replacement = d.contains("replacement") && d.at("replacement").is_string() ? d.at("replacement").get<std::string>()
+                                                                                  : "\xE2\x96\x81";
+    if (d.contains("prepend_scheme") && d.at("prepend_scheme").is_string())
+      step.prepended = d.at("prepend_scheme").get<std::string>() != "never";
+    else
+      step.prepended = flag(d, "add_prefix_space", true, source, path);
   } else {
     throw Error(ErrorCode::Unsupported, source + ": decoder '" + type + "' is not supported yet", kScopeHint);
   }
+  impl.decoders.push_back(std::move(step));
+  impl.decoder = impl.decoders.size() == 1 && impl.decoders[0].kind == K::ByteLevel ? tok::TokenizerState::Decoder::ByteLevel
+                                                                                     : tok::TokenizerState::Decoder::Chain;
 }
 
 }  // namespace
@@ -194,7 +261,7 @@ Tokenizer Tokenizer::fromJson(const std::string& json, const std::string& source
     throw Error(ErrorCode::Unsupported, source + ": tokenizer model type '" + type + "' is not supported yet",
                 kScopeHint);
 
-  checkNormalizer(root.value("normalizer", nlohmann::json()), source, "normalizer");
+  parseNormalizer(root.value("normalizer", nlohmann::json()), source, "normalizer", impl->normalizer);
   impl->pre = tok::PreTokenizer::fromJson(root.value("pre_tokenizer", nlohmann::json()), source);
   impl->model = tok::BpeModel::fromJson(model, source, impl->pre.byteLevel());
   parseAddedTokens(root, source, *impl);

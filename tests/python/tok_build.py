@@ -1,20 +1,70 @@
 #!/usr/bin/env python3
 # Builds reference tokenizer.json files with Hugging Face `tokenizers`: small
-# byte-level BPE models in GPT-2, SmolLM and Llama-3 style, for the C++ tests.
+# BPE models in GPT-2, SmolLM, Llama-3 and Qwen2 style (byte-level) and in
+# Llama-2 and Mistral style (SentencePiece-style BPE with byte fallback), for
+# the C++ tests.
 """usage: tok_build.py STYLE VOCAB OUT.json CORPUS... [--string-merges]
 
-STYLE: gpt2 | gpt2prefix | smollm | llama3 (see build())."""
+STYLE: gpt2 | gpt2prefix | smollm | llama3 | qwen2 | llama2 | metaspace (see build())."""
 import json
 import sys
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
+                        trainers)
 
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+         r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPACE = "\u2581"
+
+
+def sentencepiece_style(style, vocab, corpus):
+    """Llama-2 (legacy: Prepend/Replace normalizer, no pre-tokenizer) or Mistral
+    (Metaspace pre-tokenizer, prepend_scheme first): characters, not bytes, with
+    <unk> 0, <s> 1, </s> 2, the 256 <0xNN> tokens 3..258, then the merges."""
+    def configure(tok):
+        if style == "llama2":
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
+            tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                             decoders.Strip(" ", 1, 0)])
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=True)
+            tok.decoder = decoders.Sequence([decoders.Metaspace(replacement=SPACE, prepend_scheme="first", split=True),
+                                             decoders.ByteFallback(), decoders.Fuse()])
+
+    specials = ["<unk>", "<s>", "</s>"]
+    draft = Tokenizer(models.BPE(unk_token="<unk>"))
+    configure(draft)
+    draft.train(corpus, trainers.BpeTrainer(vocab_size=vocab - 256, min_frequency=2, special_tokens=specials,
+                                            show_progress=False))
+    trained = json.loads(draft.to_str())["model"]
+    ordered = specials + ["<0x%02X>" % b for b in range(256)]
+    ordered += [t for t, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]) if t not in specials]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(ordered)}, merges=merges, unk_token="<unk>",
+                               fuse_unk=True, byte_fallback=True))
+    configure(tok)
+    tok.add_special_tokens([AddedToken(t, normalized=False) for t in specials])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    tok.add_special_tokens([AddedToken("<|lstrip|>", lstrip=True, normalized=False)])
+    tok.add_tokens([AddedToken("xyzzy", single_word=True), "plugh"])
+    return tok
 
 
 def build(style, vocab, corpus):
-    if style == "llama3":
+    if style in ("llama2", "metaspace"):
+        return sentencepiece_style(style, vocab, corpus)
+    if style == "qwen2":
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ])
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    elif style == "llama3":
         tok = Tokenizer(models.BPE(ignore_merges=True))
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated", invert=False),

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "convert/converter.h"
 #include "model/weights.h"
 #include "model_test_util.h"
 #include "test_support.h"
@@ -67,6 +68,19 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   EXPECT_LT(maxAbsDiff(ours.narrow(1, late, 100), theirs.narrow(1, late, 100)), 1e-4);
   std::cout << "[ parity ] " << v.name << ": max |logit diff| vs transformers " << maxAbsDiff(ours, theirs) << " over "
             << v.batch << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
+  // MHA2MLA at full rank with every RoPE pair kept is the same model: its
+  // logits equal transformers' for every family and RoPE variant.
+  const ModelConfig& c = model->config();
+  ConversionOptions full;
+  full.rope = RopeStrategy::Full;
+  full.dKv = std::min(c.numKvHeads * c.headDim, c.hiddenSize) / c.numKvHeads;
+  if (full.dKv * c.numKvHeads >= std::min(c.numKvHeads * c.headDim, c.hiddenSize)) {
+    auto mla = convertModel(*model, full);
+    const double converted = maxAbsDiff(mla->forward(ids), theirs);
+    EXPECT_LT(converted, 1e-4) << v.name << ": converted at full rank";
+    std::cout << "[ parity ] " << v.name << ": converted (full RoPE, full rank d_kv " << full.dKv
+              << ") vs transformers " << converted << "\n";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -2,6 +2,8 @@
 // field (BadData); other tokenizer models and regexes are Unsupported.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 
@@ -110,12 +112,32 @@ TEST(TokenizerErrors, UnknownRegexNormalizerAndOptionsAreUnsupportedAndNamed) {
       R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]+"}, "behavior": "Isolated"}, "model": )" +
       std::string(kGoodModel) + "}";
   expectError(json, ErrorCode::Unsupported, re);
-  expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "NFC"}, )"), ErrorCode::Unsupported,
-              "normalizer 'NFC'");
-  expectError(R"({"pre_tokenizer": {"type": "Metaspace"}, "model": )" + std::string(kGoodModel) + "}",
-              ErrorCode::Unsupported, "Metaspace");
-  expectError(tokenizerJson(R"({"type": "BPE", "vocab": {"a": 0}, "merges": [], "byte_fallback": true})"),
-              ErrorCode::Unsupported, "byte_fallback");
+  expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "NFKC"}, )"), ErrorCode::Unsupported,
+              "normalizer 'NFKC'");
+  expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "Lowercase"}, )"), ErrorCode::Unsupported,
+              "normalizer 'Lowercase'");
+  expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "Replace", "pattern": {"Regex": " +"}, "content": "_"}, )"),
+              ErrorCode::Unsupported, "Regex pattern");
+  expectError(R"({"pre_tokenizer": {"type": "Metaspace", "prepend_scheme": "sometimes"}, "model": )" +
+                  std::string(kGoodModel) + "}",
+              ErrorCode::BadData, "prepend_scheme");
+  expectError(R"({"pre_tokenizer": {"type": "UnicodeScripts"}, "model": )" + std::string(kGoodModel) + "}",
+              ErrorCode::Unsupported, "UnicodeScripts");
+  expectError(tokenizerJson(kGoodModel, R"("decoder": {"type": "CTC"}, )"), ErrorCode::Unsupported, "decoder 'CTC'");
+}
+
+// SentencePiece-style BPE with byte_fallback needs every <0xNN> token; a
+// file that lacks one is refused naming the token, before anything is encoded.
+TEST(TokenizerErrors, ByteFallbackWithoutItsByteTokensIsRefused) {
+  std::string vocab = R"("a": 0)";
+  for (int b = 0; b < 256; ++b) {
+    if (b == 0x7F) continue;
+    char name[16];
+    std::snprintf(name, sizeof(name), R"(, "<0x%02X>": %d)", b, b + 1);
+    vocab += name;
+  }
+  expectError(tokenizerJson(R"({"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": [], "byte_fallback": true})"),
+              ErrorCode::BadData, "no byte token <0x7F>");
 }
 
 TEST(TokenizerErrors, HashIsAContentHash) {

@@ -1,14 +1,19 @@
 // Our Tokenizer against HF `tokenizers` on reference tokenizer.json files in
-// GPT-2, SmolLM and Llama-3 style: ids, special tokens and decode must match.
+// GPT-2, SmolLM, Llama-3 and Qwen2 style (byte-level BPE) and Llama-2 and
+// Mistral style (SentencePiece-style BPE with byte fallback, Prepend/Replace
+// normalizers or the Metaspace pre-tokenizer): ids, special tokens and decode
+// must match.
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
 #include "io/bpe_model.h"
 #include "io/pretokenizer.h"
 #include "io/tokenizer.h"
+#include "io/unicode_nfc.h"
 #include "tok_test_util.h"
 
 namespace latentlab::test {
@@ -44,12 +49,27 @@ TEST_P(HfTokenizerTest, EncodeMatchesHfExactly) {
     }
     EXPECT_EQ(tok.encode(cases[i], /*addSpecial=*/true), ref.idsSpecial[i]) << "case " << i;
   }
+  std::cout << "[ tokenizer ] " << GetParam() << ": " << mismatches << " mismatches with HF tokenizers of "
+            << cases.size() << " texts\n";
 }
 
 TEST_P(HfTokenizerTest, PreTokenizerSplitsLikeHf) {
   auto path = hfTokenizer(GetParam());
   auto json = nlohmann::json::parse(readTextFile(path));
   auto pre = tok::PreTokenizer::fromJson(json.at("pre_tokenizer"), path.string());
+  if (json.at("pre_tokenizer").is_null()) {
+    // Llama-2 style: no pre-tokenizer (HF has nothing to compare); each piece is one word.
+    for (const auto& c : allCases()) {
+      std::vector<std::string_view> words;
+      std::deque<std::string> arena;
+      pre.split(c, words, arena);
+      ASSERT_EQ(words.size(), c.empty() ? 0u : 1u) << printable(c.substr(0, 200));
+      if (!c.empty()) {
+        EXPECT_EQ(words[0], c);
+      }
+    }
+    return;
+  }
   auto cases = allCases();
   HfOutput ref = hfEncode(path, cases);
   ASSERT_EQ(ref.pretok.size(), cases.size());
@@ -89,6 +109,10 @@ TEST_P(HfTokenizerTest, DecodeInvertsEncodeOnRandomValidUtf8) {
   for (const auto& s : randomUtf8Strings(1234, 500)) {
     std::string expected = s;
     if (prefixSpace && !s.empty() && s[0] != ' ') expected = " " + s;
+    // Qwen2 normalizes to NFC; the Metaspace decoder drops the first token's
+    // space, which for a text that begins with one is that space.
+    if (GetParam() == "qwen2") expected = unicode::toNfc(s);
+    if (GetParam() == "metaspace" && !s.empty() && s[0] == ' ') expected = s.substr(1);
     ASSERT_EQ(tok.decode(tok.encode(s)), expected) << printable(s);
   }
 }
@@ -111,7 +135,8 @@ TEST_P(HfTokenizerTest, InvalidUtf8IsRepairedLikePythonReplace) {
   for (std::size_t i = 0; i < bad.size(); ++i) EXPECT_EQ(tok.encode(bad[i]), ref.ids[i]) << "case " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Styles, HfTokenizerTest, ::testing::Values("gpt2", "gpt2prefix", "smollm", "llama3"));
+INSTANTIATE_TEST_SUITE_P(Styles, HfTokenizerTest,
+                         ::testing::Values("gpt2", "gpt2prefix", "smollm", "llama3", "qwen2", "llama2", "metaspace"));
 
 TEST(HfTokenizer, StringFormOfMergesLoadsIdentically) {
   ASSERT_EQ(peerProblem(), "");
