@@ -1,6 +1,7 @@
 // KV-cache budget of original, MHA2MLA-converted (algorithms.md §2.3) and
 // from-scratch latent models (§4), total and per tensor-parallel device.
 #include "latentlab/kv_budget.h"
+#include "latentlab/run_spec.h"
 
 #include <algorithm>
 
@@ -62,6 +63,17 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
     }
   }
   return std::nullopt;
+}
+
+KvSettings kvSettingsFor(const ConversionSpec& conversion) {
+  KvSettings kv;
+  kv.method = KvMethod::Mha2Mla;
+  kv.ropePairs = conversion.ropePairs;
+  kv.dKv = conversion.dKv;
+  kv.svd = conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
+  kv.fullRope = conversion.ropeStrategy == "full";
+  kv.uniformStrategy = conversion.ropeStrategy == "uniform";
+  return kv;
 }
 
 KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree) {

@@ -12,6 +12,24 @@
 #include "io/unicode_text.h"
 
 namespace latentlab {
+namespace {
+
+// Every occurrence of `pattern` (not empty) in s replaced by `content`, left to right.
+void replaceAll(std::string& s, const std::string& pattern, const std::string& content) {
+  if (pattern.empty()) return;
+  std::string out;
+  out.reserve(s.size());
+  std::size_t at = 0;
+  for (std::size_t hit = s.find(pattern); hit != std::string::npos; hit = s.find(pattern, at)) {
+    out.append(s, at, hit - at);
+    out += content;
+    at = hit + pattern.size();
+  }
+  out.append(s, at, std::string::npos);
+  s.swap(out);
+}
+
+}  // namespace
 
 void tok::TokenizerState::finish() {
   std::int32_t limit = model.idLimit();
@@ -66,19 +84,9 @@ std::string tok::TokenizerState::normalize(std::string_view text) const {
       case NormalizerStep::Kind::Prepend:
         if (!s.empty()) s.insert(0, step.text);
         break;
-      case NormalizerStep::Kind::Replace: {
-        std::string out;
-        out.reserve(s.size());
-        std::size_t at = 0;
-        for (std::size_t hit = s.find(step.text); hit != std::string::npos; hit = s.find(step.text, at)) {
-          out.append(s, at, hit - at);
-          out += step.content;
-          at = hit + step.text.size();
-        }
-        out.append(s, at, std::string::npos);
-        s.swap(out);
+      case NormalizerStep::Kind::Replace:
+        replaceAll(s, step.text, step.content);
         break;
-      }
       case NormalizerStep::Kind::Nfc:
         s = unicode::toNfc(s);
         break;
@@ -171,18 +179,7 @@ std::string decodeChain(const tok::TokenizerState& d, const std::vector<std::int
         break;
       }
       case Kind::Replace:
-        for (auto& t : tokens) {
-          std::string out;
-          std::size_t at = 0;
-          for (std::size_t hit = t.find(step.pattern); !step.pattern.empty() && hit != std::string::npos;
-               hit = t.find(step.pattern, at)) {
-            out.append(t, at, hit - at);
-            out += step.content;
-            at = hit + step.pattern.size();
-          }
-          out.append(t, at, std::string::npos);
-          t.swap(out);
-        }
+        for (auto& t : tokens) replaceAll(t, step.pattern, step.content);
         break;
       case Kind::ByteFallback: {   // runs of <0xNN> tokens become their bytes (U+FFFD each when not UTF-8)
         std::vector<std::string> out;

@@ -33,13 +33,7 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
           "LatentLab runs full attention, which equals the window's only within it.");
     }
     if (spec.conversion.enabled) {
-      KvSettings kv;
-      kv.method = KvMethod::Mha2Mla;
-      kv.ropePairs = spec.conversion.ropePairs;
-      kv.dKv = spec.conversion.dKv;
-      kv.svd = spec.conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
-      kv.fullRope = spec.conversion.ropeStrategy == "full";
-      kv.uniformStrategy = spec.conversion.ropeStrategy == "uniform";
+      const KvSettings kv = kvSettingsFor(spec.conversion);
       if (model.config.mla || model.config.latent) {
         bad("model_dir", "'" + spec.modelDir + "' is already a latent-attention model; conversion needs an MHA/GQA model");
       }

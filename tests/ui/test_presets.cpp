@@ -56,13 +56,7 @@ private Q_SLOTS:
             QCOMPARE(s.steps, name == QLatin1String("scale-ablation.json") ? 100000 : 12000);
           }
           if (s.conversion.enabled) {
-            KvSettings k;
-            k.method = KvMethod::Mha2Mla;
-            k.ropePairs = s.conversion.ropePairs;
-            k.dKv = s.conversion.dKv;
-            k.svd = s.conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
-            k.fullRope = s.conversion.ropeStrategy == "full";
-            k.uniformStrategy = s.conversion.ropeStrategy == "uniform";
+            const KvSettings k = kvSettingsFor(s.conversion);
             const auto why = checkKvSettings(shapeFor(s), k);
             QVERIFY2(!why, (s.name + ": " + why.value_or("")).c_str());
           }

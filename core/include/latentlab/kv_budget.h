@@ -50,6 +50,10 @@ int defaultRopePairs(int headDim);
 // Why the settings are impossible for this model, or nullopt when they are fine.
 std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s);
 // Throws Error(BadInput) with checkKvSettings' reason when impossible.
+struct ConversionSpec;
+// The KV settings a run spec's conversion section asks for.
+KvSettings kvSettingsFor(const ConversionSpec& conversion);
+
 KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree = 1);
 // The cache of a model as it stands (original, converted per cfg.mla, or the
 // latent variant of cfg.latent, whose "original" is MHA with the same heads).

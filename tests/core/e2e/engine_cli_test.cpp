@@ -12,35 +12,12 @@
 
 #include "../train/train_test_util.h"
 #include "latentlab/run_store.h"
+#include "engine_test_util.h"
 #include "test_support.h"
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
-namespace {
-const std::string kEngine = LATENTLAB_ENGINE_EXE;
-
-void writeFile(const fs::path& p, const std::string& s) {
-  std::ofstream out(p);
-  out << s;
-}
-
-pid_t spawnEngine(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    ::dup2(fileno(f), 1);
-    ::dup2(fileno(f), 2);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kEngine.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kEngine.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-} // namespace
 
 TEST(EngineCli, EveryVerbHasHelp) {
   for (const char* verb : {"inspect", "eval", "init", "run", "runs", "demo", "devices", "convert"}) {

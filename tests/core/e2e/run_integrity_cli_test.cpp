@@ -14,35 +14,16 @@
 
 #include "../train/train_test_util.h"
 #include "latentlab/run_store.h"
+#include "engine_test_util.h"
 #include "test_support.h"
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kEngine = LATENTLAB_ENGINE_EXE;
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-void writeFile(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
-
 std::string engine(const std::string& args) { return shellQuote(kEngine) + " " + args; }
-
-pid_t spawnEngine(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    ::dup2(fileno(f), 1);
-    ::dup2(fileno(f), 2);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kEngine.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kEngine.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 // Waits until run `id` has a train/loss row at step >= `step`.
 bool waitForStep(const fs::path& db, std::int64_t id, std::int64_t step) {

@@ -69,6 +69,16 @@ struct Workspace {
     return runJob(store, id, env(), quiet, never);
   }
   fs::path runDir(std::int64_t id) const { return dir / "runs" / std::to_string(id); }
+  // Runs `id` and cancels it as soon as its first checkpoint is written.
+  RunStatus runToFirstCheckpoint(std::int64_t id) {
+    CancelToken cancel;
+    JobEnvironment e = env();
+    e.lines = [&](const std::string& line) {
+      if (line.find("\"event\":\"checkpoint\"") != std::string::npos) cancel.request();
+    };
+    NullProgress quiet;
+    return runJob(store, id, e, quiet, cancel).status;
+  }
 };
 
 RunSpec smallRun(int steps, int checkpointEvery) {
@@ -199,14 +209,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
   ft.architecture.clear();
   ft.modelDir = modelDir.string();
   const auto id = ws.add(ft);
-  // Stop right after the first checkpoint.
-  CancelToken cancel;
-  JobEnvironment env = ws.env();
-  env.lines = [&](const std::string& line) {
-    if (contains(line, "\"event\":\"checkpoint\"")) cancel.request();
-  };
-  NullProgress quiet;
-  ASSERT_EQ(runJob(ws.store, id, env, quiet, cancel).status, RunStatus::Cancelled);
+  ASSERT_EQ(ws.runToFirstCheckpoint(id), RunStatus::Cancelled);
 
   fs::remove_all(modelDir);   // the original model folder is gone
   RunResult r = ws.run(id);
@@ -228,13 +231,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
 TEST(RunIntegrity, KilledWritersPartialsAreRemovedAndPrunedCheckpointsLeaveNoRows) {
   Workspace ws("partials");
   const auto id = ws.add(smallRun(8, 2));
-  CancelToken cancel;
-  JobEnvironment env = ws.env();
-  env.lines = [&](const std::string& line) {
-    if (contains(line, "\"event\":\"checkpoint\"")) cancel.request();
-  };
-  NullProgress quiet;
-  ASSERT_EQ(runJob(ws.store, id, env, quiet, cancel).status, RunStatus::Cancelled);
+  ASSERT_EQ(ws.runToFirstCheckpoint(id), RunStatus::Cancelled);
   // What a writer killed mid-checkpoint leaves behind.
   const fs::path leftover = ws.runDir(id) / "checkpoints" / "step-00000004.partial-999999";
   fs::create_directories(leftover / "model");
