@@ -1,6 +1,8 @@
 // Job queue and child processes: see job_controller.h.
 #include "jobs/job_controller.h"
 
+#include <optional>
+
 #include <QDir>
 #include <QFile>
 #include <QProcessEnvironment>
@@ -436,11 +438,21 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
     // The engine records its own terminal status; one that exits before doing
     // so (bad arguments, unreadable DB) leaves the run to be marked here.
     QString stored;
+    std::optional<std::int64_t> otherOwner;
     try {
-      stored = statusName(m_store->run(runId).status);
+      const RunRecord rec = m_store->run(runId);
+      stored = statusName(rec.status);
+      // An engine refused because another live engine owns the run: that
+      // engine records the outcome; the job follows it like a reattached one.
+      if (rec.status == RunStatus::Running && checkLease(rec, storeNow()).state == LeaseState::Live) otherOwner = rec.pid;
     } catch (const Error&) {
     }
-    if (stored == QLatin1String("running") || stored == QLatin1String("queued")) {
+    if (otherOwner) {
+      appendLog(job, QString::fromUtf8(child->stderrTail).trimmed().section(QLatin1Char('\n'), -1));
+      job.external = true;
+      job.pid = *otherOwner;
+      if (!m_externalTimer.isActive()) m_externalTimer.start();
+    } else if (stored == QLatin1String("running") || stored == QLatin1String("queued")) {
       const QString why = exitCode == 0 ? QStringLiteral("the engine exited without a final status")
                                         : QString::fromUtf8(child->stderrTail).trimmed().section(QLatin1Char('\n'), -1);
       const RunStatus st = exitCode == 2 ? RunStatus::Cancelled : RunStatus::Failed;
