@@ -34,5 +34,6 @@ int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);
 int cmdConvert(int argc, char** argv);
+int cmdGenerate(int argc, char** argv);
 
 } // namespace latentlab::cli

@@ -33,6 +33,7 @@ const char* kMainHelp =
     "verbs:\n"
     "  inspect DIR        architecture, parameters, KV cache per token of an HF model folder\n"
     "  eval DIR           mean loss and perplexity over a held-out token stream\n"
+    "  generate           text from a model with its own (latent) cache, streamed\n"
     "  convert            MHA/GQA -> MLA conversion (partial RoPE + low-rank joint KV)\n"
     "  init               write a randomly initialised built-in architecture\n"
     "  run                run a training job (a spec file, or a run in a workspace DB)\n"
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
   }
   const std::map<std::string, std::function<int(int, char**)>> verbs = {
       {"inspect", cmdInspect}, {"eval", cmdEval}, {"init", cmdInit}, {"devices", cmdDevices},
-      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo}, {"convert", cmdConvert},
+      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo}, {"convert", cmdConvert}, {"generate", cmdGenerate},
       {"version", [](int, char**) {
          std::printf("latentlab %s\nlibtorch %s\n", LATENTLAB_VERSION, libtorchVersion().c_str());
          return 0;

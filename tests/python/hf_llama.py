@@ -7,6 +7,7 @@
                        --rope-type linear|dynamic|yarn|llama3 --rope-factor F --low-freq-factor L
                        --high-freq-factor H --original-max N --attention-factor A --beta-fast B]
   hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
+  hf_llama.py generate DIR IDS.bin OUT.bin --shape 1,T --new N   (greedy; int64 ids of prompt + generation out)
 """
 import argparse
 import sys
@@ -82,6 +83,19 @@ def logits(a):
     out.astype(np.float32).tofile(a.out)
 
 
+def generate(a):
+    from transformers import AutoModelForCausalLM
+
+    b, t = (int(x) for x in a.shape.split(","))
+    ids = torch.from_numpy(np.fromfile(a.ids, dtype=np.int64).reshape(b, t))
+    model = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=a.new,
+                             pad_token_id=0)
+    out.numpy().astype(np.int64).tofile(a.out)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -116,8 +130,14 @@ def main():
     lg.add_argument("ids")
     lg.add_argument("out")
     lg.add_argument("--shape", required=True)
+    gen = sub.add_parser("generate")
+    gen.add_argument("dir")
+    gen.add_argument("ids")
+    gen.add_argument("out")
+    gen.add_argument("--shape", required=True)
+    gen.add_argument("--new", type=int, required=True)
     a = p.parse_args()
-    {"make": make, "logits": logits}[a.cmd](a)
+    {"make": make, "logits": logits, "generate": generate}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,159 @@
+// Generation: prefill the prompt into the model's cache, then one token at a
+// time — argmax, or temperature / top-k / top-p sampling from a seeded
+// generator — streaming the decoded text and stopping at EOS.
+#include "latentlab/generate.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+
+#include "io/tokenizer.h"
+#include "latentlab/error.h"
+#include "model/kv_cache.h"
+#include "model/llama.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double GenerateResult::prefillTokensPerSecond() const {
+  return prefillSeconds > 0 ? static_cast<double>(promptIds.size()) / prefillSeconds : 0.0;
+}
+
+double GenerateResult::decodeTokensPerSecond() const {
+  const double steps = generatedIds.size() > 1 ? static_cast<double>(generatedIds.size() - 1) : 0.0;
+  return decodeSeconds > 0 ? steps / decodeSeconds : 0.0;
+}
+
+struct Generator::Impl {
+  GenerateOptions options;
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<CausalLm> model;
+  std::optional<Tokenizer> tokenizer;
+  std::optional<std::int32_t> eos;
+
+  // The next token from the last position's logits (1, vocab).
+  std::int32_t pick(const torch::Tensor& logits, at::Generator& gen) const {
+    auto l = logits.to(torch::kCPU, torch::kFloat32).reshape({-1});
+    if (options.temperature <= 0) return static_cast<std::int32_t>(l.argmax().item<std::int64_t>());
+    l = l / options.temperature;
+    const auto ninf = -std::numeric_limits<float>::infinity();
+    if (options.topK > 0 && options.topK < l.size(0)) {
+      const auto kth = std::get<0>(l.topk(options.topK)).min();
+      l = l.masked_fill(l < kth, ninf);
+    }
+    if (options.topP < 1.0) {
+      // Keep the smallest set of most likely tokens whose probability reaches top_p.
+      auto [sorted, order] = l.sort(/*dim=*/0, /*descending=*/true);
+      auto cumulative = sorted.softmax(0).cumsum(0);
+      auto drop = (cumulative - sorted.softmax(0)) >= options.topP;   // mass before the token already reaches p
+      drop[0] = false;
+      l = l.scatter(0, order.masked_select(drop), ninf);
+    }
+    auto probs = l.softmax(0);
+    return static_cast<std::int32_t>(at::multinomial(probs, 1, /*replacement=*/false, gen).item<std::int64_t>());
+  }
+};
+
+Generator::Generator(const GenerateOptions& options) : m_impl(std::make_unique<Impl>()) {
+  Impl& d = *m_impl;
+  d.options = options;
+  if (options.maxNewTokens < 1) throw Error(ErrorCode::BadInput, "max_new_tokens must be at least 1");
+  if (!(options.temperature >= 0)) throw Error(ErrorCode::BadInput, "temperature must be >= 0 (0: greedy)");
+  if (options.topK < 0) throw Error(ErrorCode::BadInput, "top_k must be >= 0 (0: off)");
+  if (!(options.topP > 0 && options.topP <= 1)) throw Error(ErrorCode::BadInput, "top_p must be in (0, 1]");
+  withTorchErrors("generate", [&] {
+    d.device = parseDevice(options.device);
+    d.model = loadModel(options.model, d.device, toTorch(options.dtype));
+    d.model->eval();
+  });
+  const fs::path tokPath = options.model / "tokenizer.json";
+  std::error_code ec;
+  if (fs::exists(tokPath, ec)) {
+    d.tokenizer.emplace(Tokenizer::fromFile(tokPath));
+    if (d.tokenizer->vocabSize() > d.model->config().vocabSize) {
+      throw Error(ErrorCode::BadData,
+                  tokPath.string() + ": the tokenizer has " + std::to_string(d.tokenizer->vocabSize()) +
+                      " token ids but the model (" + (options.model / "config.json").string() + ") has vocab_size " +
+                      std::to_string(d.model->config().vocabSize));
+    }
+  }
+  d.eos = d.model->config().eosTokenId;
+  if (!d.eos && d.tokenizer) d.eos = d.tokenizer->eosId();
+}
+
+Generator::~Generator() = default;
+
+const ModelConfig& Generator::config() const { return m_impl->model->config(); }
+
+GenerateResult Generator::generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel) {
+  if (!m_impl->tokenizer) {
+    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() + ": not found; text generation "
+                                    "needs the model's tokenizer");
+  }
+  return generateIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true), sink, cancel);
+}
+
+GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink,
+                                      const CancelToken& cancel) {
+  Impl& d = *m_impl;
+  if (promptIds.empty()) throw Error(ErrorCode::BadInput, "the prompt has no tokens");
+  const int vocab = d.model->config().vocabSize;
+  for (std::int32_t id : promptIds) {
+    if (id < 0 || id >= vocab) {
+      throw Error(ErrorCode::BadInput, "prompt token id " + std::to_string(id) + " is outside the model's vocabulary (" +
+                                           std::to_string(vocab) + ")");
+    }
+  }
+  GenerateResult r;
+  r.promptIds = promptIds;
+  return withTorchErrors("generate", [&] {
+    torch::NoGradGuard noGrad;
+    at::Generator gen = at::detail::createCPUGenerator(d.options.seed);
+    KvCache cache(d.model->config().numLayers);
+    cache.reserve(static_cast<std::int64_t>(promptIds.size()) + d.options.maxNewTokens);
+    std::vector<std::int64_t> ids64(promptIds.begin(), promptIds.end());
+    auto t0 = Clock::now();
+    auto logits = d.model->forward(torch::tensor(ids64, torch::kInt64).view({1, -1}).to(d.device), &cache);
+    std::int32_t next = d.pick(logits.select(1, logits.size(1) - 1), gen);
+    r.prefillSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::string shown;
+    const auto t1 = Clock::now();
+    while (true) {
+      r.generatedIds.push_back(next);
+      if (d.options.stopAtEos && d.eos && next == *d.eos) {
+        r.stoppedAtEos = true;
+        break;
+      }
+      if (sink && d.tokenizer) {
+        // Whole characters only: a byte token may end in the middle of one.
+        std::vector<std::int32_t> body(r.generatedIds.begin(), r.generatedIds.end());
+        const std::string text = d.tokenizer->decode(body, /*skipSpecial=*/true);
+        const bool partial = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+        if (!partial && text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
+          sink(std::string_view(text).substr(shown.size()));
+          shown = text;
+        }
+      }
+      if (static_cast<int>(r.generatedIds.size()) >= d.options.maxNewTokens) break;
+      throwIfCancelled(cancel, "generate");
+      logits = d.model->forward(torch::tensor({static_cast<std::int64_t>(next)}, torch::kInt64).view({1, 1}).to(d.device),
+                                &cache);
+      next = d.pick(logits.select(1, 0), gen);
+    }
+    r.decodeSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+    r.kvBytes = cache.bytes();
+    if (d.tokenizer) {
+      std::vector<std::int32_t> body = r.generatedIds;
+      if (r.stoppedAtEos) body.pop_back();
+      r.text = d.tokenizer->decode(body, /*skipSpecial=*/true);
+      if (sink && r.text.size() > shown.size() && r.text.compare(0, shown.size(), shown) == 0)
+        sink(std::string_view(r.text).substr(shown.size()));
+    }
+    return r;
+  });
+}
+
+} // namespace latentlab

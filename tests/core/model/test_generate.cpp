@@ -1,0 +1,178 @@
+// Generation with the model's own cache: greedy ids equal transformers'
+// generate (a plain and a Llama-3-scaled model), a converted model generates
+// through its latent cache holding exactly the formula's bytes, sampling is
+// seeded, the streamed text is the result's text, and the CLI verb works.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "convert/converter.h"
+#include "io/tokenizer.h"
+#include "latentlab/architectures.h"
+#include "latentlab/engine.h"
+#include "latentlab/generate.h"
+#include "latentlab/kv_budget.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+#include "test_support.h"
+
+namespace latentlab::test {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::int32_t> hfGreedy(const fs::path& dir, const std::vector<std::int32_t>& prompt, int newTokens,
+                                   std::string* log) {
+  const fs::path idsFile = dir.parent_path() / "prompt.ids";
+  const fs::path outFile = dir.parent_path() / "generated.ids";
+  std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
+  writeRaw(idsFile, torch::tensor(ids, torch::kInt64));
+  const std::string shape = "1," + std::to_string(prompt.size());
+  if (runPython("hf_llama.py", {"generate", dir.string(), idsFile.string(), outFile.string(), "--shape", shape, "--new",
+                                std::to_string(newTokens)},
+                log) != 0)
+    return {};
+  std::ifstream in(outFile, std::ios::binary);
+  std::vector<std::int32_t> out;
+  std::int64_t v = 0;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) out.push_back(static_cast<std::int32_t>(v));
+  return std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
+}
+
+GenerateOptions greedy(const fs::path& model, int newTokens) {
+  GenerateOptions o;
+  o.model = model;
+  o.temperature = 0;
+  o.maxNewTokens = newTokens;
+  return o;
+}
+
+} // namespace
+
+TEST(Generate, GreedyIdsEqualTransformersGenerate) {
+  ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
+  for (const auto& [name, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"gqa", {}},
+           {"llama3", {"--rope-type", "llama3", "--rope-factor", "8", "--original-max", "16", "--max-pos", "256"}}}) {
+    const fs::path dir = scratchDir("gen-" + name) / "model";
+    std::vector<std::string> args = {"make", dir.string(), "--std", "0.3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string log;
+    ASSERT_EQ(runPython("hf_llama.py", args, &log), 0) << log;
+    const std::vector<std::int32_t> prompt = {5, 17, 99, 3, 64, 12, 80, 7, 33, 41, 2 + 100, 9};
+    Generator gen(greedy(dir, 40));
+    CancelToken cancel;
+    const GenerateResult ours = gen.generateIds(prompt, {}, cancel);
+    const auto theirs = hfGreedy(dir, prompt, 40, &log);
+    ASSERT_FALSE(theirs.empty()) << log;
+    EXPECT_EQ(ours.generatedIds, theirs) << name;
+    EXPECT_GE(ours.generatedIds.size(), 2u);
+  }
+}
+
+TEST(Generate, ConvertedModelGeneratesThroughItsLatentCacheWithTheFormulasBytes) {
+  const ModelConfig cfg = tinyConfig({.kvHeads = 2});
+  auto base = randomModel(cfg, torch::kFloat32, 11);
+  const fs::path root = scratchDir("gen-mla");
+  saveModel(*base, root / "base", DType::F32);
+  ConversionOptions full;
+  full.rope = RopeStrategy::Full;
+  full.dKv = cfg.headDim;   // full rank: the same model
+  saveModel(*convertModel(*base, full), root / "full", DType::F32);
+  ConversionOptions small;
+  small.rope = RopeStrategy::High;
+  small.ropePairs = 2;
+  small.dKv = 4;
+  saveModel(*convertModel(*base, small), root / "small", DType::F32);
+
+  const std::vector<std::int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  CancelToken cancel;
+  auto run = [&](const std::string& which) {
+    GenerateOptions o = greedy(root / which, 24);
+    o.stopAtEos = false;
+    Generator gen(o);
+    return std::make_pair(gen.generateIds(prompt, {}, cancel), gen.config());
+  };
+  const auto [original, baseCfg] = run("base");
+  const auto [converted, fullCfg] = run("full");
+  const auto [latent, smallCfg] = run("small");
+  EXPECT_EQ(converted.generatedIds, original.generatedIds) << "full rank + full RoPE is the same model";
+  ASSERT_EQ(latent.generatedIds.size(), 24u);
+  // The cache holds every token but the last generated one, at the model's bytes per token.
+  const std::int64_t cached = static_cast<std::int64_t>(prompt.size() + 24 - 1);
+  EXPECT_EQ(original.kvBytes, currentKvBudget(baseCfg, DType::F32).bytesPerToken * cached);
+  EXPECT_EQ(latent.kvBytes, currentKvBudget(smallCfg, DType::F32).bytesPerToken * cached);
+  EXPECT_LT(latent.kvBytes, original.kvBytes);
+}
+
+TEST(Generate, SamplingIsSeededAndTopKOfOneIsGreedy) {
+  auto model = randomModel(tinyConfig({.kvHeads = 2}), torch::kFloat32, 3);
+  const fs::path dir = scratchDir("gen-sample") / "model";
+  saveModel(*model, dir, DType::F32);
+  const std::vector<std::int32_t> prompt = {4, 8, 15, 16, 23, 42};
+  CancelToken cancel;
+  auto sample = [&](std::uint64_t seed, int topK, double topP) {
+    GenerateOptions o = greedy(dir, 30);
+    o.temperature = 1.0;
+    o.topK = topK;
+    o.topP = topP;
+    o.seed = seed;
+    o.stopAtEos = false;
+    return Generator(o).generateIds(prompt, {}, cancel).generatedIds;
+  };
+  EXPECT_EQ(sample(7, 0, 1.0), sample(7, 0, 1.0));
+  EXPECT_NE(sample(7, 0, 1.0), sample(8, 0, 1.0));
+  GenerateOptions g = greedy(dir, 30);
+  g.stopAtEos = false;
+  const auto argmax = Generator(g).generateIds(prompt, {}, cancel).generatedIds;
+  EXPECT_EQ(sample(7, 1, 1.0), argmax);
+  EXPECT_EQ(sample(9, 0, 1e-6), argmax) << "a tiny top_p keeps only the most likely token";
+}
+
+TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
+  // A small model with a real tokenizer trained on the Python tutorial.
+  const fs::path dir = scratchDir("gen-text") / "model";
+  BpeTrainOptions opts;
+  opts.vocabSize = 400;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  fs::create_directories(dir.parent_path());
+  NullProgress quiet;
+  CancelToken cancel;
+  trainBpeTokenizer(files, opts, dir.parent_path() / "tokenizer.json", quiet, cancel);
+  initModel(builtinArchitecture("demo-gqa", 400), dir, 1, DType::F32, 0.2);
+  fs::copy_file(dir.parent_path() / "tokenizer.json", dir / "tokenizer.json");
+
+  GenerateOptions o;
+  o.model = dir;
+  o.maxNewTokens = 20;
+  o.seed = 3;
+  Generator gen(o);
+  std::string streamed;
+  const GenerateResult r = gen.generate("The tutorial", [&](std::string_view piece) { streamed += piece; }, cancel);
+  EXPECT_EQ(streamed, r.text);
+  EXPECT_FALSE(r.text.empty());
+  EXPECT_GE(r.promptIds.size(), 2u);
+
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(LATENTLAB_ENGINE_EXE) + " generate --json --model " + shellQuote(dir.string()) +
+                           " --prompt 'The tutorial' --max-new-tokens 12 --seed 3",
+                       &out),
+            0)
+      << out;
+  const std::size_t start = out.find('{');
+  ASSERT_NE(start, std::string::npos) << out;
+  const auto j = nlohmann::json::parse(out.substr(start, out.find('\n', start) - start));
+  EXPECT_EQ(j.at("prompt_tokens").get<std::size_t>(), r.promptIds.size());
+  EXPECT_LE(j.at("generated_tokens").get<int>(), 12);
+  EXPECT_GT(j.at("kv_cache_bytes").get<std::int64_t>(), 0);
+  EXPECT_GT(j.at("decode_tokens_per_s").get<double>(), 0.0);
+  // The first 12 sampled ids are the library call's (same seed, same model).
+  const auto ids = j.at("generated_ids").get<std::vector<std::int32_t>>();
+  EXPECT_TRUE(std::equal(ids.begin(), ids.end(), r.generatedIds.begin()));
+}
+
+} // namespace latentlab::test
