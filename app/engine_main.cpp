@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli_args.h"
+#include "latentlab/multiple_choice.h"
 #include "engine_cli.h"
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
@@ -20,6 +21,7 @@
 
 using namespace latentlab;
 using nlohmann::json;
+namespace fs = std::filesystem;
 using namespace latentlab::cli;
 
 namespace {
@@ -158,14 +160,50 @@ int cmdInspect(int argc, char** argv) {
   return 0;
 }
 
+// `eval DIR --task [NAME=]FILE`: zero-shot multiple choice, as lm-eval scores it.
+int evalTask(const cli::Args& args) {
+  std::string spec = *args.get("task");
+  std::string name = fs::path(spec).stem().string();
+  if (const auto eq = spec.find('='); eq != std::string::npos && !fs::exists(spec)) {
+    name = spec.substr(0, eq);
+    spec = spec.substr(eq + 1);
+  }
+  ChoiceEvalOptions o;
+  o.model = args.positionals()[0];
+  o.device = args.get("device", "cpu");
+  o.dtype = parseDType(args.get("dtype", "f32"));
+  o.limit = args.getInt64("limit", 0, 0, INT64_MAX);
+  o.maxLength = args.getInt("max-length", 0, 0, INT_MAX);
+  StderrProgress progress(args.flag("quiet"));
+  const auto items = readChoiceItems(spec);
+  const ChoiceEvalResult r = evaluateChoices(o, items, progress, cancelToken());
+  if (args.flag("json")) {
+    std::cout << json{{"task", name},           {"file", spec},           {"items", r.items},
+                      {"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
+                      {"acc_norm_stderr", r.accNormStderr}, {"seconds", r.seconds},
+                      {"log_likelihoods", r.logLikelihoods}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("%s  acc %.4f +- %.4f  acc_norm %.4f +- %.4f  over %lld items (%.1f s)\n", name.c_str(), r.acc,
+                r.accStderr, r.accNorm, r.accNormStderr, static_cast<long long>(r.items), r.seconds);
+  }
+  return 0;
+}
+
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
-                 {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype"});
+                 {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
+                  "max-length"});
+  if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.flag("help") || args.positionals().size() != 1) {
     std::printf(
-        "usage: latentlab-engine eval DIR (--text FILE | --tokens FILE) [options]\n\n"
+        "usage: latentlab-engine eval DIR (--text FILE | --tokens FILE) [options]\n"
+        "       latentlab-engine eval DIR --task [NAME=]FILE [--limit N] [--max-length N] [--json]\n\n"
         "Mean next-token loss and perplexity of the model in DIR over a held-out stream, in\n"
-        "non-overlapping windows (every token after the first is predicted once).\n"
+        "non-overlapping windows (every token after the first is predicted once). With --task, zero-shot\n"
+        "multiple choice scored by log-likelihood as lm-evaluation-harness does (acc, acc_norm and their\n"
+        "standard errors) over a JSONL file of {\"context\", \"choices\", \"gold\"} items.\n"
         "  --text FILE          UTF-8 text, tokenized with DIR/tokenizer.json\n"
         "  --tokens FILE        raw little-endian token ids\n"
         "  --token-format F     u16 (default) or u32\n"

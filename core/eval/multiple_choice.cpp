@@ -1,0 +1,173 @@
+// Multiple-choice log-likelihood scoring (lm-eval's loglikelihood requests).
+#include "latentlab/multiple_choice.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/tokenizer.h"
+#include "latentlab/error.h"
+#include "model/llama.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<ChoiceItem> readChoiceItems(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
+  std::vector<ChoiceItem> items;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path.string() + ":" + std::to_string(number);
+    auto bad = [&](const std::string& problem) {
+      throw Error(ErrorCode::BadData, where + ": " + problem,
+                  "One {\"context\": str, \"choices\": [str, ...], \"gold\": int} a line.");
+    };
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      bad(std::string("not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) bad("not a JSON object");
+    ChoiceItem item;
+    if (!j.contains("context") || !j.at("context").is_string()) bad("field 'context' is missing or not a string");
+    item.context = j.at("context").get<std::string>();
+    if (!j.contains("choices") || !j.at("choices").is_array() || j.at("choices").size() < 2)
+      bad("field 'choices' must be an array of at least two strings");
+    for (const auto& c : j.at("choices")) {
+      if (!c.is_string() || c.get<std::string>().empty()) bad("field 'choices' must hold non-empty strings");
+      item.choices.push_back(c.get<std::string>());
+    }
+    if (!j.contains("gold") || !j.at("gold").is_number_integer()) bad("field 'gold' is missing or not an integer");
+    const auto gold = j.at("gold").get<long long>();
+    if (gold < 0 || gold >= static_cast<long long>(item.choices.size()))
+      bad("field 'gold' (" + std::to_string(gold) + ") is not the index of a choice");
+    item.gold = static_cast<int>(gold);
+    items.push_back(std::move(item));
+  }
+  if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
+  return items;
+}
+
+namespace {
+
+// lm-eval's mean_stderr: sample standard deviation over sqrt(n).
+double meanStderr(const std::vector<double>& xs) {
+  if (xs.size() < 2) return 0.0;
+  double mean = 0;
+  for (double x : xs) mean += x;
+  mean /= static_cast<double>(xs.size());
+  double ss = 0;
+  for (double x : xs) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(xs.size() - 1)) / std::sqrt(static_cast<double>(xs.size()));
+}
+
+int argmax(const std::vector<double>& v) {
+  int best = 0;
+  for (std::size_t k = 1; k < v.size(); ++k)
+    if (v[k] > v[static_cast<std::size_t>(best)]) best = static_cast<int>(k);
+  return best;
+}
+
+} // namespace
+
+ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
+                                 ProgressSink& progress, const CancelToken& cancel) {
+  const fs::path tokPath = options.model / "tokenizer.json";
+  Tokenizer tok = Tokenizer::fromFile(tokPath);
+  return withTorchErrors("eval", [&] {
+    const auto device = parseDevice(options.device);
+    auto model = loadModel(options.model, device, toTorch(options.dtype));
+    model->eval();
+    const int vocab = model->config().vocabSize;
+    if (tok.vocabSize() > vocab) {
+      throw Error(ErrorCode::BadData, tokPath.string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
+                                          " token ids but the model has vocab_size " + std::to_string(vocab));
+    }
+    const std::int64_t maxLength = options.maxLength > 0 ? options.maxLength : model->config().maxPositionEmbeddings;
+    const auto eos = tok.eosId() ? tok.eosId() : model->config().eosTokenId;   // lm-eval: the tokenizer's EOS
+    torch::NoGradGuard noGrad;
+    ChoiceEvalResult r;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::size_t n = options.limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(options.limit))
+                                            : items.size();
+    std::vector<double> hits, hitsNorm;
+    for (std::size_t i = 0; i < n; ++i) {
+      throwIfCancelled(cancel, "eval");
+      const ChoiceItem& item = items[i];
+      // One row per choice: context tokens then continuation tokens, right-padded.
+      std::vector<std::vector<std::int64_t>> rows;
+      std::vector<std::size_t> contStart, contLen;
+      for (const std::string& choice : item.choices) {
+        std::string context = item.context, continuation = choice;
+        const std::size_t kept = context.find_last_not_of(" \t\n\r\f\v");
+        const std::size_t spaces = kept == std::string::npos ? context.size() : context.size() - kept - 1;
+        if (spaces > 0) {   // the context's trailing whitespace belongs to the continuation
+          continuation = context.substr(context.size() - spaces) + continuation;
+          context.resize(context.size() - spaces);
+        }
+        std::vector<std::int32_t> ctx, cont;
+        if (context.empty()) {
+          if (!eos) throw Error(ErrorCode::BadData, tokPath.string() + ": an empty context needs an EOS token");
+          ctx = {*eos};
+          cont = tok.encode(continuation, false);
+        } else {
+          const auto whole = tok.encode(context + continuation, false);
+          ctx = tok.encode(context, false);
+          cont.assign(whole.begin() + static_cast<std::ptrdiff_t>(std::min(ctx.size(), whole.size())), whole.end());
+        }
+        std::vector<std::int64_t> all(ctx.begin(), ctx.end());
+        all.insert(all.end(), cont.begin(), cont.end());
+        // The model predicts tokens 1..end from 0..end-1; keep the last maxLength+1.
+        if (static_cast<std::int64_t>(all.size()) > maxLength + 1)
+          all.erase(all.begin(), all.end() - (maxLength + 1));
+        contLen.push_back(cont.size());
+        contStart.push_back(all.size() - cont.size());
+        rows.push_back(std::move(all));
+      }
+      std::size_t width = 0;
+      for (const auto& row : rows) width = std::max(width, row.size() - 1);
+      auto input = torch::zeros({static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(width)}, torch::kInt64);
+      for (std::size_t c = 0; c < rows.size(); ++c) {
+        for (std::size_t t = 0; t + 1 < rows[c].size(); ++t) input[static_cast<std::int64_t>(c)][static_cast<std::int64_t>(t)] = rows[c][t];
+      }
+      auto logprobs = torch::log_softmax(model->forward(input.to(device)).to(torch::kFloat64), -1).cpu();   // (C, W, V)
+      std::vector<double> lls;
+      for (std::size_t c = 0; c < rows.size(); ++c) {
+        double sum = 0;
+        for (std::size_t k = 0; k < contLen[c]; ++k) {
+          const std::size_t target = contStart[c] + k;   // position in the row; predicted at target - 1
+          sum += logprobs[static_cast<std::int64_t>(c)][static_cast<std::int64_t>(target - 1)][rows[c][target]].item<double>();
+        }
+        lls.push_back(sum);
+      }
+      std::vector<double> norm;
+      for (std::size_t c = 0; c < lls.size(); ++c) norm.push_back(lls[c] / static_cast<double>(item.choices[c].size()));
+      r.predicted.push_back(argmax(lls));
+      r.predictedNorm.push_back(argmax(norm));
+      hits.push_back(r.predicted.back() == item.gold ? 1.0 : 0.0);
+      hitsNorm.push_back(r.predictedNorm.back() == item.gold ? 1.0 : 0.0);
+      r.logLikelihoods.push_back(std::move(lls));
+      progress.progress("eval", static_cast<double>(i + 1), static_cast<double>(n), "");
+    }
+    r.items = static_cast<std::int64_t>(n);
+    for (double h : hits) r.acc += h;
+    for (double h : hitsNorm) r.accNorm += h;
+    r.acc /= static_cast<double>(n);
+    r.accNorm /= static_cast<double>(n);
+    r.accStderr = meanStderr(hits);
+    r.accNormStderr = meanStderr(hitsNorm);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  });
+}
+
+} // namespace latentlab

@@ -1,0 +1,50 @@
+// Zero-shot multiple-choice scoring as lm-evaluation-harness does it: each
+// choice is a continuation of the context; its score is the summed
+// log-probability of its tokens, with the context and the continuation
+// encoded together and the continuation's tokens the tail (trailing spaces of
+// the context move to the continuation; no BOS; an empty context is the EOS
+// token). acc picks the highest sum, acc_norm the highest sum per character
+// of the continuation. Items are read from JSONL (docs/evaluation.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "latentlab/model_config.h"
+#include "latentlab/progress.h"
+
+namespace latentlab {
+
+struct ChoiceItem {
+  std::string context;
+  std::vector<std::string> choices;   // appended to the context as written (" Paris")
+  int gold = 0;
+};
+
+// {"context": str, "choices": [str, ...], "gold": int} one a line; errors name
+// the file, the line and the field.
+std::vector<ChoiceItem> readChoiceItems(const std::filesystem::path& jsonl);
+
+struct ChoiceEvalOptions {
+  std::filesystem::path model;        // an HF folder with tokenizer.json
+  std::string device = "cpu";
+  DType dtype = DType::F32;
+  int maxLength = 0;                  // tokens the model sees (0: max_position_embeddings); longer inputs keep their end
+  std::int64_t limit = 0;             // score at most this many items (0: all)
+};
+
+struct ChoiceEvalResult {
+  std::int64_t items = 0;
+  double acc = 0, accStderr = 0;      // stderr of the mean, as lm-eval (sample std / sqrt(n))
+  double accNorm = 0, accNormStderr = 0;
+  std::vector<std::vector<double>> logLikelihoods;   // per item, per choice
+  std::vector<int> predicted, predictedNorm;
+  double seconds = 0;
+};
+
+ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
+                                 ProgressSink& progress, const CancelToken& cancel);
+
+} // namespace latentlab
