@@ -23,7 +23,7 @@ struct RunIdentity {
   std::string database;     // its path when the folder was claimed (for messages)
   std::int64_t runId = 0;
   std::string runUid;       // the run's random id: ids may be reused after a delete
-  std::string specHash;     // hash of the canonical spec JSON
+  std::string specHash;     // hash of the spec JSON as stored with the run
 
   nlohmann::json toJson() const;
   static RunIdentity fromJson(const nlohmann::json& j, const std::string& source);
@@ -33,7 +33,7 @@ struct RunIdentity {
 };
 
 // FNV-1a 64 of the text, as 16 hex digits.
-std::string specHash(const std::string& canonicalSpecJson);
+std::string specHash(const std::string& specJson);
 
 struct TrainerState {
   std::int64_t step = 0;          // steps completed

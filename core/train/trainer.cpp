@@ -122,9 +122,11 @@ RunResult Trainer::run() {
   runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
   // The run folder is this run's alone (owner.json): a folder of another run,
   // database or deleted namesake is refused before anything is read from it.
+  // The hash is of the spec as stored with the run (fixed at registration), so
+  // a later engine that writes specs differently still recognises the run.
+  const RunRecord record = store.run(runId);
   const std::string canonicalSpec = runSpecToJson(spec);
-  const RunIdentity identity{store.storeId(), store.path().string(), runId, store.run(runId).uid,
-                             specHash(canonicalSpec)};
+  const RunIdentity identity{store.storeId(), store.path().string(), runId, record.uid, specHash(record.specJson)};
   if (writer) claimRunDir(runDir, identity);
   if (dp) dp->barrier();
   // Resume reads everything from the checkpoint: its model, its tokenizer; the

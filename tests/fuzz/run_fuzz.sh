@@ -11,6 +11,8 @@ command -v clang++ >/dev/null || { echo "run_fuzz: clang++ is needed (apt-get in
 cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATENTLAB_FUZZ_RUNS="$runs" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" -L fuzz --output-on-failure -V 2>&1 |
-  grep -E "^[0-9]+: (Done|stat::number_of_executed_units|stat::new_units_added|INFO: seed corpus)|SUMMARY|ERROR|Test +#|tests passed|Passed|Failed" || true
-ctest --test-dir "$build" -L fuzz >/dev/null
+status=0
+ctest --test-dir "$build" -L fuzz --output-on-failure -V >"$build/fuzz.log" 2>&1 || status=$?
+grep -E "^[0-9]+: (Done|stat::number_of_executed_units|stat::new_units_added|INFO: seed corpus)|SUMMARY|ERROR|Test +#|tests passed|Passed|Failed" \
+  "$build/fuzz.log" || true
+exit "$status"
