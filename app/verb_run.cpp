@@ -165,6 +165,12 @@ int cmdRuns(int argc, char** argv) {
     json ar = json::array();
     for (const auto& a : store.listArtifacts(id)) ar.push_back({{"kind", a.kind}, {"path", a.path}, {"step", a.step ? json(*a.step) : json(nullptr)}});
     j["artifacts"] = ar;
+    json evals = json::array();
+    for (const auto& e : store.listEvaluations(id)) {
+      evals.push_back({{"step", e.step}, {"task", e.task}, {"metric", e.metric}, {"value", e.value},
+                       {"stderr", e.stderrValue}, {"items", e.items}, {"partial", e.partial}});
+    }
+    j["evaluations"] = evals;
     if (lease.state != LeaseState::Free) {
       j["owner"] = {{"engine", lease.owner}, {"live", lease.state == LeaseState::Live}};
       if (!lease.reason.empty()) j["owner"]["stale_because"] = lease.reason;

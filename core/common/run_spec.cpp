@@ -128,6 +128,18 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("zero_init_output", s.zeroInitOutput);
   f.get("device", s.device);
   f.get("out_dir", s.outDir);
+  if (const json* tasks = f.object("eval_tasks")) {
+    if (!tasks->is_array()) bad(source, "eval_tasks", "must be an array of {\"name\", \"file\", \"limit\"} objects");
+    for (std::size_t k = 0; k < tasks->size(); ++k) {
+      Fields g((*tasks)[k], source + ": spec.eval_tasks[" + std::to_string(k) + "]");
+      EvalTaskSpec t;
+      g.get("name", t.name);
+      g.get("file", t.file);
+      g.get("limit", t.limit);
+      g.rejectUnknown();
+      s.evalTasks.push_back(std::move(t));
+    }
+  }
   if (const json* c = f.object("conversion")) {
     Fields g(*c, source + ": spec.conversion");
     s.conversion.enabled = true;
@@ -244,6 +256,15 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     bad(source, "schedule.decay_steps", "must be >= 0 with warmup_steps + decay_steps <= steps");
   if (s.schedule.minLrRatio < 0 || s.schedule.minLrRatio > 1) bad(source, "schedule.min_lr_ratio", "must be in [0, 1]");
   validateAttention(s, source);
+  std::set<std::string> taskNames;
+  for (std::size_t k = 0; k < s.evalTasks.size(); ++k) {
+    const std::string field = "eval_tasks[" + std::to_string(k) + "]";
+    const EvalTaskSpec& t = s.evalTasks[k];
+    if (t.name.empty()) bad(source, field + ".name", "must not be empty");
+    if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
+    if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
+    if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
+  }
   if (s.conversion.enabled) {
     static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
     if (!strategies.count(s.conversion.ropeStrategy))
@@ -278,6 +299,11 @@ std::string runSpecToJson(const RunSpec& s) {
     j["attention_options"] = {{"gqa_group", o.gqaGroup}, {"d_c", o.dC}, {"d_rope", o.dRope}, {"d_nope", o.dNope},
                               {"d_v", o.dV}, {"q_lora_rank", o.qLoraRank}, {"scaled", o.scaled}, {"match", o.match},
                               {"target_parameters", o.targetParameters}, {"match_multiple", o.matchMultiple}};
+  }
+  if (!s.evalTasks.empty()) {
+    json tasks = json::array();
+    for (const auto& t : s.evalTasks) tasks.push_back({{"name", t.name}, {"file", t.file}, {"limit", t.limit}});
+    j["eval_tasks"] = tasks;
   }
   if (s.conversion.enabled) {
     j["conversion"] = {{"enabled", true}, {"rope_strategy", s.conversion.ropeStrategy},

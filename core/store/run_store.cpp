@@ -468,6 +468,33 @@ int RunStore::deleteArtifacts(std::int64_t runId, std::string_view artifactPath)
   return m_impl->db.changes();
 }
 
+void RunStore::addEvaluation(const EvaluationRecord& e) {
+  requireText(e.task, "evaluation task");
+  requireText(e.metric, "evaluation metric");
+  m_impl->requireRun(e.runId);
+  Statement st(m_impl->db,
+               "INSERT OR REPLACE INTO evaluations(run_id, step, task, metric, value, stderr, items, partial, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "add evaluation");
+  st.bind(1, e.runId).bind(2, e.step).bind(3, std::string_view(e.task)).bind(4, std::string_view(e.metric));
+  st.bind(5, e.value).bind(6, e.stderrValue).bind(7, e.items).bind(8, static_cast<std::int64_t>(e.partial ? 1 : 0));
+  st.bind(9, storeNow()).run();
+}
+
+std::vector<EvaluationRecord> RunStore::listEvaluations(std::int64_t runId) const {
+  Statement st(m_impl->db,
+               "SELECT run_id, step, task, metric, value, stderr, items, partial, created_at FROM evaluations "
+               "WHERE run_id = ? ORDER BY task, metric, step",
+               "list evaluations");
+  st.bind(1, runId);
+  std::vector<EvaluationRecord> out;
+  while (st.step()) {
+    out.push_back({st.columnInt(0), st.columnInt(1), st.columnText(2), st.columnText(3), st.columnDouble(4),
+                   st.columnDouble(5), st.columnInt(6), st.columnInt(7) != 0, st.columnDouble(8)});
+  }
+  return out;
+}
+
 void RunStore::addTag(std::int64_t runId, std::string_view tag) {
   requireText(tag, "tag");
   m_impl->requireRun(runId);

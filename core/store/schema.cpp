@@ -92,12 +92,31 @@ ALTER TABLE runs ADD COLUMN owner_start TEXT;
 UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;
 )sql";
 
+// Evaluations of a run's model at a step: one row per task and metric.
+constexpr const char* kMigration3 = R"sql(
+CREATE TABLE evaluations(
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step       INTEGER NOT NULL,
+  task       TEXT NOT NULL,
+  metric     TEXT NOT NULL,
+  value      REAL,
+  stderr     REAL,
+  items      INTEGER NOT NULL DEFAULT 0,
+  partial    INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL,
+  UNIQUE (run_id, step, task, metric)
+);
+CREATE INDEX evaluations_by_run ON evaluations(run_id, task, step);
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& storeMigrations() {
   static const std::vector<Migration> migrations = {
       {1, kMigration1},
       {2, kMigration2},
+      {3, kMigration3},
   };
   return migrations;
 }

@@ -46,6 +46,10 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
     bad("data.corpus", "'" + spec.data.corpus + "' is not a token file");
   if (!spec.data.tokenizer.empty() && !fs::is_regular_file(spec.data.tokenizer, ec))
     bad("data.tokenizer", "'" + spec.data.tokenizer + "' is not a file");
+  for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
+    if (!fs::is_regular_file(spec.evalTasks[k].file, ec))
+      bad("eval_tasks[" + std::to_string(k) + "].file", "'" + spec.evalTasks[k].file + "' is not a file");
+  }
   if (!spec.outDir.empty()) requireFreeRunDir(spec.outDir);
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <chrono>
+#include <tuple>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "data/batch_loader.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
+#include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -228,7 +230,46 @@ RunResult Trainer::run() {
   const double wallOffset = state.wallSeconds;
   auto wallNow = [&] { return wallOffset + std::chrono::duration<double>(Clock::now() - wallStart).count(); };
   double lastLoss = 0;
-  auto checkpoint = [&]() {
+  // The eval tasks' items, read now so that a bad task file fails the run
+  // before any training.
+  std::vector<std::vector<ChoiceItem>> taskItems;
+  if (writer) {
+    for (const EvalTaskSpec& t : spec.evalTasks) taskItems.push_back(readChoiceItems(t.file));
+  }
+  json lastTaskScores = json::object();
+  // Scores every eval task on the checkpoint's model (as saved, so the figures
+  // are the checkpoint's) and records them in the store.
+  auto scoreTasks = [&](const fs::path& modelDir) {
+    for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
+      const EvalTaskSpec& t = spec.evalTasks[k];
+      ChoiceEvalOptions o;
+      o.model = modelDir;
+      o.device = device.str();
+      o.limit = t.limit;
+      NullProgress quiet;
+      const ChoiceEvalResult r = evaluateChoices(o, taskItems[k], quiet, cancel);
+      const bool partial = r.items < static_cast<std::int64_t>(taskItems[k].size());
+      for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
+        EvaluationRecord e;
+        e.runId = runId;
+        e.step = state.step;
+        e.task = t.name;
+        e.metric = metric;
+        e.value = value;
+        e.stderrValue = err;
+        e.items = r.items;
+        e.partial = partial;
+        store.addEvaluation(e);
+      }
+      lastTaskScores[t.name] = {{"step", state.step}, {"acc", r.acc},         {"acc_stderr", r.accStderr},
+                                {"acc_norm", r.accNorm}, {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}};
+      emit(env, {{"event", "eval_task"}, {"step", state.step}, {"task", t.name}, {"acc", r.acc}, {"acc_norm", r.accNorm},
+                 {"items", r.items}});
+      progress.log(LogLevel::Info, t.name + " at step " + std::to_string(state.step) + ": acc " + std::to_string(r.acc) +
+                                       ", acc_norm " + std::to_string(r.accNorm) + " (" + std::to_string(r.items) + " items)");
+    }
+  };
+  auto checkpoint = [&](bool scoreEvalTasks) {
     state.data = train.position();
     state.wallSeconds = wallNow();
     if (writer) {
@@ -239,6 +280,7 @@ RunResult Trainer::run() {
       for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
       metricWriter->flush();
       emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
+      if (scoreEvalTasks) scoreTasks(saved.dir / "model");
     }
     if (dp) dp->barrier();   // no rank runs ahead of a checkpoint it may resume from
   };
@@ -259,7 +301,7 @@ RunResult Trainer::run() {
     // A cancel seen by any rank stops all of them after the same step.
     const bool stop = dp ? dp->sum({cancel.requested() ? 1.0 : 0.0})[0] > 0 : cancel.requested();
     if (stop) {
-      checkpoint();
+      checkpoint(/*scoreEvalTasks=*/false);
       result.status = RunStatus::Cancelled;
       break;
     }
@@ -320,11 +362,11 @@ RunResult Trainer::run() {
       emit(env, {{"event", "progress"}, {"step", state.step}, {"steps", spec.steps}, {"tokens", state.tokens},
                  {"loss", trainLoss}, {"lr", lr}, {"grad_norm", gradNorm}, {"tokens_per_s", tokPerSec}});
     }
-    if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint();
+    if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint(true);
   }
   if (result.status == RunStatus::Completed) {
     runEval();
-    checkpoint();
+    checkpoint(true);
     result.finalModel = result.lastCheckpoint / "model";
   }
   if (metricWriter) metricWriter->flush();
@@ -344,6 +386,7 @@ RunResult Trainer::run() {
                   {"notes", notes}};
   if (result.finalValLoss) summary["final_val_loss"] = *result.finalValLoss;
   if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
+  if (!lastTaskScores.empty()) summary["eval_tasks"] = lastTaskScores;
   if (dist.distributed()) summary["data_parallel"] = {{"world_size", dist.worldSize}, {"backend", dp->backendName()},
                                                       {"launcher", dist.launcher}};
   if (writer) store.setSummary(runId, summary.dump());

@@ -52,6 +52,14 @@ struct ScheduleSpec {
   double minLrRatio = 0.0;              // lr_min = ratio * lr (cosine floor / WSD end)
 };
 
+// A zero-shot multiple-choice task scored at every checkpoint and at the end
+// of a run ("eval_tasks": [{"name": ..., "file": ..., "limit": N}]).
+struct EvalTaskSpec {
+  std::string name;
+  std::string file;                     // JSONL items (docs/evaluation.md)
+  std::int64_t limit = 0;               // score at most this many items (0: all)
+};
+
 struct RunSpec {
   int version = kRunSpecVersion;
   std::string name;
@@ -77,6 +85,7 @@ struct RunSpec {
   bool zeroInitOutput = false;          // zero-init o_proj/down_proj (MLRA recipe)
   std::string device = "cpu";
   std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
+  std::vector<EvalTaskSpec> evalTasks;  // scored on every checkpoint's model; results in the store
 };
 
 // The devices of a job, one per rank: "cuda:0,cuda:1" -> {"cuda:0", "cuda:1"};

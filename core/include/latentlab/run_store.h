@@ -76,6 +76,20 @@ struct ProcessIdentity {
 };
 bool processAlive(std::int64_t pid, const std::string& startToken);  // on this host
 
+// One figure of an evaluation of a run's model at a step (a task's acc,
+// acc_norm, ...). `partial`: the task was cut short (--limit, cancel).
+struct EvaluationRecord {
+  std::int64_t runId = 0;
+  std::int64_t step = 0;
+  std::string task;
+  std::string metric;
+  double value = 0;
+  double stderrValue = 0;
+  std::int64_t items = 0;
+  bool partial = false;
+  double createdAt = 0;
+};
+
 struct RunFilter {
   std::optional<std::int64_t> experimentId;
   std::optional<RunStatus> status;
@@ -220,6 +234,10 @@ public:
                            std::optional<std::int64_t> step, std::int64_t bytes);
   std::vector<ArtifactRecord> listArtifacts(std::int64_t runId) const;
   int deleteArtifacts(std::int64_t runId, std::string_view artifactPath);  // rows removed
+
+  // Evaluations: a repeated (run, step, task, metric) replaces the earlier row.
+  void addEvaluation(const EvaluationRecord& evaluation);
+  std::vector<EvaluationRecord> listEvaluations(std::int64_t runId) const;   // by task, metric, step
 
   void addTag(std::int64_t runId, std::string_view tag);     // idempotent
   void removeTag(std::int64_t runId, std::string_view tag);  // no-op when absent

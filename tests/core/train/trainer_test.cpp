@@ -3,6 +3,13 @@
 // exact.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include <cmath>
+
+#include "latentlab/error.h"
 #include "latentlab/train.h"
 #include "model/llama.h"
 #include "test_support.h"
@@ -128,6 +135,61 @@ TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
   ASSERT_EQ(one.size(), four.size());
   for (std::size_t i = 0; i < one.size(); ++i) {
     EXPECT_LT((one[i] - four[i]).abs().max().item<double>(), 1e-14) << i;
+  }
+}
+
+
+// eval_tasks are scored on every checkpoint's model and at the end; the
+// figures land in the store per step and task and in the summary.
+TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
+  Workspace ws("eval-tasks");
+  const fs::path task = ws.dir / "toy.jsonl";
+  std::ofstream(task) << R"({"context": "Python is a programming", "choices": [" language", " snake"], "gold": 0}
+{"context": "A list is written with", "choices": [" square brackets", " curly braces"], "gold": 0}
+{"context": "The tutorial", "choices": [" explains", " forgets", " eats"], "gold": 0}
+)";
+  RunSpec spec = tinyPretrainSpec(10);
+  spec.checkpointEvery = 5;
+  spec.evalTasks = {{"toy", task.string(), 0}, {"toy2", task.string(), 2}};
+  const RunSpec parsed = parseRunSpec(runSpecToJson(spec), "spec");
+  ASSERT_EQ(parsed.evalTasks.size(), 2u);
+  EXPECT_EQ(parsed.evalTasks[1].limit, 2);
+  auto id = ws.store.createRun(std::nullopt, "tasks", spec.kind, runSpecToJson(spec), "cpu");
+  NullProgress progress;
+  CancelToken cancel;
+  RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
+  ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+  const auto evals = ws.store.listEvaluations(id);
+  ASSERT_EQ(evals.size(), 8u);   // 2 tasks x 2 metrics x steps 5 and 10
+  for (const auto& e : evals) {
+    EXPECT_TRUE(e.step == 5 || e.step == 10) << e.step;
+    EXPECT_GE(e.value, 0.0);
+    EXPECT_LE(e.value, 1.0);
+    EXPECT_EQ(e.items, e.task == "toy" ? 3 : 2);
+    EXPECT_EQ(e.partial, e.task == "toy2");
+    // acc of n items is a multiple of 1/n.
+    EXPECT_NEAR(e.value * static_cast<double>(e.items), std::round(e.value * static_cast<double>(e.items)), 1e-9);
+  }
+  const auto summary = nlohmann::json::parse(ws.store.run(id).summaryJson);
+  EXPECT_EQ(summary.at("eval_tasks").at("toy").at("step").get<int>(), 10);
+  EXPECT_EQ(summary.at("eval_tasks").at("toy").at("items").get<int>(), 3);
+}
+
+TEST(Trainer, BadEvalTasksNameTheField) {
+  RunSpec spec = tinyPretrainSpec(10);
+  spec.evalTasks = {{"a", "x.jsonl", 0}, {"a", "y.jsonl", 0}};
+  try {
+    parseRunSpec(runSpecToJson(spec), "s.json");
+    ADD_FAILURE() << "a duplicate task name was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("eval_tasks[1].name"), std::string::npos) << e.message();
+  }
+  spec.evalTasks = {{"a", "/no/such/file.jsonl", 0}};
+  try {
+    preflightRunSpec(parseRunSpec(runSpecToJson(spec), "s.json"), "s.json");
+    ADD_FAILURE() << "a missing task file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("eval_tasks[0].file"), std::string::npos) << e.message();
   }
 }
 
