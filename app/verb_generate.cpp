@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
-#include "common_paths.h"
 #include "engine_cli.h"
 #include "latentlab/error.h"
 #include "latentlab/generate.h"
@@ -17,30 +16,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Prompts of a JSONL file: one {"prompt": "..."} object a line.
-std::vector<std::string> readPromptLines(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
-  std::vector<std::string> prompts;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path.string() + ":" + std::to_string(number);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      throw Error(ErrorCode::BadInput, where + ": not valid JSON: " + e.what(), "One {\"prompt\": \"...\"} a line.");
-    }
-    if (!j.is_object() || !j.contains("prompt") || !j.at("prompt").is_string())
-      throw Error(ErrorCode::BadInput, where + ": needs a string field \"prompt\"");
-    prompts.push_back(j.at("prompt").get<std::string>());
-  }
-  return prompts;
-}
 
 std::string readWholeFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -82,7 +57,7 @@ int cmdGenerate(int argc, char** argv) {
   std::vector<std::string> prompts;
   if (auto p = args.get("prompt")) prompts.push_back(*p);
   if (auto f = args.get("prompt-file")) prompts.push_back(readWholeFile(*f));
-  if (auto f = args.get("prompts-jsonl")) prompts = readPromptLines(*f);
+  if (auto f = args.get("prompts-jsonl")) prompts = readPrompts(*f);
   Generator generator(o);
   const bool asJson = args.flag("json");
   for (const std::string& prompt : prompts) {

@@ -1,6 +1,8 @@
 // Typed JSON field access with field-naming errors.
 #include "common/json_util.h"
 
+#include <fstream>
+
 namespace latentlab {
 
 nlohmann::json parseJson(const std::string& text, const std::string& source, ErrorCode code) {
@@ -11,6 +13,26 @@ nlohmann::json parseJson(const std::string& text, const std::string& source, Err
   } catch (const nlohmann::json::exception& e) {
     // e.g. a number too large for a double (1e999): named, not a raw exception.
     throw Error(code, source + ": invalid JSON: " + e.what(), "Numbers must fit a 64-bit float.");
+  }
+}
+
+void forEachJsonLine(const std::filesystem::path& path, ErrorCode code, const std::string& hint,
+                     const std::function<void(const nlohmann::json& line, const std::string& where)>& fn) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path.string() + ":" + std::to_string(number);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(code, where + ": not valid JSON: " + e.what(), hint);
+    }
+    fn(j, where);
   }
 }
 

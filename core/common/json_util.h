@@ -1,6 +1,8 @@
 // Typed access to JSON fields with errors that name the file and the field.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -8,6 +10,11 @@
 #include "latentlab/error.h"
 
 namespace latentlab {
+
+// Calls fn(object, "file:line") for each non-blank line of a JSONL file; a
+// line that is not valid JSON throws Error(code) naming the file and line.
+void forEachJsonLine(const std::filesystem::path& path, ErrorCode code, const std::string& hint,
+                     const std::function<void(const nlohmann::json& line, const std::string& where)>& fn);
 
 // Parses `text`; on a syntax error throws Error(code) naming `source` and the
 // byte offset.

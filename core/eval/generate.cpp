@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "common/json_util.h"
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "model/kv_cache.h"
@@ -17,6 +18,17 @@
 namespace latentlab {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> readPrompts(const fs::path& jsonl) {
+  std::vector<std::string> prompts;
+  const std::string hint = "One {\"prompt\": \"...\"} a line.";
+  forEachJsonLine(jsonl, ErrorCode::BadInput, hint, [&](const nlohmann::json& j, const std::string& where) {
+    if (!j.is_object() || !j.contains("prompt") || !j.at("prompt").is_string())
+      throw Error(ErrorCode::BadInput, where + ": needs a string field \"prompt\"", hint);
+    prompts.push_back(j.at("prompt").get<std::string>());
+  });
+  return prompts;
+}
 
 double GenerateResult::prefillTokensPerSecond() const {
   return prefillSeconds > 0 ? static_cast<double>(promptIds.size()) / prefillSeconds : 0.0;

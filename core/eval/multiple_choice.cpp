@@ -3,9 +3,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/json_util.h"
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "model/llama.h"
@@ -17,25 +17,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::vector<ChoiceItem> readChoiceItems(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
+  const std::string hint = "One {\"context\": str, \"choices\": [str, ...], \"gold\": int} a line.";
   std::vector<ChoiceItem> items;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path.string() + ":" + std::to_string(number);
-    auto bad = [&](const std::string& problem) {
-      throw Error(ErrorCode::BadData, where + ": " + problem,
-                  "One {\"context\": str, \"choices\": [str, ...], \"gold\": int} a line.");
-    };
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      bad(std::string("not valid JSON: ") + e.what());
-    }
+  forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
+    auto bad = [&](const std::string& problem) { throw Error(ErrorCode::BadData, where + ": " + problem, hint); };
     if (!j.is_object()) bad("not a JSON object");
     ChoiceItem item;
     if (!j.contains("context") || !j.at("context").is_string()) bad("field 'context' is missing or not a string");
@@ -52,7 +37,7 @@ std::vector<ChoiceItem> readChoiceItems(const fs::path& path) {
       bad("field 'gold' (" + std::to_string(gold) + ") is not the index of a choice");
     item.gold = static_cast<int>(gold);
     items.push_back(std::move(item));
-  }
+  });
   if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
   return items;
 }

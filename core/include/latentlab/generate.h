@@ -40,6 +40,10 @@ struct GenerateResult {
   double decodeTokensPerSecond() const;      // generated tokens after the first, per second
 };
 
+// The prompts of a JSONL file, one {"prompt": "..."} a line (errors name the
+// file, the line and the field).
+std::vector<std::string> readPrompts(const std::filesystem::path& jsonl);
+
 // Receives the text as it is produced (whole UTF-8 characters only).
 using TextSink = std::function<void(std::string_view piece)>;
 

@@ -12,6 +12,7 @@
 #include "io/tokenizer.h"
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
+#include "latentlab/error.h"
 #include "latentlab/generate.h"
 #include "latentlab/kv_budget.h"
 #include "model/weights.h"
@@ -173,6 +174,20 @@ TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
   // The first 12 sampled ids are the library call's (same seed, same model).
   const auto ids = j.at("generated_ids").get<std::vector<std::int32_t>>();
   EXPECT_TRUE(std::equal(ids.begin(), ids.end(), r.generatedIds.begin()));
+}
+
+
+TEST(Generate, PromptFilesNameTheLineAtFault) {
+  const fs::path dir = scratchDir("gen-prompts");
+  std::ofstream(dir / "p.jsonl") << "{\"prompt\": \"one\"}\n\n{\"prompt\": \"two\"}\n";
+  EXPECT_EQ(readPrompts(dir / "p.jsonl"), (std::vector<std::string>{"one", "two"}));
+  std::ofstream(dir / "bad.jsonl") << "{\"prompt\": \"one\"}\n{\"text\": 3}\n";
+  try {
+    readPrompts(dir / "bad.jsonl");
+    ADD_FAILURE() << "a line without a prompt was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("bad.jsonl:2"), std::string::npos) << e.message();
+  }
 }
 
 } // namespace latentlab::test
