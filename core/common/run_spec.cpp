@@ -135,6 +135,8 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
       EvalTaskSpec t;
       g.get("name", t.name);
       g.get("file", t.file);
+      g.get("format", t.format);
+      g.get("labels", t.labels);
       g.get("limit", t.limit);
       g.rejectUnknown();
       s.evalTasks.push_back(std::move(t));
@@ -264,6 +266,9 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
     if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
     if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
+    static const std::set<std::string> formats = {"jsonl", "arc", "openbookqa", "hellaswag", "piqa"};
+    if (!formats.count(t.format)) bad(source, field + ".format", "must be jsonl, arc, openbookqa, hellaswag or piqa");
+    if (t.format == "piqa" && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
   }
   if (s.conversion.enabled) {
     static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
@@ -302,7 +307,9 @@ std::string runSpecToJson(const RunSpec& s) {
   }
   if (!s.evalTasks.empty()) {
     json tasks = json::array();
-    for (const auto& t : s.evalTasks) tasks.push_back({{"name", t.name}, {"file", t.file}, {"limit", t.limit}});
+    for (const auto& t : s.evalTasks) {
+      tasks.push_back({{"name", t.name}, {"file", t.file}, {"format", t.format}, {"labels", t.labels}, {"limit", t.limit}});
+    }
     j["eval_tasks"] = tasks;
   }
   if (s.conversion.enabled) {

@@ -2,7 +2,10 @@
 #include "latentlab/multiple_choice.h"
 
 #include <chrono>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/json_util.h"
@@ -38,6 +41,143 @@ std::vector<ChoiceItem> readChoiceItems(const fs::path& path) {
     item.gold = static_cast<int>(gold);
     items.push_back(std::move(item));
   });
+  if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
+  return items;
+}
+
+namespace {
+
+// HellaSwag's cleaning (WikiHow artifacts): trim, " [title]" -> ". ", drop
+// [bracketed] spans, then each double space becomes one.
+std::string cleanHellaSwag(std::string text) {
+  const auto b = text.find_first_not_of(" \t\n\r\f\v");
+  const auto e = text.find_last_not_of(" \t\n\r\f\v");
+  text = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    if (text.compare(at, 8, " [title]") == 0) {
+      out += ". ";
+      at += 8;
+    } else {
+      out += text[at++];
+    }
+  }
+  std::string unbracketed;
+  for (std::size_t at = 0; at < out.size();) {
+    const auto close = out[at] == '[' ? out.find(']', at) : std::string::npos;
+    if (close != std::string::npos) {
+      at = close + 1;
+    } else {
+      unbracketed += out[at++];
+    }
+  }
+  std::string single;
+  for (std::size_t at = 0; at < unbracketed.size();) {
+    if (unbracketed.compare(at, 2, "  ") == 0) {
+      single += ' ';
+      at += 2;
+    } else {
+      single += unbracketed[at++];
+    }
+  }
+  return single;
+}
+
+// Python's str.capitalize for ASCII: the first letter upper case, the rest lower.
+std::string capitalized(std::string s) {
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    if (c < 0x80) s[k] = static_cast<char>(k == 0 ? std::toupper(c) : std::tolower(c));
+  }
+  return s;
+}
+
+std::string stringAt(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_string())
+    throw Error(ErrorCode::BadData, where + ": field '" + key + "' is missing or not a string");
+  return j.at(key).get<std::string>();
+}
+
+// ARC and OpenBookQA: {"question": {"stem", "choices": [{"text", "label"}]}, "answerKey"}.
+ChoiceItem arcItem(const json& j, const std::string& where, bool questionAnswerPrompt) {
+  if (!j.contains("question") || !j.at("question").is_object())
+    throw Error(ErrorCode::BadData, where + ": field 'question' is missing or not an object");
+  const json& q = j.at("question");
+  ChoiceItem item;
+  const std::string stem = stringAt(q, "stem", where + " question");
+  item.context = questionAnswerPrompt ? "Question: " + stem + "\nAnswer:" : stem;
+  if (!q.contains("choices") || !q.at("choices").is_array() || q.at("choices").size() < 2)
+    throw Error(ErrorCode::BadData, where + ": field 'question.choices' must list at least two choices");
+  std::string key = stringAt(j, "answerKey", where);
+  while (!key.empty() && key.front() == ' ') key.erase(0, 1);
+  int gold = -1;
+  for (const auto& c : q.at("choices")) {
+    if (stringAt(c, "label", where + " choice") == key) gold = static_cast<int>(item.choices.size());
+    item.choices.push_back(" " + stringAt(c, "text", where + " choice"));
+  }
+  if (gold < 0) throw Error(ErrorCode::BadData, where + ": answerKey '" + key + "' is not one of the choices' labels");
+  item.gold = gold;
+  return item;
+}
+
+} // namespace
+
+std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& labels) {
+  if (format == "jsonl") return readChoiceItems(path);
+  std::vector<ChoiceItem> items;
+  const std::string hint = "The file must be the benchmark's own JSONL release (--format " + format + ").";
+  if (format == "arc" || format == "openbookqa") {
+    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
+      items.push_back(arcItem(j, where, format == "arc"));
+    });
+  } else if (format == "hellaswag") {
+    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
+      ChoiceItem item;
+      item.context = cleanHellaSwag(stringAt(j, "activity_label", where) + ": " + stringAt(j, "ctx_a", where) + " " +
+                                    capitalized(stringAt(j, "ctx_b", where)));
+      if (!j.contains("endings") || !j.at("endings").is_array() || j.at("endings").size() < 2)
+        throw Error(ErrorCode::BadData, where + ": field 'endings' must list at least two endings");
+      for (const auto& e : j.at("endings")) {
+        if (!e.is_string()) throw Error(ErrorCode::BadData, where + ": field 'endings' must hold strings");
+        item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
+      }
+      const json& label = j.contains("label") ? j.at("label") : json();
+      const long long gold = label.is_number_integer() ? label.get<long long>()
+                             : label.is_string() && !label.get<std::string>().empty()
+                                 ? std::strtoll(label.get<std::string>().c_str(), nullptr, 10)
+                                 : -1;
+      if (gold < 0 || gold >= static_cast<long long>(item.choices.size()))
+        throw Error(ErrorCode::BadData, where + ": field 'label' is missing or not the index of an ending");
+      item.gold = static_cast<int>(gold);
+      items.push_back(std::move(item));
+    });
+  } else if (format == "piqa") {
+    if (labels.empty()) throw Error(ErrorCode::BadInput, "piqa needs its labels file (--labels FILE)");
+    std::ifstream in(labels);
+    if (!in) throw Error(ErrorCode::Io, labels.string() + ": cannot open");
+    std::vector<int> golds;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (line.rfind("0", 0) != 0 && line.rfind("1", 0) != 0)
+        throw Error(ErrorCode::BadData, labels.string() + ":" + std::to_string(golds.size() + 1) + ": a label is 0 or 1");
+      golds.push_back(line[0] - '0');
+    }
+    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
+      ChoiceItem item;
+      item.context = "Question: " + stringAt(j, "goal", where) + "\nAnswer:";
+      item.choices = {" " + stringAt(j, "sol1", where), " " + stringAt(j, "sol2", where)};
+      if (items.size() >= golds.size())
+        throw Error(ErrorCode::BadData, labels.string() + ": fewer labels than items in " + path.string());
+      item.gold = golds[items.size()];
+      items.push_back(std::move(item));
+    });
+    if (items.size() != golds.size())
+      throw Error(ErrorCode::BadData, labels.string() + ": " + std::to_string(golds.size()) + " labels for " +
+                                          std::to_string(items.size()) + " items in " + path.string());
+  } else {
+    throw Error(ErrorCode::BadInput, "task format '" + format + "' is not known",
+                "Use arc, openbookqa, hellaswag, piqa or jsonl.");
+  }
   if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
   return items;
 }

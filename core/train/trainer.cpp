@@ -234,7 +234,7 @@ RunResult Trainer::run() {
   // before any training.
   std::vector<std::vector<ChoiceItem>> taskItems;
   if (writer) {
-    for (const EvalTaskSpec& t : spec.evalTasks) taskItems.push_back(readChoiceItems(t.file));
+    for (const EvalTaskSpec& t : spec.evalTasks) taskItems.push_back(readTaskFile(t.format, t.file, t.labels));
   }
   json lastTaskScores = json::object();
   // Scores every eval task on the checkpoint's model (as saved, so the figures

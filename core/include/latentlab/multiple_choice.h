@@ -27,6 +27,17 @@ struct ChoiceItem {
 // the file, the line and the field.
 std::vector<ChoiceItem> readChoiceItems(const std::filesystem::path& jsonl);
 
+// The public files of the papers' zero-shot benchmarks, turned into items
+// with lm-evaluation-harness's prompts (docs/evaluation.md):
+//   arc         ARC-Easy / ARC-Challenge JSONL: "Question: {stem}\nAnswer:", " {choice}"
+//   openbookqa  OpenBookQA JSONL (the ARC schema): "{stem}", " {choice}"
+//   hellaswag   HellaSwag JSONL: "{activity}: {ctx_a} {Ctx_b}" and " {ending}", cleaned of WikiHow brackets
+//   piqa        PIQA JSONL with its labels file: "Question: {goal}\nAnswer:", " {sol1}" / " {sol2}"
+//   jsonl       LatentLab's own {"context", "choices", "gold"} format
+// `labels` is PIQA's separate labels file (one 0/1 a line), unused otherwise.
+std::vector<ChoiceItem> readTaskFile(const std::string& format, const std::filesystem::path& path,
+                                     const std::filesystem::path& labels = {});
+
 struct ChoiceEvalOptions {
   std::filesystem::path model;        // an HF folder with tokenizer.json
   std::string device = "cpu";

@@ -57,6 +57,8 @@ struct ScheduleSpec {
 struct EvalTaskSpec {
   std::string name;
   std::string file;                     // JSONL items (docs/evaluation.md)
+  std::string format = "jsonl";         // jsonl | arc | openbookqa | hellaswag | piqa
+  std::string labels;                   // piqa's labels file
   std::int64_t limit = 0;               // score at most this many items (0: all)
 };
 

@@ -116,4 +116,51 @@ TEST(MultipleChoice, BadTaskFilesNameTheFileLineAndField) {
   EXPECT_EQ(errorOf(good), "no error");
 }
 
+
+// The benchmarks' own files become items with lm-eval's prompts.
+TEST(MultipleChoice, PublicBenchmarkFilesGetLmEvalsPrompts) {
+  const fs::path dir = scratchDir("mc-public");
+  std::ofstream(dir / "arc.jsonl")
+      << R"X({"id": "q1", "question": {"stem": "Which gas do plants absorb?", "choices": [{"text": "oxygen", "label": "A"}, {"text": "carbon dioxide", "label": "B"}, {"text": "helium", "label": "C"}]}, "answerKey": "B"})X"
+      << "\n"
+      << R"X({"id": "q2", "question": {"stem": "2 + 2?", "choices": [{"text": "4", "label": "1"}, {"text": "5", "label": "2"}]}, "answerKey": "1"})X"
+      << "\n";
+  auto arc = readTaskFile("arc", dir / "arc.jsonl");
+  ASSERT_EQ(arc.size(), 2u);
+  EXPECT_EQ(arc[0].context, "Question: Which gas do plants absorb?\nAnswer:");
+  EXPECT_EQ(arc[0].choices, (std::vector<std::string>{" oxygen", " carbon dioxide", " helium"}));
+  EXPECT_EQ(arc[0].gold, 1);
+  EXPECT_EQ(arc[1].gold, 0);
+  auto obqa = readTaskFile("openbookqa", dir / "arc.jsonl");
+  EXPECT_EQ(obqa[0].context, "Which gas do plants absorb?");
+
+  std::ofstream(dir / "hs.jsonl")
+      << R"X({"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow covering the window of a car, and a woman wearing winter clothes smiles.", "ctx_b": "then", "endings": [", the man adds wax to the windshield and cuts it.", ", a person board a ski lift, while two men supporting the head of the person wearing winter clothes snow as the we girls sled.", ", the man puts on a christmas coat, knitted with netting.", ", the man continues removing the snow on his car."], "label": "3"})X"
+      << "\n"
+      << R"X({"ind": 9, "activity_label": "Home and Garden", "ctx_a": "[header] How to grow roses [title] Pick a sunny spot.", "ctx_b": "", "endings": ["[step] Roses need  sun. [title] Water them.", "No."], "label": 0})X"
+      << "\n";
+  auto hs = readTaskFile("hellaswag", dir / "hs.jsonl");
+  ASSERT_EQ(hs.size(), 2u);
+  EXPECT_EQ(hs[0].context,
+            "Removing ice from car: Then, the man writes over the snow covering the window of a car, and a woman wearing "
+            "winter clothes smiles. Then");
+  EXPECT_EQ(hs[0].choices[3], " , the man continues removing the snow on his car.");
+  EXPECT_EQ(hs[0].gold, 3);
+  EXPECT_EQ(hs[1].context, "Home and Garden: How to grow roses. Pick a sunny spot.");
+  // As in Python: the ending is trimmed before its "[step]" is dropped, so a space stays.
+  EXPECT_EQ(hs[1].choices[0], "  Roses need sun.. Water them.");
+
+  std::ofstream(dir / "piqa.jsonl") << R"X({"goal": "Dry wet shoes", "sol1": "Stuff them with newspaper.", "sol2": "Put them in the freezer."})X"
+                                    << "\n";
+  std::ofstream(dir / "piqa-labels.lst") << "0\n";
+  auto piqa = readTaskFile("piqa", dir / "piqa.jsonl", dir / "piqa-labels.lst");
+  ASSERT_EQ(piqa.size(), 1u);
+  EXPECT_EQ(piqa[0].context, "Question: Dry wet shoes\nAnswer:");
+  EXPECT_EQ(piqa[0].choices, (std::vector<std::string>{" Stuff them with newspaper.", " Put them in the freezer."}));
+  EXPECT_EQ(piqa[0].gold, 0);
+  std::ofstream(dir / "two-labels.lst") << "0\n1\n";
+  EXPECT_THROW(readTaskFile("piqa", dir / "piqa.jsonl", dir / "two-labels.lst"), Error);
+  EXPECT_THROW(readTaskFile("winograd", dir / "arc.jsonl"), Error);
+}
+
 } // namespace latentlab::test

@@ -139,6 +139,14 @@ TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
 }
 
 
+EvalTaskSpec taskSpec(const std::string& name, const std::string& file, std::int64_t limit = 0) {
+  EvalTaskSpec t;
+  t.name = name;
+  t.file = file;
+  t.limit = limit;
+  return t;
+}
+
 // eval_tasks are scored on every checkpoint's model and at the end; the
 // figures land in the store per step and task and in the summary.
 TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
@@ -150,7 +158,7 @@ TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
 )";
   RunSpec spec = tinyPretrainSpec(10);
   spec.checkpointEvery = 5;
-  spec.evalTasks = {{"toy", task.string(), 0}, {"toy2", task.string(), 2}};
+  spec.evalTasks = {taskSpec("toy", task.string()), taskSpec("toy2", task.string(), 2)};
   const RunSpec parsed = parseRunSpec(runSpecToJson(spec), "spec");
   ASSERT_EQ(parsed.evalTasks.size(), 2u);
   EXPECT_EQ(parsed.evalTasks[1].limit, 2);
@@ -177,14 +185,14 @@ TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
 
 TEST(Trainer, BadEvalTasksNameTheField) {
   RunSpec spec = tinyPretrainSpec(10);
-  spec.evalTasks = {{"a", "x.jsonl", 0}, {"a", "y.jsonl", 0}};
+  spec.evalTasks = {taskSpec("a", "x.jsonl"), taskSpec("a", "y.jsonl")};
   try {
     parseRunSpec(runSpecToJson(spec), "s.json");
     ADD_FAILURE() << "a duplicate task name was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("eval_tasks[1].name"), std::string::npos) << e.message();
   }
-  spec.evalTasks = {{"a", "/no/such/file.jsonl", 0}};
+  spec.evalTasks = {taskSpec("a", "/no/such/file.jsonl")};
   try {
     preflightRunSpec(parseRunSpec(runSpecToJson(spec), "s.json"), "s.json");
     ADD_FAILURE() << "a missing task file was accepted";
