@@ -175,7 +175,9 @@ int evalTask(const cli::Args& args) {
   o.limit = args.getInt64("limit", 0, 0, INT64_MAX);
   o.maxLength = args.getInt("max-length", 0, 0, INT_MAX);
   StderrProgress progress(args.flag("quiet"));
-  const auto items = readTaskFile(args.get("format", "jsonl"), spec, args.get("labels", ""));
+  const std::string format = args.get("format", "jsonl");
+  const auto items = readTaskFile(format, spec, args.get(format == "mmlu" ? "dev" : "labels", ""),
+                                  args.getInt("shots", 0, 0, 1000));
   const ChoiceEvalResult r = evaluateChoices(o, items, progress, cancelToken());
   if (args.flag("json")) {
     std::cout << json{{"task", name},           {"file", spec},           {"items", r.items},
@@ -194,7 +196,7 @@ int evalTask(const cli::Args& args) {
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
                  {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
-                  "max-length", "format", "labels"});
+                  "max-length", "format", "labels", "dev", "shots"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.flag("help") || args.positionals().size() != 1) {
     std::printf(
@@ -204,7 +206,8 @@ int cmdEval(int argc, char** argv) {
         "non-overlapping windows (every token after the first is predicted once). With --task, zero-shot\n"
         "multiple choice scored by log-likelihood as lm-evaluation-harness does (acc, acc_norm and their\n"
         "standard errors) over a JSONL file of {\"context\", \"choices\", \"gold\"} items, or a benchmark's own file\n"
-        "with lm-eval's prompts: --format arc | openbookqa | hellaswag | piqa (with --labels FILE) | jsonl.\n"
+        "with lm-eval's prompts: --format arc | openbookqa | hellaswag | piqa (with --labels FILE) | winogrande |\n"
+        "mmlu (a subject's CSV; --shots K solved examples from --dev FILE) | jsonl.\n"
         "  --text FILE          UTF-8 text, tokenized with DIR/tokenizer.json\n"
         "  --tokens FILE        raw little-endian token ids\n"
         "  --token-format F     u16 (default) or u32\n"

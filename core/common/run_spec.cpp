@@ -137,6 +137,8 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
       g.get("file", t.file);
       g.get("format", t.format);
       g.get("labels", t.labels);
+      g.get("dev", t.dev);
+      g.get("shots", t.shots);
       g.get("limit", t.limit);
       g.rejectUnknown();
       s.evalTasks.push_back(std::move(t));
@@ -266,8 +268,12 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
     if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
     if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
-    static const std::set<std::string> formats = {"jsonl", "arc", "openbookqa", "hellaswag", "piqa"};
-    if (!formats.count(t.format)) bad(source, field + ".format", "must be jsonl, arc, openbookqa, hellaswag or piqa");
+    static const std::set<std::string> formats = {"jsonl", "arc", "openbookqa", "hellaswag", "piqa", "winogrande", "mmlu"};
+    if (!formats.count(t.format))
+      bad(source, field + ".format", "must be jsonl, arc, openbookqa, hellaswag, piqa, winogrande or mmlu");
+    if (t.shots < 0) bad(source, field + ".shots", "must be >= 0");
+    if (t.shots > 0 && (t.format != "mmlu" || t.dev.empty()))
+      bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
     if (t.format == "piqa" && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
   }
   if (s.conversion.enabled) {
@@ -308,7 +314,8 @@ std::string runSpecToJson(const RunSpec& s) {
   if (!s.evalTasks.empty()) {
     json tasks = json::array();
     for (const auto& t : s.evalTasks) {
-      tasks.push_back({{"name", t.name}, {"file", t.file}, {"format", t.format}, {"labels", t.labels}, {"limit", t.limit}});
+      tasks.push_back({{"name", t.name}, {"file", t.file},   {"format", t.format}, {"labels", t.labels},
+                       {"dev", t.dev},   {"shots", t.shots}, {"limit", t.limit}});
     }
     j["eval_tasks"] = tasks;
   }

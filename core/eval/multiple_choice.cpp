@@ -120,9 +120,64 @@ ChoiceItem arcItem(const json& j, const std::string& where, bool questionAnswerP
   return item;
 }
 
+// MMLU's CSV (no header): question, A, B, C, D, answer letter; quoted fields
+// may hold commas, doubled quotes and newlines.
+std::vector<std::vector<std::string>> readMmluCsv(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  auto endRow = [&] {
+    row.push_back(field);
+    field.clear();
+    if (!(row.size() == 1 && row[0].empty())) {
+      const std::string where = path.string() + ": row " + std::to_string(rows.size() + 1);
+      if (row.size() != 6) throw Error(ErrorCode::BadData, where + ": has " + std::to_string(row.size()) + " fields, not 6");
+      if (row[5].size() != 1 || row[5][0] < 'A' || row[5][0] > 'D')
+        throw Error(ErrorCode::BadData, where + ": the answer must be A, B, C or D, got '" + row[5] + "'");
+      rows.push_back(row);
+    }
+    row.clear();
+    any = false;
+  };
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const char c = text[k];
+    if (quoted) {
+      if (c == '"' && k + 1 < text.size() && text[k + 1] == '"') {
+        field += '"';
+        ++k;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+      any = true;
+    } else if (c == ',') {
+      row.push_back(field);
+      field.clear();
+      any = true;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && k + 1 < text.size() && text[k + 1] == '\n') ++k;
+      endRow();
+    } else {
+      field += c;
+      any = true;
+    }
+  }
+  if (quoted) throw Error(ErrorCode::BadData, path.string() + ": a quoted field is not closed");
+  if (any || !field.empty() || !row.empty()) endRow();
+  return rows;
+}
+
 } // namespace
 
-std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& labels) {
+std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& extra, int shots) {
+  const fs::path& labels = extra;
   if (format == "jsonl") return readChoiceItems(path);
   std::vector<ChoiceItem> items;
   const std::string hint = "The file must be the benchmark's own JSONL release (--format " + format + ").";
@@ -174,9 +229,59 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
     if (items.size() != golds.size())
       throw Error(ErrorCode::BadData, labels.string() + ": " + std::to_string(golds.size()) + " labels for " +
                                           std::to_string(items.size()) + " items in " + path.string());
+  } else if (format == "winogrande") {
+    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
+      const std::string sentence = stringAt(j, "sentence", where);
+      const auto blank = sentence.find('_');
+      if (blank == std::string::npos) throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
+      std::string rest = sentence.substr(blank + 1);
+      const auto b = rest.find_first_not_of(" \t\n\r\f\v");
+      const auto e = rest.find_last_not_of(" \t\n\r\f\v");
+      rest = b == std::string::npos ? std::string() : rest.substr(b, e - b + 1);
+      ChoiceItem item;
+      for (const char* option : {"option1", "option2"}) {
+        item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
+        item.choices.push_back(" " + rest);
+      }
+      const std::string answer = stringAt(j, "answer", where);
+      if (answer != "1" && answer != "2") throw Error(ErrorCode::BadData, where + ": field 'answer' must be \"1\" or \"2\"");
+      item.gold = answer == "1" ? 0 : 1;
+      items.push_back(std::move(item));
+    });
+  } else if (format == "mmlu") {
+    std::string subject = path.stem().string();
+    for (const char* suffix : {"_test", "_val", "_dev"}) {
+      const std::string sfx = suffix;
+      if (subject.size() > sfx.size() && subject.compare(subject.size() - sfx.size(), sfx.size(), sfx) == 0)
+        subject.resize(subject.size() - sfx.size());
+    }
+    for (char& c : subject) if (c == '_') c = ' ';
+    auto question = [](const std::vector<std::string>& row) {
+      std::string q = row[0];
+      const auto b = q.find_first_not_of(" \t\n\r\f\v");
+      const auto e = q.find_last_not_of(" \t\n\r\f\v");
+      q = b == std::string::npos ? std::string() : q.substr(b, e - b + 1);
+      return q + "\nA. " + row[1] + "\nB. " + row[2] + "\nC. " + row[3] + "\nD. " + row[4] + "\nAnswer:";
+    };
+    std::string prefix = "The following are multiple choice questions (with answers) about " + subject + ".\n\n";
+    if (shots > 0) {
+      if (extra.empty()) throw Error(ErrorCode::BadInput, "mmlu with shots needs the subject's dev CSV (--dev FILE)");
+      const auto dev = readMmluCsv(extra);
+      if (static_cast<std::size_t>(shots) > dev.size())
+        throw Error(ErrorCode::BadData, extra.string() + ": " + std::to_string(dev.size()) + " examples for " +
+                                            std::to_string(shots) + " shots");
+      for (int k = 0; k < shots; ++k) prefix += question(dev[static_cast<std::size_t>(k)]) + " " + dev[static_cast<std::size_t>(k)][5] + "\n\n";
+    }
+    for (const auto& row : readMmluCsv(path)) {
+      ChoiceItem item;
+      item.context = prefix + question(row);
+      item.choices = {" A", " B", " C", " D"};
+      item.gold = row[5][0] - 'A';
+      items.push_back(std::move(item));
+    }
   } else {
     throw Error(ErrorCode::BadInput, "task format '" + format + "' is not known",
-                "Use arc, openbookqa, hellaswag, piqa or jsonl.");
+                "Use arc, openbookqa, hellaswag, piqa, winogrande, mmlu or jsonl.");
   }
   if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
   return items;
@@ -232,7 +337,8 @@ ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::ve
       std::vector<std::vector<std::int64_t>> rows;
       std::vector<std::size_t> contStart, contLen;
       for (const std::string& choice : item.choices) {
-        std::string context = item.context, continuation = choice;
+        const std::size_t index = static_cast<std::size_t>(&choice - item.choices.data());
+        std::string context = item.contexts.empty() ? item.context : item.contexts[index], continuation = choice;
         const std::size_t kept = context.find_last_not_of(" \t\n\r\f\v");
         const std::size_t spaces = kept == std::string::npos ? context.size() : context.size() - kept - 1;
         if (spaces > 0) {   // the context's trailing whitespace belongs to the continuation

@@ -234,7 +234,8 @@ RunResult Trainer::run() {
   // before any training.
   std::vector<std::vector<ChoiceItem>> taskItems;
   if (writer) {
-    for (const EvalTaskSpec& t : spec.evalTasks) taskItems.push_back(readTaskFile(t.format, t.file, t.labels));
+    for (const EvalTaskSpec& t : spec.evalTasks)
+      taskItems.push_back(readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots));
   }
   json lastTaskScores = json::object();
   // Scores every eval task on the checkpoint's model (as saved, so the figures

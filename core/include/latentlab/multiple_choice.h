@@ -21,6 +21,9 @@ struct ChoiceItem {
   std::string context;
   std::vector<std::string> choices;   // appended to the context as written (" Paris")
   int gold = 0;
+  // Partial scoring (WinoGrande): one context per choice, each followed by
+  // its entry of `choices` (the same continuation for all).
+  std::vector<std::string> contexts;
 };
 
 // {"context": str, "choices": [str, ...], "gold": int} one a line; errors name
@@ -33,10 +36,15 @@ std::vector<ChoiceItem> readChoiceItems(const std::filesystem::path& jsonl);
 //   openbookqa  OpenBookQA JSONL (the ARC schema): "{stem}", " {choice}"
 //   hellaswag   HellaSwag JSONL: "{activity}: {ctx_a} {Ctx_b}" and " {ending}", cleaned of WikiHow brackets
 //   piqa        PIQA JSONL with its labels file: "Question: {goal}\nAnswer:", " {sol1}" / " {sol2}"
+//   winogrande  WinoGrande JSONL, partial scoring: contexts "{sentence before _}{option}", the
+//               continuation " {sentence after _}"
+//   mmlu        an MMLU subject's CSV (question, A, B, C, D, answer): "The following are multiple
+//               choice questions (with answers) about {subject}.\n\n", `shots` solved examples of
+//               its dev CSV, "{question}\nA. ..\nD. ..\nAnswer:", choices " A" .. " D"
 //   jsonl       LatentLab's own {"context", "choices", "gold"} format
-// `labels` is PIQA's separate labels file (one 0/1 a line), unused otherwise.
+// `extra` is PIQA's labels file (one 0/1 a line) or MMLU's dev CSV (for shots > 0).
 std::vector<ChoiceItem> readTaskFile(const std::string& format, const std::filesystem::path& path,
-                                     const std::filesystem::path& labels = {});
+                                     const std::filesystem::path& extra = {}, int shots = 0);
 
 struct ChoiceEvalOptions {
   std::filesystem::path model;        // an HF folder with tokenizer.json

@@ -57,8 +57,10 @@ struct ScheduleSpec {
 struct EvalTaskSpec {
   std::string name;
   std::string file;                     // JSONL items (docs/evaluation.md)
-  std::string format = "jsonl";         // jsonl | arc | openbookqa | hellaswag | piqa
+  std::string format = "jsonl";         // jsonl | arc | openbookqa | hellaswag | piqa | winogrande | mmlu
   std::string labels;                   // piqa's labels file
+  std::string dev;                      // mmlu: the subject's dev CSV (for shots)
+  int shots = 0;                        // mmlu: solved dev examples before each question
   std::int64_t limit = 0;               // score at most this many items (0: all)
 };
 

@@ -161,6 +161,59 @@ TEST(MultipleChoice, PublicBenchmarkFilesGetLmEvalsPrompts) {
   std::ofstream(dir / "two-labels.lst") << "0\n1\n";
   EXPECT_THROW(readTaskFile("piqa", dir / "piqa.jsonl", dir / "two-labels.lst"), Error);
   EXPECT_THROW(readTaskFile("winograd", dir / "arc.jsonl"), Error);
+
+  // WinoGrande: partial scoring, one context per option and a shared continuation.
+  std::ofstream(dir / "wg.jsonl")
+      << R"X({"qID": "3D5G-1", "sentence": "The trophy doesn't fit into the suitcase because _ is too large.", "option1": "the trophy", "option2": "the suitcase", "answer": "1"})X"
+      << "\n";
+  auto wg = readTaskFile("winogrande", dir / "wg.jsonl");
+  ASSERT_EQ(wg.size(), 1u);
+  EXPECT_EQ(wg[0].contexts, (std::vector<std::string>{"The trophy doesn't fit into the suitcase because the trophy",
+                                                       "The trophy doesn't fit into the suitcase because the suitcase"}));
+  EXPECT_EQ(wg[0].choices, (std::vector<std::string>{" is too large.", " is too large."}));
+  EXPECT_EQ(wg[0].gold, 0);
+
+  // MMLU: the subject from the file name, k solved dev examples, letters as choices;
+  // quoted CSV fields with commas, doubled quotes and newlines.
+  std::ofstream(dir / "college_physics_dev.csv") << "What is 1+1?,1,2,3,4,B\n\"Pick \"\"c\"\"\",a,b,c,d,C\n";
+  std::ofstream(dir / "college_physics_test.csv") << "\"Speed, in m/s,\nof light?\",1,3e8,0,-1,B\n";
+  auto mmlu = readTaskFile("mmlu", dir / "college_physics_test.csv", dir / "college_physics_dev.csv", 1);
+  ASSERT_EQ(mmlu.size(), 1u);
+  EXPECT_EQ(mmlu[0].context,
+            "The following are multiple choice questions (with answers) about college physics.\n\n"
+            "What is 1+1?\nA. 1\nB. 2\nC. 3\nD. 4\nAnswer: B\n\n"
+            "Speed, in m/s,\nof light?\nA. 1\nB. 3e8\nC. 0\nD. -1\nAnswer:");
+  EXPECT_EQ(mmlu[0].choices, (std::vector<std::string>{" A", " B", " C", " D"}));
+  EXPECT_EQ(mmlu[0].gold, 1);
+  const auto zeroShot = readTaskFile("mmlu", dir / "college_physics_dev.csv");
+  ASSERT_EQ(zeroShot.size(), 2u);
+  EXPECT_EQ(zeroShot[1].context.substr(zeroShot[1].context.find("\n\n") + 2, 12), "Pick \"c\"\nA. ");
+  std::ofstream(dir / "bad_test.csv") << "q,1,2,3,4,E\n";
+  EXPECT_THROW(readTaskFile("mmlu", dir / "bad_test.csv"), Error);
+}
+
+// Partial scoring reaches the scorer: each option's context is scored with
+// the shared continuation (WinoGrande), against the Python reference.
+TEST(MultipleChoice, PartialScoringUsesEachOptionsContext) {
+  ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
+  const fs::path model = modelWithTokenizer();
+  ChoiceItem item;
+  item.contexts = {"The list is sorted because the list", "The list is sorted because the loop"};
+  item.choices = {" was short.", " was short."};
+  item.gold = 0;
+  ChoiceEvalOptions o;
+  o.model = model;
+  NullProgress quiet;
+  CancelToken cancel;
+  const ChoiceEvalResult r = evaluateChoices(o, {item}, quiet, cancel);
+  // The same two requests in the plain format give the same scores.
+  ChoiceItem first{item.contexts[0], {" was short.", " was not."}, 0, {}};
+  ChoiceItem second{item.contexts[1], {" was short.", " was not."}, 0, {}};
+  const ChoiceEvalResult a = evaluateChoices(o, {first, second}, quiet, cancel);
+  ASSERT_EQ(r.logLikelihoods[0].size(), 2u);
+  EXPECT_NEAR(r.logLikelihoods[0][0], a.logLikelihoods[0][0], 1e-6);
+  EXPECT_NEAR(r.logLikelihoods[0][1], a.logLikelihoods[1][0], 1e-6);
+  EXPECT_NE(r.logLikelihoods[0][0], r.logLikelihoods[0][1]);
 }
 
 } // namespace latentlab::test
