@@ -1,6 +1,7 @@
 // Unicode Normalization Form C (canonical decomposition, canonical ordering,
 // canonical composition), for tokenizers whose normalizer is NFC (Qwen2).
-// Tables are generated from the Unicode data (unicode_nfc_tables.cpp).
+// Tables are generated from the Unicode data (unicode_nfc_classes.cpp,
+// unicode_nfc_decompositions.cpp, unicode_nfc_compositions.cpp).
 #pragma once
 
 #include <cstddef>
