@@ -1,8 +1,6 @@
 // runJob: the training loop of one run, top to bottom: read the spec, prepare
 // data, build the model, (resume,) train with AdamW + schedule, evaluate,
 // checkpoint, and record everything in the run store.
-#include <ATen/autocast_mode.h>
-
 #include <chrono>
 #include <tuple>
 #include <cmath>
@@ -24,6 +22,7 @@
 #include "train/data_pipeline.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
+#include "train/train_step.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -241,14 +240,15 @@ RunResult Trainer::run() {
   // Scores every eval task on the checkpoint's model (as saved, so the figures
   // are the checkpoint's) and records them in the store.
   auto scoreTasks = [&](const fs::path& modelDir) {
+    if (spec.evalTasks.empty()) return;
+    ChoiceEvalOptions o;
+    o.model = modelDir;
+    o.device = device.str();
+    ChoiceScorer scorer(o);   // the checkpoint's model, loaded once for every task
     for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
       const EvalTaskSpec& t = spec.evalTasks[k];
-      ChoiceEvalOptions o;
-      o.model = modelDir;
-      o.device = device.str();
-      o.limit = t.limit;
       NullProgress quiet;
-      const ChoiceEvalResult r = evaluateChoices(o, taskItems[k], quiet, cancel);
+      const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, quiet, cancel);
       const bool partial = r.items < static_cast<std::int64_t>(taskItems[k].size());
       for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
         EvaluationRecord e;
@@ -309,34 +309,14 @@ RunResult Trainer::run() {
     const auto t0 = Clock::now();
     const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    optimizer.zero_grad();
-    torch::Tensor lossSum;  // on the device: one host sync per step, for the loss and the norm together
-    for (int micro = 0; micro < spec.gradAccum; ++micro) {
+    const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip};
+    const StepOutcome outcome = trainStep(*model, optimizer, params, [&] {
       train.next(batch);
-      auto windows = toTensor(batch, device);
-      torch::Tensor loss;
-      if (autocastBf16) {
-        at::autocast::set_autocast_enabled(device.type(), true);
-        at::autocast::set_autocast_dtype(device.type(), torch::kBFloat16);
-        loss = languageModelLoss(*model, windows);
-        at::autocast::set_autocast_enabled(device.type(), false);
-        at::autocast::clear_cache();
-      } else {
-        loss = languageModelLoss(*model, windows);
-      }
-      (loss / spec.gradAccum).backward();
-      lossSum = micro == 0 ? loss.detach().to(torch::kFloat64) : lossSum + loss.detach().to(torch::kFloat64);
-    }
-    if (dp) {
-      dp->averageGradients(params);
-      lossSum = torch::full_like(lossSum, dp->sum({lossSum.item<double>()})[0] / dist.worldSize);
-    }
-    const auto norm = clipGradNorm(params, spec.optimizer.clip > 0 ? spec.optimizer.clip
-                                                                   : std::numeric_limits<double>::infinity());
-    const auto host = torch::stack({lossSum, norm.to(torch::kFloat64)}).cpu();
-    const double trainLoss = host[0].item<double>() / spec.gradAccum;
-    const double gradNorm = host[1].item<double>();
-    if (!std::isfinite(trainLoss) || !std::isfinite(gradNorm)) {
+      return toTensor(batch, device);
+    }, settings, dp.get());
+    const double trainLoss = outcome.loss;
+    const double gradNorm = outcome.gradNorm;
+    if (!outcome.finite) {
       if (metricWriter) metricWriter->flush();
       result.status = RunStatus::Failed;
       result.error = std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
@@ -344,7 +324,6 @@ RunResult Trainer::run() {
                      (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string());
       break;
     }
-    optimizer.step();
     state.step += 1;
     state.tokens += tokensPerStep;
     lastLoss = trainLoss;

@@ -4,7 +4,6 @@
 // of exactly the step's matmul shapes, timed in this process just before and
 // just after the steps. Also where the time outside the matmuls goes, and the
 // fused optimiser against LibTorch's reference AdamW on the same gradients.
-#include <ATen/autocast_mode.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "model/llama.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
+#include "train/train_step.h"
 
 namespace latentlab::bench {
 namespace {
@@ -82,7 +82,7 @@ struct Phases {
   double total() const { return data + fwdBwd + optimizer + sync; }
 };
 
-void trainStep(BenchReport& report, const std::string& arch, int vocab, int batch, int seqLen, int steps) {
+void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int batch, int seqLen, int steps) {
   const torch::Device device = benchDevice();
   const bool bf16 = benchBf16();
   const ModelConfig cfg = builtinArchitecture(arch, vocab);
@@ -107,31 +107,20 @@ void trainStep(BenchReport& report, const std::string& arch, int vocab, int batc
   Batch b;
 
   Phases ph;
+  // The trainer's own step (train/train_step.h), timed per phase.
+  StepSettings settings;
+  settings.autocastBf16 = bf16;
+  settings.clip = 1.0;
   auto step = [&](Phases& p) {
-    p.data += timed(device, [&] {
+    StepPhases sp;
+    (void)latentlab::trainStep(*model, opt, params, [&] {
       loader.next(b);
-      (void)torch::from_blob(b.ids.data(), {b.rows, b.cols}, torch::kInt64).to(device);
-    });
-    auto windows = torch::from_blob(b.ids.data(), {b.rows, b.cols}, torch::kInt64).to(device);
-    torch::Tensor loss, norm;
-    p.fwdBwd += timed(device, [&] {
-      opt.zero_grad();
-      if (bf16) {
-        at::autocast::set_autocast_enabled(device.type(), true);
-        at::autocast::set_autocast_dtype(device.type(), torch::kBFloat16);
-      }
-      loss = languageModelLoss(*model, windows);
-      if (bf16) {
-        at::autocast::set_autocast_enabled(device.type(), false);
-        at::autocast::clear_cache();
-      }
-      loss.backward();
-    });
-    p.optimizer += timed(device, [&] {
-      norm = clipGradNorm(params, 1.0);
-      opt.step();
-    });
-    p.sync += timed(device, [&] { (void)torch::stack({loss.detach().to(torch::kFloat64), norm.to(torch::kFloat64)}).cpu(); });
+      return torch::from_blob(b.ids.data(), {b.rows, b.cols}, torch::kInt64).to(device);
+    }, settings, nullptr, &sp);
+    p.data += sp.data;
+    p.fwdBwd += sp.forwardBackward;
+    p.optimizer += sp.optimizer;
+    p.sync += sp.sync;
   };
 
   auto [gemmBefore, gemmFlops] = gemmReference(cfg, M, device, gemmType);
@@ -209,9 +198,9 @@ void trainStep(BenchReport& report, const std::string& arch, int vocab, int batc
 
 void benchTrain(BenchReport& report) {
   const bool quick = benchOptions().quick;
-  trainStep(report, "demo-gqa", 4096, 16, 128, quick ? 3 : 10);
-  trainStep(report, "smollm-135m", 49152, 4, 256, quick ? 2 : 3);
-  if (benchDevice().is_cuda()) trainStep(report, "smollm-135m", 49152, 16, 1024, quick ? 3 : 10);
+  benchTrainStep(report, "demo-gqa", 4096, 16, 128, quick ? 3 : 10);
+  benchTrainStep(report, "smollm-135m", 49152, 4, 256, quick ? 2 : 3);
+  if (benchDevice().is_cuda()) benchTrainStep(report, "smollm-135m", 49152, 16, 1024, quick ? 3 : 10);
 }
 
 } // namespace

@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <ATen/autocast_mode.h>
 
 #include "convert/converter.h"
 #include "latentlab/architectures.h"
 #include "model/mla_attention.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
+#include "train/train_step.h"
 
 namespace latentlab::test {
 namespace {
@@ -31,23 +31,15 @@ std::shared_ptr<CausalLm> copyTo(CausalLm& src, const torch::Device& device) {
   return dst;
 }
 
-// One step; returns (loss, grad norm) and leaves the updated parameters.
+// One step of the trainer's own (train/train_step.h); returns (loss, grad
+// norm) and leaves the updated parameters.
 std::pair<double, double> trainStep(CausalLm& model, const torch::Tensor& windows, bool bf16) {
   FusedAdamW opt(model.parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}));
-  const auto type = windows.device().type();
-  if (bf16) {
-    at::autocast::set_autocast_enabled(type, true);
-    at::autocast::set_autocast_dtype(type, torch::kBFloat16);
-  }
-  auto loss = languageModelLoss(model, windows);
-  if (bf16) {
-    at::autocast::set_autocast_enabled(type, false);
-    at::autocast::clear_cache();
-  }
-  loss.backward();
-  const double norm = clipGradNorm(model.parameters(), 1.0).item<double>();
-  opt.step();
-  return {loss.item<double>(), norm};
+  StepSettings settings;
+  settings.autocastBf16 = bf16;
+  settings.clip = 1.0;
+  const StepOutcome out = latentlab::trainStep(model, opt, model.parameters(), [&] { return windows; }, settings);
+  return {out.loss, out.gradNorm};
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// One optimiser step exactly as the trainer takes it, shared by the trainer,
+// the training benchmark and the GPU check, so that their figures describe
+// the step users run.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "model/llama.h"
+
+namespace latentlab {
+
+class DataParallel;
+
+struct StepSettings {
+  int gradAccum = 1;          // micro-batches per step; each backward is of loss / gradAccum
+  bool autocastBf16 = false;  // forward under bf16 autocast (fp32 master weights)
+  double clip = 0;            // max gradient norm; 0: no clipping (the norm is still measured)
+};
+
+// Seconds per phase, added to when given (the device is synchronised at each
+// phase boundary then, so the figures are real; the trainer passes none).
+struct StepPhases {
+  double data = 0, forwardBackward = 0, optimizer = 0, sync = 0;
+};
+
+struct StepOutcome {
+  double loss = 0;       // mean over the micro-batches (and ranks)
+  double gradNorm = 0;   // before clipping
+  bool finite = true;    // false: the optimiser did not step
+};
+
+// zero_grad, gradAccum x (nextWindows(), forward, backward), gradients
+// averaged over `dp`'s ranks, clipping, one host sync for loss and norm, then
+// the optimiser step when both are finite.
+StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                      const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings,
+                      DataParallel* dp = nullptr, StepPhases* phases = nullptr);
+
+} // namespace latentlab
