@@ -59,8 +59,8 @@ struct Generator::Impl {
     if (options.topP < 1.0) {
       // Keep the smallest set of most likely tokens whose probability reaches top_p.
       auto [sorted, order] = l.sort(/*dim=*/0, /*descending=*/true);
-      auto cumulative = sorted.softmax(0).cumsum(0);
-      auto drop = (cumulative - sorted.softmax(0)) >= options.topP;   // mass before the token already reaches p
+      const auto sortedProbs = sorted.softmax(0);
+      auto drop = (sortedProbs.cumsum(0) - sortedProbs) >= options.topP;   // mass before the token already reaches p
       drop[0] = false;
       l = l.scatter(0, order.masked_select(drop), ninf);
     }
@@ -85,12 +85,7 @@ Generator::Generator(const GenerateOptions& options) : m_impl(std::make_unique<I
   std::error_code ec;
   if (fs::exists(tokPath, ec)) {
     d.tokenizer.emplace(Tokenizer::fromFile(tokPath));
-    if (d.tokenizer->vocabSize() > d.model->config().vocabSize) {
-      throw Error(ErrorCode::BadData,
-                  tokPath.string() + ": the tokenizer has " + std::to_string(d.tokenizer->vocabSize()) +
-                      " token ids but the model (" + (options.model / "config.json").string() + ") has vocab_size " +
-                      std::to_string(d.model->config().vocabSize));
-    }
+    requireTokenizerFits(*d.tokenizer, d.model->config().vocabSize, options.model / "config.json");
   }
   d.eos = d.model->config().eosTokenId;
   if (!d.eos && d.tokenizer) d.eos = d.tokenizer->eosId();
@@ -141,8 +136,7 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
       }
       if (sink && d.tokenizer) {
         // Whole characters only: a byte token may end in the middle of one.
-        std::vector<std::int32_t> body(r.generatedIds.begin(), r.generatedIds.end());
-        const std::string text = d.tokenizer->decode(body, /*skipSpecial=*/true);
+        const std::string text = d.tokenizer->decode(r.generatedIds, /*skipSpecial=*/true);
         const bool partial = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
         if (!partial && text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
           sink(std::string_view(text).substr(shown.size()));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/json_util.h"
@@ -47,12 +48,19 @@ std::vector<ChoiceItem> readChoiceItems(const fs::path& path) {
 
 namespace {
 
+const char* const kWhitespace = " \t\n\r\f\v";
+
+// Python's str.strip() for ASCII whitespace.
+std::string trimmed(const std::string& text) {
+  const auto b = text.find_first_not_of(kWhitespace);
+  if (b == std::string::npos) return {};
+  return text.substr(b, text.find_last_not_of(kWhitespace) - b + 1);
+}
+
 // HellaSwag's cleaning (WikiHow artifacts): trim, " [title]" -> ". ", drop
 // [bracketed] spans, then each double space becomes one.
-std::string cleanHellaSwag(std::string text) {
-  const auto b = text.find_first_not_of(" \t\n\r\f\v");
-  const auto e = text.find_last_not_of(" \t\n\r\f\v");
-  text = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+std::string cleanHellaSwag(const std::string& raw) {
+  const std::string text = trimmed(raw);
   std::string out;
   for (std::size_t at = 0; at < text.size();) {
     if (text.compare(at, 8, " [title]") == 0) {
@@ -234,10 +242,7 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
       const std::string sentence = stringAt(j, "sentence", where);
       const auto blank = sentence.find('_');
       if (blank == std::string::npos) throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
-      std::string rest = sentence.substr(blank + 1);
-      const auto b = rest.find_first_not_of(" \t\n\r\f\v");
-      const auto e = rest.find_last_not_of(" \t\n\r\f\v");
-      rest = b == std::string::npos ? std::string() : rest.substr(b, e - b + 1);
+      const std::string rest = trimmed(sentence.substr(blank + 1));
       ChoiceItem item;
       for (const char* option : {"option1", "option2"}) {
         item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
@@ -257,11 +262,7 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
     }
     for (char& c : subject) if (c == '_') c = ' ';
     auto question = [](const std::vector<std::string>& row) {
-      std::string q = row[0];
-      const auto b = q.find_first_not_of(" \t\n\r\f\v");
-      const auto e = q.find_last_not_of(" \t\n\r\f\v");
-      q = b == std::string::npos ? std::string() : q.substr(b, e - b + 1);
-      return q + "\nA. " + row[1] + "\nB. " + row[2] + "\nC. " + row[3] + "\nD. " + row[4] + "\nAnswer:";
+      return trimmed(row[0]) + "\nA. " + row[1] + "\nB. " + row[2] + "\nC. " + row[3] + "\nD. " + row[4] + "\nAnswer:";
     };
     std::string prefix = "The following are multiple choice questions (with answers) about " + subject + ".\n\n";
     if (shots > 0) {
@@ -309,79 +310,96 @@ int argmax(const std::vector<double>& v) {
 
 } // namespace
 
-ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
-                                 ProgressSink& progress, const CancelToken& cancel) {
-  const fs::path tokPath = options.model / "tokenizer.json";
-  Tokenizer tok = Tokenizer::fromFile(tokPath);
-  return withTorchErrors("eval", [&] {
-    const auto device = parseDevice(options.device);
-    auto model = loadModel(options.model, device, toTorch(options.dtype));
-    model->eval();
-    const int vocab = model->config().vocabSize;
-    if (tok.vocabSize() > vocab) {
-      throw Error(ErrorCode::BadData, tokPath.string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
-                                          " token ids but the model has vocab_size " + std::to_string(vocab));
+struct ChoiceScorer::Impl {
+  ChoiceEvalOptions options;
+  std::optional<Tokenizer> tok;
+  std::shared_ptr<CausalLm> model;
+  torch::Device device{torch::kCPU};
+  std::int64_t maxLength = 0;
+  std::optional<std::int32_t> eos;
+
+  // The context and continuation token ids of one (context, choice) request.
+  std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> encodePair(std::string context,
+                                                                             std::string continuation) const {
+    const std::size_t kept = context.find_last_not_of(kWhitespace);
+    const std::size_t spaces = kept == std::string::npos ? context.size() : context.size() - kept - 1;
+    if (spaces > 0) {   // the context's trailing whitespace belongs to the continuation
+      continuation = context.substr(context.size() - spaces) + continuation;
+      context.resize(context.size() - spaces);
     }
-    const std::int64_t maxLength = options.maxLength > 0 ? options.maxLength : model->config().maxPositionEmbeddings;
-    const auto eos = tok.eosId() ? tok.eosId() : model->config().eosTokenId;   // lm-eval: the tokenizer's EOS
+    if (context.empty()) {
+      if (!eos) throw Error(ErrorCode::BadData, tok->source().string() + ": an empty context needs an EOS token");
+      return {{*eos}, tok->encode(continuation, false)};
+    }
+    const auto whole = tok->encode(context + continuation, false);
+    auto ctx = tok->encode(context, false);
+    std::vector<std::int32_t> cont(whole.begin() + static_cast<std::ptrdiff_t>(std::min(ctx.size(), whole.size())),
+                                   whole.end());
+    return {std::move(ctx), std::move(cont)};
+  }
+};
+
+ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_unique<Impl>()) {
+  Impl& d = *m_impl;
+  d.options = options;
+  d.tok.emplace(Tokenizer::fromFile(options.model / "tokenizer.json"));
+  withTorchErrors("eval", [&] {
+    d.device = parseDevice(options.device);
+    d.model = loadModel(options.model, d.device, toTorch(options.dtype));
+    d.model->eval();
+  });
+  requireTokenizerFits(*d.tok, d.model->config().vocabSize, options.model / "config.json");
+  d.maxLength = options.maxLength > 0 ? options.maxLength : d.model->config().maxPositionEmbeddings;
+  d.eos = d.tok->eosId() ? d.tok->eosId() : d.model->config().eosTokenId;   // lm-eval: the tokenizer's EOS
+}
+
+ChoiceScorer::~ChoiceScorer() = default;
+
+ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
+                                     const CancelToken& cancel) {
+  Impl& d = *m_impl;
+  return withTorchErrors("eval", [&] {
     torch::NoGradGuard noGrad;
     ChoiceEvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
-    const std::size_t n = options.limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(options.limit))
-                                            : items.size();
+    const std::size_t n = limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
     std::vector<double> hits, hitsNorm;
     for (std::size_t i = 0; i < n; ++i) {
       throwIfCancelled(cancel, "eval");
       const ChoiceItem& item = items[i];
       // One row per choice: context tokens then continuation tokens, right-padded.
       std::vector<std::vector<std::int64_t>> rows;
-      std::vector<std::size_t> contStart, contLen;
-      for (const std::string& choice : item.choices) {
-        const std::size_t index = static_cast<std::size_t>(&choice - item.choices.data());
-        std::string context = item.contexts.empty() ? item.context : item.contexts[index], continuation = choice;
-        const std::size_t kept = context.find_last_not_of(" \t\n\r\f\v");
-        const std::size_t spaces = kept == std::string::npos ? context.size() : context.size() - kept - 1;
-        if (spaces > 0) {   // the context's trailing whitespace belongs to the continuation
-          continuation = context.substr(context.size() - spaces) + continuation;
-          context.resize(context.size() - spaces);
-        }
-        std::vector<std::int32_t> ctx, cont;
-        if (context.empty()) {
-          if (!eos) throw Error(ErrorCode::BadData, tokPath.string() + ": an empty context needs an EOS token");
-          ctx = {*eos};
-          cont = tok.encode(continuation, false);
-        } else {
-          const auto whole = tok.encode(context + continuation, false);
-          ctx = tok.encode(context, false);
-          cont.assign(whole.begin() + static_cast<std::ptrdiff_t>(std::min(ctx.size(), whole.size())), whole.end());
-        }
+      std::vector<std::size_t> contLen;
+      for (std::size_t c = 0; c < item.choices.size(); ++c) {
+        auto [ctx, cont] = d.encodePair(item.contexts.empty() ? item.context : item.contexts[c], item.choices[c]);
         std::vector<std::int64_t> all(ctx.begin(), ctx.end());
         all.insert(all.end(), cont.begin(), cont.end());
         // The model predicts tokens 1..end from 0..end-1; keep the last maxLength+1.
-        if (static_cast<std::int64_t>(all.size()) > maxLength + 1)
-          all.erase(all.begin(), all.end() - (maxLength + 1));
+        if (static_cast<std::int64_t>(all.size()) > d.maxLength + 1) all.erase(all.begin(), all.end() - (d.maxLength + 1));
         contLen.push_back(cont.size());
-        contStart.push_back(all.size() - cont.size());
         rows.push_back(std::move(all));
       }
       std::size_t width = 0;
       for (const auto& row : rows) width = std::max(width, row.size() - 1);
-      auto input = torch::zeros({static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(width)}, torch::kInt64);
+      const auto C = static_cast<std::int64_t>(rows.size()), W = static_cast<std::int64_t>(width);
+      auto input = torch::zeros({C, W}, torch::kInt64);
+      auto target = torch::zeros({C, W}, torch::kInt64);   // the next token at each position
+      auto mask = torch::zeros({C, W}, torch::kFloat64);   // 1 where that token belongs to the continuation
       for (std::size_t c = 0; c < rows.size(); ++c) {
-        for (std::size_t t = 0; t + 1 < rows[c].size(); ++t) input[static_cast<std::int64_t>(c)][static_cast<std::int64_t>(t)] = rows[c][t];
+        const auto len = static_cast<std::int64_t>(rows[c].size()) - 1;
+        auto row = torch::tensor(rows[c], torch::kInt64);
+        input[static_cast<std::int64_t>(c)].narrow(0, 0, len).copy_(row.narrow(0, 0, len));
+        target[static_cast<std::int64_t>(c)].narrow(0, 0, len).copy_(row.narrow(0, 1, len));
+        const auto k = static_cast<std::int64_t>(contLen[c]);
+        mask[static_cast<std::int64_t>(c)].narrow(0, len - k, k).fill_(1.0);
       }
-      auto logprobs = torch::log_softmax(model->forward(input.to(device)).to(torch::kFloat64), -1).cpu();   // (C, W, V)
-      std::vector<double> lls;
+      auto logprobs = torch::log_softmax(d.model->forward(input.to(d.device)).to(torch::kFloat64), -1).cpu();  // (C, W, V)
+      auto sums = (logprobs.gather(2, target.unsqueeze(2)).squeeze(2) * mask).sum(1);                       // (C,)
+      std::vector<double> lls(rows.size()), norm(rows.size());
       for (std::size_t c = 0; c < rows.size(); ++c) {
-        double sum = 0;
-        for (std::size_t k = 0; k < contLen[c]; ++k) {
-          const std::size_t target = contStart[c] + k;   // position in the row; predicted at target - 1
-          sum += logprobs[static_cast<std::int64_t>(c)][static_cast<std::int64_t>(target - 1)][rows[c][target]].item<double>();
-        }
-        lls.push_back(sum);
+        lls[c] = sums[static_cast<std::int64_t>(c)].item<double>();
+        norm[c] = lls[c] / static_cast<double>(item.choices[c].size());
       }
-      std::vector<double> norm;
-      for (std::size_t c = 0; c < lls.size(); ++c) norm.push_back(lls[c] / static_cast<double>(item.choices[c].size()));
       r.predicted.push_back(argmax(lls));
       r.predictedNorm.push_back(argmax(norm));
       hits.push_back(r.predicted.back() == item.gold ? 1.0 : 0.0);
@@ -399,6 +417,11 @@ ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::ve
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   });
+}
+
+ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
+                                 ProgressSink& progress, const CancelToken& cancel) {
+  return ChoiceScorer(options).score(items, options.limit, progress, cancel);
 }
 
 } // namespace latentlab

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "io/tokenizer_impl.h"
+#include "latentlab/error.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_text.h"
 
@@ -295,6 +296,14 @@ std::string Tokenizer::hash() const {
 }
 const std::filesystem::path& Tokenizer::source() const {
   return m_impl->source;
+}
+
+void requireTokenizerFits(const Tokenizer& tok, int modelVocab, const std::filesystem::path& modelConfig) {
+  if (tok.vocabSize() <= modelVocab) return;
+  throw Error(ErrorCode::BadData,
+              tok.source().string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
+                  " token ids but the model (" + modelConfig.string() + ") has vocab_size " + std::to_string(modelVocab),
+              "Use the tokenizer.json that came with the model (ids beyond its embedding rows cannot be looked up).");
 }
 
 }  // namespace latentlab

@@ -53,6 +53,10 @@ class Tokenizer {
   std::unique_ptr<Impl> m_impl;
 };
 
+// Refuses (Error(BadData), naming both files and both sizes) a tokenizer with
+// more ids than the model has embedding rows: those ids cannot be looked up.
+void requireTokenizerFits(const Tokenizer& tok, int modelVocab, const std::filesystem::path& modelConfig);
+
 struct BpeTrainOptions {
   int vocabSize = 4096;  // including the 256 byte tokens and specials
   int minFrequency = 2;

@@ -18,16 +18,9 @@ std::vector<std::int64_t> tokenizeForModel(const std::filesystem::path& modelDir
                 "Copy the model's tokenizer.json into its folder, or pass --tokens FILE.");
   }
   Tokenizer tok = Tokenizer::fromFile(tokPath);
-  // Ids beyond the embedding rows cannot be looked up: refuse the pair before
-  // any text is encoded, naming both files.
+  // Ids beyond the embedding rows cannot be looked up: refused before any text is encoded.
   const fs::path configPath = modelDir / "config.json";
-  const int modelVocab = readHfConfig(configPath).vocabSize;
-  if (tok.vocabSize() > modelVocab) {
-    throw Error(ErrorCode::BadData,
-                tokPath.string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
-                    " token ids but the model (" + configPath.string() + ") has vocab_size " + std::to_string(modelVocab),
-                "Use the tokenizer.json that came with the model.");
-  }
+  requireTokenizerFits(tok, readHfConfig(configPath).vocabSize, configPath);
   const std::string text = readTextFile(textFile);
   std::vector<std::int32_t> ids = tok.encode(text, /*addSpecial=*/true);
   return std::vector<std::int64_t>(ids.begin(), ids.end());

@@ -57,13 +57,7 @@ PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const f
   }
   Tokenizer tok = Tokenizer::fromFile(out.tokenizerPath);
   out.vocabSize = static_cast<std::uint32_t>(tok.vocabSize());
-  if (model.size > 0 && tok.vocabSize() > model.size) {
-    throw Error(ErrorCode::BadData,
-                out.tokenizerPath.string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
-                    " token ids but the model (" + model.source.string() + ") has vocab_size " +
-                    std::to_string(model.size),
-                "Use the tokenizer.json that came with the model (ids beyond its embedding rows cannot be looked up).");
-  }
+  if (model.size > 0) requireTokenizerFits(tok, model.size, model.source);
   auto eos = tok.eosId();
   if (!eos) {
     throw Error(ErrorCode::BadData, out.tokenizerPath.string() + ": the tokenizer has no end-of-text token",

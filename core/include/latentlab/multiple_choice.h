@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,23 @@ struct ChoiceEvalResult {
   double seconds = 0;
 };
 
+// Loads the model and its tokenizer once, then scores any number of tasks.
+class ChoiceScorer {
+public:
+  explicit ChoiceScorer(const ChoiceEvalOptions& options);   // throws Error naming the file
+  ~ChoiceScorer();
+  ChoiceScorer(const ChoiceScorer&) = delete;
+  ChoiceScorer& operator=(const ChoiceScorer&) = delete;
+  // Scores the first `limit` items (0: all).
+  ChoiceEvalResult score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
+                         const CancelToken& cancel);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// One task: ChoiceScorer(options).score(items, options.limit, ...).
 ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
                                  ProgressSink& progress, const CancelToken& cancel);
 
