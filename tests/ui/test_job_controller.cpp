@@ -159,6 +159,27 @@ private Q_SLOTS:
     jobs.reattach(false);
     QCOMPARE(store->run(id).status, RunStatus::Crashed);
   }
+
+  // The workbench and `runs list` judge a running run by the same lease: a
+  // live owner (here this process, as another engine would be) is followed,
+  // not marked crashed; once the lease is gone the run is crashed.
+  void aRunWithALiveLeaseIsFollowedAndCrashedWhenTheLeaseGoes() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 id = addRun(*store, uitest::tinySpec("owned elsewhere"));
+    store->acquireRun(id);
+    store->setStatus(id, RunStatus::Running);
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.reattach(false);
+    QCOMPARE(store->run(id).status, RunStatus::Running);
+    QVERIFY(jobs.job(id) != nullptr);
+    QCOMPARE(jobs.job(id)->status, QStringLiteral("running"));
+    QSignalSpy finished(&jobs, &JobController::finished);
+    store->releaseRun(id);   // the owner is gone without recording an outcome
+    QVERIFY(finished.wait(10000));
+    QCOMPARE(store->run(id).status, RunStatus::Crashed);
+    QCOMPARE(jobs.job(id)->status, QStringLiteral("crashed"));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestJobController)
