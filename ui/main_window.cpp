@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
+#include <QColorDialog>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
@@ -23,6 +24,7 @@
 #include <QVBoxLayout>
 
 #include "charts/chart_view.h"
+#include "charts/run_palette.h"
 #include "jobs/engine_path.h"
 #include "jobs/job_controller.h"
 #include "latentlab/demo.h"
@@ -93,7 +95,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_rightTabs->addTab(padded(m_model), tr("Model"));
   m_rightTabs->addTab(padded(m_conversion), tr("Conversion"));
   m_rightTabs->addTab(padded(m_training), tr("Training"));
-  m_rightTabs->setMinimumWidth(360);
+  m_rightTabs->setMinimumWidth(330);
   m_bottomTabs = new QTabWidget;
   m_bottomTabs->addTab(m_jobsPanel, tr("Jobs"));
   m_bottomTabs->addTab(m_log, tr("Log"));
@@ -106,7 +108,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_horizontal->setStretchFactor(0, 0);
   m_horizontal->setStretchFactor(1, 1);
   m_horizontal->setStretchFactor(2, 0);
-  m_horizontal->setSizes({330, 700, 410});
+  m_horizontal->setSizes({350, 690, 400});
   m_horizontal->setChildrenCollapsible(false);
   m_vertical = new QSplitter(Qt::Vertical);
   m_vertical->addWidget(m_horizontal);
@@ -151,7 +153,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   }
   m_training->setSpec(initial);
   m_conversion->setModelConfig(m_model->config());
-  m_training->setBlockedReason(m_conversion->blockReason());
+  updateRunBlock();
 
   if (m_options.restoreLayout) restoreLayout();
   m_jobs->reattach(m_options.startQueuedRuns);
@@ -221,15 +223,33 @@ void MainWindow::buildMenus() {
   });
 }
 
+void MainWindow::updateRunBlock() {
+  const QString model = m_model->blockReason();
+  m_training->setBlockedReason(!model.isEmpty() ? model : m_conversion->blockReason());
+}
+
 void MainWindow::wire() {
-  connect(m_model, &ModelPanel::modelChanged, this, [this] { m_conversion->setModelConfig(m_model->config()); });
-  connect(m_conversion, &ConversionPanel::validityChanged, m_training, &TrainingPanel::setBlockedReason);
+  connect(m_model, &ModelPanel::modelChanged, this, [this] {
+    m_conversion->setModelConfig(m_model->config());
+    updateRunBlock();
+  });
+  connect(m_conversion, &ConversionPanel::validityChanged, this, &MainWindow::updateRunBlock);
   connect(m_training, &TrainingPanel::specLoaded, this, [this](const RunSpec& s) {
     m_model->loadFrom(s);
     m_conversion->loadFrom(s);
   });
   connect(m_training, &TrainingPanel::runRequested, this, [this](const RunSpec& s) { submitRun(s); });
   connect(m_runs, &RunsPanel::selectionChanged, this, &MainWindow::showSelection);
+  auto chooseColor = [this](qint64 runId) {
+    const QColor c = QColorDialog::getColor(runColor(runId), this, tr("Colour of %1").arg(m_runModel->runName(runId)));
+    if (c.isValid()) m_runModel->changeRunColor(runId, c);
+  };
+  connect(m_runs, &RunsPanel::colorRequested, this, chooseColor);
+  connect(chart(), &ChartView::colorChangeRequested, this, chooseColor);
+  connect(m_runModel, &RunTreeModel::runColorChanged, this, [this] {
+    chart()->updateColors();
+    m_compare->refreshTable();
+  });
   connect(m_runs, &RunsPanel::retryRequested, m_jobs, &JobController::retry);
   connect(m_runs, &RunsPanel::cancelRequested, m_jobs, &JobController::cancel);
   connect(m_runs, &RunsPanel::exportRequested, this, [this](qint64 id) {

@@ -76,6 +76,8 @@ private:
   // The selected runs to the compare view; a preset's experiment opens on its figure.
   void showSelection(const QVector<ChartRun>& runs);
   void updateStatusBar();
+  // Run is disabled while the Model tab holds no usable model or the conversion is impossible.
+  void updateRunBlock();
   void saveLayout();
   void restoreLayout();
 

@@ -2,6 +2,8 @@
 // transitions, events, artifacts and tags. Metrics live in metric_store.cpp.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <fstream>
@@ -19,7 +21,7 @@ namespace {
 
 constexpr const char* kRunColumns =
     "id, experiment_id, name, kind, status, spec_json, device, created_at, started_at, finished_at, "
-    "error, summary_json, pid, heartbeat_at, owner_host, owner_start, uid";
+    "error, summary_json, pid, heartbeat_at, owner_host, owner_start, uid, color";
 
 void requireJson(std::string_view json, const char* field) {
   if (!nlohmann::json::accept(json)) {
@@ -55,6 +57,7 @@ RunRecord readRun(const Statement& st, const std::filesystem::path& dbPath) {
   r.ownerHost = st.columnText(14);
   r.ownerStart = st.columnText(15);
   r.uid = st.columnText(16);
+  r.color = st.columnText(17);
   return r;
 }
 
@@ -339,6 +342,17 @@ void RunStore::setSummary(std::int64_t id, std::string_view summaryJson) {
   requireJson(summaryJson, "run summary_json");
   Statement st(m_impl->db, "UPDATE runs SET summary_json = ? WHERE id = ?", "set run summary");
   st.bind(1, summaryJson).bind(2, id).run();
+  if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
+}
+
+void RunStore::setRunColor(std::int64_t id, std::string_view color) {
+  const bool hex = color.size() == 7 && color[0] == '#' &&
+                   std::all_of(color.begin() + 1, color.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  if (!hex && !color.empty()) {
+    throw Error(ErrorCode::BadInput, "run " + std::to_string(id) + ": colour '" + std::string(color) + "' is not #rrggbb");
+  }
+  Statement st(m_impl->db, "UPDATE runs SET color = ? WHERE id = ?", "set run colour");
+  st.bind(1, color).bind(2, id).run();
   if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
 }
 

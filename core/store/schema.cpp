@@ -110,6 +110,12 @@ CREATE TABLE evaluations(
 CREATE INDEX evaluations_by_run ON evaluations(run_id, task, step);
 )sql";
 
+// The colour the workbench drew a run in ("#rrggbb"; empty until chosen), so
+// that a run keeps its colour in every experiment, view and session.
+constexpr const char* kMigration4 = R"sql(
+ALTER TABLE runs ADD COLUMN color TEXT NOT NULL DEFAULT '';
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& storeMigrations() {
@@ -117,6 +123,7 @@ const std::vector<Migration>& storeMigrations() {
       {1, kMigration1},
       {2, kMigration2},
       {3, kMigration3},
+      {4, kMigration4},
   };
   return migrations;
 }

@@ -8,8 +8,6 @@
 #include <QChart>
 #include <QFile>
 #include <QItemSelectionModel>
-#include <QLegend>
-#include <QLegendMarker>
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QWheelEvent>
@@ -19,6 +17,7 @@
 #include <tuple>
 
 #include "charts/chart_canvas.h"
+#include "charts/chart_legend.h"
 #include "charts/chart_view.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -52,13 +51,6 @@ QVector<ChartRun> chartRuns(const RunStore& store, std::optional<std::int64_t> e
   f.experimentId = experiment;
   for (const RunRecord& r : store.listRuns(f)) out.push_back({r.id, QString::fromStdString(r.name)});
   return out;
-}
-
-QLegendMarker* markerOf(ChartView& chart, const QString& label) {
-  for (QLegendMarker* m : chart.canvas()->chart()->legend()->markers()) {
-    if (m->isVisible() && m->label() == label) return m;
-  }
-  return nullptr;
 }
 
 } // namespace
@@ -100,8 +92,12 @@ private Q_SLOTS:
     model.setRuns({ids[0], ids[1], ids[2]});
     QCOMPARE(model.differingFields(), (QStringList{QStringLiteral("conversion.d_kv"), QStringLiteral("optimizer.lr")}));
     QCOMPARE(model.rowCount(), 3);
-    QCOMPARE(model.columnCount(), 1 + 2 + 8);
-    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QStringLiteral("conversion.d_kv"));
+    QCOMPARE(model.columnCount(), 1 + 9 + 2);
+    // Metrics first, then the differing fields; the run's name is also the row header.
+    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QStringLiteral("Final val loss"));
+    QCOMPARE(model.columnOf(QStringLiteral("conversion.d_kv")), 10);
+    QCOMPARE(model.headerData(10, Qt::Horizontal).toString(), QStringLiteral("conversion.d_kv"));
+    QCOMPARE(model.headerData(1, Qt::Vertical).toString(), QStringLiteral("b"));
     auto cell = [&](int row, const char* key) { return model.index(row, model.columnOf(QLatin1String(key))).data().toString(); };
     QCOMPARE(cell(0, "run"), QStringLiteral("a"));
     QCOMPARE(cell(1, "conversion.d_kv"), QStringLiteral("8"));
@@ -123,8 +119,49 @@ private Q_SLOTS:
     QCOMPARE(model.differingFields(), QStringList{QStringLiteral("conversion.d_kv")});
     model.setRuns({ids[2]});
     QCOMPARE(model.differingFields(), QStringList{});
-    QCOMPARE(model.columnCount(), 9);
+    QCOMPARE(model.columnCount(), 10);
     model.refresh();
+  }
+
+  void compareTableMatchesTokensAndMarksTheBest() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 a = store->createRun(std::nullopt, "a", "pretrain", "{}", "cpu");
+    const qint64 b = store->createRun(std::nullopt, "b", "pretrain", "{}", "cpu");
+    // a validated to 3000 tokens, b to 2000: matched at 2000, a interpolated there.
+    {
+      MetricWriter w = store->metricWriter(a);
+      w.add("val/loss", 10, 1000, 1, 4.0);
+      w.add("val/loss", 30, 3000, 3, 3.0);
+      MetricWriter v = store->metricWriter(b);
+      v.add("val/loss", 10, 1000, 1, 3.9);
+      v.add("val/loss", 20, 2000, 2, 3.6);
+    }
+    // b finished once (summary 4096 tokens) and was resumed: its live rows count, not the summary.
+    store->setStatus(b, RunStatus::Running);
+    store->setStatus(b, RunStatus::Completed);
+    store->setSummary(b, R"({"tokens":4096,"tokens_per_s":10.0})");
+    store->setStatus(b, RunStatus::Running);
+    {
+      MetricWriter v = store->metricWriter(b);
+      v.add("train/loss", 40, 5120, 4, 3.4);
+      v.add("tokens_per_s", 40, 5120, 4, 777.0);
+    }
+    CompareTableModel model(store);
+    model.setRuns({a, b});
+    QCOMPARE(model.matchedTokens().value_or(-1), 2000.0);
+    QVERIFY(model.headerData(model.columnOf(QStringLiteral("matched_val_loss")), Qt::Horizontal).toString().contains(QStringLiteral("2k")));
+    auto sortValue = [&](int row, const char* key) { return model.index(row, model.columnOf(QLatin1String(key))).data(CompareTableModel::SortRole).toDouble(); };
+    QCOMPARE(sortValue(0, "matched_val_loss"), 3.5);
+    QCOMPARE(sortValue(1, "matched_val_loss"), 3.6);
+    QCOMPARE(sortValue(1, "tokens"), 5120.0);
+    QCOMPARE(sortValue(1, "tokens_per_s"), 777.0);
+    // The best of each metric is bold: a's matched loss (the lower), b's tokens/s (the only one).
+    const int matched = model.columnOf(QStringLiteral("matched_val_loss"));
+    QVERIFY(model.index(0, matched).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(!model.index(1, matched).data(Qt::FontRole).isValid());
+    const int speed = model.columnOf(QStringLiteral("tokens_per_s"));
+    QVERIFY(model.index(1, speed).data(Qt::FontRole).value<QFont>().bold());
   }
 
   void differenceToBaselineIsAlignedByTokensOnUnequalGrids() {
@@ -228,18 +265,17 @@ private Q_SLOTS:
     chart.canvas()->showCrosshairAt(at);
     QVERIFY(chart.canvas()->crosshairVisible());
     QCOMPARE(chart.canvas()->crosshairLines().size(), 3);
-    // One legend entry a run. Clicking a's hides a (curves, scale, crosshair); again shows it.
-    QTest::qWait(50);  // the legend lays out (and shows) its markers on the next pass
-    int entries = 0;
-    for (QLegendMarker* m : chart.canvas()->chart()->legend()->markers()) entries += m->isVisible() ? 1 : 0;
-    QCOMPARE(entries, 2);
-    QLegendMarker* marker = markerOf(chart, QStringLiteral("a"));
-    QVERIFY(marker != nullptr);
-    Q_EMIT marker->clicked();
+    // One legend entry a run. Clicking a's entry hides a (curves, scale, crosshair); again shows it.
+    ChartLegend* legend = chart.legend();
+    QCOMPARE(legend->entries().size(), 2);
+    const QRect entryA = legend->entryRect(a);
+    QVERIFY(!entryA.isEmpty());
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, entryA.center());
     QVERIFY(!chart.runVisible(a));
     QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("b · train: 2.5")}));
-    QVERIFY(markerOf(chart, QStringLiteral("a")) != nullptr);  // the entry stays, dimmed
-    Q_EMIT markerOf(chart, QStringLiteral("a"))->clicked();
+    QCOMPARE(legend->entries().size(), 2);  // the entry stays, struck out
+    QVERIFY(!legend->entries().front().visible);
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(a).center());
     QVERIFY(chart.runVisible(a));
     QCOMPARE(chart.crosshairLines(41.0).size(), 3);
   }

@@ -2,6 +2,7 @@
 // queued -> running -> completed (a second one waits for the single CPU slot);
 // cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
 // marked crashed; a dead run found on reopening is marked crashed.
+#include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -11,6 +12,7 @@
 #include "jobs/engine_path.h"
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
+#include "models/job_table_model.h"
 #include "ui_test_support.h"
 
 using namespace latentlab;
@@ -179,6 +181,56 @@ private Q_SLOTS:
     QVERIFY(finished.wait(10000));
     QCOMPARE(store->run(id).status, RunStatus::Crashed);
     QCOMPARE(jobs.job(id)->status, QStringLiteral("crashed"));
+  }
+
+  // A job followed from the store (started by an earlier session) shows what
+  // a launched one shows: progress, step, speed and an ETA at the pace of its
+  // newest rows (wall time of training, not since the run was first started).
+  void aReattachedJobShowsProgressSpeedAndEtaFromTheStore() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    RunSpec spec = uitest::tinySpec("followed", 100);
+    const qint64 id = addRun(*store, spec);
+    store->acquireRun(id);
+    store->setStatus(id, RunStatus::Running);
+    {
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 30; ++s) {
+        w.add("train/loss", s, s * 512, 100.0 + s * 0.5, 6.0 - 0.01 * s);  // 2 steps a second
+        w.add("tokens_per_s", s, s * 512, 100.0 + s * 0.5, 1024.0);
+      }
+    }
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    JobTableModel table(&jobs);
+    QElapsedTimer clock;
+    clock.start();
+    jobs.reattach(false);
+    QCOMPARE(table.rowCount(), 1);
+    auto cell = [&](int column) { return table.index(0, column).data(); };
+    QTRY_VERIFY_WITH_TIMEOUT(cell(JobTableModel::ProgressColumn).toInt() > 0, 2000);
+    QVERIFY(clock.elapsed() < 2000);
+    QCOMPARE(cell(JobTableModel::ProgressColumn).toInt(), 30);
+    QCOMPARE(cell(JobTableModel::StepColumn).toString(), QStringLiteral("30 / 100"));
+    QCOMPARE(cell(JobTableModel::SpeedColumn).toString(), QStringLiteral("1024 tok/s"));
+    const double eta = jobs.job(id)->etaSeconds();
+    QVERIFY2(std::isfinite(eta) && std::abs(eta - 35.0) < 1.0, qPrintable(QString::number(eta)));  // 70 steps at 2/s
+    QVERIFY(cell(JobTableModel::EtaColumn).toString() != QStringLiteral("–"));
+    store->releaseRun(id);
+  }
+
+  // After a resume the ETA follows the pace seen since, not the whole run's.
+  void etaFollowsTheRecentPace() {
+    JobInfo j;
+    j.status = QStringLiteral("running");
+    j.steps = 200;
+    j.startedAt = QDateTime::currentDateTime().addSecs(-1000);  // the run's first start, long ago
+    j.observe(100, 0);     // resumed at step 100
+    j.observe(110, 5000);  // 2 steps/s since
+    j.step = 110;
+    QCOMPARE(j.etaSeconds(), 45.0);
+    j.observe(50, 6000);  // restarted from an earlier checkpoint: the pace starts again
+    j.step = 50;
+    QCOMPARE(j.etaSeconds(), -1.0);
   }
 };
 

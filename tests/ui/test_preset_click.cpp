@@ -2,12 +2,19 @@
 // scale" creates the experiment with its six queued runs, and the job queue
 // starts real engine processes on the CPU whose losses reach the window.
 #include <QAction>
+#include <QDir>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
+#include "panels/model_panel.h"
+#include "panels/training_panel.h"
 #include "ui_test_support.h"
 #include "workspace.h"
 
@@ -61,6 +68,56 @@ private Q_SLOTS:
     for (const RunRecord& r : ablation) w.jobs()->cancel(r.id);
     QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
     QCOMPARE(store.run(runId).status, RunStatus::Cancelled);
+  }
+
+  // A folder that fails to open leaves no model on the Model tab, and Run
+  // cannot start anything until a model opens again.
+  void aFailedOpenOnTheModelTabCannotStartARun() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindowOptions options;
+    options.startQueuedRuns = false;
+    options.restoreLayout = false;
+    options.askBeforeClosing = false;
+    MainWindow w(ws, options);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.rightTabs()->setCurrentIndex(0);
+    ModelPanel* model = w.modelPanel();
+    QLineEdit* path = model->findChild<QLineEdit*>();
+    QPushButton* open = nullptr;
+    for (QPushButton* b : model->findChildren<QPushButton*>()) {
+      if (b->text() == QStringLiteral("Open")) open = b;
+    }
+    QVERIFY(path != nullptr && open != nullptr);
+    QVERIFY(!model->fieldText(QStringLiteral("Architecture")).isEmpty());  // the demo base is shown
+    QVERIFY(w.trainingPanel()->runButton()->isEnabled());
+    // Type a folder without a model and press Open.
+    const QString broken = dir.filePath(QStringLiteral("not-a-model"));
+    QVERIFY(QDir().mkpath(broken));
+    path->clear();
+    QTest::keyClicks(path, broken);
+    QTest::mouseClick(open, Qt::LeftButton);
+    QVERIFY(model->fieldText(QStringLiteral("Architecture")).isEmpty());  // the old model is gone
+    QVERIFY(!model->blockReason().isEmpty());
+    w.rightTabs()->setCurrentIndex(2);
+    QPushButton* run = w.trainingPanel()->runButton();
+    QVERIFY(!run->isEnabled());
+    RunStore store(ws.dbPath().toStdString());
+    const std::size_t before = store.listRuns().size();
+    QTest::mouseClick(run, Qt::LeftButton);
+    QCOMPARE(store.listRuns().size(), before);  // nothing submitted
+    // Choosing a model again (a built-in architecture) enables Run.
+    w.rightTabs()->setCurrentIndex(0);
+    QRadioButton* builtin = nullptr;
+    for (QRadioButton* b : model->findChildren<QRadioButton*>()) {
+      if (b->text().startsWith(QStringLiteral("Built-in"))) builtin = b;
+    }
+    QVERIFY(builtin != nullptr);
+    QTest::mouseClick(builtin, Qt::LeftButton, Qt::NoModifier, QPoint(8, builtin->height() / 2));
+    QVERIFY(model->blockReason().isEmpty());
+    QVERIFY(!model->fieldText(QStringLiteral("Architecture")).isEmpty());
+    QVERIFY(w.trainingPanel()->runButton()->isEnabled());
   }
 };
 

@@ -85,10 +85,10 @@ void ChartCanvas::wheelEvent(QWheelEvent* event) {
   const double steps = event->angleDelta().y() / 120.0;
   if (steps == 0) return;
   const double f = std::pow(1.25, steps);
-  const bool xOnly = event->modifiers() & Qt::ShiftModifier, yOnly = event->modifiers() & Qt::ControlModifier;
-  zoomAbout(event->position(), yOnly ? 1.0 : f, xOnly ? 1.0 : f);
+  const bool yOnly = event->modifiers() & Qt::ControlModifier;
+  zoomAbout(event->position(), yOnly ? 1.0 : f, yOnly ? f : 1.0);
   event->accept();
-  Q_EMIT viewChangedByUser();
+  Q_EMIT viewChangedByUser(yOnly);
 }
 
 void ChartCanvas::mousePressEvent(QMouseEvent* event) {
@@ -105,7 +105,7 @@ void ChartCanvas::mousePressEvent(QMouseEvent* event) {
     event->accept();  // reset on release, not Qt's zoom-out
     return;
   }
-  if (event->button() == Qt::LeftButton) {
+  if (event->button() == Qt::LeftButton && chart()->plotArea().contains(event->position())) {
     m_bandFrom = event->position().toPoint();
     m_band->setGeometry(QRect(m_bandFrom, QSize()));
     m_band->show();
@@ -119,11 +119,15 @@ void ChartCanvas::mouseMoveEvent(QMouseEvent* event) {
   if (m_panning) {
     const QPointF d = event->position() - m_panFrom;
     m_panFrom = event->position();
-    chart()->scroll(-d.x(), d.y());
+    chart()->scroll(-d.x(), 0);
     event->accept();
-    Q_EMIT viewChangedByUser();
+    Q_EMIT viewChangedByUser(false);
   } else if (m_band->isVisible()) {
-    m_band->setGeometry(QRect(m_bandFrom, event->position().toPoint()).normalized());
+    // The span dragged across, over the plot's full height: x zoom.
+    const QRectF plot = chart()->plotArea();
+    const int x0 = std::min(m_bandFrom.x(), event->position().toPoint().x());
+    const int x1 = std::max(m_bandFrom.x(), event->position().toPoint().x());
+    m_band->setGeometry(QRect(QPoint(x0, static_cast<int>(plot.top())), QPoint(x1, static_cast<int>(plot.bottom()))));
   } else {
     QChartView::mouseMoveEvent(event);
   }
@@ -146,9 +150,10 @@ void ChartCanvas::mouseReleaseEvent(QMouseEvent* event) {
     m_band->hide();
     const QRectF band = QRectF(m_band->geometry()).intersected(chart()->plotArea());
     event->accept();
-    if (band.width() < 4 || band.height() < 4) return;  // a click, not a band
-    chart()->zoomIn(band);
-    Q_EMIT viewChangedByUser();
+    if (band.width() < 4) return;  // a click, not a drag
+    const QRectF plot = chart()->plotArea();
+    chart()->zoomIn(QRectF(band.left(), plot.top(), band.width(), plot.height()));
+    Q_EMIT viewChangedByUser(false);
     return;
   }
   QChartView::mouseReleaseEvent(event);
@@ -162,14 +167,21 @@ void ChartCanvas::mouseDoubleClickEvent(QMouseEvent* event) {
 void ChartCanvas::keyPressEvent(QKeyEvent* event) {
   const QRectF plot = chart()->plotArea();
   const double dx = plot.width() * 0.1, dy = plot.height() * 0.1;
+  bool yChosen = false;
   switch (event->key()) {
     case Qt::Key_Left: chart()->scroll(-dx, 0); break;
     case Qt::Key_Right: chart()->scroll(dx, 0); break;
-    case Qt::Key_Up: chart()->scroll(0, dy); break;
-    case Qt::Key_Down: chart()->scroll(0, -dy); break;
+    case Qt::Key_Up:
+      chart()->scroll(0, dy);
+      yChosen = true;
+      break;
+    case Qt::Key_Down:
+      chart()->scroll(0, -dy);
+      yChosen = true;
+      break;
     case Qt::Key_Plus:
-    case Qt::Key_Equal: zoomAbout(plot.center(), 1.25, 1.25); break;
-    case Qt::Key_Minus: zoomAbout(plot.center(), 0.8, 0.8); break;
+    case Qt::Key_Equal: zoomAbout(plot.center(), 1.25, 1.0); break;
+    case Qt::Key_Minus: zoomAbout(plot.center(), 0.8, 1.0); break;
     case Qt::Key_0:
     case Qt::Key_Home:
       Q_EMIT resetRequested();
@@ -177,7 +189,7 @@ void ChartCanvas::keyPressEvent(QKeyEvent* event) {
     default: QChartView::keyPressEvent(event); return;
   }
   event->accept();
-  Q_EMIT viewChangedByUser();
+  Q_EMIT viewChangedByUser(yChosen);
 }
 
 void ChartCanvas::leaveEvent(QEvent* event) {

@@ -1,10 +1,12 @@
 // The drawing surface of the run chart: a QChartView with the navigation
-// users know from TensorBoard and W&B. Left drag draws a rubber band and zooms
-// to it; the wheel zooms about the cursor (Shift: x only, Ctrl: y only);
-// middle drag or Shift+left drag pans; arrow keys pan, +/- zoom; double click
-// or right click resets. Every change the user makes is reported once by
-// viewChangedByUser; a crosshair follows the mouse with a label whose text the
-// owner supplies for the x under it.
+// users know from TensorBoard and W&B. Left drag across the plot zooms x to
+// the dragged span; the wheel zooms x about the cursor (Ctrl: y instead);
+// middle drag or Shift+left drag pans x; left/right keys pan x, up/down pan
+// y, +/- zoom x; double click or right click resets. Every change the user
+// makes is reported once by viewChangedByUser (yChosen: the user set y, so
+// the owner stops fitting it); a crosshair follows the mouse with a label
+// whose text the owner supplies for the x under it. Presses outside the plot
+// are left to the chart.
 #pragma once
 
 #include <QChartView>
@@ -34,7 +36,7 @@ public:
   void zoomAbout(const QPointF& scenePos, double factorX, double factorY);
 
 Q_SIGNALS:
-  void viewChangedByUser();
+  void viewChangedByUser(bool yChosen);
   void resetRequested();
 
 protected:

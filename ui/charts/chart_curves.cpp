@@ -1,10 +1,8 @@
 // The run chart's curves (per mode), coalesced redraw, axes, legend toggles,
 // crosshair values and export; see chart_view.h.
 #include <QChart>
-#include <QLegend>
-#include <QLegendMarker>
+#include <QCategoryAxis>
 #include <QLineSeries>
-#include <QLogValueAxis>
 #include <QPainter>
 #include <QSaveFile>
 #include <QSvgGenerator>
@@ -16,6 +14,7 @@
 #include <tuple>
 
 #include "charts/chart_canvas.h"
+#include "charts/chart_legend.h"
 #include "charts/chart_view.h"
 #include "charts/run_palette.h"
 #include "charts/thinning.h"
@@ -25,6 +24,9 @@ namespace latentlab::ui {
 namespace {
 
 bool isVal(const QString& metricName) { return metricName == QLatin1String("val/loss"); }
+// Noisy per-step curves are smoothed; validation points, the learning rate
+// (a schedule, exact) and differences of smoothed curves are not.
+bool smoothable(const QString& metricName) { return !isVal(metricName) && metricName != QLatin1String("lr"); }
 
 QString shortMetric(const QString& metricName) {
   if (metricName == QLatin1String("val/loss")) return ChartView::tr("val");
@@ -39,35 +41,31 @@ void ChartView::buildCurves() {
   m_curves.clear();
   const QStringList names = metricNames();
   const bool several = names.size() > 1;
+  m_zero = nullptr;
   auto add = [&](Track* source, Track* minus, const QString& label, qint64 colourRun) {
     auto c = std::make_unique<Curve>();
     c->label = several ? QStringLiteral("%1 · %2").arg(label, shortMetric(source->metricName)) : label;
+    c->legendLabel = label;
     c->metricName = source->metricName;
     c->runId = colourRun;
     c->source = source;
     c->minus = minus;
     const bool val = isVal(c->metricName);
-    QPen pen(runColor(colourRun));
-    pen.setWidthF(val ? 2.0 : 1.6);
-    if (val) pen.setStyle(Qt::DashLine);
     c->legendEntry = !(several && val);  // one entry a run: its train curve (val is dashed, same colour)
     c->raw = new QLineSeries;
     c->raw->setName(label);
-    c->raw->setPen(pen);
     c->raw->setPointsVisible(val);
     if (val) c->raw->setMarkerSize(5);
     m_chart->addSeries(c->raw);
-    if (!val) {
-      // Train curves: raw faint behind, smoothed in full colour on top.
-      QColor faint = runColor(colourRun);
-      faint.setAlpha(70);
-      QPen rawPen(faint);
-      rawPen.setWidthF(1.0);
-      c->raw->setPen(rawPen);
+    if (smoothable(c->metricName)) {
+      // Raw faint behind, smoothed in full colour on top.
       c->smoothed = new QLineSeries;
       c->smoothed->setName(label);
-      c->smoothed->setPen(pen);
       m_chart->addSeries(c->smoothed);
+    }
+    for (QLineSeries* s : {c->raw, c->smoothed}) {
+      if (s == nullptr) continue;
+      connect(s, &QLineSeries::hovered, this, [this, run = colourRun](const QPointF&, bool on) { highlightRun(on ? run : 0); });
     }
     m_curves.push_back(std::move(c));
   };
@@ -98,6 +96,15 @@ void ChartView::buildCurves() {
       }
     }
   }
+  if (m_mode != CompareMode::Curves) {
+    m_zero = new QLineSeries;
+    QPen zero(QColor(60, 60, 60, 170));
+    zero.setWidthF(1.2);
+    m_zero->setPen(zero);
+    m_chart->addSeries(m_zero);
+  }
+  m_highlighted = 0;
+  applyPens();
   applyAxes();
   updateLegend();
   for (auto& t : m_tracks) t->replaced = true;
@@ -105,28 +112,82 @@ void ChartView::buildCurves() {
   redraw();
 }
 
+void ChartView::applyPens() {
+  for (auto& c : m_curves) {
+    const bool val = isVal(c->metricName);
+    const bool dim = m_highlighted != 0 && m_highlighted != c->runId;
+    const bool bold = m_highlighted != 0 && m_highlighted == c->runId;
+    QColor colour = runColor(c->runId);
+    if (dim) colour.setAlpha(45);
+    QPen pen(colour);
+    pen.setWidthF((val ? 2.0 : 1.6) * (bold ? 1.8 : 1.0));
+    if (val) pen.setStyle(Qt::DashLine);
+    if (c->smoothed != nullptr) {
+      QColor faint = runColor(c->runId);
+      faint.setAlpha(dim ? 20 : 70);
+      QPen rawPen(faint);
+      rawPen.setWidthF(1.0);
+      c->raw->setPen(rawPen);
+      c->smoothed->setPen(pen);
+    } else {
+      c->raw->setPen(pen);
+      if (val) {
+        c->raw->setColor(colour);
+        c->raw->setBrush(colour);
+      }
+    }
+  }
+}
+
+void ChartView::updateColors() {
+  applyPens();
+  updateLegend();
+}
+
+void ChartView::highlightRun(qint64 runId) {
+  if (runId == m_highlighted) return;
+  m_highlighted = runId;
+  applyPens();
+  for (auto& c : m_curves) {
+    // The highlighted run's curves on top of the others.
+    if (c->runId != runId) continue;
+    for (QLineSeries* s : {c->raw, c->smoothed}) {
+      if (s != nullptr) s->setVisible(runVisible(c->runId));
+    }
+  }
+}
+
+void ChartView::soloRun(qint64 runId) {
+  QSet<qint64> others;
+  for (const auto& c : m_curves) {
+    if (c->runId != runId) others.insert(c->runId);
+  }
+  const bool alreadySolo = runVisible(runId) && std::all_of(others.begin(), others.end(), [this](qint64 id) { return !runVisible(id); });
+  m_hidden = alreadySolo ? QSet<qint64>{} : others;
+  updateLegend();
+  if (!m_userRange || !m_userY) rescale(true);
+}
+
 void ChartView::updateLegend() {
+  QVector<ChartLegend::Entry> entries;
+  bool anyVal = false, anyTrain = false;
+  QSet<qint64> listed;
   for (auto& c : m_curves) {
     const bool visible = runVisible(c->runId);
     c->raw->setVisible(visible);
     if (c->smoothed != nullptr) c->smoothed->setVisible(visible);
-    // One legend entry per curve (the bold line); hiding a series hides its
-    // marker, so markers are shown again and dimmed instead.
-    for (QLegendMarker* m : m_chart->legend()->markers(c->raw)) m->setVisible(c->smoothed == nullptr);
-    QLineSeries* entry = c->smoothed != nullptr ? c->smoothed : c->raw;
-    for (QLegendMarker* m : m_chart->legend()->markers(entry)) {
-      m->setVisible(c->legendEntry);
-      QColor text = palette().color(QPalette::WindowText);
-      if (!visible) text.setAlpha(90);
-      m->setLabelBrush(text);
-      QColor swatch = runColor(c->runId);
-      if (!visible) swatch.setAlpha(60);
-      m->setBrush(swatch);
-      const qint64 run = c->runId;
-      disconnect(m, &QLegendMarker::clicked, this, nullptr);
-      connect(m, &QLegendMarker::clicked, this, [this, run] { setRunVisible(run, !runVisible(run)); });
+    anyVal = anyVal || isVal(c->metricName);
+    anyTrain = anyTrain || !isVal(c->metricName);
+    if (!c->legendEntry || listed.contains(c->runId)) continue;
+    listed.insert(c->runId);
+    QString full = c->legendLabel;
+    for (const ChartRun& r : m_runs) {
+      if (r.id == c->runId && c->minus == nullptr) full = r.name;
     }
+    entries.push_back({c->runId, c->legendLabel, full, runColor(c->runId), visible});
   }
+  m_legend->setEntries(entries);
+  m_legend->setNote(anyVal && anyTrain ? tr("solid: train (smoothed) · dashed: validation") : QString());
 }
 
 void ChartView::drawCurve(Curve& c, bool restart) {
@@ -145,14 +206,15 @@ void ChartView::drawCurve(Curve& c, bool restart) {
   for (std::size_t i = c.drawnCount; i < data.size(); ++i) {
     const MetricPoint& p = data[i];
     const QPointF q = toPoint(p);
-    if (std::isfinite(p.value)) c.rawPoints.push_back(q);
+    if (std::isfinite(q.y())) c.rawPoints.push_back(q);
     if (c.smoothed != nullptr) {
-      const double v = c.smoother.next(p.value);
+      double v = c.smoother.next(p.value);
+      if (logAxis()) v = v > 0 ? std::log10(v) : std::numeric_limits<double>::quiet_NaN();
       if (std::isfinite(v)) {
         c.smoothedPoints.push_back({q.x(), v});
         c.shown.push_back({q.x(), v});
       }
-    } else if (std::isfinite(p.value)) {
+    } else if (std::isfinite(q.y())) {
       c.shown.push_back({q.x(), q.y()});
     }
   }
@@ -206,96 +268,12 @@ void ChartView::redraw() {
   m_fitNext = false;
 }
 
-void ChartView::applyAxes() {
-  double x0 = 0, x1 = 100;
-  if (m_axisX != nullptr) std::tie(x0, x1) = visibleX();
-  if (m_axisX != nullptr) m_chart->removeAxis(m_axisX);
-  if (m_axisY != nullptr) m_chart->removeAxis(m_axisY);
-  delete m_axisX;
-  delete m_axisY;
-  auto* x = new QValueAxis;
-  x->setTitleText(m_xAxis == XAxis::Tokens ? tr("tokens") : m_xAxis == XAxis::WallTime ? tr("wall time (s)") : tr("step"));
-  x->setLabelFormat(m_xAxis == XAxis::Tokens ? QStringLiteral("%.3g") : QStringLiteral("%.0f"));
-  x->setRange(x0, x1);
-  m_axisX = x;
-  if (m_logY && m_mode == CompareMode::Curves) {
-    auto* y = new QLogValueAxis;
-    y->setBase(10);
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    y->setMinorTickCount(-1);
-    m_axisY = y;
-  } else {
-    auto* y = new QValueAxis;
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    m_axisY = y;
-  }
-  const bool loss = m_metric == QLatin1String("loss");
-  const QString metric = loss ? tr("loss") : m_metric;
-  QString yTitle = metric;
-  if (m_mode == CompareMode::Difference) yTitle = tr("\u0394 %1 to the baseline").arg(metric);
-  if (m_mode == CompareMode::Paired) yTitle = tr("\u0394 %1 within each pair").arg(metric);
-  if (loss) yTitle += tr(" (dashed: validation)");
-  m_axisY->setTitleText(yTitle);
-  m_chart->addAxis(m_axisX, Qt::AlignBottom);
-  m_chart->addAxis(m_axisY, Qt::AlignLeft);
-  for (auto& c : m_curves) {
-    c->raw->attachAxis(m_axisX);
-    c->raw->attachAxis(m_axisY);
-    if (c->smoothed != nullptr) {
-      c->smoothed->attachAxis(m_axisX);
-      c->smoothed->attachAxis(m_axisY);
-    }
-  }
-}
-
-void ChartView::rescale(bool fit) {
-  const bool logY = m_logY && m_mode == CompareMode::Curves;
-  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
-  for (const auto& c : m_curves) {
-    if (!runVisible(c->runId)) continue;
-    for (const auto& p : c->data()) {
-      const QPointF q = toPoint(p);
-      if (!std::isfinite(q.y()) || (logY && q.y() <= 0)) continue;
-      x0 = std::min(x0, q.x());
-      x1 = std::max(x1, q.x());
-      y0 = std::min(y0, q.y());
-      y1 = std::max(y1, q.y());
-    }
-  }
-  if (!std::isfinite(x0)) {
-    x0 = 0;
-    x1 = 100;
-    y0 = logY ? 0.1 : 0;
-    y1 = logY ? 10 : 1;
-  }
-  if (x1 <= x0) x1 = x0 + 1;
-  if (logY) {
-    y0 /= 1.15;
-    y1 *= 1.15;
-  } else {
-    const double pad = y1 > y0 ? 0.05 * (y1 - y0) : std::max(1e-6, 0.05 * std::abs(y0));
-    y0 -= pad;
-    y1 += pad;
-  }
-  if (!fit) {
-    const auto [cx0, cx1] = visibleX();
-    const double cy0 = logY ? static_cast<QLogValueAxis*>(m_axisY)->min() : static_cast<QValueAxis*>(m_axisY)->min();
-    const double cy1 = logY ? static_cast<QLogValueAxis*>(m_axisY)->max() : static_cast<QValueAxis*>(m_axisY)->max();
-    x0 = std::min(x0, cx0);
-    x1 = x1 > cx1 ? x1 + 0.25 * (x1 - x0) : cx1;
-    y0 = std::min(y0, cy0);
-    y1 = std::max(y1, cy1);
-    if (x0 == cx0 && x1 == cx1 && y0 == cy0 && y1 == cy1) return;  // nothing to lay out again
-  }
-  m_axisX->setRange(x0, x1);
-  m_axisY->setRange(y0, y1);
-}
-
 QStringList ChartView::crosshairLines(double x) const {
   QStringList lines;
   for (const auto& c : m_curves) {
     if (!runVisible(c->runId)) continue;
-    const auto y = interpolateAt(c->shown, x);
+    auto y = interpolateAt(c->shown, x);
+    if (y && logAxis()) y = std::pow(10.0, *y);
     if (y) lines << QStringLiteral("%1: %2").arg(c->label, QString::number(*y, 'g', 5));
   }
   if (lines.isEmpty()) return lines;
@@ -306,17 +284,34 @@ QStringList ChartView::crosshairLines(double x) const {
   return lines;
 }
 
-bool ChartView::exportPng(const QString& path) const { return m_view->grab().save(path, "PNG"); }
+bool ChartView::exportPng(const QString& path, double scale) const {
+  // The plot and the legend under it, rendered at `scale` device pixels per pixel.
+  const int w = m_view->width();
+  const int legendH = m_legend->heightForWidth(w);
+  const QSize size(w, m_view->height() + legendH);
+  QImage image((QSizeF(size) * scale).toSize(), QImage::Format_ARGB32_Premultiplied);
+  image.setDevicePixelRatio(scale);
+  image.fill(Qt::white);
+  QPainter painter(&image);
+  painter.setRenderHint(QPainter::Antialiasing);
+  m_view->render(&painter, QRectF(0, 0, w, m_view->height()), m_view->rect());
+  m_legend->renderAt(painter, QPoint(0, m_view->height()), w);
+  painter.end();
+  return image.save(path, "PNG");
+}
 
 bool ChartView::exportSvg(const QString& path) const {
+  const int w = m_view->width();
+  const QSize size(w, m_view->height() + m_legend->heightForWidth(w));
   QSvgGenerator svg;
   svg.setFileName(path);
-  svg.setSize(m_view->size());
-  svg.setViewBox(QRect(QPoint(0, 0), m_view->size()));
+  svg.setSize(size);
+  svg.setViewBox(QRect(QPoint(0, 0), size));
   svg.setTitle(QStringLiteral("LatentLab chart"));
   QPainter painter;
   if (!painter.begin(&svg)) return false;
-  m_view->render(&painter);
+  m_view->render(&painter, QRectF(0, 0, w, m_view->height()), m_view->rect());
+  m_legend->renderAt(painter, QPoint(0, m_view->height()), w);
   return painter.end();
 }
 

@@ -1,6 +1,7 @@
 // The run chart's widget, controls and store reads; see chart_view.h.
 #include "charts/chart_view.h"
 
+#include <QCategoryAxis>
 #include <QChart>
 #include <QCheckBox>
 #include <QComboBox>
@@ -9,14 +10,17 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSlider>
 #include <QStackedLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <limits>
 
 #include "charts/chart_canvas.h"
+#include "charts/chart_legend.h"
 #include "latentlab/error.h"
 
 namespace latentlab::ui {
@@ -24,13 +28,15 @@ namespace latentlab::ui {
 ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent), m_store(std::move(store)) {
   m_chart = new QChart;
   m_chart->setMargins(QMargins(6, 6, 6, 6));
-  m_chart->legend()->setAlignment(Qt::AlignBottom);
+  m_chart->legend()->hide();  // the ChartLegend under the plot instead
   m_chart->setAnimationOptions(QChart::NoAnimation);
   m_view = new ChartCanvas(m_chart);
   m_view->setRenderHint(QPainter::Antialiasing);
   m_view->setCrosshairText([this](double x) { return crosshairLines(x); });
-  connect(m_view, &ChartCanvas::viewChangedByUser, this, [this] {
+  connect(m_view, &ChartCanvas::viewChangedByUser, this, [this](bool yChosen) {
     m_userRange = true;
+    m_userY = m_userY || yChosen;
+    if (!m_userY) rescale();  // y refits to what is visible now
     m_refineTimer.start();
     Q_EMIT viewChanged();
   });
@@ -46,7 +52,8 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   });
 
   m_metricBox = new QComboBox;
-  m_metricBox->addItem(tr("Loss (train and validation)"), QStringLiteral("loss"));
+  m_metricBox->addItem(tr("Loss (train, val)"), QStringLiteral("loss"));
+  m_metricBox->addItem(tr("Validation loss"), QStringLiteral("val/loss"));
   m_metricBox->addItem(tr("Learning rate"), QStringLiteral("lr"));
   m_metricBox->addItem(tr("Gradient norm"), QStringLiteral("grad_norm"));
   m_metricBox->addItem(tr("Tokens per second"), QStringLiteral("tokens_per_s"));
@@ -55,6 +62,10 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_xBox->addItem(tr("Tokens"));
   m_xBox->addItem(tr("Wall time"));
   m_logBox = new QCheckBox(tr("Log y"));
+  m_outlierBox = new QCheckBox(tr("Ignore outliers"));
+  m_outlierBox->setChecked(m_ignoreOutliers);
+  m_outlierBox->setToolTip(tr("Fit y to the 5th-95th percentile of the visible values (early spikes stay off-scale)"));
+  connect(m_outlierBox, &QCheckBox::toggled, this, [this](bool on) { setIgnoreOutliers(on); });
   connect(m_metricBox, &QComboBox::currentIndexChanged, this,
           [this](int i) { setMetric(m_metricBox->itemData(i).toString()); });
   connect(m_xBox, &QComboBox::currentIndexChanged, this, [this](int i) {
@@ -64,7 +75,7 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_smoothSlider = new QSlider(Qt::Horizontal);
   m_smoothSlider->setRange(0, 99);
   m_smoothSlider->setValue(static_cast<int>(m_smoothing * 100));
-  m_smoothSlider->setFixedWidth(110);
+  m_smoothSlider->setFixedWidth(90);
   m_smoothSlider->setToolTip(tr("Smoothing of train curves (TensorBoard's debiased moving average)"));
   m_smoothLabel = new QLabel(QString::number(m_smoothing, 'f', 2));
   connect(m_smoothSlider, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
@@ -79,30 +90,40 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   bar->addWidget(m_xBox);
   bar->addSpacing(8);
   bar->addWidget(m_logBox);
-  bar->addSpacing(8);
-  bar->addWidget(new QLabel(tr("Smoothing")));
-  bar->addWidget(m_smoothSlider);
-  bar->addWidget(m_smoothLabel);
+  bar->addWidget(m_outlierBox);
+  m_smoothHost = new QWidget;
+  auto* smoothRow = new QHBoxLayout(m_smoothHost);
+  smoothRow->setContentsMargins(0, 0, 0, 0);
+  smoothRow->setSpacing(6);
+  smoothRow->addWidget(new QLabel(tr("Smoothing")));
+  smoothRow->addWidget(m_smoothSlider);
+  smoothRow->addWidget(m_smoothLabel);
+  bar->addWidget(m_smoothHost);
   bar->addStretch(1);
-  auto* resetButton = new QPushButton(tr("Reset view"));
+  auto* resetButton = new QPushButton(tr("Reset"));
   resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
-                             "Zoom: drag a rectangle, or the wheel (Shift: x only, Ctrl: y only). "
-                             "Pan: middle drag, Shift+drag or the arrow keys."));
+                             "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
+                             "Zoom y: Ctrl+wheel. Pan: middle drag, Shift+drag or the arrow keys."));
   connect(resetButton, &QPushButton::clicked, this, &ChartView::resetView);
   bar->addWidget(resetButton);
   auto* exportButton = new QPushButton(tr("Export…"));
   exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
   connect(exportButton, &QPushButton::clicked, this, [this] {
     QString filter;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),
-                                                      tr("PNG image (*.png);;SVG image (*.svg);;CSV data (*.csv)"), &filter);
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), defaultExportName() + QStringLiteral(".png"),
+                                                      tr("PNG image, 2x (*.png);;SVG image (*.svg);;CSV data (*.csv)"), &filter);
     if (path.isEmpty()) return;
     const bool ok = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)   ? exportSvg(path)
                     : path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive) ? exportCsv(path)
                                                                                  : exportPng(path);
-    if (!ok) qWarning("chart: could not write %s", qPrintable(path));
+    m_exportMessage = ok ? tr("Saved %1").arg(path) : tr("Could not write %1").arg(path);
+    m_exportLabel->setText(m_exportMessage);
+    m_exportLabel->setToolTip(m_exportMessage);
+    m_exportLabel->setStyleSheet(ok ? QStringLiteral("color: #2e7d32;") : QStringLiteral("color: #c62828;"));
   });
   bar->addWidget(exportButton);
+  m_exportLabel = new QLabel;
+  m_exportLabel->setMaximumWidth(260);
 
   m_placeholder = new QLabel(tr("Select one or more runs on the left to compare their curves."));
   m_placeholder->setAlignment(Qt::AlignCenter);
@@ -112,11 +133,19 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_stack->addWidget(m_placeholder);
   m_stack->addWidget(m_view);
 
+  m_legend = new ChartLegend;
+  connect(m_legend, &ChartLegend::toggled, this, [this](qint64 run) { setRunVisible(run, !runVisible(run)); });
+  connect(m_legend, &ChartLegend::soloed, this, &ChartView::soloRun);
+  connect(m_legend, &ChartLegend::hovered, this, &ChartView::highlightRun);
+  connect(m_legend, &ChartLegend::colorMenuRequested, this, [this](qint64 run, const QPoint&) { Q_EMIT colorChangeRequested(run); });
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
   layout->addLayout(bar);
+  layout->addWidget(m_exportLabel, 0, Qt::AlignRight);
   layout->addWidget(stackHost, 1);
+  layout->addWidget(m_legend);
 
   m_redrawTimer.setSingleShot(true);
   m_redrawTimer.setInterval(kRedrawDelayMs);
@@ -148,6 +177,10 @@ void ChartView::setRuns(const QVector<ChartRun>& runs) {
 void ChartView::setMetric(const QString& metric) {
   if (metric == m_metric) return;
   m_metric = metric;
+  // Losses have early spikes worth ignoring; a schedule or a speed does not.
+  const bool loss = metric == QLatin1String("loss") || metric.endsWith(QLatin1String("/loss"));
+  m_ignoreOutliers = loss;
+  m_outlierBox->setChecked(loss);
   const int i = m_metricBox->findData(metric);
   if (i >= 0 && i != m_metricBox->currentIndex()) m_metricBox->setCurrentIndex(i);
   rebuild();
@@ -168,9 +201,18 @@ void ChartView::setLogY(bool on) {
   if (on == m_logY) return;
   m_logY = on;
   m_logBox->setChecked(on);
-  applyAxes();
   m_userRange = false;
+  m_userY = false;
+  applyAxes();
+  for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);  // y drawn as log10 or not
   rescale();
+}
+
+void ChartView::setIgnoreOutliers(bool on) {
+  if (on == m_ignoreOutliers) return;
+  m_ignoreOutliers = on;
+  m_outlierBox->setChecked(on);
+  if (!m_userY) rescale(true);
 }
 
 void ChartView::setSmoothing(double weight) {
@@ -186,7 +228,12 @@ void ChartView::setSmoothing(double weight) {
 void ChartView::setCompareMode(CompareMode mode) {
   if (mode == m_mode) return;
   m_mode = mode;
+  m_userY = false;
   buildCurves();
+  if (m_logY) {
+    for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
+    rescale();
+  }
 }
 
 void ChartView::setBaseline(qint64 runId) {
@@ -226,19 +273,15 @@ void ChartView::setRunVisible(qint64 runId, bool visible) {
   if (visible) m_hidden.remove(runId);
   else m_hidden.insert(runId);
   updateLegend();
-  if (!m_userRange) rescale();
-}
-
-std::pair<double, double> ChartView::visibleX() const {
-  const auto* x = static_cast<const QValueAxis*>(m_axisX);
-  return {x->min(), x->max()};
+  if (!m_userY) rescale(true);
 }
 
 void ChartView::zoomToX(double x0, double x1) {
   if (!(x1 > x0)) return;
   m_userRange = true;
-  static_cast<QValueAxis*>(m_axisX)->setRange(x0, x1);
+  m_axisX->setRange(x0, x1);
   refineVisible();
+  rescale();
   Q_EMIT viewChanged();
 }
 
@@ -251,13 +294,50 @@ void ChartView::resetView() {
     t->replaced = true;
   }
   m_userRange = false;
+  m_userY = false;
   m_fitNext = true;
   redraw();
   for (auto& c : m_curves) pushSeries(*c);  // thinned for the whole extent again
   Q_EMIT viewChanged();
 }
 
-QPointF ChartView::toPoint(const MetricPoint& p) const { return {xOf(p, m_xAxis), p.value}; }
+QPointF ChartView::toPoint(const MetricPoint& p) const {
+  if (!logAxis()) return {xOf(p, m_xAxis), p.value};
+  return {xOf(p, m_xAxis), p.value > 0 ? std::log10(p.value) : std::numeric_limits<double>::quiet_NaN()};
+}
+
+QString ChartView::defaultExportName() const {
+  // The words all selected runs share (their experiment, usually), then the metric.
+  std::vector<std::string> names;
+  for (const ChartRun& r : m_runs) names.push_back(r.name.toStdString());
+  const std::vector<std::string> brief = withoutCommonWords(names);
+  QString common;
+  if (names.size() >= 2 && brief.front().size() < names.front().size()) {
+    common = QString::fromStdString(names.front().substr(0, names.front().size() - brief.front().size())).trimmed();
+  } else if (names.size() == 1) {
+    common = m_runs.front().name;
+  }
+  QString name = (common.isEmpty() ? QStringLiteral("runs") : common) + QLatin1Char('-') + m_metric;
+  name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]+")), QStringLiteral("-"));
+  return name;
+}
+
+QString ChartView::exportMessage() const { return m_exportMessage; }
+
+void ChartView::readRunInfo(Track& t) {
+  try {
+    const RunRecord r = m_store->run(t.runId);
+    t.running = r.status == RunStatus::Running;
+    if (t.plannedSteps == 0 && !r.specJson.empty()) {
+      const auto spec = nlohmann::json::parse(r.specJson, nullptr, /*allow_exceptions=*/false);
+      if (spec.is_object() && spec.contains("steps") && spec["steps"].is_number_integer()) {
+        t.plannedSteps = std::max<std::int64_t>(0, spec["steps"].get<std::int64_t>());
+      }
+    }
+  } catch (const Error& e) {
+    t.running = false;
+  }
+}
 
 ChartView::Track* ChartView::track(qint64 runId, const QString& metricName) {
   for (auto& t : m_tracks) {
@@ -302,6 +382,7 @@ void ChartView::rebuild() {
       }
       t->overview = t->points;
       t->overviewWindow = t->window;
+      readRunInfo(*t);
       m_tracks.push_back(std::move(t));
     }
   }
@@ -312,6 +393,12 @@ void ChartView::rebuild() {
 void ChartView::pollStore(qint64 runId) {
   for (auto& t : m_tracks) {
     if (runId != 0 && t->runId != runId) continue;
+    const bool wasRunning = t->running;
+    readRunInfo(*t);
+    if (wasRunning && !t->running) {
+      m_fitNext = true;  // finished: x fits the data exactly now
+      scheduleRedraw();
+    }
     try {
       auto pts = m_store->rowsSince(t->runId, t->metricName.toStdString(), t->lastStep);
       if (!pts.empty()) appendPoints(t->runId, t->metricName, pts);

@@ -8,7 +8,11 @@
 // linear interpolation. Zoom and pan re-read the visible step window when the
 // loaded buckets are too coarse (range_refine.h). chart_view.cpp holds the
 // widget, data reads and controls; chart_curves.cpp the curves, legend,
-// crosshair and export.
+// crosshair and export; chart_axes.cpp the axes: nice 1-2-5 ticks with SI
+// suffixes, labelled log ticks (y drawn as log10 on a linear axis), y fitted
+// to the visible data (outliers ignored: the 5th-95th percentile band), x
+// spanning the data or a running run's planned steps, a zero line for
+// differences. The legend is a ChartLegend under the plot.
 #pragma once
 
 #include <QHash>
@@ -23,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "charts/axis_ticks.h"
 #include "charts/compare_math.h"
 #include "charts/range_refine.h"
 #include "charts/smoothing.h"
@@ -30,7 +35,7 @@
 
 class QChart;
 class QLineSeries;
-class QAbstractAxis;
+class QCategoryAxis;
 class QComboBox;
 class QCheckBox;
 class QLabel;
@@ -40,6 +45,7 @@ class QStackedLayout;
 namespace latentlab::ui {
 
 class ChartCanvas;
+class ChartLegend;
 
 struct ChartRun {
   qint64 id = 0;
@@ -58,13 +64,19 @@ public:
 
   void setRuns(const QVector<ChartRun>& runs);
   QVector<ChartRun> runs() const { return m_runs; }
-  // "loss" draws train/loss and val/loss; any other name draws that metric.
+  // "loss" draws train/loss and val/loss; any other name (val/loss, lr, ...)
+  // draws that metric alone.
   void setMetric(const QString& metric);
   void setXAxis(XAxis axis);
   void setLogY(bool on);
   // TensorBoard-style smoothing of train curves (the raw curve stays faint behind).
   void setSmoothing(double weight);
   double smoothing() const { return m_smoothing; }
+  // y fits the 5th-95th percentile of the visible values instead of all of
+  // them (on by default for losses, off for other metrics).
+  void setIgnoreOutliers(bool on);
+  bool ignoresOutliers() const { return m_ignoreOutliers; }
+  bool logY() const { return m_logY; }
   QString metric() const { return m_metric; }
   XAxis xAxis() const { return m_xAxis; }
 
@@ -81,6 +93,24 @@ public:
   // Legend toggles: a hidden run's curves are not drawn, scaled to or listed.
   void setRunVisible(qint64 runId, bool visible);
   bool runVisible(qint64 runId) const { return !m_hidden.contains(runId); }
+  // Only this run visible; when it already is the only one, all again.
+  void soloRun(qint64 runId);
+  // Draws a run's curves bold and dims the others (0: none).
+  void highlightRun(qint64 runId);
+  qint64 highlightedRun() const { return m_highlighted; }
+  // Pens again from runColor (a run's colour changed).
+  void updateColors();
+  ChartLegend* legend() const { return m_legend; }
+  // The smoothing slider with its label (in the chart's bar unless an owner
+  // places it elsewhere).
+  QWidget* smoothingControls() const { return m_smoothHost; }
+
+  // The axes as drawn: y in data units (log axis: the values, not their logs).
+  std::pair<double, double> visibleY() const;
+  QStringList xTickLabels() const;
+  QStringList yTickLabels() const;
+  std::vector<double> yTickValues() const;  // data units
+  bool hasZeroLine() const;
 
   // The visible x range; setting it is what a zoom does (refines the data).
   std::pair<double, double> visibleX() const;
@@ -92,8 +122,11 @@ public:
   QStringList crosshairLines(double x) const;
   ChartCanvas* canvas() const { return m_view; }
 
-  // The chart as drawn, and its data (run_id,run,metric,step,tokens,wall_time,value).
-  bool exportPng(const QString& path) const;
+  // The chart as drawn (plot and legend; PNG at `scale` times the widget's
+  // pixels), and its data (run_id,run,metric,step,tokens,wall_time,value).
+  bool exportPng(const QString& path, double scale = 2.0) const;
+  QString defaultExportName() const;  // "<common run name words>-<metric>"
+  QString exportMessage() const;      // what the last export from the button said
   bool exportSvg(const QString& path) const;
   bool exportCsv(const QString& path) const;
 
@@ -120,6 +153,7 @@ public:
 
 Q_SIGNALS:
   void viewChanged();  // zoom, pan, reset
+  void colorChangeRequested(qint64 runId);  // the legend's context menu
 
 private:
   // One stored metric of one run, as read (points) and the full-range read
@@ -134,12 +168,15 @@ private:
     LoadedWindow window;
     LoadedWindow overviewWindow;
     std::int64_t lastStep = -1;
+    std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
+    bool running = false;           // as of the last poll
     std::size_t appendedFrom = 0;  // points[appendedFrom..] arrived since the last redraw
     bool replaced = true;          // points were replaced since the last redraw
   };
   // One drawn curve: a track as it is, or the difference of two tracks.
   struct Curve {
     QString label;
+    QString legendLabel;  // the run (or pair) without the metric
     QString metricName;
     qint64 runId = 0;  // colour and legend toggle
     bool legendEntry = true;
@@ -168,9 +205,17 @@ private:
   // series instead of every series again.
   void rescale(bool fit = true);
   void applyAxes();
+  void updateTicks();
+  void updateZeroLine();
+  // The x extent of the visible curves (a running run: out to its planned steps).
+  bool dataXRange(double* x0, double* x1, bool* live) const;
+  bool fitY(double x0, double x1, double* y0, double* y1) const;
+  bool logAxis() const { return m_logY && m_mode == CompareMode::Curves; }
+  void applyPens();
   void refineVisible();
   void updateLegend();
-  QPointF toPoint(const MetricPoint& p) const;
+  void readRunInfo(Track& t);
+  QPointF toPoint(const MetricPoint& p) const;  // y as drawn: log10 on a log axis
   QStringList metricNames() const;
   Track* track(qint64 runId, const QString& metricName);
   const Curve* curve(const QString& label) const;
@@ -186,6 +231,11 @@ private:
   std::vector<std::pair<std::string, std::string>> m_pairLabels;
   QSet<qint64> m_hidden;
   bool m_userRange = false;
+  bool m_userY = false;  // the user chose y (Ctrl+wheel, up/down keys): no refit
+  bool m_ignoreOutliers = true;
+  bool m_ticking = false;
+  qint64 m_highlighted = 0;
+  QString m_exportMessage;
   bool m_fitNext = true;  // the next redraw fits the axes to the curves
   std::vector<std::unique_ptr<Track>> m_tracks;
   std::vector<std::unique_ptr<Curve>> m_curves;
@@ -199,13 +249,19 @@ private:
 
   QChart* m_chart = nullptr;
   ChartCanvas* m_view = nullptr;
-  QAbstractAxis* m_axisX = nullptr;
-  QAbstractAxis* m_axisY = nullptr;
+  QCategoryAxis* m_axisX = nullptr;
+  QCategoryAxis* m_axisY = nullptr;
+  QLineSeries* m_zero = nullptr;
+  AxisTicks m_xTicks, m_yTicks;
+  ChartLegend* m_legend = nullptr;
+  QCheckBox* m_outlierBox = nullptr;
+  QLabel* m_exportLabel = nullptr;
   QComboBox* m_metricBox = nullptr;
   QComboBox* m_xBox = nullptr;
   QCheckBox* m_logBox = nullptr;
   QSlider* m_smoothSlider = nullptr;
   QLabel* m_smoothLabel = nullptr;
+  QWidget* m_smoothHost = nullptr;
   QLabel* m_placeholder = nullptr;
   QStackedLayout* m_stack = nullptr;
 };

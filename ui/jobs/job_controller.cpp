@@ -1,6 +1,8 @@
 // Job queue and child processes: see job_controller.h.
 #include "jobs/job_controller.h"
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 
 #include <QDir>
@@ -49,12 +51,50 @@ void killProcess(const QPointer<QProcess>& p) {
 
 } // namespace
 
-double JobInfo::etaSeconds() const {
-  if (status != QLatin1String("running") || steps <= 0 || step <= 0 || !startedAt.isValid()) return -1;
-  const double elapsed = static_cast<double>(startedAt.msecsTo(QDateTime::currentDateTime())) / 1000.0;
-  if (elapsed <= 0) return -1;
-  return elapsed / static_cast<double>(step) * static_cast<double>(steps - step);
+void JobInfo::observe(qint64 newStep, qint64 nowMs) {
+  if (!pace.isEmpty() && newStep < pace.back().second) pace.clear();  // restarted from a checkpoint
+  if (pace.isEmpty() || pace.back().second != newStep) pace.push_back({nowMs, newStep});
+  constexpr qint64 kWindowMs = 60'000;
+  while (pace.size() > 2 && nowMs - pace.front().first > kWindowMs) pace.pop_front();
 }
+
+double JobInfo::etaSeconds() const {
+  if (status != QLatin1String("running") || steps <= 0 || step <= 0) return -1;
+  const double left = static_cast<double>(steps - step);
+  if (left <= 0) return 0;
+  if (pace.size() >= 2) {
+    const auto& a = pace.front();
+    const auto& b = pace.back();
+    if (b.second > a.second && b.first > a.first) {
+      const double stepsPerSec = static_cast<double>(b.second - a.second) / (static_cast<double>(b.first - a.first) / 1000.0);
+      return left / stepsPerSec;
+    }
+  }
+  if (storeStepsPerSec > 0) return left / storeStepsPerSec;
+  return -1;
+}
+
+namespace {
+
+// Steps a second over the newest train/loss rows of one stretch of the run
+// (rows whose wall time keeps increasing: a resume starts a new stretch).
+double storePace(const std::vector<MetricPoint>& rows) {
+  if (rows.size() < 2) return 0;
+  std::size_t first = rows.size() - 1;
+  while (first > 0 && rows[first - 1].wallTime < rows[first].wallTime && rows[first - 1].step < rows[first].step) --first;
+  const MetricPoint& a = rows[first];
+  const MetricPoint& b = rows.back();
+  if (b.step <= a.step || b.wallTime <= a.wallTime) return 0;
+  return static_cast<double>(b.step - a.step) / (b.wallTime - a.wallTime);
+}
+
+qint64 plannedSteps(const std::string& specJson) {
+  const auto spec = nlohmann::json::parse(specJson, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_object() && spec.contains("steps") && spec["steps"].is_number_integer()) return spec["steps"].get<qint64>();
+  return 0;
+}
+
+} // namespace
 
 JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent)
     : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)) {
@@ -381,6 +421,7 @@ void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
       job.loss = ev.loss;
       job.hasLoss = true;
       job.tokensPerSec = ev.tokensPerSec;
+      job.observe(ev.step, QDateTime::currentMSecsSinceEpoch());
       Q_EMIT progress(job.runId, ev.step, ev.steps, ev.tokens, ev.loss, ev.tokensPerSec);
       break;
     case K::Eval:
@@ -504,6 +545,7 @@ void JobController::reattach(bool enqueueQueued) {
         job.pid = *r.pid;
         job.external = true;
         job.status = QStringLiteral("running");
+        job.steps = plannedSteps(r.specJson);
         job.startedAt = r.startedAt ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(*r.startedAt * 1000)) : QDateTime();
         job.log.push_back(QStringLiteral("reattached to engine process %1").arg(job.pid));
         m_jobs.insert(r.id, job);
@@ -532,13 +574,20 @@ void JobController::pollExternal() {
     if (!j.external || j.status != QLatin1String("running")) continue;
     try {
       if (auto last = m_store->lastStep(id, "train/loss")) {
-        auto pts = m_store->rowsSince(id, "train/loss", *last - 1);
+        // The newest rows: step, loss, tokens, and the pace of this stretch.
+        auto pts = m_store->rowsSince(id, "train/loss", std::max<std::int64_t>(-1, *last - 64));
         j.step = *last;
         if (!pts.empty()) {
           j.loss = pts.back().value;
           j.hasLoss = true;
           j.tokens = pts.back().tokens;
+          j.storeStepsPerSec = storePace(pts);
         }
+        if (auto speedStep = m_store->lastStep(id, "tokens_per_s")) {
+          const auto speed = m_store->rowsSince(id, "tokens_per_s", *speedStep - 1);
+          if (!speed.empty()) j.tokensPerSec = speed.back().value;
+        }
+        j.observe(j.step, QDateTime::currentMSecsSinceEpoch());
         Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
       }
       const RunRecord r = m_store->run(id);

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <QDateTime>
+#include <QPair>
+#include <QVector>
 #include <QHash>
 #include <QObject>
 #include <QPointer>
@@ -44,8 +46,15 @@ struct JobInfo {
   QString error;
   QDateTime startedAt;
   QStringList log;              // engine events and stderr, newest last (capped)
+  // Pace: (ms since epoch, step) as progress was seen, the last 60 s of it;
+  // the store's steps/s (from its rows' wall times) for a reattached job.
+  QVector<QPair<qint64, qint64>> pace;
+  double storeStepsPerSec = 0;
 
-  // Seconds left at the current pace, or -1 when unknown.
+  // Records a step seen now (progress event or store poll).
+  void observe(qint64 newStep, qint64 nowMs);
+  // Seconds left at the recent pace (not from the start: a resumed run's
+  // first steps happened before), or -1 when unknown.
   double etaSeconds() const;
   bool isActive() const { return status == QLatin1String("queued") || status == QLatin1String("running"); }
 };

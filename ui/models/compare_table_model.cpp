@@ -2,6 +2,7 @@
 #include "models/compare_table_model.h"
 
 #include <QColor>
+#include <QFont>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
@@ -18,23 +19,27 @@ namespace {
 
 const QStringList& fixedKeys() {
   static const QStringList keys = {QStringLiteral("final_val_loss"), QStringLiteral("best_val_loss"),
-                                   QStringLiteral("tokens"),         QStringLiteral("kv_bytes_per_token"),
-                                   QStringLiteral("kv_saving"),      QStringLiteral("parameters"),
-                                   QStringLiteral("tokens_per_s"),   QStringLiteral("status")};
+                                   QStringLiteral("matched_val_loss"), QStringLiteral("tokens"),
+                                   QStringLiteral("kv_bytes_per_token"), QStringLiteral("kv_saving"),
+                                   QStringLiteral("parameters"),     QStringLiteral("tokens_per_s"),
+                                   QStringLiteral("status")};
   return keys;
 }
 
-QString fixedTitle(int i) {
-  switch (i) {
-    case 0: return CompareTableModel::tr("Final val loss");
-    case 1: return CompareTableModel::tr("Best val loss");
-    case 2: return CompareTableModel::tr("Tokens");
-    case 3: return CompareTableModel::tr("KV bytes/token");
-    case 4: return CompareTableModel::tr("KV saving");
-    case 5: return CompareTableModel::tr("Parameters");
-    case 6: return CompareTableModel::tr("Tokens/s");
-    default: return CompareTableModel::tr("Status");
+// Which way is better for a fixed column (-1 lower, +1 higher, 0 neither).
+int betterDirection(int fixed) {
+  switch (fixed) {
+    case 0: case 1: case 2: case 4: return -1;
+    case 5: case 7: return +1;
+    default: return 0;
   }
+}
+
+QString compactCount(double v) {
+  if (v >= 1e9) return QStringLiteral("%1G").arg(v / 1e9, 0, 'g', 3);
+  if (v >= 1e6) return QStringLiteral("%1M").arg(v / 1e6, 0, 'g', 3);
+  if (v >= 1e3) return QStringLiteral("%1k").arg(v / 1e3, 0, 'g', 3);
+  return QString::number(v, 'g', 3);
 }
 
 std::optional<double> numberAt(const QJsonObject& o, const char* key) {
@@ -70,10 +75,14 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
     if (!std::isfinite(p.value)) continue;
     r.finalVal = p.value;
     r.bestVal = r.bestVal ? std::min(*r.bestVal, p.value) : p.value;
+    r.val.push_back({static_cast<double>(p.tokens), p.value});
   }
-  if (const auto t = numberAt(summary, "tokens")) r.tokens = static_cast<qint64>(*t);
+  // A live run (or one resumed after it finished once) reads its newest rows:
+  // the summary is that of its last finish.
+  const bool live = rec.status == RunStatus::Running || rec.status == RunStatus::Queued;
+  if (const auto t = numberAt(summary, "tokens"); t && !live) r.tokens = static_cast<qint64>(*t);
   else if (const auto row = newestRow(*m_store, id, "train/loss")) r.tokens = row->tokens;
-  if (const auto v = numberAt(summary, "tokens_per_s")) r.tokensPerS = *v;
+  if (const auto v = numberAt(summary, "tokens_per_s"); v && !live) r.tokensPerS = *v;
   else if (const auto row = newestRow(*m_store, id, "tokens_per_s")) r.tokensPerS = row->value;
   if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
   if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v;
@@ -99,6 +108,16 @@ void CompareTableModel::refresh() {
       qWarning("compare table: %s", e.message().c_str());  // deleted meanwhile: left out
     }
   }
+  // Validation loss at the same tokens for every run: the fewest tokens any
+  // of them reached, each run's curve interpolated there.
+  m_matchedTokens.reset();
+  for (const Row& r : rows) {
+    if (r.val.empty()) continue;
+    m_matchedTokens = m_matchedTokens ? std::min(*m_matchedTokens, r.val.back().x) : r.val.back().x;
+  }
+  for (Row& r : rows) {
+    if (m_matchedTokens) r.matchedVal = interpolateAt(r.val, *m_matchedTokens);
+  }
   QVector<QMap<QString, QString>> specs;
   for (const Row& r : rows) specs.push_back(r.spec);
   const QStringList fields = rows.size() > 1 ? latentlab::ui::differingFields(specs, {QStringLiteral("name")}) : QStringList{};
@@ -117,10 +136,23 @@ void CompareTableModel::refresh() {
 
 int CompareTableModel::columnOf(const QString& key) const {
   if (key == QLatin1String("run")) return 0;
-  const qsizetype f = m_fields.indexOf(key);
-  if (f >= 0) return 1 + static_cast<int>(f);
   const qsizetype k = fixedKeys().indexOf(key);
-  return k >= 0 ? 1 + static_cast<int>(m_fields.size() + k) : -1;
+  if (k >= 0) return 1 + static_cast<int>(k);
+  const qsizetype f = m_fields.indexOf(key);
+  return f >= 0 ? 1 + static_cast<int>(fixedKeys().size() + f) : -1;
+}
+
+std::optional<double> CompareTableModel::bestOf(int column) const {
+  const int fixed = column - 1;
+  if (fixed < 0 || fixed >= fixedKeys().size() || betterDirection(fixed) == 0 || m_rows.size() < 2) return std::nullopt;
+  std::optional<double> best;
+  for (const Row& r : m_rows) {
+    const QVariant v = value(r, column, true);
+    if (!v.isValid() || v.isNull()) continue;
+    const double d = v.toDouble();
+    if (!best || (betterDirection(fixed) < 0 ? d < *best : d > *best)) best = d;
+  }
+  return best;
 }
 
 int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
@@ -131,9 +163,9 @@ int CompareTableModel::columnCount(const QModelIndex& parent) const {
 
 QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const {
   if (column == 0) return r.name;
-  const int nFields = static_cast<int>(m_fields.size());
-  if (column <= nFields) {
-    const auto it = r.spec.constFind(m_fields[column - 1]);
+  const int nFixed = static_cast<int>(fixedKeys().size());
+  if (column > nFixed) {
+    const auto it = r.spec.constFind(m_fields[column - 1 - nFixed]);
     if (it == r.spec.constEnd()) return forSort ? QVariant(QString()) : QVariant(QStringLiteral("—"));
     QString v = *it;
     if (v.size() >= 2 && v.startsWith(QLatin1Char('"')) && v.endsWith(QLatin1Char('"'))) v = v.mid(1, v.size() - 2);
@@ -150,15 +182,16 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
     if (forSort) return QVariant::fromValue(static_cast<double>(*opt));
     return format(*opt);
   };
-  switch (column - 1 - nFields) {
+  switch (column - 1) {
     case 0: return num(r.finalVal, [](double v) { return QString::number(v, 'f', 4); });
     case 1: return num(r.bestVal, [](double v) { return QString::number(v, 'f', 4); });
-    case 2: return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
-    case 3: return num(r.kvBytes, [&](qint64 v) { return loc.toString(v); });
-    case 4: return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
-    case 5: return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
-    case 6: return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
-    case 7: return r.status;
+    case 2: return num(r.matchedVal, [](double v) { return QString::number(v, 'f', 4); });
+    case 3: return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
+    case 4: return num(r.kvBytes, [&](qint64 v) { return loc.toString(v); });
+    case 5: return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
+    case 6: return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
+    case 7: return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
+    case 8: return r.status;
     default: break;
   }
   return {};
@@ -175,28 +208,67 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
       if (index.column() == 0) return runColor(r.id);
       break;
     case Qt::ForegroundRole:
-      if (index.column() == columnCount() - 1) return statusColor(r.status);
+      if (index.column() == columnOf(QStringLiteral("status"))) return statusColor(r.status);
+      break;
+    case Qt::FontRole:
+    case Qt::BackgroundRole:
+      if (const auto best = bestOf(index.column())) {
+        const QVariant v = value(r, index.column(), true);
+        if (v.isValid() && !v.isNull() && v.toDouble() == *best) {
+          if (role == Qt::BackgroundRole) return QColor(46, 125, 50, 40);
+          QFont f;
+          f.setBold(true);
+          return f;
+        }
+      }
       break;
     case Qt::TextAlignmentRole:
-      if (index.column() > m_fields.size() && index.column() < columnCount() - 1) return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
+      if (index.column() > 0 && index.column() < columnOf(QStringLiteral("status"))) return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
       break;
     case Qt::ToolTipRole:
-      if (index.column() == 0) return tr("Run #%1").arg(r.id);
-      break;
+      if (index.column() == 0) return tr("%1 (run #%2)").arg(r.name).arg(r.id);
+      return value(r, index.column(), false);
     default: break;
   }
   return {};
 }
 
 QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || section < 0 || section >= columnCount()) return {};
-  const int nFields = static_cast<int>(m_fields.size());
+  if (orientation == Qt::Vertical) {
+    // The run's name as the row header: it stays in view however far the
+    // table scrolls to the right (a frozen Run column).
+    if (section < 0 || section >= rowCount()) return {};
+    const Row& r = m_rows[section];
+    if (role == Qt::DisplayRole) return r.name;
+    if (role == Qt::DecorationRole) return runColor(r.id);
+    if (role == Qt::ToolTipRole) return tr("%1 (run #%2)").arg(r.name).arg(r.id);
+    return {};
+  }
+  if (section < 0 || section >= columnCount()) return {};
+  const int nFixed = static_cast<int>(fixedKeys().size());
   if (role == Qt::DisplayRole) {
     if (section == 0) return tr("Run");
-    if (section <= nFields) return m_fields[section - 1];
-    return fixedTitle(section - 1 - nFields);
+    if (section > nFixed) return m_fields[section - 1 - nFixed];
+    switch (section - 1) {
+      case 0: return tr("Final val loss");
+      case 1: return tr("Best val loss");
+      case 2: return m_matchedTokens ? tr("Val loss @ %1 tok").arg(compactCount(*m_matchedTokens)) : tr("Val loss @ tokens");
+      case 3: return tr("Tokens");
+      case 4: return tr("KV bytes/token");
+      case 5: return tr("KV saving");
+      case 6: return tr("Parameters");
+      case 7: return tr("Tokens/s");
+      default: return tr("Status");
+    }
   }
-  if (role == Qt::ToolTipRole && section > 0 && section <= nFields) return tr("Config field that differs between the selected runs");
+  if (role == Qt::ToolTipRole) {
+    if (section > nFixed) return tr("%1: a config field that differs between the selected runs").arg(m_fields[section - 1 - nFixed]);
+    if (section == 3 && m_matchedTokens) {
+      return tr("Validation loss of every run at %1 tokens (the fewest any selected run reached), interpolated on its "
+                "validation curve").arg(QLocale().toString(*m_matchedTokens, 'f', 0));
+    }
+    return headerData(section, orientation, Qt::DisplayRole);
+  }
   return {};
 }
 

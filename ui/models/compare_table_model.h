@@ -1,8 +1,11 @@
-// The compare table: one row per selected run, its columns the config fields
-// that differ between the selected runs (flattened spec paths), then final
-// and best validation loss, tokens trained, KV bytes per token and saving
-// against the original, parameters, tokens/s and status. Values of running
-// runs come from their newest metric rows, of finished ones from the summary.
+// The compare table: one row per selected run (its name also the row header,
+// so it stays in view), its columns the run, final and best validation loss,
+// validation loss at matched tokens (the fewest any selected run reached),
+// tokens trained, KV bytes per token and saving against the original,
+// parameters, tokens/s and status, then the config fields that differ
+// between the selected runs (flattened spec paths). The best value of each
+// metric is highlighted. Values of running or queued runs come from their
+// newest metric rows, of finished ones from the summary.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -11,6 +14,9 @@
 #include <QVector>
 #include <memory>
 #include <optional>
+#include <vector>
+
+#include "charts/compare_math.h"
 
 namespace latentlab {
 class RunStore;
@@ -29,10 +35,13 @@ public:
   // Re-reads the runs (statuses, newest rows, summaries).
   void refresh();
   QStringList differingFields() const { return m_fields; }
-  // The column of a fixed field ("final_val_loss", "best_val_loss", "tokens",
-  // "kv_bytes_per_token", "kv_saving", "parameters", "tokens_per_s", "status"),
-  // or of a config path; -1 when absent.
+  // The column of a fixed field ("final_val_loss", "best_val_loss",
+  // "matched_val_loss", "tokens", "kv_bytes_per_token", "kv_saving",
+  // "parameters", "tokens_per_s", "status"), or of a config path; -1 when absent.
   int columnOf(const QString& key) const;
+  std::optional<double> matchedTokens() const { return m_matchedTokens; }
+  // The best value of a metric column among the rows (none: no ranking).
+  std::optional<double> bestOf(int column) const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -45,7 +54,8 @@ private:
     QString name;
     QString status;
     QMap<QString, QString> spec;  // flattened
-    std::optional<double> finalVal, bestVal, kvSaving, tokensPerS;
+    std::optional<double> finalVal, bestVal, matchedVal, kvSaving, tokensPerS;
+    std::vector<CurvePoint> val;  // (tokens, validation loss)
     std::optional<qint64> tokens, kvBytes, parameters;
   };
   Row load(qint64 id) const;
@@ -55,6 +65,7 @@ private:
   QVector<qint64> m_ids;
   QVector<Row> m_rows;
   QStringList m_fields;
+  std::optional<double> m_matchedTokens;
 };
 
 } // namespace latentlab::ui

@@ -29,6 +29,7 @@ QIcon colorDot(const QColor& c) {
 
 RunTreeModel::RunTreeModel(std::shared_ptr<RunStore> store, QObject* parent)
     : QAbstractItemModel(parent), m_store(std::move(store)) {
+  forgetRunColors();  // run ids of another workspace's store
   m_rows = load();
 }
 
@@ -40,7 +41,9 @@ std::vector<RunTreeModel::ExperimentRow> RunTreeModel::load() const {
       byId[e.id] = rows.size();
       rows.push_back({e.id, QString::fromStdString(e.name), QString::fromStdString(e.preset), {}});
     }
-    for (const auto& r : m_store->listRuns()) {
+    const std::vector<RunRecord> runs = m_store->listRuns();
+    assignColors(runs);
+    for (const auto& r : runs) {
       RunRow row;
       row.id = r.id;
       row.name = QString::fromStdString(r.name);
@@ -67,6 +70,40 @@ std::vector<RunTreeModel::ExperimentRow> RunTreeModel::load() const {
     qWarning("run list: %s", e.message().c_str());
   }
   return rows;
+}
+
+void RunTreeModel::assignColors(const std::vector<RunRecord>& runs) const {
+  // Distinct from the colours of the runs listed before (the most recent
+  // ones count: older runs are rarely shown next to new ones).
+  constexpr std::size_t kRecent = 40;
+  std::vector<QColor> taken;
+  for (const RunRecord& r : runs) {
+    QColor c(QString::fromStdString(r.color));
+    if (!c.isValid()) {
+      if (taken.size() > kRecent) taken.erase(taken.begin(), taken.end() - kRecent);
+      c = distinctColor(taken);
+      try {
+        m_store->setRunColor(r.id, c.name().toStdString());
+      } catch (const Error& e) {
+        qWarning("run colour: %s", e.message().c_str());  // kept for this session only
+      }
+    }
+    setRunColor(r.id, c);
+    taken.push_back(c);
+  }
+}
+
+void RunTreeModel::changeRunColor(qint64 runId, const QColor& color) {
+  if (!color.isValid()) return;
+  try {
+    m_store->setRunColor(runId, color.name().toStdString());
+  } catch (const Error& e) {
+    qWarning("run colour: %s", e.message().c_str());
+  }
+  setRunColor(runId, color);
+  const QModelIndex idx = indexOfRun(runId);
+  if (idx.isValid()) Q_EMIT dataChanged(idx, idx, {Qt::DecorationRole});
+  Q_EMIT runColorChanged(runId);
 }
 
 void RunTreeModel::refresh() {
@@ -182,7 +219,10 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
     case Qt::TextAlignmentRole:
       return idx.column() >= StepColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
     case Qt::ToolTipRole:
-      return QStringLiteral("run %1 · %2 · %3%4").arg(r.id).arg(r.kind, r.status, r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
+      return QStringLiteral("%1\nrun %2 · %3 · %4%5")
+          .arg(r.name)
+          .arg(r.id)
+          .arg(r.kind, r.status, r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
     default: return {};
   }
 }

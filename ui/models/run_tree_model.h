@@ -3,12 +3,14 @@
 #pragma once
 
 #include <QAbstractItemModel>
+#include <QColor>
 #include <QString>
 #include <memory>
 #include <vector>
 
 namespace latentlab {
 class RunStore;
+struct RunRecord;
 }
 
 namespace latentlab::ui {
@@ -26,6 +28,13 @@ public:
   void refresh();
   QModelIndex indexOfRun(qint64 runId) const;
   QString runName(qint64 runId) const;
+  // A colour the user chose for a run: stored with the run, shown everywhere.
+  void changeRunColor(qint64 runId, const QColor& color);
+
+Q_SIGNALS:
+  void runColorChanged(qint64 runId);
+
+public:
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
@@ -53,6 +62,8 @@ private:
     std::vector<RunRow> runs;
   };
   std::vector<ExperimentRow> load() const;
+  // Gives each run without a stored colour one distinct from those before it.
+  void assignColors(const std::vector<RunRecord>& runs) const;
 
   std::shared_ptr<RunStore> m_store;
   std::vector<ExperimentRow> m_rows;

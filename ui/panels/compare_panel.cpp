@@ -28,7 +28,12 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // run order until a header is clicked
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setAlternatingRowColors(true);
-  m_table->verticalHeader()->hide();
+  // The run names as row headers: they stay in view while the table scrolls
+  // right (the model's Run column would scroll away, so it is hidden).
+  m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->verticalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  m_table->setColumnHidden(0, true);
+  connect(proxy, &QAbstractItemModel::modelReset, m_table, [this] { m_table->setColumnHidden(0, true); });
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
 
@@ -66,6 +71,7 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   bar->addWidget(m_baselineBox);
   bar->addSpacing(8);
   bar->addWidget(m_caption, 1);
+  bar->addWidget(m_chart->smoothingControls());
 
   auto* top = new QWidget;
   auto* tl = new QVBoxLayout(top);
@@ -88,6 +94,11 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
 void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
   m_note.clear();  // a preset's note comes back with applyPresetChart
   m_chart->setRuns(runs);
+  // A compare mode with nothing to draw for this selection falls back to the overlay.
+  const CompareMode mode = m_chart->compareMode();
+  if ((mode == CompareMode::Paired && m_chart->pairs().empty()) || (mode == CompareMode::Difference && runs.size() < 2)) {
+    m_chart->setCompareMode(CompareMode::Curves);
+  }
   QVector<qint64> ids;
   for (const ChartRun& r : runs) ids << r.id;
   m_model->setRuns(ids);

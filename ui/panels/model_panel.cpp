@@ -120,6 +120,7 @@ void ModelPanel::selectArchitecture(const QString& name) {
   try {
     ModelConfig cfg = builtinArchitecture(name.toStdString());
     m_config = cfg;
+    m_openError.clear();
     m_banner->hide();
     showConfig(cfg, countParameters(cfg), {});
   } catch (const Error& e) {
@@ -130,12 +131,23 @@ void ModelPanel::selectArchitecture(const QString& name) {
 
 bool ModelPanel::openFolder(const QString& dir) {
   m_folderEdit->setText(dir);
+  // A failed open leaves no model: the previous one is not what the path box names.
+  auto fail = [&](const QString& why) {
+    m_folder.clear();
+    m_config.reset();
+    clearDetails();
+    m_folderRadio->setChecked(true);
+    m_openError = tr("%1 is not an open model (%2)").arg(dir.isEmpty() ? tr("no folder") : dir, why);
+    Q_EMIT modelChanged();
+    return false;
+  };
   if (dir.isEmpty()) {
     m_banner->showMessage(MessageBanner::Level::Error, tr("No folder given"), tr("Type or browse to a Hugging Face model folder."));
-    return false;
+    return fail(tr("no folder given"));
   }
   try {
     ModelSummary s = inspectModel(dir.toStdString());
+    m_openError.clear();
     m_folder = dir;
     m_config = s.config;
     m_folderRadio->setChecked(true);
@@ -147,10 +159,10 @@ bool ModelPanel::openFolder(const QString& dir) {
     return true;
   } catch (const Error& e) {
     m_banner->showError(e);
-    return false;
+    return fail(QString::fromStdString(e.message()));
   } catch (const std::exception& e) {
     m_banner->showMessage(MessageBanner::Level::Error, QString::fromUtf8(e.what()), tr("Is this a Hugging Face model folder?"));
-    return false;
+    return fail(QString::fromUtf8(e.what()));
   }
 }
 

@@ -30,6 +30,9 @@ public:
   std::optional<ModelConfig> config() const { return m_config; }
   bool usesFolder() const;
   QString folder() const { return m_folder; }
+  // Why no run can start from this tab now (a folder that failed to open);
+  // empty when the model shown is the one a run would use.
+  QString blockReason() const { return m_openError; }
   QString architecture() const;
   // Writes architecture / model_dir (and the kind: pretrain or finetune).
   void applyTo(RunSpec& spec) const;
@@ -51,6 +54,7 @@ private:
   MessageBanner* m_banner = nullptr;
   QFormLayout* m_details = nullptr;
   QString m_folder;
+  QString m_openError;
   std::optional<ModelConfig> m_config;
 };
 

@@ -22,6 +22,8 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
   m_view->setAlternatingRowColors(true);
   m_view->setContextMenuPolicy(Qt::CustomContextMenu);
   m_view->header()->setStretchLastSection(false);
+  m_view->setTextElideMode(Qt::ElideMiddle);  // the tooltip has the whole name
+  m_view->setColumnHidden(RunTreeModel::StepColumn, true);  // steps: the jobs table and the compare table
   m_view->header()->setSectionResizeMode(RunTreeModel::NameColumn, QHeaderView::Stretch);
   for (int c = RunTreeModel::StatusColumn; c < RunTreeModel::ColumnCount; ++c) {
     m_view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
@@ -53,6 +55,7 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
     QAction* cancel = menu.addAction(tr("Cancel"));
     cancel->setEnabled(status == QLatin1String("running") || status == QLatin1String("queued"));
     QAction* exportCsv = menu.addAction(tr("Export metrics as CSV…"));
+    QAction* colour = menu.addAction(tr("Colour…"));
     menu.addSeparator();
     QAction* del = menu.addAction(tr("Delete run"));
     del->setEnabled(status != QLatin1String("running"));
@@ -60,6 +63,7 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
     if (chosen == retry) Q_EMIT retryRequested(id);
     else if (chosen == cancel) Q_EMIT cancelRequested(id);
     else if (chosen == exportCsv) Q_EMIT exportRequested(id);
+    else if (chosen == colour) Q_EMIT colorRequested(id);
     else if (chosen == del) Q_EMIT deleteRequested(id);
   });
 }

@@ -28,6 +28,7 @@ Q_SIGNALS:
   void cancelRequested(qint64 runId);
   void exportRequested(qint64 runId);
   void deleteRequested(qint64 runId);
+  void colorRequested(qint64 runId);
 
 private:
   qint64 currentRunId() const;

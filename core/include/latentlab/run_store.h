@@ -48,6 +48,7 @@ struct RunRecord {
   std::string ownerHost;    // empty: this host (runs leased before hosts were recorded)
   std::string ownerStart;   // the owner process's start token ("" when unknown)
   std::string uid;          // random id of the run: ids can be reused after a delete
+  std::string color;        // "#rrggbb" the workbench draws it in; empty until chosen
 };
 
 // Lease liveness: an owner on this host is alive while its process (same pid
@@ -213,6 +214,8 @@ public:
   // (Error(Store)): terminal -> another terminal, queued -> completed.
   void setStatus(std::int64_t id, RunStatus status, std::optional<std::string> error = std::nullopt);
   void setSummary(std::int64_t id, std::string_view summaryJson);
+  // The run's colour in the workbench ("#rrggbb", or empty to choose again).
+  void setRunColor(std::int64_t id, std::string_view color);
   void setPid(std::int64_t id, std::optional<std::int64_t> pid);  // also a heartbeat
   void heartbeat(std::int64_t id);
   // Takes the lease of a run for this process: refused with Error(Store)

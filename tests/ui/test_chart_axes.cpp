@@ -1,0 +1,253 @@
+// The chart's axes and run identity, driven as a user drives them: nice 1-2-5
+// ticks for the ranges researchers see, y fitted to the visible data after a
+// run streams in (no empty bands), labelled log ticks inside a decade, a zero
+// line for differences, legend click / double click / hover with the mouse,
+// and distinct stored colours for thirty runs across experiments.
+#include <QItemSelectionModel>
+#include <QTemporaryDir>
+#include <QTreeView>
+#include <QtTest>
+#include <cmath>
+#include <random>
+
+#include "charts/axis_ticks.h"
+#include "charts/chart_legend.h"
+#include "charts/chart_view.h"
+#include "charts/run_palette.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "models/run_tree_model.h"
+#include "panels/runs_panel.h"
+#include "ui_test_support.h"
+#include "workspace.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+namespace {
+
+// True when v is k * step for an integer k and step is 1, 2 or 5 times a power of ten.
+bool isNiceMultiple(double v, double step) {
+  const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  const bool niceStep = std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 || std::abs(mantissa - 5) < 1e-9;
+  const double k = v / step;
+  return niceStep && std::abs(k - std::round(k)) < 1e-6;
+}
+
+} // namespace
+
+class TestChartAxes : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void ticksAreOneTwoFiveMultiplesThatCoverTheData() {
+    struct Case {
+      double lo, hi;
+      TickStyle style;
+      QStringList expect;  // labels, when the case pins them
+    };
+    const std::vector<Case> cases = {
+        {4.87, 5.09, TickStyle::Plain, {}},
+        {0, 61440, TickStyle::Count, {QStringLiteral("0"), QStringLiteral("10k"), QStringLiteral("20k"), QStringLiteral("30k"),
+                                      QStringLiteral("40k"), QStringLiteral("50k"), QStringLiteral("60k")}},
+        {-0.07, 0.02, TickStyle::Plain, {}},
+        {0, 1e-3, TickStyle::Plain, {}},
+        {1, 300, TickStyle::Count, {}},
+        {0, 1.5e6, TickStyle::Count, {}},
+    };
+    for (const Case& c : cases) {
+      // The chart's y range: the data padded by 6% each side; x: the data.
+      const double pad = c.style == TickStyle::Plain ? 0.06 * (c.hi - c.lo) : 0;
+      const double lo = c.lo - pad, hi = c.hi + pad;
+      const AxisTicks t = niceTicks(lo, hi, 8, TickStyle(c.style));
+      QVERIFY2(t.values.size() >= 3 && t.values.size() <= 8, qPrintable(QStringLiteral("%1..%2: %3 ticks").arg(c.lo).arg(c.hi).arg(t.values.size())));
+      for (double v : t.values) {
+        QVERIFY2(isNiceMultiple(v, t.step), qPrintable(QStringLiteral("%1 step %2").arg(v).arg(t.step)));
+        QVERIFY(v >= lo - 1e-12 && v <= hi + 1e-12);
+      }
+      // Bounds cover the data with at most one tick step of padding each side.
+      QVERIFY(lo <= c.lo && hi >= c.hi);
+      QVERIFY(c.lo - lo <= t.step && hi - c.hi <= t.step);
+      if (!c.expect.isEmpty()) {
+        QStringList labels;
+        for (const auto& l : t.labels) labels << QString::fromStdString(l);
+        QCOMPARE(labels, c.expect);
+      }
+    }
+    // Labels read as written by hand: no "-0", no 1.63e+04, small steps in short scientific form.
+    const AxisTicks diff = niceTicks(-0.0742, 0.0251, 8, TickStyle::Plain);
+    QStringList d;
+    for (const auto& l : diff.labels) d << QString::fromStdString(l);
+    QCOMPARE(d, (QStringList{QStringLiteral("-0.06"), QStringLiteral("-0.04"), QStringLiteral("-0.02"), QStringLiteral("0"),
+                             QStringLiteral("0.02")}));
+    QCOMPARE(tickLabel(4e-4, 2e-4, TickStyle::Plain), std::string("4e-4"));
+    QCOMPARE(tickLabel(1.5e6, 5e5, TickStyle::Count), std::string("1.5M"));
+    QCOMPARE(tickLabel(4.9, 0.05, TickStyle::Plain), std::string("4.90"));
+    QCOMPARE(tickLabel(-1e-20, 0.01, TickStyle::Plain), std::string("0"));
+  }
+
+  void logTicksAreLabelledInsideADecade() {
+    // Loss 4..9: inside one decade, every tick labelled.
+    const AxisTicks inside = logTicks(std::log10(4.0), std::log10(9.0), 8);
+    QVERIFY(inside.labels.size() >= 3);
+    for (std::size_t i = 0; i < inside.values.size(); ++i) {
+      QCOMPARE(QString::number(std::pow(10.0, inside.values[i]), 'g', 6), QString::fromStdString(inside.labels[i]));
+    }
+    // Two decades: 1, 2, (3,) 5 times the powers of ten.
+    const AxisTicks two = logTicks(std::log10(0.2), std::log10(30.0), 10);
+    QStringList l;
+    for (const auto& s : two.labels) l << QString::fromStdString(s);
+    QVERIFY2(l.contains(QStringLiteral("0.5")) && l.contains(QStringLiteral("2")) && l.contains(QStringLiteral("20")), qPrintable(l.join(' ')));
+  }
+
+  void yFitsTheVisibleDataAfterARunStreamsIn() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 a = store->createRun(std::nullopt, "demo 2-norm d_kv 8", "convert-finetune", R"({"steps":300})", "cpu");
+    const qint64 b = store->createRun(std::nullopt, "demo high d_kv 8", "convert-finetune", R"({"steps":300})", "cpu");
+    store->setStatus(a, RunStatus::Running);
+    store->setStatus(b, RunStatus::Running);
+    ChartView chart(store);
+    chart.resize(900, 560);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setRuns({{a, QStringLiteral("demo 2-norm d_kv 8")}, {b, QStringLiteral("demo high d_kv 8")}});  // empty: nothing yet
+    // Loss from 8.3 falling to about 5 with noise, validation every 50 steps, streamed in bursts.
+    std::mt19937 rng(7);
+    std::normal_distribution<double> noise(0.0, 0.08);
+    auto lossAt = [](int s, double offset) { return 4.9 + offset + 3.4 * std::exp(-s / 12.0); };
+    for (int s0 = 1; s0 <= 300; s0 += 25) {
+      for (const qint64 run : {a, b}) {
+        MetricWriter w = store->metricWriter(run);
+        const double off = run == a ? 0.0 : 0.12;
+        for (int s = s0; s < s0 + 25; ++s) {
+          w.add("train/loss", s, s * 1024, s * 0.1, lossAt(s, off) + noise(rng));
+          if (s % 50 == 0) w.add("val/loss", s, s * 1024, s * 0.1, lossAt(s, off) - 0.05);
+        }
+      }
+      chart.pollStore();
+      chart.redrawNow();
+      // While running, x reaches the planned 300 steps.
+      QVERIFY(chart.visibleX().second >= 300);
+    }
+    store->setStatus(a, RunStatus::Completed);
+    store->setStatus(b, RunStatus::Completed);
+    chart.pollStore();
+    chart.redrawNow();
+    // Finished: x spans the data exactly, y the 5th-95th percentile band (plus
+    // the validation points) with a small margin; nothing pressed.
+    QCOMPARE(chart.visibleX(), (std::pair<double, double>{1.0, 300.0}));
+    std::vector<double> values;
+    double lowest = 1e9;
+    for (const qint64 run : {a, b}) {
+      for (const MetricPoint& p : store->series(run, "train/loss", 0, 1'000'000, 100000)) values.push_back(p.value);
+      for (const MetricPoint& p : store->series(run, "val/loss", 0, 1'000'000, 100000)) lowest = std::min(lowest, p.value);
+    }
+    const double q05 = quantile(values, 0.05), q95 = quantile(values, 0.95);
+    lowest = std::min(lowest, q05);
+    const auto [y0, y1] = chart.visibleY();
+    QVERIFY2(y0 <= q05 && y1 >= q95, qPrintable(QStringLiteral("y %1..%2, band %3..%4").arg(y0).arg(y1).arg(q05).arg(q95)));
+    QVERIFY2((lowest - y0) / (y1 - y0) <= 0.25, qPrintable(QStringLiteral("empty below: %1").arg((lowest - y0) / (y1 - y0))));
+    QVERIFY2((y1 - y0) < 2.0, qPrintable(QStringLiteral("y %1..%2 for curves near 5").arg(y0).arg(y1)));
+    // The ticks the axes draw are nice numbers.
+    QVERIFY(chart.yTickLabels().size() >= 3);
+    for (const QString& l : chart.xTickLabels()) QVERIFY2(l.toDouble() == 0 || std::fmod(l.toDouble(), 50) == 0, qPrintable(l));
+    // Tokens: SI suffixes.
+    chart.setXAxis(ChartView::XAxis::Tokens);
+    QVERIFY2(chart.xTickLabels().contains(QStringLiteral("100k")) || chart.xTickLabels().contains(QStringLiteral("200k")),
+             qPrintable(chart.xTickLabels().join(' ')));
+    // Ignoring outliers off: the early 8.3 is in range again.
+    chart.setIgnoreOutliers(false);
+    QVERIFY(chart.visibleY().second > 8.0);
+    // Log y on loss that stays inside a decade: labelled ticks.
+    chart.setLogY(true);
+    QVERIFY2(chart.yTickLabels().size() >= 3, qPrintable(chart.yTickLabels().join(' ')));
+    for (double v : chart.yTickValues()) QVERIFY(v >= chart.visibleY().first * 0.999 && v <= chart.visibleY().second * 1.001);
+    // Differences get a zero line; overlays do not.
+    QVERIFY(!chart.hasZeroLine());
+    chart.setCompareMode(CompareMode::Difference);
+    QVERIFY(chart.hasZeroLine());
+  }
+
+  void legendClicksHideSoloAndHighlightRuns() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (const char* name : {"x seed 1", "x seed 2", "x seed 3"}) {
+      const qint64 id = store->createRun(std::nullopt, name, "pretrain", "{}", "cpu");
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 50; ++s) w.add("train/loss", s, s * 10, s, 3.0 + 0.1 * static_cast<double>(id) - 0.01 * s);
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns(runs);
+    ChartLegend* legend = chart.legend();
+    QCOMPARE(legend->entries().size(), 3);
+    const qint64 first = runs[0].id, second = runs[1].id, third = runs[2].id;
+    // Click: hide; click again: show.
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(second).center());
+    QVERIFY(!chart.runVisible(second));
+    QVERIFY(chart.runVisible(first) && chart.runVisible(third));
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(second).center());
+    QVERIFY(chart.runVisible(second));
+    // Double click: only that run; double click again: all.
+    QTest::mouseDClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(third).center());
+    QVERIFY(chart.runVisible(third));
+    QVERIFY(!chart.runVisible(first) && !chart.runVisible(second));
+    QCOMPARE(chart.crosshairLines(20.0).size(), 2);
+    QTest::mouseDClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(third).center());
+    QVERIFY(chart.runVisible(first) && chart.runVisible(second) && chart.runVisible(third));
+    // Hover: that run's curves highlighted, the others dimmed; leaving ends it.
+    QTest::mouseMove(legend, legend->entryRect(first).center());
+    QTRY_COMPARE(chart.highlightedRun(), first);
+    QTest::mouseMove(legend, QPoint(legend->width() - 2, legend->height() - 2));
+    QTRY_COMPARE(chart.highlightedRun(), qint64{0});
+  }
+
+  void thirtyRunsAcrossExperimentsGetDistinctStoredColours() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    {
+      RunStore store(ws.dbPath().toStdString());
+      for (int e = 0; e < 3; ++e) {
+        const auto exp = store.createExperiment("sweep " + std::to_string(e), "");
+        for (int r = 0; r < 10; ++r) store.createRun(exp, "run " + std::to_string(r), "pretrain", "{}", "cpu");
+      }
+    }
+    MainWindowOptions options;
+    options.startQueuedRuns = false;
+    options.restoreLayout = false;
+    options.askBeforeClosing = false;
+    QStringList stored;
+    {
+      MainWindow w(ws, options);
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QTreeView* tree = w.runsPanel()->view();
+      tree->selectAll();
+      QCOMPARE(w.runsPanel()->selectedRuns().size(), 30);
+      QTRY_COMPARE(w.chart()->legend()->entries().size(), 30);
+      std::vector<QColor> colours;
+      for (const auto& e : w.chart()->legend()->entries()) colours.push_back(e.color);
+      double closest = 1e9;
+      for (std::size_t i = 0; i < colours.size(); ++i) {
+        for (std::size_t k = i + 1; k < colours.size(); ++k) closest = std::min(closest, labDistance(colours[i], colours[k]));
+      }
+      QVERIFY2(closest > 12.0, qPrintable(QStringLiteral("closest pair: CIELAB distance %1").arg(closest)));
+      for (const auto& e : w.chart()->legend()->entries()) stored << e.color.name();
+    }
+    // Stored with the runs: the same colours in a new session.
+    RunStore store(ws.dbPath().toStdString());
+    QStringList again;
+    for (const RunRecord& r : store.listRuns()) again << QString::fromStdString(r.color);
+    QCOMPARE(again, stored);
+  }
+};
+
+QTEST_MAIN(TestChartAxes)
+#include "test_chart_axes.moc"

@@ -1,0 +1,207 @@
+// The run chart's axes: ticks, fitting and the zero line; see chart_view.h.
+#include <QCategoryAxis>
+#include <QChart>
+#include <QLineSeries>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "charts/chart_view.h"
+
+namespace latentlab::ui {
+
+namespace {
+
+QString metricTitle(const QString& metric) {
+  if (metric == QLatin1String("loss")) return ChartView::tr("loss");
+  if (metric == QLatin1String("val/loss")) return ChartView::tr("validation loss");
+  if (metric == QLatin1String("train/loss")) return ChartView::tr("train loss");
+  if (metric == QLatin1String("lr")) return ChartView::tr("learning rate");
+  if (metric == QLatin1String("grad_norm")) return ChartView::tr("gradient norm");
+  if (metric == QLatin1String("tokens_per_s")) return ChartView::tr("tokens / s");
+  return metric;
+}
+
+void setCategories(QCategoryAxis* axis, const AxisTicks& ticks) {
+  const QStringList old = axis->categoriesLabels();
+  bool same = old.size() == static_cast<qsizetype>(ticks.labels.size());
+  for (qsizetype i = 0; same && i < old.size(); ++i) {
+    same = old[i] == QString::fromStdString(ticks.labels[static_cast<std::size_t>(i)]) &&
+           axis->endValue(old[i]) == ticks.values[static_cast<std::size_t>(i)];
+  }
+  if (same && axis->startValue() <= axis->min()) return;
+  for (const QString& label : old) axis->remove(label);
+  axis->setStartValue(ticks.values.empty() ? axis->min() : std::min(axis->min(), ticks.values.front()));
+  for (std::size_t i = 0; i < ticks.values.size(); ++i) axis->append(QString::fromStdString(ticks.labels[i]), ticks.values[i]);
+}
+
+QCategoryAxis* newAxis(const QString& title) {
+  auto* axis = new QCategoryAxis;
+  axis->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  axis->setTitleText(title);
+  QPen grid(QColor(0, 0, 0, 28));
+  grid.setCosmetic(true);
+  axis->setGridLinePen(grid);
+  return axis;
+}
+
+} // namespace
+
+void ChartView::applyAxes() {
+  double x0 = 0, x1 = 100;
+  if (m_axisX != nullptr) std::tie(x0, x1) = visibleX();
+  if (m_axisX != nullptr) m_chart->removeAxis(m_axisX);
+  if (m_axisY != nullptr) m_chart->removeAxis(m_axisY);
+  delete m_axisX;
+  delete m_axisY;
+  m_axisX = newAxis(m_xAxis == XAxis::Tokens ? tr("tokens") : m_xAxis == XAxis::WallTime ? tr("wall time (s)") : tr("step"));
+  QString yTitle = metricTitle(m_metric);
+  if (m_mode == CompareMode::Difference) yTitle = tr("\u0394 %1 (run \u2212 baseline)").arg(yTitle);
+  if (m_mode == CompareMode::Paired) yTitle = tr("\u0394 %1 (within pair)").arg(yTitle);
+  if (logAxis()) yTitle += tr(" (log)");
+  m_axisY = newAxis(yTitle);
+  m_axisX->setRange(x0, x1);
+  m_axisY->setRange(logAxis() ? -1 : 0, logAxis() ? 1 : 1);
+  m_chart->addAxis(m_axisX, Qt::AlignBottom);
+  m_chart->addAxis(m_axisY, Qt::AlignLeft);
+  for (auto& c : m_curves) {
+    for (QLineSeries* s : {c->raw, c->smoothed}) {
+      if (s == nullptr) continue;
+      s->attachAxis(m_axisX);
+      s->attachAxis(m_axisY);
+    }
+  }
+  if (m_zero != nullptr) {
+    m_zero->attachAxis(m_axisX);
+    m_zero->attachAxis(m_axisY);
+  }
+  connect(m_axisX, &QValueAxis::rangeChanged, this, &ChartView::updateTicks);
+  connect(m_axisY, &QValueAxis::rangeChanged, this, &ChartView::updateTicks);
+  updateTicks();
+}
+
+void ChartView::updateTicks() {
+  if (m_ticking || m_axisX == nullptr || m_axisY == nullptr) return;
+  m_ticking = true;
+  const QRectF plot = m_chart->plotArea();
+  const int nx = plot.width() > 50 ? std::clamp(static_cast<int>(plot.width() / 90), 2, 10) : 6;
+  const int ny = plot.height() > 50 ? std::clamp(static_cast<int>(plot.height() / 42), 2, 10) : 6;
+  m_xTicks = niceTicks(m_axisX->min(), m_axisX->max(), nx, TickStyle::Count);
+  const TickStyle yStyle = m_metric == QLatin1String("tokens_per_s") ? TickStyle::Count : TickStyle::Plain;
+  m_yTicks = logAxis() ? logTicks(m_axisY->min(), m_axisY->max(), ny) : niceTicks(m_axisY->min(), m_axisY->max(), ny, yStyle);
+  setCategories(m_axisX, m_xTicks);
+  setCategories(m_axisY, m_yTicks);
+  updateZeroLine();
+  m_ticking = false;
+}
+
+void ChartView::updateZeroLine() {
+  if (m_zero == nullptr || m_axisX == nullptr) return;
+  m_zero->replace(QList<QPointF>{{m_axisX->min(), 0.0}, {m_axisX->max(), 0.0}});
+}
+
+bool ChartView::hasZeroLine() const { return m_zero != nullptr && m_zero->count() == 2; }
+
+bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
+  *x0 = std::numeric_limits<double>::infinity();
+  *x1 = -*x0;
+  *live = false;
+  for (const auto& c : m_curves) {
+    if (!runVisible(c->runId)) continue;
+    const auto& data = c->data();
+    if (data.empty()) continue;
+    *x0 = std::min(*x0, xOf(data.front(), m_xAxis));
+    *x1 = std::max(*x1, xOf(data.back(), m_xAxis));
+    for (const Track* t : {c->source, c->minus}) {
+      if (t == nullptr || !t->running) continue;
+      *live = true;
+      if (t->plannedSteps <= 0 || t->points.empty()) continue;
+      const MetricPoint& last = t->points.back();
+      if (m_xAxis == XAxis::Step) *x1 = std::max(*x1, static_cast<double>(t->plannedSteps));
+      if (m_xAxis == XAxis::Tokens && last.step > 0) {
+        *x1 = std::max(*x1, static_cast<double>(last.tokens) / static_cast<double>(last.step) * static_cast<double>(t->plannedSteps));
+      }
+    }
+  }
+  return std::isfinite(*x0);
+}
+
+bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
+  // Validation points are few and each one matters: never outliers.
+  std::vector<double> values, keep;
+  for (const auto& c : m_curves) {
+    if (!runVisible(c->runId)) continue;
+    std::vector<double>& into = c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss") ? keep : values;
+    for (const MetricPoint& p : c->data()) {
+      const QPointF q = toPoint(p);
+      if (q.x() >= x0 && q.x() <= x1) into.push_back(q.y());
+    }
+  }
+  return fitRange(std::move(values), keep, m_ignoreOutliers, 0.06, y0, y1);
+}
+
+void ChartView::rescale(bool fit) {
+  double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+  if (m_userRange) {
+    std::tie(x0, x1) = visibleX();
+    if (!m_userY && fitY(x0, x1, &y0, &y1)) m_axisY->setRange(y0, y1);
+    return;
+  }
+  bool live = false;
+  if (!dataXRange(&x0, &x1, &live)) {
+    m_axisX->setRange(0, 100);
+    m_axisY->setRange(logAxis() ? -1 : 0, 1);
+    return;
+  }
+  if (x1 <= x0) x1 = x0 + 1;
+  const double cx0 = m_axisX->min(), cx1 = m_axisX->max();
+  if (live && !fit) {
+    // While points stream in, x grows by a quarter at a time so that an
+    // append lays out only its own series, not every series again.
+    x0 = std::min(x0, cx0);
+    x1 = x1 > cx1 ? x1 + 0.25 * (x1 - x0) : cx1;
+  }
+  if (!fitY(x0, x1, &y0, &y1)) {
+    y0 = logAxis() ? -1 : 0;
+    y1 = 1;
+  }
+  if (!fit) {
+    // Keep y while it holds the fit and wastes little (fewer layouts).
+    const double cy0 = m_axisY->min(), cy1 = m_axisY->max();
+    if (cy0 <= y0 && cy1 >= y1 && (cy1 - cy0) <= 1.2 * (y1 - y0)) {
+      y0 = cy0;
+      y1 = cy1;
+    }
+  }
+  if (x0 != cx0 || x1 != cx1) m_axisX->setRange(x0, x1);
+  if (y0 != m_axisY->min() || y1 != m_axisY->max()) m_axisY->setRange(y0, y1);
+}
+
+std::pair<double, double> ChartView::visibleX() const { return {m_axisX->min(), m_axisX->max()}; }
+
+std::pair<double, double> ChartView::visibleY() const {
+  if (logAxis()) return {std::pow(10.0, m_axisY->min()), std::pow(10.0, m_axisY->max())};
+  return {m_axisY->min(), m_axisY->max()};
+}
+
+QStringList ChartView::xTickLabels() const {
+  QStringList out;
+  for (const auto& l : m_xTicks.labels) out << QString::fromStdString(l);
+  return out;
+}
+
+QStringList ChartView::yTickLabels() const {
+  QStringList out;
+  for (const auto& l : m_yTicks.labels) out << QString::fromStdString(l);
+  return out;
+}
+
+std::vector<double> ChartView::yTickValues() const {
+  std::vector<double> out = m_yTicks.values;
+  if (logAxis()) {
+    for (double& v : out) v = std::pow(10.0, v);
+  }
+  return out;
+}
+
+} // namespace latentlab::ui
