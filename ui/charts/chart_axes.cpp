@@ -39,9 +39,7 @@ QCategoryAxis* newAxis(const QString& title) {
   auto* axis = new QCategoryAxis;
   axis->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
   axis->setTitleText(title);
-  QPen grid(QColor(0, 0, 0, 28));
-  grid.setCosmetic(true);
-  axis->setGridLinePen(grid);
+  axis->setGridLineColor(QColor(225, 225, 225));  // opaque: blending a grid costs a software paint dearly
   return axis;
 }
 
@@ -155,20 +153,25 @@ void ChartView::rescale(bool fit) {
   }
   if (x1 <= x0) x1 = x0 + 1;
   const double cx0 = m_axisX->min(), cx1 = m_axisX->max();
-  if (live && !fit) {
-    // While points stream in, x grows by a quarter at a time so that an
-    // append lays out only its own series, not every series again.
+  if (!fit) {
+    // While points stream in, x grows by a quarter at a time (or stands at a
+    // running run's planned end) so that an append lays out only its own
+    // series, not every series again; the fit is exact again when the run
+    // finishes or the view is reset.
     x0 = std::min(x0, cx0);
-    x1 = x1 > cx1 ? x1 + 0.25 * (x1 - x0) : cx1;
+    x1 = x1 > cx1 ? x1 + (live ? 0.0 : 0.25 * (x1 - x0)) : cx1;
   }
   if (!fitY(x0, x1, &y0, &y1)) {
     y0 = logAxis() ? -1 : 0;
     y1 = 1;
   }
   if (!fit) {
-    // Keep y while it holds the fit and wastes little (fewer layouts).
+    // Keep y while it holds the fit (within most of its margin) and wastes
+    // little: a percentile that moves a hair with every append must not lay
+    // out every series again.
     const double cy0 = m_axisY->min(), cy1 = m_axisY->max();
-    if (cy0 <= y0 && cy1 >= y1 && (cy1 - cy0) <= 1.2 * (y1 - y0)) {
+    const double slack = 0.04 * (y1 - y0);
+    if (cy0 <= y0 + slack && cy1 >= y1 - slack && (cy1 - cy0) <= 1.2 * (y1 - y0)) {
       y0 = cy0;
       y1 = cy1;
     }

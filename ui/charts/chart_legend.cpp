@@ -99,7 +99,6 @@ int ChartLegend::entryAt(const QPoint& pos) const {
 
 void ChartLegend::paintInto(QPainter& p, const QVector<Placed>& placed, const QRect& noteRect) const {
   p.setRenderHint(QPainter::Antialiasing);
-  const QFontMetrics fm(font());
   for (int i = 0; i < m_entries.size() && i < placed.size(); ++i) {
     const Entry& e = m_entries[i];
     const QRect r = placed[i].rect;
@@ -127,7 +126,6 @@ void ChartLegend::paintInto(QPainter& p, const QVector<Placed>& placed, const QR
     p.setPen(c);
     p.drawText(noteRect, Qt::AlignVCenter | Qt::AlignLeft, m_note);
   }
-  (void)fm;
 }
 
 void ChartLegend::paintEvent(QPaintEvent*) {

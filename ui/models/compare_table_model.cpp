@@ -145,13 +145,15 @@ int CompareTableModel::columnOf(const QString& key) const {
 std::optional<double> CompareTableModel::bestOf(int column) const {
   const int fixed = column - 1;
   if (fixed < 0 || fixed >= fixedKeys().size() || betterDirection(fixed) == 0 || m_rows.size() < 2) return std::nullopt;
-  std::optional<double> best;
+  std::optional<double> best, worst;
   for (const Row& r : m_rows) {
     const QVariant v = value(r, column, true);
     if (!v.isValid() || v.isNull()) continue;
     const double d = v.toDouble();
     if (!best || (betterDirection(fixed) < 0 ? d < *best : d > *best)) best = d;
+    if (!worst || (betterDirection(fixed) < 0 ? d > *worst : d < *worst)) worst = d;
   }
+  if (best && worst && *best == *worst) return std::nullopt;  // all alike: nothing stands out
   return best;
 }
 

@@ -208,18 +208,18 @@ void ConversionPanel::update() {
   m_perToken->setText(tr("%1 → %2 elements per layer · %3 → %4 per token")
                           .arg(b.originalPerTokenPerLayer)
                           .arg(b.perTokenPerLayer)
-                          .arg(loc.formattedDataSize(b.originalBytesPerToken, 2, QLocale::DataSizeTraditionalFormat),
-                               loc.formattedDataSize(b.bytesPerToken, 2, QLocale::DataSizeTraditionalFormat)));
+                          .arg(loc.formattedDataSize(b.originalBytesPerToken, 2),
+                               loc.formattedDataSize(b.bytesPerToken, 2)));
   m_saving->setText(savingText());
   m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;") : QString());
   const double tokens = static_cast<double>(m_context->value()) * m_batch->value();
   const auto before = static_cast<qint64>(tokens * static_cast<double>(b.originalBytesPerToken));
   const auto after = static_cast<qint64>(tokens * static_cast<double>(b.bytesPerToken));
   m_total->setText(tr("%1 → %2 for %3 tokens × batch %4 (saves %5)")
-                       .arg(loc.formattedDataSize(before, 2, QLocale::DataSizeTraditionalFormat),
-                            loc.formattedDataSize(after, 2, QLocale::DataSizeTraditionalFormat), loc.toString(m_context->value()))
+                       .arg(loc.formattedDataSize(before, 2),
+                            loc.formattedDataSize(after, 2), loc.toString(m_context->value()))
                        .arg(m_batch->value())
-                       .arg(loc.formattedDataSize(before - after, 2, QLocale::DataSizeTraditionalFormat)));
+                       .arg(loc.formattedDataSize(before - after, 2)));
   m_ropeNote->setText(on ? tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->headDim / 2)
                          : QString());
   Q_EMIT validityChanged(m_reason);
