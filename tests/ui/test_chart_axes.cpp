@@ -219,10 +219,7 @@ private Q_SLOTS:
         for (int r = 0; r < 10; ++r) store.createRun(exp, "run " + std::to_string(r), "pretrain", "{}", "cpu");
       }
     }
-    MainWindowOptions options;
-    options.startQueuedRuns = false;
-    options.restoreLayout = false;
-    options.askBeforeClosing = false;
+    const MainWindowOptions options = uitest::quietWindowOptions();
     QStringList stored;
     {
       MainWindow w(ws, options);

@@ -366,10 +366,7 @@ private Q_SLOTS:
         experiments[id] = instantiatePreset(store, loadPreset(QStringLiteral(":/presets/%1.json").arg(id), QStringLiteral("demo"), ws.dir));
       }
     }
-    MainWindowOptions options;
-    options.startQueuedRuns = false;
-    options.restoreLayout = false;
-    options.askBeforeClosing = false;
+    const MainWindowOptions options = uitest::quietWindowOptions();
     MainWindow w(ws, options);
     w.show();
     auto selectExperiment = [&](qint64 exp) {

@@ -29,10 +29,7 @@ private Q_SLOTS:
   void clickingTheDemoPresetRunsRealJobs() {
     QTemporaryDir dir;
     const Workspace ws = openWorkspace(dir.path());
-    MainWindowOptions options;
-    options.startQueuedRuns = false;   // only the preset's runs
-    options.restoreLayout = false;
-    options.askBeforeClosing = false;
+    const MainWindowOptions options = uitest::quietWindowOptions();  // only the preset's runs
     MainWindow w(ws, options);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
@@ -75,10 +72,7 @@ private Q_SLOTS:
   void aFailedOpenOnTheModelTabCannotStartARun() {
     QTemporaryDir dir;
     const Workspace ws = openWorkspace(dir.path());
-    MainWindowOptions options;
-    options.startQueuedRuns = false;
-    options.restoreLayout = false;
-    options.askBeforeClosing = false;
+    const MainWindowOptions options = uitest::quietWindowOptions();
     MainWindow w(ws, options);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));

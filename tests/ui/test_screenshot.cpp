@@ -28,10 +28,7 @@ private Q_SLOTS:
     QString out;
     QVERIFY2(uitest::runEngineBlocking(ws.dir, spec, &out), qPrintable(out));
 
-    MainWindowOptions options;
-    options.startQueuedRuns = false;
-    options.restoreLayout = false;
-    options.askBeforeClosing = false;
+    const MainWindowOptions options = uitest::quietWindowOptions();
     MainWindow w(ws, options);
     w.resize(1440, 900);
     w.show();

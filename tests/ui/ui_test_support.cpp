@@ -47,4 +47,12 @@ void isolateSettings() {
   QCoreApplication::setApplicationName(QStringLiteral("latentlab-tests"));
 }
 
+ui::MainWindowOptions quietWindowOptions() {
+  ui::MainWindowOptions options;
+  options.startQueuedRuns = false;
+  options.restoreLayout = false;
+  options.askBeforeClosing = false;
+  return options;
+}
+
 } // namespace latentlab::uitest

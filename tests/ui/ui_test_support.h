@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 
 #include "latentlab/run_spec.h"
+#include "main_window.h"
 
 namespace latentlab::uitest {
 
@@ -15,5 +16,8 @@ RunSpec tinySpec(const std::string& name, int steps = 30);
 bool runEngineBlocking(const QString& workspaceDir, const RunSpec& spec, QString* output = nullptr);
 // Isolates QSettings/QStandardPaths from the user's own.
 void isolateSettings();
+// A main window for a test: the store's queued runs not started, no saved
+// layout, no question on closing.
+ui::MainWindowOptions quietWindowOptions();
 
 } // namespace latentlab::uitest

@@ -111,13 +111,16 @@ bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
     *x0 = std::min(*x0, xOf(data.front(), m_xAxis));
     *x1 = std::max(*x1, xOf(data.back(), m_xAxis));
     for (const Track* t : {c->source, c->minus}) {
-      if (t == nullptr || !t->running) continue;
+      if (t == nullptr) continue;
+      const RunInfo info = m_runInfo.value(t->runId);
+      if (!info.running) continue;
       *live = true;
-      if (t->plannedSteps <= 0 || t->points.empty()) continue;
+      if (info.plannedSteps <= 0 || t->points.empty()) continue;
+      const auto planned = static_cast<double>(info.plannedSteps);
       const MetricPoint& last = t->points.back();
-      if (m_xAxis == XAxis::Step) *x1 = std::max(*x1, static_cast<double>(t->plannedSteps));
+      if (m_xAxis == XAxis::Step) *x1 = std::max(*x1, planned);
       if (m_xAxis == XAxis::Tokens && last.step > 0) {
-        *x1 = std::max(*x1, static_cast<double>(last.tokens) / static_cast<double>(last.step) * static_cast<double>(t->plannedSteps));
+        *x1 = std::max(*x1, static_cast<double>(last.tokens) / static_cast<double>(last.step) * planned);
       }
     }
   }

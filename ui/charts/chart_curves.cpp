@@ -148,13 +148,6 @@ void ChartView::highlightRun(qint64 runId) {
   if (runId == m_highlighted) return;
   m_highlighted = runId;
   applyPens();
-  for (auto& c : m_curves) {
-    // The highlighted run's curves on top of the others.
-    if (c->runId != runId) continue;
-    for (QLineSeries* s : {c->raw, c->smoothed}) {
-      if (s != nullptr) s->setVisible(runVisible(c->runId));
-    }
-  }
 }
 
 void ChartView::soloRun(qint64 runId) {
@@ -165,7 +158,7 @@ void ChartView::soloRun(qint64 runId) {
   const bool alreadySolo = runVisible(runId) && std::all_of(others.begin(), others.end(), [this](qint64 id) { return !runVisible(id); });
   m_hidden = alreadySolo ? QSet<qint64>{} : others;
   updateLegend();
-  if (!m_userRange || !m_userY) rescale(true);
+  if (!m_userY) rescale(true);
 }
 
 void ChartView::updateLegend() {
@@ -284,25 +277,30 @@ QStringList ChartView::crosshairLines(double x) const {
   return lines;
 }
 
+QSize ChartView::exportSize() const {
+  return {m_view->width(), m_view->height() + m_legend->heightForWidth(m_view->width())};
+}
+
+void ChartView::renderExport(QPainter& painter) const {
+  // The plot, then the legend under it.
+  m_view->render(&painter, QRectF(0, 0, m_view->width(), m_view->height()), m_view->rect());
+  m_legend->renderAt(painter, QPoint(0, m_view->height()), m_view->width());
+}
+
 bool ChartView::exportPng(const QString& path, double scale) const {
-  // The plot and the legend under it, rendered at `scale` device pixels per pixel.
-  const int w = m_view->width();
-  const int legendH = m_legend->heightForWidth(w);
-  const QSize size(w, m_view->height() + legendH);
+  const QSize size = exportSize();
   QImage image((QSizeF(size) * scale).toSize(), QImage::Format_ARGB32_Premultiplied);
   image.setDevicePixelRatio(scale);
   image.fill(Qt::white);
   QPainter painter(&image);
   painter.setRenderHint(QPainter::Antialiasing);
-  m_view->render(&painter, QRectF(0, 0, w, m_view->height()), m_view->rect());
-  m_legend->renderAt(painter, QPoint(0, m_view->height()), w);
+  renderExport(painter);
   painter.end();
   return image.save(path, "PNG");
 }
 
 bool ChartView::exportSvg(const QString& path) const {
-  const int w = m_view->width();
-  const QSize size(w, m_view->height() + m_legend->heightForWidth(w));
+  const QSize size = exportSize();
   QSvgGenerator svg;
   svg.setFileName(path);
   svg.setSize(size);
@@ -310,8 +308,7 @@ bool ChartView::exportSvg(const QString& path) const {
   svg.setTitle(QStringLiteral("LatentLab chart"));
   QPainter painter;
   if (!painter.begin(&svg)) return false;
-  m_view->render(&painter, QRectF(0, 0, w, m_view->height()), m_view->rect());
-  m_legend->renderAt(painter, QPoint(0, m_view->height()), w);
+  renderExport(painter);
   return painter.end();
 }
 

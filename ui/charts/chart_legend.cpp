@@ -186,7 +186,7 @@ void ChartLegend::leaveEvent(QEvent* event) {
 
 void ChartLegend::contextMenuEvent(QContextMenuEvent* event) {
   const int i = entryAt(event->pos());
-  if (i >= 0) Q_EMIT colorMenuRequested(m_entries[i].runId, event->globalPos());
+  if (i >= 0) Q_EMIT colorMenuRequested(m_entries[i].runId);
   event->accept();
 }
 

@@ -31,7 +31,6 @@ public:
   void setNote(const QString& note);
   // Where the entry of a run is drawn (empty when none): for tests and tools.
   QRect entryRect(qint64 runId) const;
-  qint64 hoveredRun() const { return m_hovered; }
 
   bool hasHeightForWidth() const override { return true; }
   int heightForWidth(int width) const override;
@@ -45,7 +44,7 @@ Q_SIGNALS:
   void toggled(qint64 runId);
   void soloed(qint64 runId);
   void hovered(qint64 runId);  // 0: none
-  void colorMenuRequested(qint64 runId, const QPoint& globalPos);
+  void colorMenuRequested(qint64 runId);
 
 protected:
   void paintEvent(QPaintEvent* event) override;

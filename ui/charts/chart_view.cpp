@@ -15,13 +15,13 @@
 #include <QStackedLayout>
 #include <QValueAxis>
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <cmath>
 #include <limits>
 
 #include "charts/chart_canvas.h"
 #include "charts/chart_legend.h"
 #include "latentlab/error.h"
+#include "models/spec_diff.h"
 
 namespace latentlab::ui {
 
@@ -137,7 +137,7 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   connect(m_legend, &ChartLegend::toggled, this, [this](qint64 run) { setRunVisible(run, !runVisible(run)); });
   connect(m_legend, &ChartLegend::soloed, this, &ChartView::soloRun);
   connect(m_legend, &ChartLegend::hovered, this, &ChartView::highlightRun);
-  connect(m_legend, &ChartLegend::colorMenuRequested, this, [this](qint64 run, const QPoint&) { Q_EMIT colorChangeRequested(run); });
+  connect(m_legend, &ChartLegend::colorMenuRequested, this, &ChartView::colorChangeRequested);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -324,19 +324,17 @@ QString ChartView::defaultExportName() const {
 
 QString ChartView::exportMessage() const { return m_exportMessage; }
 
-void ChartView::readRunInfo(Track& t) {
+bool ChartView::readRunInfo(qint64 runId) {
+  RunInfo& info = m_runInfo[runId];
+  const bool wasRunning = info.running;
   try {
-    const RunRecord r = m_store->run(t.runId);
-    t.running = r.status == RunStatus::Running;
-    if (t.plannedSteps == 0 && !r.specJson.empty()) {
-      const auto spec = nlohmann::json::parse(r.specJson, nullptr, /*allow_exceptions=*/false);
-      if (spec.is_object() && spec.contains("steps") && spec["steps"].is_number_integer()) {
-        t.plannedSteps = std::max<std::int64_t>(0, spec["steps"].get<std::int64_t>());
-      }
-    }
-  } catch (const Error& e) {
-    t.running = false;
+    const RunRecord r = m_store->run(runId);
+    info.running = r.status == RunStatus::Running;
+    if (info.plannedSteps == 0) info.plannedSteps = specSteps(QString::fromStdString(r.specJson));
+  } catch (const Error&) {
+    info.running = false;  // deleted meanwhile
   }
+  return wasRunning && !info.running;
 }
 
 ChartView::Track* ChartView::track(qint64 runId, const QString& metricName) {
@@ -382,23 +380,25 @@ void ChartView::rebuild() {
       }
       t->overview = t->points;
       t->overviewWindow = t->window;
-      readRunInfo(*t);
       m_tracks.push_back(std::move(t));
     }
   }
+  m_runInfo.clear();
+  for (const ChartRun& run : m_runs) readRunInfo(run.id);
   m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : 1);
   buildCurves();
 }
 
 void ChartView::pollStore(qint64 runId) {
-  for (auto& t : m_tracks) {
-    if (runId != 0 && t->runId != runId) continue;
-    const bool wasRunning = t->running;
-    readRunInfo(*t);
-    if (wasRunning && !t->running) {
+  for (const ChartRun& run : m_runs) {
+    if (runId != 0 && run.id != runId) continue;
+    if (readRunInfo(run.id)) {
       m_fitNext = true;  // finished: x fits the data exactly now
       scheduleRedraw();
     }
+  }
+  for (auto& t : m_tracks) {
+    if (runId != 0 && t->runId != runId) continue;
     try {
       auto pts = m_store->rowsSince(t->runId, t->metricName.toStdString(), t->lastStep);
       if (!pts.empty()) appendPoints(t->runId, t->metricName, pts);

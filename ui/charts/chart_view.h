@@ -40,6 +40,7 @@ class QComboBox;
 class QCheckBox;
 class QLabel;
 class QSlider;
+class QPainter;
 class QStackedLayout;
 
 namespace latentlab::ui {
@@ -168,8 +169,6 @@ private:
     LoadedWindow window;
     LoadedWindow overviewWindow;
     std::int64_t lastStep = -1;
-    std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
-    bool running = false;           // as of the last poll
     std::size_t appendedFrom = 0;  // points[appendedFrom..] arrived since the last redraw
     bool replaced = true;          // points were replaced since the last redraw
   };
@@ -210,11 +209,14 @@ private:
   // The x extent of the visible curves (a running run: out to its planned steps).
   bool dataXRange(double* x0, double* x1, bool* live) const;
   bool fitY(double x0, double x1, double* y0, double* y1) const;
+  QSize exportSize() const;  // plot and legend
+  void renderExport(QPainter& painter) const;
   bool logAxis() const { return m_logY && m_mode == CompareMode::Curves; }
   void applyPens();
   void refineVisible();
   void updateLegend();
-  void readRunInfo(Track& t);
+  // Re-reads a run's status and planned steps; true when it just stopped running.
+  bool readRunInfo(qint64 runId);
   QPointF toPoint(const MetricPoint& p) const;  // y as drawn: log10 on a log axis
   QStringList metricNames() const;
   Track* track(qint64 runId, const QString& metricName);
@@ -238,6 +240,11 @@ private:
   QString m_exportMessage;
   bool m_fitNext = true;  // the next redraw fits the axes to the curves
   std::vector<std::unique_ptr<Track>> m_tracks;
+  struct RunInfo {
+    bool running = false;          // as of the last poll
+    std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
+  };
+  QHash<qint64, RunInfo> m_runInfo;
   std::vector<std::unique_ptr<Curve>> m_curves;
   QTimer m_redrawTimer;
   QTimer m_pollTimer;

@@ -1,8 +1,6 @@
 // Job queue and child processes: see job_controller.h.
 #include "jobs/job_controller.h"
 
-#include <nlohmann/json.hpp>
-
 #include <optional>
 
 #include <QDir>
@@ -19,6 +17,7 @@
 #include "latentlab/error.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
+#include "models/spec_diff.h"
 
 namespace latentlab::ui {
 
@@ -86,12 +85,6 @@ double storePace(const std::vector<MetricPoint>& rows) {
   const MetricPoint& b = rows.back();
   if (b.step <= a.step || b.wallTime <= a.wallTime) return 0;
   return static_cast<double>(b.step - a.step) / (b.wallTime - a.wallTime);
-}
-
-qint64 plannedSteps(const std::string& specJson) {
-  const auto spec = nlohmann::json::parse(specJson, nullptr, /*allow_exceptions=*/false);
-  if (spec.is_object() && spec.contains("steps") && spec["steps"].is_number_integer()) return spec["steps"].get<qint64>();
-  return 0;
 }
 
 } // namespace
@@ -545,7 +538,7 @@ void JobController::reattach(bool enqueueQueued) {
         job.pid = *r.pid;
         job.external = true;
         job.status = QStringLiteral("running");
-        job.steps = plannedSteps(r.specJson);
+        job.steps = specSteps(QString::fromStdString(r.specJson));
         job.startedAt = r.startedAt ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(*r.startedAt * 1000)) : QDateTime();
         job.log.push_back(QStringLiteral("reattached to engine process %1").arg(job.pid));
         m_jobs.insert(r.id, job);

@@ -95,6 +95,7 @@ void CompareTableModel::setRuns(const QVector<qint64>& runIds) {
   beginResetModel();
   m_rows.clear();
   m_fields.clear();
+  m_best.clear();
   endResetModel();
   refresh();
 }
@@ -127,11 +128,19 @@ void CompareTableModel::refresh() {
     beginResetModel();
     m_rows = std::move(rows);
     m_fields = fields;
+    updateBest();
     endResetModel();
     return;
   }
   m_rows = std::move(rows);
+  updateBest();
   if (!m_rows.isEmpty()) Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+}
+
+void CompareTableModel::updateBest() {
+  // Once per refresh, not per painted cell.
+  m_best.clear();
+  for (int c = 0; c < columnCount(); ++c) m_best.push_back(computeBest(c));
 }
 
 int CompareTableModel::columnOf(const QString& key) const {
@@ -143,6 +152,10 @@ int CompareTableModel::columnOf(const QString& key) const {
 }
 
 std::optional<double> CompareTableModel::bestOf(int column) const {
+  return column >= 0 && column < m_best.size() ? m_best[column] : std::nullopt;
+}
+
+std::optional<double> CompareTableModel::computeBest(int column) const {
   const int fixed = column - 1;
   if (fixed < 0 || fixed >= fixedKeys().size() || betterDirection(fixed) == 0 || m_rows.size() < 2) return std::nullopt;
   std::optional<double> best, worst;

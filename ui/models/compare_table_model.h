@@ -60,12 +60,15 @@ private:
   };
   Row load(qint64 id) const;
   QVariant value(const Row& r, int column, bool forSort) const;
+  std::optional<double> computeBest(int column) const;
+  void updateBest();
 
   std::shared_ptr<RunStore> m_store;
   QVector<qint64> m_ids;
   QVector<Row> m_rows;
   QStringList m_fields;
   std::optional<double> m_matchedTokens;
+  QVector<std::optional<double>> m_best;  // per column, from the last refresh
 };
 
 } // namespace latentlab::ui

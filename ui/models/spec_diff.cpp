@@ -112,4 +112,9 @@ QStringList differingFields(const QVector<QMap<QString, QString>>& specs, const 
   return out;
 }
 
+qint64 specSteps(const QString& specJson) {
+  const QJsonValue steps = QJsonDocument::fromJson(specJson.toUtf8()).object().value(QLatin1String("steps"));
+  return steps.isDouble() ? std::max<qint64>(0, steps.toInteger()) : 0;
+}
+
 } // namespace latentlab::ui

@@ -22,4 +22,8 @@ QMap<QString, QString> flattenJson(const QString& json);
 // (and every path under an ignored prefix "x." / "x[").
 QStringList differingFields(const QVector<QMap<QString, QString>>& specs, const QSet<QString>& ignore = {});
 
+// The steps a stored run spec asks for (its "steps"), without validating the
+// rest of it; 0 when it names none.
+qint64 specSteps(const QString& specJson);
+
 } // namespace latentlab::ui
