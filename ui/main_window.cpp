@@ -13,6 +13,8 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSet>
 #include <QSettings>
 #include <QSplitter>
@@ -62,12 +64,19 @@ RunSpec defaultNewRunSpec() {
   return s;
 }
 
-QWidget* padded(QWidget* w) {
+// A tab's panel with a margin, in a scroll area unless it scrolls itself: a
+// small window scrolls the panel instead of cutting it off.
+QWidget* padded(QWidget* w, bool scrolls = true) {
   auto* host = new QWidget;
   auto* l = new QVBoxLayout(host);
   l->setContentsMargins(4, 4, 4, 4);
   l->addWidget(w);
-  return host;
+  if (!scrolls) return host;
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(host);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  return scroll;
 }
 
 } // namespace
@@ -94,7 +103,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_rightTabs = new QTabWidget;
   m_rightTabs->addTab(padded(m_model), tr("Model"));
   m_rightTabs->addTab(padded(m_conversion), tr("Conversion"));
-  m_rightTabs->addTab(padded(m_training), tr("Training"));
+  m_rightTabs->addTab(padded(m_training, /*scrolls=*/false), tr("Training"));  // its own scroll area, buttons fixed below
   m_rightTabs->setMinimumWidth(330);
   m_bottomTabs = new QTabWidget;
   m_bottomTabs->addTab(m_jobsPanel, tr("Jobs"));
@@ -114,7 +123,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_vertical->addWidget(m_horizontal);
   m_vertical->addWidget(m_bottomTabs);
   m_vertical->setStretchFactor(0, 1);
-  m_vertical->setSizes({640, 220});
+  m_vertical->setSizes({700, 170});
   m_vertical->setChildrenCollapsible(false);
 
   auto* central = new QWidget;
@@ -127,7 +136,10 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_statusJobs = new QLabel;
   statusBar()->addPermanentWidget(m_statusJobs);
   statusBar()->showMessage(tr("Workspace %1").arg(QDir::toNativeSeparators(m_ws.dir)));
-  resize(1440, 900);
+  // 1440x900, or the screen's free area when it is smaller (1280x800 laptops).
+  QSize size(1440, 900);
+  if (const QScreen* s = QGuiApplication::primaryScreen()) size = size.boundedTo(s->availableGeometry().size());
+  resize(size);
 
   QStringList devices;
   for (const auto& d : listDevices()) devices << QString::fromStdString(d.id);

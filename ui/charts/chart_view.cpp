@@ -20,6 +20,7 @@
 
 #include "charts/chart_canvas.h"
 #include "charts/chart_legend.h"
+#include "charts/flow_layout.h"
 #include "latentlab/error.h"
 #include "models/spec_diff.h"
 
@@ -80,32 +81,21 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_smoothLabel = new QLabel(QString::number(m_smoothing, 'f', 2));
   connect(m_smoothSlider, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
 
-  auto* bar = new QHBoxLayout;
-  bar->setContentsMargins(8, 6, 8, 0);
-  bar->setSpacing(6);
-  bar->addWidget(new QLabel(tr("Metric")));
-  bar->addWidget(m_metricBox);
-  bar->addSpacing(8);
-  bar->addWidget(new QLabel(tr("x")));
-  bar->addWidget(m_xBox);
-  bar->addSpacing(8);
-  bar->addWidget(m_logBox);
-  bar->addWidget(m_outlierBox);
-  m_smoothHost = new QWidget;
-  auto* smoothRow = new QHBoxLayout(m_smoothHost);
-  smoothRow->setContentsMargins(0, 0, 0, 0);
-  smoothRow->setSpacing(6);
-  smoothRow->addWidget(new QLabel(tr("Smoothing")));
-  smoothRow->addWidget(m_smoothSlider);
-  smoothRow->addWidget(m_smoothLabel);
-  bar->addWidget(m_smoothHost);
-  bar->addStretch(1);
+  // The controls wrap onto a second row in a narrow pane instead of
+  // widening the window.
+  auto* barHost = new QWidget;
+  m_bar = new FlowLayout(barHost, 10, 4);
+  m_bar->setContentsMargins(8, 6, 8, 0);
+  m_bar->addWidget(labelled(tr("Metric"), m_metricBox));
+  m_bar->addWidget(labelled(tr("x"), m_xBox));
+  m_bar->addWidget(m_logBox);
+  m_bar->addWidget(m_outlierBox);
+  m_bar->addWidget(labelled(tr("Smoothing"), m_smoothSlider, m_smoothLabel));
   auto* resetButton = new QPushButton(tr("Reset"));
   resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
                              "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
                              "Zoom y: Ctrl+wheel. Pan: middle drag, Shift+drag or the arrow keys."));
   connect(resetButton, &QPushButton::clicked, this, &ChartView::resetView);
-  bar->addWidget(resetButton);
   auto* exportButton = new QPushButton(tr("Export…"));
   exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
   connect(exportButton, &QPushButton::clicked, this, [this] {
@@ -120,10 +110,13 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
     m_exportLabel->setText(m_exportMessage);
     m_exportLabel->setToolTip(m_exportMessage);
     m_exportLabel->setStyleSheet(ok ? QStringLiteral("color: #2e7d32;") : QStringLiteral("color: #c62828;"));
+    m_exportLabel->show();
   });
-  bar->addWidget(exportButton);
+  m_bar->addWidget(labelled({}, resetButton, exportButton));
   m_exportLabel = new QLabel;
-  m_exportLabel->setMaximumWidth(260);
+  m_exportLabel->setMaximumWidth(320);
+  m_exportLabel->hide();
+  m_bar->addWidget(m_exportLabel);
 
   m_placeholder = new QLabel(tr("Select one or more runs on the left to compare their curves."));
   m_placeholder->setAlignment(Qt::AlignCenter);
@@ -142,8 +135,7 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
-  layout->addLayout(bar);
-  layout->addWidget(m_exportLabel, 0, Qt::AlignRight);
+  layout->addWidget(barHost);
   layout->addWidget(stackHost, 1);
   layout->addWidget(m_legend);
 
@@ -160,6 +152,21 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
 }
 
 ChartView::~ChartView() = default;
+
+void ChartView::insertBarWidget(int index, QWidget* widget) { m_bar->insertWidget(index, widget); }
+
+void ChartView::insertCaption(QWidget* caption) { static_cast<QVBoxLayout*>(layout())->insertWidget(1, caption); }
+
+QWidget* labelled(const QString& label, QWidget* a, QWidget* b) {
+  auto* host = new QWidget;
+  auto* row = new QHBoxLayout(host);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(6);
+  if (!label.isEmpty()) row->addWidget(new QLabel(label));
+  row->addWidget(a);
+  if (b != nullptr) row->addWidget(b);
+  return host;
+}
 
 QStringList ChartView::metricNames() const {
   if (m_metric == QLatin1String("loss")) return {QStringLiteral("train/loss"), QStringLiteral("val/loss")};

@@ -47,6 +47,10 @@ namespace latentlab::ui {
 
 class ChartCanvas;
 class ChartLegend;
+class FlowLayout;
+
+// A small row: an optional label, then one or two widgets (a toolbar group).
+QWidget* labelled(const QString& label, QWidget* a, QWidget* b = nullptr);
 
 struct ChartRun {
   qint64 id = 0;
@@ -102,9 +106,10 @@ public:
   // Pens again from runColor (a run's colour changed).
   void updateColors();
   ChartLegend* legend() const { return m_legend; }
-  // The smoothing slider with its label (in the chart's bar unless an owner
-  // places it elsewhere).
-  QWidget* smoothingControls() const { return m_smoothHost; }
+  // Puts an owner's control into the chart's (wrapping) bar of controls.
+  void insertBarWidget(int index, QWidget* widget);
+  // A line of text between the bar and the plot (a preset's caption).
+  void insertCaption(QWidget* caption);
 
   // The axes as drawn: y in data units (log axis: the values, not their logs).
   std::pair<double, double> visibleY() const;
@@ -268,7 +273,7 @@ private:
   QCheckBox* m_logBox = nullptr;
   QSlider* m_smoothSlider = nullptr;
   QLabel* m_smoothLabel = nullptr;
-  QWidget* m_smoothHost = nullptr;
+  FlowLayout* m_bar = nullptr;
   QLabel* m_placeholder = nullptr;
   QStackedLayout* m_stack = nullptr;
 };

@@ -41,12 +41,13 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_modeBox->addItem(tr("Overlay"));
   m_modeBox->addItem(tr("Difference to baseline"));
   m_modeBox->addItem(tr("Paired (no scale − scaled)"));
+  m_modeBox->setMinimumContentsLength(12);  // the long entries show in the open list
+  m_modeBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   m_modeBox->setToolTip(tr("Overlay the runs, plot each run minus a baseline run, or the difference within each "
                            "pair of the preset; differences are aligned by tokens with linear interpolation"));
   m_baselineBox = new QComboBox;
   m_baselineBox->setMinimumContentsLength(16);
   m_baselineBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  m_baselineLabel = new QLabel(tr("Baseline"));
   m_caption = new QLabel;
   m_caption->setStyleSheet(QStringLiteral("color: palette(mid);"));
   // A long caption wraps (its tooltip holds it whole) instead of widening the
@@ -61,24 +62,19 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
     if (i >= 0) setBaseline(m_baselineBox->itemData(i).toLongLong());
   });
 
-  auto* bar = new QHBoxLayout;
-  bar->setContentsMargins(8, 4, 8, 0);
-  bar->setSpacing(6);
-  bar->addWidget(new QLabel(tr("Compare")));
-  bar->addWidget(m_modeBox);
-  bar->addSpacing(8);
-  bar->addWidget(m_baselineLabel);
-  bar->addWidget(m_baselineBox);
-  bar->addSpacing(8);
-  bar->addWidget(m_caption, 1);
-  bar->addWidget(m_chart->smoothingControls());
+  // The compare controls lead the chart's own (wrapping) bar; the preset's
+  // caption gets a line of its own under it.
+  m_chart->insertBarWidget(0, labelled(tr("Compare"), m_modeBox));
+  m_baselineGroup = labelled(tr("Baseline"), m_baselineBox);
+  m_chart->insertBarWidget(1, m_baselineGroup);
+  m_caption->setContentsMargins(10, 2, 10, 0);
 
   auto* top = new QWidget;
   auto* tl = new QVBoxLayout(top);
   tl->setContentsMargins(0, 0, 0, 0);
   tl->setSpacing(0);
-  tl->addLayout(bar);
   tl->addWidget(m_chart, 1);
+  m_chart->insertCaption(m_caption);
   m_splitter = new QSplitter(Qt::Vertical);
   m_splitter->addWidget(top);
   m_splitter->addWidget(m_table);
@@ -146,8 +142,7 @@ void ComparePanel::syncControls() {
   m_baselineBox->clear();
   for (const ChartRun& r : m_chart->runs()) m_baselineBox->addItem(r.name, r.id);
   m_baselineBox->setCurrentIndex(m_baselineBox->findData(m_chart->baseline()));
-  m_baselineBox->setVisible(mode == CompareMode::Difference);
-  m_baselineLabel->setVisible(mode == CompareMode::Difference);
+  m_baselineGroup->setVisible(mode == CompareMode::Difference);
   QString text = m_note;
   if (mode == CompareMode::Paired) {
     const auto pairs = m_chart->pairs();
@@ -162,6 +157,7 @@ void ComparePanel::syncControls() {
   }
   m_caption->setText(text);
   m_caption->setToolTip(text);
+  m_caption->setVisible(!text.isEmpty());
 }
 
 } // namespace latentlab::ui

@@ -52,7 +52,7 @@ private:
   QTableView* m_table = nullptr;
   QComboBox* m_modeBox = nullptr;
   QComboBox* m_baselineBox = nullptr;
-  QLabel* m_baselineLabel = nullptr;
+  QWidget* m_baselineGroup = nullptr;
   QLabel* m_caption = nullptr;
   QSplitter* m_splitter = nullptr;
   QString m_note;

@@ -33,7 +33,8 @@ QString humanCount(double n) {
 } // namespace
 
 ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
-  m_builtinRadio = new QRadioButton(tr("Built-in architecture (random init, for pre-training)"));
+  m_builtinRadio = new QRadioButton(tr("Built-in architecture (random init)"));
+  m_builtinRadio->setToolTip(tr("A built-in shape with random weights, for pre-training from scratch"));
   m_folderRadio = new QRadioButton(tr("Hugging Face model folder"));
   m_archBox = new QComboBox;
   for (const auto& n : builtinArchitectureNames()) m_archBox->addItem(QString::fromStdString(n));
@@ -91,6 +92,7 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
   auto add = [&](const QString& label, const QString& value) {
     auto* v = new QLabel(value);
     v->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->setWordWrap(true);  // a narrow panel wraps the value instead of cutting it
     v->setObjectName(label);
     m_details->addRow(label + QLatin1Char(':'), v);
   };

@@ -55,6 +55,7 @@ QFormLayout* form(QGroupBox* box) {
   auto* f = new QFormLayout(box);
   f->setLabelAlignment(Qt::AlignRight);
   f->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  f->setRowWrapPolicy(QFormLayout::WrapLongRows);  // a narrow panel puts the label above its field
   return f;
 }
 
@@ -78,6 +79,8 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_clip = dblSpin(0.0, 1000.0, 2, 0.1);
   m_clip->setSpecialValueText(tr("off"));
   m_schedule = new QComboBox;
+  m_schedule->setMinimumContentsLength(14);
+  m_schedule->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   m_schedule->addItem(tr("WSD (warmup, stable, 1-sqrt decay)"), QStringLiteral("wsd"));
   m_schedule->addItem(tr("Cosine"), QStringLiteral("cosine"));
   m_schedule->addItem(tr("Constant"), QStringLiteral("constant"));
@@ -98,7 +101,8 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_device->setEditable(true);
   m_dtype = new QComboBox;
   for (const char* d : {"auto", "f32", "bf16", "f64"}) m_dtype->addItem(QString::fromLatin1(d));
-  m_zeroInit = new QCheckBox(tr("Zero-init output projections (MLRA recipe)"));
+  m_zeroInit = new QCheckBox(tr("Zero-init output projections"));
+  m_zeroInit->setToolTip(tr("Start the attention and MLP output projections at zero (the MLRA recipe)"));
   m_lrCurve = new LrCurveView;
 
   auto* runBox = new QGroupBox(tr("Run"));
@@ -164,7 +168,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   scroll->setWidget(inner);
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // Never cut off: a panel narrower than its fields scrolls sideways too.
 
   m_banner = new MessageBanner;
   auto* load = new QPushButton(tr("Load spec…"));

@@ -1,0 +1,106 @@
+// The main window at the sizes users have (1440x900, 1280x800) over a
+// workspace with runs: the window is not forced wider or taller than the
+// screen, no panel needs a sideways scroll (nothing is cut off), the run tree
+// shows whole run names, and the chart's controls all sit inside its pane.
+#include <QAbstractButton>
+#include <QAbstractScrollArea>
+#include <QComboBox>
+#include <QFontMetrics>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTreeView>
+#include <QtTest>
+
+#include "charts/chart_view.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "models/run_tree_model.h"
+#include "panels/runs_panel.h"
+#include "ui_test_support.h"
+#include "workspace.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+class TestLayout : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void everyPanelFitsAtCommonWindowSizes_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1440x900") << QSize(1440, 900);
+    QTest::newRow("1280x800") << QSize(1280, 800);
+  }
+
+  void everyPanelFitsAtCommonWindowSizes() {
+    QFETCH(QSize, size);
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    {
+      RunStore store(ws.dbPath().toStdString());
+      const auto exp = store.createExperiment("demo: rope strategies", "rope-strategies");
+      for (const char* name : {"demo 2-norm d_kv 8", "demo high d_kv 8", "demo uniform d_kv 8"}) {
+        const auto id = store.createRun(exp, name, "convert-finetune", "{}", "cpu");
+        MetricWriter w = store.metricWriter(id);
+        for (int s = 1; s <= 20; ++s) w.add("train/loss", s, s * 1024, s, 5.0 - 0.01 * s);
+      }
+    }
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(50);
+    // The window's minimum fits: it was not widened past the screen.
+    QVERIFY2(w.minimumSizeHint().width() <= size.width() && w.minimumSizeHint().height() <= size.height(),
+             qPrintable(QStringLiteral("minimum %1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
+    QCOMPARE(w.size(), size);
+    // Every tab on the right: no scroll area needs to scroll sideways.
+    for (int tab = 0; tab < w.rightTabs()->count(); ++tab) {
+      w.rightTabs()->setCurrentIndex(tab);
+      QTest::qWait(20);
+      for (QAbstractScrollArea* area : w.rightTabs()->currentWidget()->findChildren<QAbstractScrollArea*>()) {
+        if (!area->isVisible() || qobject_cast<QAbstractItemView*>(area) != nullptr) continue;
+        QVERIFY2(!area->horizontalScrollBar()->isVisible(),
+                 qPrintable(QStringLiteral("tab %1 scrolls sideways at %2x%3").arg(w.rightTabs()->tabText(tab)).arg(size.width()).arg(size.height())));
+        // Nor is its content wider than what shows (a hidden scroll bar would cut it off).
+        if (auto* scroll = qobject_cast<QScrollArea*>(area); scroll != nullptr && scroll->widget() != nullptr) {
+          QVERIFY2(scroll->widget()->minimumSizeHint().width() <= scroll->viewport()->width(),
+                   qPrintable(QStringLiteral("tab %1: content %2 px in %3 px").arg(w.rightTabs()->tabText(tab))
+                                  .arg(scroll->widget()->minimumSizeHint().width()).arg(scroll->viewport()->width())));
+        }
+      }
+    }
+    // Whole run names in the tree.
+    QTreeView* tree = w.runsPanel()->view();
+    const QFontMetrics fm(tree->font());
+    int runs = 0;
+    for (int e = 0; e < w.runModel()->rowCount(); ++e) {
+      const QModelIndex exp = w.runModel()->index(e, 0);
+      for (int r = 0; r < w.runModel()->rowCount(exp); ++r) {
+        const QModelIndex idx = w.runModel()->index(r, 0, exp);
+        const QRect cell = tree->visualRect(idx);
+        const int text = fm.horizontalAdvance(idx.data().toString());
+        QVERIFY2(cell.width() >= text + tree->iconSize().width() + 12,
+                 qPrintable(QStringLiteral("'%1' needs %2 px, has %3").arg(idx.data().toString()).arg(text).arg(cell.width())));
+        ++runs;
+      }
+    }
+    QCOMPARE(runs, 3);
+    // The chart's controls inside the chart pane.
+    ChartView* chart = w.chart();
+    const QRect pane = chart->rect();
+    for (QWidget* control : chart->findChildren<QWidget*>()) {
+      if (!control->isVisible() || control->parentWidget() == nullptr) continue;
+      if (qobject_cast<QAbstractButton*>(control) == nullptr && qobject_cast<QComboBox*>(control) == nullptr) continue;
+      const QRect at(control->mapTo(chart, QPoint(0, 0)), control->size());
+      QVERIFY2(pane.contains(at), qPrintable(QStringLiteral("%1 '%2' outside the chart pane").arg(
+                                      QString::fromLatin1(control->metaObject()->className()), control->objectName())));
+    }
+  }
+};
+
+QTEST_MAIN(TestLayout)
+#include "test_layout.moc"
