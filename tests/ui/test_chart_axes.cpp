@@ -2,7 +2,9 @@
 // ticks for the ranges researchers see, y fitted to the visible data after a
 // run streams in (no empty bands), labelled log ticks inside a decade, a zero
 // line for differences, legend click / double click / hover with the mouse,
-// and distinct stored colours for thirty runs across experiments.
+// distinct stored colours for thirty runs across experiments, and runs
+// grouped by a config field (mean and min-max band, chosen from the keyboard).
+#include <QComboBox>
 #include <QItemSelectionModel>
 #include <QTemporaryDir>
 #include <QTreeView>
@@ -207,6 +209,64 @@ private Q_SLOTS:
     QTRY_COMPARE(chart.highlightedRun(), first);
     QTest::mouseMove(legend, QPoint(legend->width() - 2, legend->height() - 2));
     QTRY_COMPARE(chart.highlightedRun(), qint64{0});
+  }
+
+  void runsGroupedByAConfigFieldDrawTheirMeanAndBand() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (const char* strategy : {"high", "2-norm"}) {
+      for (int seed = 1; seed <= 3; ++seed) {
+        const std::string spec =
+            std::string("{\"conversion\":{\"rope_strategy\":\"") + strategy + "\"},\"seed\":" + std::to_string(seed) + "}";
+        const std::string name = std::string(strategy) + " seed " + std::to_string(seed);
+        const qint64 id = store->createRun(std::nullopt, name, "convert-finetune", spec, "cpu");
+        // Seeds 1..3 offset the loss by 0.1, 0.2, 0.3; the seed-2 run logs every other step.
+        MetricWriter w = store->metricWriter(id);
+        const double base = std::string(strategy) == "high" ? 5.0 : 4.0;
+        for (int s = seed == 2 ? 2 : 1; s <= 100; s += seed == 2 ? 2 : 1) w.add("train/loss", s, s * 100, s, base + 0.1 * seed - 0.001 * s);
+        runs.push_back({id, QString::fromStdString(name)});
+      }
+    }
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns(runs);
+    QCOMPARE(chart.groupFields(), (QStringList{QStringLiteral("conversion.rope_strategy"), QStringLiteral("seed")}));
+    QCOMPARE(chart.legend()->entries().size(), 6);
+    // Choose the first field from the keyboard.
+    QComboBox* group = nullptr;
+    for (QComboBox* box : chart.findChildren<QComboBox*>()) {
+      if (box->toolTip().startsWith(QStringLiteral("Group"))) group = box;
+    }
+    QVERIFY(group != nullptr && group->isEnabled());
+    group->setFocus();
+    QTest::keyClick(group, Qt::Key_Down);
+    QCOMPARE(chart.groupBy(), QStringLiteral("conversion.rope_strategy"));
+    QCOMPARE(chart.legend()->entries().size(), 2);
+    QCOMPARE(chart.curveLabels(), (QStringList{QStringLiteral("rope_strategy = high (3 runs)"), QStringLiteral("rope_strategy = 2-norm (3 runs)")}));
+    // The mean of the three seeds (offset 0.2) and their band (0.1..0.3), at
+    // every step the three cover, the seed-2 run interpolated between its rows.
+    const auto high = chart.curveGroup(QStringLiteral("rope_strategy = high (3 runs)"));
+    QCOMPARE(static_cast<int>(high.size()), 99);  // steps 2..100
+    for (const GroupPoint& g : high) {
+      const double s = static_cast<double>(g.at.step);
+      QVERIFY(std::abs(g.at.value - (5.2 - 0.001 * s)) < 1e-9);
+      QVERIFY(std::abs(g.lo - (5.1 - 0.001 * s)) < 1e-9 && std::abs(g.hi - (5.3 - 0.001 * s)) < 1e-9);
+      QCOMPARE(g.members, 3);
+    }
+    // The y range holds both groups' bands; a legend click hides a group.
+    QVERIFY2(chart.visibleY().first <= 4.1 && chart.visibleY().second >= 5.2,
+             qPrintable(QStringLiteral("y %1..%2").arg(chart.visibleY().first).arg(chart.visibleY().second)));
+    QTest::mouseClick(chart.legend(), Qt::LeftButton, Qt::NoModifier, chart.legend()->entryRect(runs[0].id).center());
+    QVERIFY(!chart.runVisible(runs[0].id));
+    QVERIFY(chart.visibleY().second < 4.6);  // only the 2-norm group (4.0-4.3) is left to fit
+    // Back to one curve per run.
+    QTest::keyClick(group, Qt::Key_Up);
+    QCOMPARE(chart.groupBy(), QString());
+    QCOMPARE(chart.legend()->entries().size(), 6);
   }
 
   void thirtyRunsAcrossExperimentsGetDistinctStoredColours() {

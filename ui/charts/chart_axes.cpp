@@ -1,4 +1,5 @@
 // The run chart's axes: ticks, fitting and the zero line; see chart_view.h.
+#include <QAreaSeries>
 #include <QCategoryAxis>
 #include <QChart>
 #include <QLineSeries>
@@ -63,7 +64,8 @@ void ChartView::applyAxes() {
   m_chart->addAxis(m_axisX, Qt::AlignBottom);
   m_chart->addAxis(m_axisY, Qt::AlignLeft);
   for (auto& c : m_curves) {
-    for (QLineSeries* s : {c->raw, c->smoothed}) {
+    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(c->raw), static_cast<QAbstractSeries*>(c->smoothed),
+                               static_cast<QAbstractSeries*>(c->band)}) {
       if (s == nullptr) continue;
       s->attachAxis(m_axisX);
       s->attachAxis(m_axisY);
@@ -110,8 +112,7 @@ bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
     if (data.empty()) continue;
     *x0 = std::min(*x0, xOf(data.front(), m_xAxis));
     *x1 = std::max(*x1, xOf(data.back(), m_xAxis));
-    for (const Track* t : {c->source, c->minus}) {
-      if (t == nullptr) continue;
+    for (const Track* t : c->inputs()) {
       const RunInfo info = m_runInfo.value(t->runId);
       if (!info.running) continue;
       *live = true;
@@ -136,6 +137,12 @@ bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
     for (const MetricPoint& p : c->data()) {
       const QPointF q = toPoint(p);
       if (q.x() >= x0 && q.x() <= x1) into.push_back(q.y());
+    }
+    // A group's band is part of what it shows.
+    for (const QList<QPointF>* band : {&c->bandLo, &c->bandHi}) {
+      for (const QPointF& q : *band) {
+        if (q.x() >= x0 && q.x() <= x1) values.push_back(q.y());
+      }
     }
   }
   return fitRange(std::move(values), keep, m_ignoreOutliers, 0.06, y0, y1);

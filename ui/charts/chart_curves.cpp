@@ -1,6 +1,7 @@
 // The run chart's curves (per mode), coalesced redraw, axes, legend toggles,
 // crosshair values and export; see chart_view.h.
 #include <QChart>
+#include <QAreaSeries>
 #include <QCategoryAxis>
 #include <QLineSeries>
 #include <QPainter>
@@ -42,8 +43,9 @@ void ChartView::buildCurves() {
   const QStringList names = metricNames();
   const bool several = names.size() > 1;
   m_zero = nullptr;
-  auto add = [&](Track* source, Track* minus, const QString& label, qint64 colourRun) {
+  auto add = [&](Track* source, Track* minus, const QString& label, qint64 colourRun, std::vector<Track*> members = {}) {
     auto c = std::make_unique<Curve>();
+    c->members = std::move(members);
     c->label = several ? QStringLiteral("%1 · %2").arg(label, shortMetric(source->metricName)) : label;
     c->legendLabel = label;
     c->metricName = source->metricName;
@@ -63,6 +65,12 @@ void ChartView::buildCurves() {
       c->smoothed->setName(label);
       m_chart->addSeries(c->smoothed);
     }
+    if (c->members.size() > 1) {
+      // The band behind the mean: min and max of the members at each x.
+      c->band = new QAreaSeries(new QLineSeries, new QLineSeries);
+      c->band->setName(label);
+      m_chart->addSeries(c->band);
+    }
     for (QLineSeries* s : {c->raw, c->smoothed}) {
       if (s == nullptr) continue;
       connect(s, &QLineSeries::hovered, this, [this, run = colourRun](const QPointF&, bool on) { highlightRun(on ? run : 0); });
@@ -75,7 +83,31 @@ void ChartView::buildCurves() {
   const std::vector<std::string> brief = withoutCommonWords(full);
   QHash<qint64, QString> shortName;
   for (qsizetype i = 0; i < m_runs.size(); ++i) shortName.insert(m_runs[i].id, QString::fromStdString(brief[static_cast<std::size_t>(i)]));
-  if (m_mode == CompareMode::Curves) {
+  if (m_mode == CompareMode::Curves && !m_groupBy.isEmpty()) {
+    // One curve per value of the field, in the order the runs come.
+    QStringList values;
+    QHash<QString, std::vector<qint64>> runsOf;
+    for (const ChartRun& r : m_runs) {
+      const QString v = m_runInfo.value(r.id).spec.value(m_groupBy, QStringLiteral("—"));
+      if (!runsOf.contains(v)) values << v;
+      runsOf[v].push_back(r.id);
+    }
+    const QString field = m_groupBy.section(QLatin1Char('.'), -1);
+    for (const QString& v : values) {
+      const std::vector<qint64>& ids = runsOf[v];
+      QString shown = v;
+      if (shown.size() >= 2 && shown.startsWith(QLatin1Char('"')) && shown.endsWith(QLatin1Char('"'))) shown = shown.mid(1, shown.size() - 2);
+      const QString count = ids.size() == 1 ? tr("1 run") : tr("%1 runs").arg(ids.size());
+      const QString label = QStringLiteral("%1 = %2 (%3)").arg(field, shown, count);
+      for (const QString& name : names) {
+        std::vector<Track*> members;
+        for (qint64 id : ids) {
+          if (Track* t = track(id, name)) members.push_back(t);
+        }
+        if (!members.empty()) add(members.front(), nullptr, label, ids.front(), members);
+      }
+    }
+  } else if (m_mode == CompareMode::Curves) {
     for (auto& t : m_tracks) add(t.get(), nullptr, shortName.value(t->runId, t->runName), t->runId);
   } else if (m_mode == CompareMode::Difference) {
     const qint64 base = baseline();
@@ -129,12 +161,19 @@ void ChartView::applyPens() {
       rawPen.setWidthF(1.0);
       c->raw->setPen(rawPen);
       c->smoothed->setPen(pen);
+      if (!c->members.empty()) c->raw->setPen(Qt::NoPen);  // a group shows its band, not a raw mean
     } else {
       c->raw->setPen(pen);
       if (val) {
         c->raw->setColor(colour);
         c->raw->setBrush(colour);
       }
+    }
+    if (c->band != nullptr) {
+      QColor fill = runColor(c->runId);
+      fill.setAlpha(dim ? 15 : 50);
+      c->band->setBrush(fill);
+      c->band->setPen(Qt::NoPen);
     }
   }
 }
@@ -169,13 +208,14 @@ void ChartView::updateLegend() {
     const bool visible = runVisible(c->runId);
     c->raw->setVisible(visible);
     if (c->smoothed != nullptr) c->smoothed->setVisible(visible);
+    if (c->band != nullptr) c->band->setVisible(visible);
     anyVal = anyVal || isVal(c->metricName);
     anyTrain = anyTrain || !isVal(c->metricName);
     if (!c->legendEntry || listed.contains(c->runId)) continue;
     listed.insert(c->runId);
     QString full = c->legendLabel;
     for (const ChartRun& r : m_runs) {
-      if (r.id == c->runId && c->minus == nullptr) full = r.name;
+      if (r.id == c->runId && !c->isDerived()) full = r.name;
     }
     entries.push_back({c->runId, c->legendLabel, full, runColor(c->runId), visible});
   }
@@ -186,6 +226,13 @@ void ChartView::updateLegend() {
 void ChartView::drawCurve(Curve& c, bool restart) {
   if (c.minus != nullptr) {
     c.derived = differenceByTokens(c.source->points, c.minus->points);
+    restart = true;
+  } else if (!c.members.empty()) {
+    std::vector<const std::vector<MetricPoint>*> rows;
+    for (const Track* t : c.members) rows.push_back(&t->points);
+    c.group = groupStats(rows, m_xAxis);
+    c.derived.clear();
+    for (const GroupPoint& g : c.group) c.derived.push_back(g.at);
     restart = true;
   }
   const std::vector<MetricPoint>& data = c.data();
@@ -212,6 +259,18 @@ void ChartView::drawCurve(Curve& c, bool restart) {
     }
   }
   c.drawnCount = data.size();
+  if (c.band != nullptr) {
+    c.bandLo.clear();
+    c.bandHi.clear();
+    for (const GroupPoint& g : c.group) {
+      const double x = xOf(g.at, m_xAxis);
+      const double lo = logAxis() ? (g.lo > 0 ? std::log10(g.lo) : std::numeric_limits<double>::quiet_NaN()) : g.lo;
+      const double hi = logAxis() ? (g.hi > 0 ? std::log10(g.hi) : std::numeric_limits<double>::quiet_NaN()) : g.hi;
+      if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
+      c.bandLo.push_back({x, lo});
+      c.bandHi.push_back({x, hi});
+    }
+  }
   pushSeries(c);
 }
 
@@ -230,6 +289,10 @@ void ChartView::pushSeries(Curve& c) {
   const int columns = std::max(200, static_cast<int>(m_thinColumns));
   c.raw->replace(thinToColumns(c.rawPoints, x0, x1, columns));
   if (c.smoothed != nullptr) c.smoothed->replace(thinToColumns(c.smoothedPoints, x0, x1, columns));
+  if (c.band != nullptr) {
+    c.band->lowerSeries()->replace(thinToColumns(c.bandLo, x0, x1, columns));
+    c.band->upperSeries()->replace(thinToColumns(c.bandHi, x0, x1, columns));
+  }
 }
 
 void ChartView::redraw() {
@@ -247,8 +310,9 @@ void ChartView::redraw() {
   }
   auto dirty = [](const Track* t) { return t->replaced || t->points.size() != t->appendedFrom; };
   for (auto& c : m_curves) {
-    if (c->minus != nullptr) {
-      if (dirty(c->source) || dirty(c->minus)) drawCurve(*c, /*restart=*/true);
+    if (c->isDerived()) {
+      const auto inputs = c->inputs();
+      if (std::any_of(inputs.begin(), inputs.end(), dirty)) drawCurve(*c, /*restart=*/true);
     } else if (dirty(c->source)) {
       drawCurve(*c, /*restart=*/c->source->replaced);
     }
@@ -318,9 +382,11 @@ bool ChartView::exportCsv(const QString& path) const {
   QTextStream out(&file);
   out << "run_id,run,metric,step,tokens,wall_time,value\n";
   for (const auto& c : m_curves) {
-    QString name = c->minus != nullptr ? c->label : c->source->runName;
+    QString name = c->isDerived() ? c->label : c->source->runName;
     name.replace(QLatin1Char('"'), QStringLiteral("\"\""));
-    const QString metric = c->minus != nullptr ? c->metricName + QStringLiteral(" difference") : c->metricName;
+    const QString metric = c->minus != nullptr      ? c->metricName + QStringLiteral(" difference")
+                           : !c->members.empty() ? c->metricName + QStringLiteral(" group mean")
+                                                 : c->metricName;
     for (const auto& p : c->data()) {
       out << c->runId << ",\"" << name << "\"," << metric << ',' << p.step << ',' << p.tokens << ','
           << QString::number(p.wallTime, 'g', 10) << ',' << QString::number(p.value, 'g', 17) << '\n';
@@ -332,14 +398,14 @@ bool ChartView::exportCsv(const QString& path) const {
 
 int ChartView::pointCount(qint64 runId, const QString& metricName) const {
   for (const auto& c : m_curves) {
-    if (c->minus == nullptr && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->rawPoints.size());
+    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->rawPoints.size());
   }
   return -1;
 }
 
 int ChartView::drawnPointCount(qint64 runId, const QString& metricName) const {
   for (const auto& c : m_curves) {
-    if (c->minus == nullptr && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->raw->count());
+    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->raw->count());
   }
   return -1;
 }
@@ -357,6 +423,11 @@ const ChartView::Curve* ChartView::curve(const QString& label) const {
     if (c->label == label) return c.get();
   }
   return nullptr;
+}
+
+std::vector<GroupPoint> ChartView::curveGroup(const QString& label) const {
+  const Curve* c = curve(label);
+  return c != nullptr ? c->group : std::vector<GroupPoint>{};
 }
 
 std::vector<MetricPoint> ChartView::curveData(const QString& label) const {

@@ -11,6 +11,7 @@
 #include <QLineSeries>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QStackedLayout>
 #include <QValueAxis>
@@ -91,6 +92,13 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_bar->addWidget(m_logBox);
   m_bar->addWidget(m_outlierBox);
   m_bar->addWidget(labelled(tr("Smoothing"), m_smoothSlider, m_smoothLabel));
+  m_groupBox = new QComboBox;
+  m_groupBox->setMinimumContentsLength(10);
+  m_groupBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_groupBox->setToolTip(tr("Group the runs by a config field that differs between them: each group's mean, with its "
+                            "min-max band (e.g. average over seeds)"));
+  connect(m_groupBox, &QComboBox::currentIndexChanged, this, [this](int i) { setGroupBy(m_groupBox->itemData(i).toString()); });
+  m_bar->addWidget(labelled(tr("Group"), m_groupBox));
   auto* resetButton = new QPushButton(tr("Reset"));
   resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
                              "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
@@ -232,10 +240,34 @@ void ChartView::setSmoothing(double weight) {
   for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
 }
 
+void ChartView::updateGroupFields() {
+  QVector<QMap<QString, QString>> specs;
+  for (const ChartRun& r : m_runs) specs.push_back(m_runInfo.value(r.id).spec);
+  m_groupFields = m_runs.size() > 1 ? differingFields(specs, {QStringLiteral("name")}) : QStringList{};
+  if (!m_groupFields.contains(m_groupBy)) m_groupBy.clear();
+  const QSignalBlocker block(m_groupBox);
+  m_groupBox->clear();
+  m_groupBox->addItem(tr("none"), QString());
+  for (const QString& f : m_groupFields) m_groupBox->addItem(f, f);
+  m_groupBox->setCurrentIndex(std::max(0, m_groupBox->findData(m_groupBy)));
+  m_groupBox->setEnabled(!m_groupFields.isEmpty() && m_mode == CompareMode::Curves);
+}
+
+void ChartView::setGroupBy(const QString& field) {
+  const QString f = m_groupFields.contains(field) ? field : QString();
+  if (f == m_groupBy) return;
+  m_groupBy = f;
+  const QSignalBlocker block(m_groupBox);
+  m_groupBox->setCurrentIndex(std::max(0, m_groupBox->findData(f)));
+  m_hidden.clear();
+  buildCurves();
+}
+
 void ChartView::setCompareMode(CompareMode mode) {
   if (mode == m_mode) return;
   m_mode = mode;
   m_userY = false;
+  m_groupBox->setEnabled(!m_groupFields.isEmpty() && m_mode == CompareMode::Curves);
   buildCurves();
   if (m_logY) {
     for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
@@ -337,7 +369,11 @@ bool ChartView::readRunInfo(qint64 runId) {
   try {
     const RunRecord r = m_store->run(runId);
     info.running = r.status == RunStatus::Running;
-    if (info.plannedSteps == 0) info.plannedSteps = specSteps(QString::fromStdString(r.specJson));
+    if (info.spec.isEmpty()) {
+      const QString spec = QString::fromStdString(r.specJson);
+      info.plannedSteps = specSteps(spec);
+      info.spec = flattenJson(spec);
+    }
   } catch (const Error&) {
     info.running = false;  // deleted meanwhile
   }
@@ -392,6 +428,7 @@ void ChartView::rebuild() {
   }
   m_runInfo.clear();
   for (const ChartRun& run : m_runs) readRunInfo(run.id);
+  updateGroupFields();
   m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : 1);
   buildCurves();
 }

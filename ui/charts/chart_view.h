@@ -34,6 +34,7 @@
 #include "latentlab/run_store.h"
 
 class QChart;
+class QAreaSeries;
 class QLineSeries;
 class QCategoryAxis;
 class QComboBox;
@@ -98,6 +99,13 @@ public:
   // Legend toggles: a hidden run's curves are not drawn, scaled to or listed.
   void setRunVisible(qint64 runId, bool visible);
   bool runVisible(qint64 runId) const { return !m_hidden.contains(runId); }
+  // Curves mode: one mean curve with a min-max band per value of a config
+  // field (a flattened spec path, e.g. "conversion.rope_strategy"); empty:
+  // one curve per run. groupFields() lists the fields that differ among the runs.
+  void setGroupBy(const QString& field);
+  QString groupBy() const { return m_groupBy; }
+  QStringList groupFields() const { return m_groupFields; }
+
   // Only this run visible; when it already is the only one, all again.
   void soloRun(qint64 runId);
   // Draws a run's curves bold and dims the others (0: none).
@@ -153,6 +161,7 @@ public:
   int seriesCount() const;  // curves drawn
   QStringList curveLabels() const;
   std::vector<MetricPoint> curveData(const QString& label) const;
+  std::vector<GroupPoint> curveGroup(const QString& label) const;  // a group curve's mean and band
 
   static constexpr int kRedrawDelayMs = 40;
   static constexpr std::size_t kMaxPoints = 4000;  // per read of a curve's window
@@ -185,16 +194,26 @@ private:
     qint64 runId = 0;  // colour and legend toggle
     bool legendEntry = true;
     Track* source = nullptr;
-    Track* minus = nullptr;  // set: difference source − minus
+    Track* minus = nullptr;        // set: difference source − minus
+    std::vector<Track*> members;   // set: a group's mean (source is the first member)
     std::vector<MetricPoint> derived;
+    std::vector<GroupPoint> group;  // a group's mean and min-max per x
     QLineSeries* raw = nullptr;
     QLineSeries* smoothed = nullptr;  // train curves only
+    QAreaSeries* band = nullptr;      // a group's min-max band
     QList<QPointF> rawPoints;         // what the series hold
     QList<QPointF> smoothedPoints;
+    QList<QPointF> bandLo, bandHi;
     std::vector<CurvePoint> shown;    // what the bold line shows (crosshair)
     TensorBoardSmoother smoother{0.0};
     std::size_t drawnCount = 0;       // rows of data() already drawn
-    const std::vector<MetricPoint>& data() const { return minus != nullptr ? derived : source->points; }
+    bool isDerived() const { return minus != nullptr || !members.empty(); }
+    const std::vector<MetricPoint>& data() const { return isDerived() ? derived : source->points; }
+    // The stored tracks it is drawn from.
+    std::vector<Track*> inputs() const {
+      if (!members.empty()) return members;
+      return minus != nullptr ? std::vector<Track*>{source, minus} : std::vector<Track*>{source};
+    }
   };
 
   void rebuild();      // tracks (store reads) and curves
@@ -248,7 +267,12 @@ private:
   struct RunInfo {
     bool running = false;          // as of the last poll
     std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
+    QMap<QString, QString> spec;   // flattened (read once)
   };
+  QString m_groupBy;
+  QStringList m_groupFields;
+  QComboBox* m_groupBox = nullptr;
+  void updateGroupFields();
   QHash<qint64, RunInfo> m_runInfo;
   std::vector<std::unique_ptr<Curve>> m_curves;
   QTimer m_redrawTimer;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace latentlab::ui {
 
@@ -28,6 +29,55 @@ std::optional<double> interpolateAt(const std::vector<CurvePoint>& curve, double
   if (!std::isfinite(a.y) || !std::isfinite(b.y)) return std::nullopt;
   const double t = (x - a.x) / (b.x - a.x);
   return a.y + t * (b.y - a.y);
+}
+
+std::vector<GroupPoint> groupStats(const std::vector<const std::vector<MetricPoint>*>& members, ChartXAxis axis) {
+  std::vector<std::vector<CurvePoint>> curves;
+  double x0 = -std::numeric_limits<double>::infinity(), x1 = -x0;
+  for (const auto* rows : members) {
+    std::vector<CurvePoint> c;
+    for (const MetricPoint& p : *rows) {
+      if (std::isfinite(p.value)) c.push_back({xOf(p, axis), p.value});
+    }
+    if (c.empty()) continue;
+    x0 = std::max(x0, c.front().x);  // the range every member covers
+    x1 = std::min(x1, c.back().x);
+    curves.push_back(std::move(c));
+  }
+  std::vector<GroupPoint> out;
+  if (curves.empty() || x1 < x0) return out;
+  // The grid: the member with the most rows inside the common range.
+  const std::vector<MetricPoint>* grid = nullptr;
+  std::size_t most = 0;
+  for (const auto* rows : members) {
+    std::size_t n = 0;
+    for (const MetricPoint& p : *rows) n += std::isfinite(p.value) && xOf(p, axis) >= x0 && xOf(p, axis) <= x1 ? 1 : 0;
+    if (n > most || grid == nullptr) {
+      most = n;
+      grid = rows;
+    }
+  }
+  for (const MetricPoint& p : *grid) {
+    const double x = xOf(p, axis);
+    if (x < x0 || x > x1 || !std::isfinite(p.value)) continue;
+    GroupPoint g;
+    g.at = p;
+    double sum = 0;
+    g.lo = std::numeric_limits<double>::infinity();
+    g.hi = -g.lo;
+    for (const auto& c : curves) {
+      const auto y = interpolateAt(c, x);
+      if (!y) continue;
+      sum += *y;
+      g.lo = std::min(g.lo, *y);
+      g.hi = std::max(g.hi, *y);
+      ++g.members;
+    }
+    if (g.members == 0) continue;
+    g.at.value = sum / g.members;
+    out.push_back(g);
+  }
+  return out;
 }
 
 std::vector<MetricPoint> differenceByTokens(const std::vector<MetricPoint>& run,

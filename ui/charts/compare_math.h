@@ -37,6 +37,21 @@ std::optional<double> interpolateAt(const std::vector<CurvePoint>& curve, double
 std::vector<MetricPoint> differenceByTokens(const std::vector<MetricPoint>& run,
                                             const std::vector<MetricPoint>& baseline);
 
+// One x of a group of runs' curves: the mean of the members' values there
+// (each member interpolated linearly on the chosen x axis), their min and max.
+struct GroupPoint {
+  MetricPoint at;  // step, tokens and wall time of the grid row; value = mean
+  double lo = 0;
+  double hi = 0;
+  int members = 0;
+};
+
+// Mean and min-max band of several runs' rows (each in step order, x never
+// decreasing on `axis`), over the x range every member covers, at the x of
+// the member with the most rows there. Non-finite values are skipped; one
+// member gives its own rows with a zero-width band.
+std::vector<GroupPoint> groupStats(const std::vector<const std::vector<MetricPoint>*>& members, ChartXAxis axis);
+
 // Run names without the words all of them start with ("demo-gqa d_kv 8",
 // "demo-gqa base" -> "d_kv 8", "base"), for legends; unchanged for fewer than
 // two names or when a name would be left empty.
