@@ -3,7 +3,10 @@
 // run streams in (no empty bands), labelled log ticks inside a decade, a zero
 // line for differences, legend click / double click / hover with the mouse,
 // distinct stored colours for thirty runs across experiments, and runs
-// grouped by a config field (mean and min-max band, chosen from the keyboard).
+// grouped by a config field (mean and min-max band, chosen from the keyboard),
+// and small multiples with linked zoom and crosshair.
+#include <QCheckBox>
+#include <QChart>
 #include <QComboBox>
 #include <QItemSelectionModel>
 #include <QTemporaryDir>
@@ -13,6 +16,7 @@
 #include <random>
 
 #include "charts/axis_ticks.h"
+#include "charts/chart_canvas.h"
 #include "charts/chart_legend.h"
 #include "charts/chart_view.h"
 #include "charts/run_palette.h"
@@ -267,6 +271,75 @@ private Q_SLOTS:
     QTest::keyClick(group, Qt::Key_Up);
     QCOMPARE(chart.groupBy(), QString());
     QCOMPARE(chart.legend()->entries().size(), 6);
+  }
+
+  void smallMultiplesShareXZoomAndCrosshair() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (const char* name : {"a", "b"}) {
+      const qint64 id = store->createRun(std::nullopt, name, "pretrain", "{}", "cpu");
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 200; ++s) {
+        w.add("train/loss", s, s * 100, s, 6.0 - 0.01 * s + 0.2 * std::sin(s));
+        w.add("lr", s, s * 100, s, 1e-3 * std::min(1.0, s / 50.0));
+        w.add("grad_norm", s, s * 100, s, 1.0 + 0.1 * std::cos(s));
+        w.add("tokens_per_s", s, s * 100, s, 1000.0 + s);
+        if (s % 50 == 0) w.add("val/loss", s, s * 100, s, 6.0 - 0.01 * s);
+        w.add("kv/latent_norm", s, s * 100, s, 0.5);  // any metric the engine writes
+      }
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    ChartView chart(store);
+    chart.resize(1100, 800);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setRuns(runs);
+    chart.setSmoothing(0.6);
+    QCheckBox* gridBox = nullptr;
+    for (QCheckBox* box : chart.findChildren<QCheckBox*>()) {
+      if (box->text() == QStringLiteral("Grid")) gridBox = box;
+    }
+    QVERIFY(gridBox != nullptr);
+    QTest::mouseClick(gridBox, Qt::LeftButton, Qt::NoModifier, QPoint(6, gridBox->height() / 2));
+    QVERIFY(chart.grid());
+    const auto cells = chart.cells();
+    QStringList metrics;
+    for (const ChartView* c : cells) metrics << c->metric();
+    QCOMPARE(metrics, (QStringList{QStringLiteral("train/loss"), QStringLiteral("val/loss"), QStringLiteral("lr"), QStringLiteral("grad_norm"),
+                                   QStringLiteral("tokens_per_s"), QStringLiteral("kv/latent_norm")}));
+    QTest::qWait(50);
+    for (const ChartView* c : cells) QVERIFY(c->isVisible() && c->seriesCount() > 0);
+    // Each fits its own y: the learning rate's axis is not the loss axis.
+    QVERIFY(cells[2]->visibleY().second < 0.01 && cells[0]->visibleY().first > 3.0);
+    // The learning rate is never smoothed: the crosshair reads its exact value.
+    QCOMPARE(cells[2]->crosshairLines(10.0).at(1), QStringLiteral("a: %1").arg(QString::number(1e-3 * 10 / 50.0, 'g', 5)));
+    // A drag across the loss cell zooms every cell to the same steps.
+    ChartCanvas* canvas = cells[0]->canvas();
+    const QRectF plot = canvas->chart()->plotArea();
+    const QPoint from(static_cast<int>(plot.left() + plot.width() * 0.25), static_cast<int>(plot.center().y()));
+    const QPoint to(static_cast<int>(plot.left() + plot.width() * 0.5), static_cast<int>(plot.center().y()));
+    QTest::mousePress(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, from);
+    QTest::mouseMove(canvas->viewport(), to);
+    QTest::mouseRelease(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, to);
+    const auto zoomed = cells[0]->visibleX();
+    QVERIFY(zoomed.second - zoomed.first < 100);
+    for (const ChartView* c : cells) {
+      QVERIFY(std::abs(c->visibleX().first - zoomed.first) < 1e-6 && std::abs(c->visibleX().second - zoomed.second) < 1e-6);
+    }
+    // One crosshair: moving over the loss cell shows it at the same step in the others.
+    QTest::mouseMove(canvas->viewport(), plot.center().toPoint());
+    QVERIFY(canvas->crosshairVisible());
+    const QString at = canvas->crosshairLines().first();
+    for (std::size_t i = 1; i < cells.size(); ++i) {
+      QVERIFY(cells[i]->canvas()->crosshairVisible());
+      QCOMPARE(cells[i]->canvas()->crosshairLines().first(), at);
+    }
+    // A double click resets them all; hiding a run in the legend hides it everywhere.
+    QTest::mouseDClick(canvas->viewport(), Qt::LeftButton, Qt::NoModifier, plot.center().toPoint());
+    for (const ChartView* c : cells) QVERIFY(c->followsData());
+    QTest::mouseClick(chart.legend(), Qt::LeftButton, Qt::NoModifier, chart.legend()->entryRect(runs[0].id).center());
+    for (const ChartView* c : cells) QVERIFY(!c->runVisible(runs[0].id));
   }
 
   void thirtyRunsAcrossExperimentsGetDistinctStoredColours() {

@@ -2,6 +2,7 @@
 #include <QAreaSeries>
 #include <QCategoryAxis>
 #include <QChart>
+#include <QFontMetricsF>
 #include <QLineSeries>
 #include <algorithm>
 #include <cmath>
@@ -61,6 +62,23 @@ void ChartView::applyAxes() {
   m_axisY = newAxis(yTitle);
   m_axisX->setRange(x0, x1);
   m_axisY->setRange(logAxis() ? -1 : 0, logAxis() ? 1 : 1);
+  if (m_cell) {
+    // Small multiples: the metric as the chart's title, no axis titles (the
+    // x axis is the grid's, named in the bar), smaller tick labels: a small
+    // plot keeps its ticks readable.
+    for (QCategoryAxis* axis : {m_axisX, m_axisY}) {
+      QFont labels = axis->labelsFont();
+      labels.setPointSizeF(labels.pointSizeF() * 0.8);
+      axis->setLabelsFont(labels);
+      axis->setTitleVisible(false);
+    }
+    QFont title = m_chart->titleFont();
+    title.setPointSizeF(title.pointSizeF() * 0.85);
+    title.setBold(true);
+    m_chart->setTitleFont(title);
+    m_chart->setTitle(yTitle);
+    m_chart->setMargins(QMargins(2, 0, 2, 0));
+  }
   m_chart->addAxis(m_axisX, Qt::AlignBottom);
   m_chart->addAxis(m_axisY, Qt::AlignLeft);
   for (auto& c : m_curves) {
@@ -83,9 +101,12 @@ void ChartView::applyAxes() {
 void ChartView::updateTicks() {
   if (m_ticking || m_axisX == nullptr || m_axisY == nullptr) return;
   m_ticking = true;
+  // Room for a label every 90 px across and every two and a half label
+  // heights up (labels closer than that are cut to "...").
   const QRectF plot = m_chart->plotArea();
+  const double labelHeight = QFontMetricsF(m_axisY->labelsFont()).height();
   const int nx = plot.width() > 50 ? std::clamp(static_cast<int>(plot.width() / 90), 2, 10) : 6;
-  const int ny = plot.height() > 50 ? std::clamp(static_cast<int>(plot.height() / 42), 2, 10) : 6;
+  const int ny = plot.height() > 30 ? std::clamp(static_cast<int>(plot.height() / (2.5 * labelHeight)), 2, 10) : 6;
   m_xTicks = niceTicks(m_axisX->min(), m_axisX->max(), nx, TickStyle::Count);
   const TickStyle yStyle = m_metric == QLatin1String("tokens_per_s") ? TickStyle::Count : TickStyle::Plain;
   m_yTicks = logAxis() ? logTicks(m_axisY->min(), m_axisY->max(), ny) : niceTicks(m_axisY->min(), m_axisY->max(), ny, yStyle);

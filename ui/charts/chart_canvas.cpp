@@ -11,6 +11,7 @@
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace latentlab::ui {
 
@@ -45,10 +46,27 @@ void ChartCanvas::hideCrosshair() {
 }
 
 void ChartCanvas::showCrosshairAt(const QPointF& scenePos) {
+  const bool shown = drawCrosshair(scenePos);
+  Q_EMIT crosshairMoved(shown ? chart()->mapToValue(scenePos).x() : std::numeric_limits<double>::quiet_NaN());
+}
+
+void ChartCanvas::showCrosshairAtX(double x) {
+  if (!std::isfinite(x)) {
+    hideCrosshair();
+    return;
+  }
+  const QRectF plot = chart()->plotArea();
+  const QPointF at = chart()->mapToPosition(QPointF(x, 0));
+  // A linked chart shows where the x is, and its values only in the chart
+  // under the mouse: a box on every small plot would hide the curves.
+  if (drawCrosshair(QPointF(at.x(), plot.center().y()))) m_box->hide();
+}
+
+bool ChartCanvas::drawCrosshair(const QPointF& scenePos) {
   const QRectF plot = chart()->plotArea();
   if (!plot.contains(scenePos) || chart()->series().isEmpty()) {
     hideCrosshair();
-    return;
+    return false;
   }
   const double x = chart()->mapToValue(scenePos).x();
   m_lines = m_text ? m_text(x) : QStringList{};
@@ -56,7 +74,7 @@ void ChartCanvas::showCrosshairAt(const QPointF& scenePos) {
   m_line->show();
   if (m_lines.isEmpty()) {
     m_box->hide();
-    return;
+    return true;
   }
   m_label->setText(m_lines.join(QLatin1Char('\n')));
   const QRectF text = m_label->boundingRect();
@@ -69,6 +87,7 @@ void ChartCanvas::showCrosshairAt(const QPointF& scenePos) {
   m_box->setPos(left, top);
   m_label->setPos(5, 4);
   m_box->show();
+  return true;
 }
 
 void ChartCanvas::zoomAbout(const QPointF& scenePos, double factorX, double factorY) {
@@ -194,6 +213,7 @@ void ChartCanvas::keyPressEvent(QKeyEvent* event) {
 
 void ChartCanvas::leaveEvent(QEvent* event) {
   hideCrosshair();
+  Q_EMIT crosshairMoved(std::numeric_limits<double>::quiet_NaN());
   QChartView::leaveEvent(event);
 }
 

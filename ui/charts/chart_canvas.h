@@ -26,8 +26,11 @@ public:
 
   // Lines of the crosshair label for a chart x (empty: no label).
   void setCrosshairText(std::function<QStringList(double x)> text) { m_text = std::move(text); }
-  // Shows the crosshair at a scene position (what a mouse move does).
+  // Shows the crosshair at a scene position (what a mouse move does) and
+  // reports its x by crosshairMoved.
   void showCrosshairAt(const QPointF& scenePos);
+  // Shows its line at a chart x without reporting it (a linked chart's crosshair).
+  void showCrosshairAtX(double x);
   void hideCrosshair();
   bool crosshairVisible() const;
   QStringList crosshairLines() const { return m_lines; }
@@ -37,6 +40,7 @@ public:
 
 Q_SIGNALS:
   void viewChangedByUser(bool yChosen);
+  void crosshairMoved(double x);  // NaN: the mouse left the plot
   void resetRequested();
 
 protected:
@@ -49,6 +53,8 @@ protected:
   void leaveEvent(QEvent* event) override;
 
 private:
+  bool drawCrosshair(const QPointF& scenePos);  // false: outside the plot (hidden)
+
   std::function<QStringList(double)> m_text;
   QStringList m_lines;
   QGraphicsLineItem* m_line = nullptr;

@@ -4,6 +4,7 @@
 #include <QAreaSeries>
 #include <QCategoryAxis>
 #include <QLineSeries>
+#include <QLocale>
 #include <QPainter>
 #include <QSaveFile>
 #include <QSvgGenerator>
@@ -181,6 +182,7 @@ void ChartView::applyPens() {
 void ChartView::updateColors() {
   applyPens();
   updateLegend();
+  for (ChartView* c : m_cells) c->updateColors();
 }
 
 void ChartView::highlightRun(qint64 runId) {
@@ -198,6 +200,7 @@ void ChartView::soloRun(qint64 runId) {
   m_hidden = alreadySolo ? QSet<qint64>{} : others;
   updateLegend();
   if (!m_userY) rescale(true);
+  syncCells();
 }
 
 void ChartView::updateLegend() {
@@ -334,7 +337,7 @@ QStringList ChartView::crosshairLines(double x) const {
     if (y) lines << QStringLiteral("%1: %2").arg(c->label, QString::number(*y, 'g', 5));
   }
   if (lines.isEmpty()) return lines;
-  const QString head = m_xAxis == XAxis::Tokens     ? tr("tokens %1").arg(QString::number(x, 'g', 4))
+  const QString head = m_xAxis == XAxis::Tokens     ? tr("tokens %1").arg(QLocale().toString(std::llround(x)))
                        : m_xAxis == XAxis::WallTime ? tr("%1 s").arg(QString::number(x, 'f', 1))
                                                     : tr("step %1").arg(QString::number(std::round(x), 'f', 0));
   lines.prepend(head);
@@ -342,13 +345,16 @@ QStringList ChartView::crosshairLines(double x) const {
 }
 
 QSize ChartView::exportSize() const {
-  return {m_view->width(), m_view->height() + m_legend->heightForWidth(m_view->width())};
+  const QWidget* plot = plotWidget();
+  return {plot->width(), plot->height() + m_legend->heightForWidth(plot->width())};
 }
 
 void ChartView::renderExport(QPainter& painter) const {
   // The plot, then the legend under it.
-  m_view->render(&painter, QRectF(0, 0, m_view->width(), m_view->height()), m_view->rect());
-  m_legend->renderAt(painter, QPoint(0, m_view->height()), m_view->width());
+  const QWidget* plot = plotWidget();
+  if (m_grid) m_gridHost->render(&painter);  // every cell as laid out
+  else m_view->render(&painter, QRectF(0, 0, m_view->width(), m_view->height()), m_view->rect());
+  m_legend->renderAt(painter, QPoint(0, plot->height()), plot->width());
 }
 
 bool ChartView::exportPng(const QString& path, double scale) const {

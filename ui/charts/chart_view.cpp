@@ -27,7 +27,8 @@
 
 namespace latentlab::ui {
 
-ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent), m_store(std::move(store)) {
+ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent, bool cell)
+    : QWidget(parent), m_store(std::move(store)), m_cell(cell) {
   m_chart = new QChart;
   m_chart->setMargins(QMargins(6, 6, 6, 6));
   m_chart->legend()->hide();  // the ChartLegend under the plot instead
@@ -50,6 +51,7 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
     for (auto& c : m_curves) pushSeries(*c);
   });
   connect(m_chart, &QChart::plotAreaChanged, this, [this](const QRectF& area) {
+    updateTicks();  // as many ticks as the new size has room for
     if (std::abs(area.width() - m_thinColumns) >= 1 && area.width() > 200) m_thinTimer.start();
   });
 
@@ -99,6 +101,11 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
                             "min-max band (e.g. average over seeds)"));
   connect(m_groupBox, &QComboBox::currentIndexChanged, this, [this](int i) { setGroupBy(m_groupBox->itemData(i).toString()); });
   m_bar->addWidget(labelled(tr("Group"), m_groupBox));
+  m_gridBox = new QCheckBox(tr("Grid"));
+  m_gridBox->setToolTip(tr("Small multiples: one linked chart per metric (loss, validation loss, learning rate, "
+                           "gradient norm, tokens/s, ...), shared x axis and crosshair"));
+  connect(m_gridBox, &QCheckBox::toggled, this, &ChartView::setGrid);
+  m_bar->addWidget(m_gridBox);
   auto* resetButton = new QPushButton(tr("Reset"));
   resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
                              "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
@@ -133,6 +140,8 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   m_stack = new QStackedLayout(stackHost);
   m_stack->addWidget(m_placeholder);
   m_stack->addWidget(m_view);
+  m_gridHost = new QWidget;
+  m_stack->addWidget(m_gridHost);
 
   m_legend = new ChartLegend;
   connect(m_legend, &ChartLegend::toggled, this, [this](qint64 run) { setRunVisible(run, !runVisible(run)); });
@@ -146,13 +155,20 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget
   layout->addWidget(barHost);
   layout->addWidget(stackHost, 1);
   layout->addWidget(m_legend);
+  if (m_cell) {
+    barHost->hide();
+    m_legend->hide();
+    // A cell takes the room the grid gives it and never widens the window.
+    m_view->setMinimumSize(100, 80);
+    setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
+  }
 
   m_redrawTimer.setSingleShot(true);
   m_redrawTimer.setInterval(kRedrawDelayMs);
   connect(&m_redrawTimer, &QTimer::timeout, this, &ChartView::redraw);
   m_pollTimer.setInterval(2000);
   connect(&m_pollTimer, &QTimer::timeout, this, [this] { pollStore(); });
-  m_pollTimer.start();
+  if (!m_cell) m_pollTimer.start();  // a grid's cells are polled by their owner
   m_refineTimer.setSingleShot(true);
   m_refineTimer.setInterval(120);  // one read after a burst of wheel steps
   connect(&m_refineTimer, &QTimer::timeout, this, &ChartView::refineVisible);
@@ -187,6 +203,7 @@ void ChartView::setRuns(const QVector<ChartRun>& runs) {
   if (same) return;
   m_runs = runs;
   rebuild();
+  if (m_grid) rebuildCells();  // the runs may have other metrics
 }
 
 void ChartView::setMetric(const QString& metric) {
@@ -210,6 +227,7 @@ void ChartView::setXAxis(XAxis axis) {
   for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
   applyAxes();
   rescale();
+  syncCells();
 }
 
 void ChartView::setLogY(bool on) {
@@ -221,6 +239,7 @@ void ChartView::setLogY(bool on) {
   applyAxes();
   for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);  // y drawn as log10 or not
   rescale();
+  syncCells();
 }
 
 void ChartView::setIgnoreOutliers(bool on) {
@@ -238,6 +257,7 @@ void ChartView::setSmoothing(double weight) {
   if (m_smoothSlider->value() != v) m_smoothSlider->setValue(v);
   m_smoothLabel->setText(QString::number(weight, 'f', 2));
   for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
+  syncCells();
 }
 
 void ChartView::updateGroupFields() {
@@ -261,6 +281,7 @@ void ChartView::setGroupBy(const QString& field) {
   m_groupBox->setCurrentIndex(std::max(0, m_groupBox->findData(f)));
   m_hidden.clear();
   buildCurves();
+  syncCells();
 }
 
 void ChartView::setCompareMode(CompareMode mode) {
@@ -273,12 +294,14 @@ void ChartView::setCompareMode(CompareMode mode) {
     for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
     rescale();
   }
+  syncCells();
 }
 
 void ChartView::setBaseline(qint64 runId) {
   if (runId == m_baseline) return;
   m_baseline = runId;
   if (m_mode == CompareMode::Difference) buildCurves();
+  syncCells();
 }
 
 qint64 ChartView::baseline() const {
@@ -291,6 +314,7 @@ qint64 ChartView::baseline() const {
 void ChartView::setPairLabels(const std::vector<std::pair<std::string, std::string>>& labels) {
   m_pairLabels = labels;
   if (m_mode == CompareMode::Paired) buildCurves();
+  syncCells();
 }
 
 std::vector<RunPair> ChartView::pairs() const {
@@ -313,6 +337,7 @@ void ChartView::setRunVisible(qint64 runId, bool visible) {
   else m_hidden.insert(runId);
   updateLegend();
   if (!m_userY) rescale(true);
+  syncCells();
 }
 
 void ChartView::zoomToX(double x0, double x1) {
@@ -337,6 +362,9 @@ void ChartView::resetView() {
   m_fitNext = true;
   redraw();
   for (auto& c : m_curves) pushSeries(*c);  // thinned for the whole extent again
+  if (m_grid && !m_linking) {
+    for (ChartView* c : m_cells) c->resetView();
+  }
   Q_EMIT viewChanged();
 }
 
@@ -429,11 +457,14 @@ void ChartView::rebuild() {
   m_runInfo.clear();
   for (const ChartRun& run : m_runs) readRunInfo(run.id);
   updateGroupFields();
-  m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : 1);
+  m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : m_grid ? 2 : 1);
   buildCurves();
 }
 
 void ChartView::pollStore(qint64 runId) {
+  if (m_grid) {
+    for (ChartView* c : m_cells) c->pollStore(runId);
+  }
   for (const ChartRun& run : m_runs) {
     if (runId != 0 && run.id != runId) continue;
     if (readRunInfo(run.id)) {

@@ -65,7 +65,9 @@ class ChartView : public QWidget {
 public:
   using XAxis = ChartXAxis;
 
-  explicit ChartView(std::shared_ptr<RunStore> store, QWidget* parent = nullptr);
+  // cell: a chart of a small-multiples grid (no bar, legend or poll timer of
+  // its own; the chart that owns it drives it).
+  explicit ChartView(std::shared_ptr<RunStore> store, QWidget* parent = nullptr, bool cell = false);
   ~ChartView() override;
 
   void setRuns(const QVector<ChartRun>& runs);
@@ -105,6 +107,16 @@ public:
   void setGroupBy(const QString& field);
   QString groupBy() const { return m_groupBy; }
   QStringList groupFields() const { return m_groupFields; }
+
+  // Small multiples: a grid of linked charts, one per metric the runs have
+  // (loss, validation loss, learning rate, gradient norm, tokens/s, then any
+  // other the engine wrote), sharing the runs, x axis, smoothing, compare
+  // mode, grouping and hidden runs with this chart, zoom and crosshair
+  // linked, each fitting its own y. The bar and legend stay this chart's.
+  void setGrid(bool on);
+  bool grid() const { return m_grid; }
+  std::vector<ChartView*> cells() const { return m_cells; }
+  QStringList gridMetrics() const;
 
   // Only this run visible; when it already is the only one, all again.
   void soloRun(qint64 runId);
@@ -269,6 +281,15 @@ private:
     std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
     QMap<QString, QString> spec;   // flattened (read once)
   };
+  bool m_cell = false;
+  bool m_grid = false;
+  bool m_linking = false;  // a linked zoom in progress
+  std::vector<ChartView*> m_cells;
+  QWidget* m_gridHost = nullptr;
+  QCheckBox* m_gridBox = nullptr;
+  void rebuildCells();
+  void syncCells();
+  QWidget* plotWidget() const;  // what is drawn: the plot, or the grid
   QString m_groupBy;
   QStringList m_groupFields;
   QComboBox* m_groupBox = nullptr;
