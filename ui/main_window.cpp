@@ -316,27 +316,38 @@ qint64 MainWindow::submitRun(const RunSpec& spec) {
 bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
   try {
     const Preset p = loadPreset(path, scale, m_ws.dir);
+    // A preset on the demo base before the base exists waits for the run
+    // that makes it (queued or running); any other missing model is refused.
+    qint64 waitFor = 0;
     for (const RunSpec& s : p.runs) {
-      if (!s.modelDir.empty() && !QFileInfo::exists(QString::fromStdString(s.modelDir) + QStringLiteral("/config.json"))) {
-        const bool demoBase = QString::fromStdString(s.modelDir) == m_ws.demoBaseDir();
-        m_banner->showMessage(MessageBanner::Level::Warning,
-                              tr("%1 needs the model %2, which is not there yet").arg(p.title, QString::fromStdString(s.modelDir)),
-                              demoBase ? tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
-                                            "load the preset again once it has completed.")
-                                       : tr("Copy the Hugging Face model folder to that path, then load the preset again."));
-        return false;
+      if (s.modelDir.empty() || QFileInfo::exists(QString::fromStdString(s.modelDir) + QStringLiteral("/config.json"))) continue;
+      const bool demoBase = QString::fromStdString(s.modelDir) == m_ws.demoBaseDir();
+      if (demoBase && waitFor == 0) {
+        for (const RunRecord& r : m_store->listRuns()) {
+          const bool active = r.status == RunStatus::Queued || r.status == RunStatus::Running;
+          if (active && isDemoPretrainRun(*m_store, r.id)) waitFor = r.id;
+        }
       }
+      if (demoBase && waitFor != 0) continue;
+      m_banner->showMessage(MessageBanner::Level::Warning,
+                            tr("%1 needs the model %2, which is not there yet").arg(p.title, QString::fromStdString(s.modelDir)),
+                            demoBase ? tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
+                                          "retry that run, then load the preset again.")
+                                     : tr("Copy the Hugging Face model folder to that path, then load the preset again."));
+      return false;
     }
     std::vector<std::int64_t> ids;
     instantiatePreset(*m_store, p, &ids);
     m_runModel->refresh();
-    for (std::int64_t id : ids) m_jobs->enqueue(id);
+    for (std::int64_t id : ids) m_jobs->enqueue(id, waitFor);
     if (!ids.empty()) {
       const QModelIndex exp = m_runModel->indexOfRun(ids.front()).parent();
       m_runs->view()->selectionModel()->select(exp, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     }
-    m_banner->showMessage(MessageBanner::Level::Info, tr("Loaded the preset %1 (%2 scale): %n run(s) queued", nullptr, static_cast<int>(ids.size()))
-                                                          .arg(p.title, scale),
+    const QString loaded = tr("Loaded the preset %1 (%2 scale): %n run(s) queued", nullptr, static_cast<int>(ids.size())).arg(p.title, scale);
+    m_banner->showMessage(MessageBanner::Level::Info,
+                          waitFor == 0 ? loaded
+                                       : loaded + tr(", waiting for run #%1 (the demo base's pre-training) to complete").arg(waitFor),
                           p.chart.note);
     return true;
   } catch (const Error& e) {

@@ -218,6 +218,36 @@ private Q_SLOTS:
     store->releaseRun(id);
   }
 
+  // A run queued after another waits for it (two CPU slots free or not),
+  // starts once it completed, and is cancelled when what it waits for is.
+  void aRunQueuedAfterAnotherWaitsForIt() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 base = addRun(*store, uitest::tinySpec("base", 20));
+    const qint64 next = addRun(*store, uitest::tinySpec("next", 10));
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.setCpuSlots(2);
+    JobTableModel table(&jobs);
+    jobs.enqueue(base);
+    jobs.enqueue(next, base);
+    QCOMPARE(jobs.job(next)->status, QStringLiteral("queued"));
+    QCOMPARE(table.index(1, JobTableModel::StatusColumn).data().toString(), QStringLiteral("waits for #%1").arg(base));
+    QCOMPARE(store->tags(next), std::vector<std::string>{"after:" + std::to_string(base)});
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 120000);
+    QCOMPARE(store->run(base).status, RunStatus::Completed);
+    QCOMPARE(store->run(next).status, RunStatus::Completed);
+    QVERIFY(*store->run(next).startedAt >= *store->run(base).finishedAt);
+    // What it waits for is cancelled: it is cancelled too, saying why.
+    const qint64 other = addRun(*store, uitest::tinySpec("other", 10));
+    const qint64 after = addRun(*store, uitest::tinySpec("after other", 10));
+    jobs.setCpuSlots(0);  // nothing starts: both stay queued
+    jobs.enqueue(other);
+    jobs.enqueue(after, other);
+    jobs.cancel(other);
+    QCOMPARE(store->run(after).status, RunStatus::Cancelled);
+    QVERIFY(QString::fromStdString(store->run(after).error).contains(QStringLiteral("run %1").arg(other)));
+  }
+
   // After a resume the ETA follows the pace seen since, not the whole run's.
   void etaFollowsTheRecentPace() {
     JobInfo j;

@@ -13,6 +13,7 @@
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
+#include "panels/message_banner.h"
 #include "panels/model_panel.h"
 #include "panels/training_panel.h"
 #include "ui_test_support.h"
@@ -65,6 +66,41 @@ private Q_SLOTS:
     for (const RunRecord& r : ablation) w.jobs()->cancel(r.id);
     QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
     QCOMPARE(store.run(runId).status, RunStatus::Cancelled);
+  }
+
+  // A demo preset loaded before the demo base exists queues its runs behind
+  // the base's pre-training instead of refusing.
+  void aDemoPresetWaitsForTheBasePretraining() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    qint64 base = 0;
+    {
+      RunStore store(ws.dbPath().toStdString());
+      base = ensureDemoPretrainQueued(store, ws).value_or(0);
+    }
+    QVERIFY(base != 0);
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.jobs()->setCpuSlots(0);  // nothing starts in this test
+    QAction* action = nullptr;
+    for (QAction* a : w.findChildren<QAction*>()) {
+      if (a->text().contains(QStringLiteral("RoPE strategies"), Qt::CaseInsensitive) && a->text().contains(QStringLiteral("demo scale"))) action = a;
+    }
+    QVERIFY2(action != nullptr, "no 'demo scale' action for the rope-strategies preset");
+    action->trigger();
+    RunStore store(ws.dbPath().toStdString());
+    int waiting = 0;
+    for (const RunRecord& r : store.listRuns()) {
+      if (r.id == base) continue;
+      const JobInfo* job = w.jobs()->job(r.id);
+      QVERIFY(job != nullptr);
+      QCOMPARE(job->status, QStringLiteral("queued"));
+      QCOMPARE(job->after, base);
+      ++waiting;
+    }
+    QVERIFY(waiting >= 3);
+    QVERIFY(w.banner()->message().contains(QStringLiteral("waiting for run #%1").arg(base)));
   }
 
   // A folder that fails to open leaves no model on the Model tab, and Run

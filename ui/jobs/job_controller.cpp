@@ -190,13 +190,20 @@ bool JobController::markInStore(qint64 runId, int status, const QString& error) 
   }
 }
 
-void JobController::enqueue(qint64 runId) {
+void JobController::enqueue(qint64 runId, qint64 after) {
   RunRecord rec;
   try {
     rec = m_store->run(runId);
     if (m_jobs.contains(runId) && m_jobs[runId].isActive()) return;
     if (rec.status == RunStatus::Running) return;  // someone else runs it (reattach() follows those)
     if (rec.status != RunStatus::Queued) m_store->setStatus(runId, RunStatus::Queued);
+    if (after != 0) {
+      m_store->addTag(runId, "after:" + std::to_string(after));
+    } else {
+      for (const std::string& tag : m_store->tags(runId)) {
+        if (tag.rfind("after:", 0) == 0) after = QString::fromStdString(tag.substr(6)).toLongLong();
+      }
+    }
   } catch (const Error& e) {
     qWarning("cannot queue run %lld: %s", static_cast<long long>(runId), e.message().c_str());
     return;
@@ -209,6 +216,7 @@ void JobController::enqueue(qint64 runId) {
   job.name = QString::fromStdString(rec.name);
   job.device = QString::fromStdString(rec.device.empty() ? std::string("cpu") : rec.device);
   job.log = oldLog;
+  job.after = after;
   if (isNew) {
     m_order.push_back(runId);
     Q_EMIT jobsChanged();
@@ -225,6 +233,7 @@ void JobController::cancel(qint64 runId) {
     markInStore(runId, static_cast<int>(RunStatus::Cancelled), {});
     setJobStatus(job, QStringLiteral("cancelled"));
     Q_EMIT finished(runId, 2);
+    schedule();  // jobs waiting for it are cancelled in turn
     return;
   }
   job.cancelRequested = true;
@@ -248,6 +257,24 @@ void JobController::cancel(qint64 runId) {
   Q_EMIT jobUpdated(runId);
 }
 
+bool JobController::prerequisiteMet(JobInfo& job) {
+  RunStatus status = RunStatus::Failed;
+  try {
+    status = m_store->run(job.after).status;
+  } catch (const Error&) {
+    // deleted: treated as not completed
+  }
+  if (status == RunStatus::Completed) return true;
+  if (status == RunStatus::Queued || status == RunStatus::Running) return false;
+  const QString why = QStringLiteral("run %1, which this run waited for, ended %2").arg(job.after).arg(statusName(status));
+  markInStore(job.runId, static_cast<int>(RunStatus::Cancelled), why);
+  job.error = why;
+  appendLog(job, why);
+  setJobStatus(job, QStringLiteral("cancelled"));
+  Q_EMIT finished(job.runId, 2);
+  return false;
+}
+
 void JobController::schedule() {
   QHash<QString, int> busy;
   for (const auto& j : m_jobs) {
@@ -258,6 +285,7 @@ void JobController::schedule() {
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
     if (j.status != QLatin1String("queued")) continue;
+    if (j.after != 0 && !prerequisiteMet(j)) continue;
     // A data-parallel job starts when every one of its devices has room.
     const QHash<QString, int> need = slotNeeds(j.device);
     bool fits = true;
@@ -590,6 +618,7 @@ void JobController::pollExternal() {
         }
         setJobStatus(j, statusName(m_store->run(id).status));
         Q_EMIT finished(id, r.status == RunStatus::Completed ? 0 : r.status == RunStatus::Cancelled ? 2 : 1);
+        QTimer::singleShot(0, this, &JobController::schedule);  // jobs waiting for it may start
       }
     } catch (const Error& e) {
       qWarning("run %lld: %s", static_cast<long long>(id), e.message().c_str());

@@ -41,6 +41,7 @@ struct JobInfo {
   bool hasLoss = false;
   qint64 pid = 0;
   bool external = false;        // reattached: started by an earlier GUI session
+  qint64 after = 0;             // waits, queued, until this run has completed (0: none)
   bool cancelRequested = false;
   int exitCode = -1;
   QString error;
@@ -66,8 +67,11 @@ public:
   ~JobController() override;
 
   // Queues a run registered in the store (status queued; a terminal run is
-  // re-queued, which resumes it from its last checkpoint).
-  void enqueue(qint64 runId);
+  // re-queued, which resumes it from its last checkpoint). With `after`, the
+  // run waits until that run has completed (kept in the store as the tag
+  // "after:<id>", so a reopened workbench still waits) and is cancelled if
+  // that run fails, crashes or is cancelled.
+  void enqueue(qint64 runId, qint64 after = 0);
   // Queued: removed and marked cancelled. Running: "cancel\n" on stdin, then
   // killed after cancelTimeout() and marked cancelled.
   void cancel(qint64 runId);
@@ -122,6 +126,9 @@ private:
   void setJobStatus(JobInfo& job, const QString& status);
   void appendLog(JobInfo& job, const QString& line);
   void pollExternal();
+  // A waiting job's run: true once completed; false while it is queued or
+  // running; a run that ended otherwise cancels the job (and false).
+  bool prerequisiteMet(JobInfo& job);
   bool markInStore(qint64 runId, int status, const QString& error);
   static QString slotOf(const QString& device);
   static QHash<QString, int> slotNeeds(const QString& device);

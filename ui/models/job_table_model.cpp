@@ -51,7 +51,10 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
     case Qt::DisplayRole:
       switch (idx.column()) {
         case RunColumn: return QStringLiteral("#%1  %2").arg(j->runId).arg(j->name);
-        case StatusColumn: return j->cancelRequested && j->status == QLatin1String("running") ? tr("stopping…") : j->status;
+        case StatusColumn:
+          if (j->cancelRequested && j->status == QLatin1String("running")) return tr("stopping…");
+          if (j->after != 0 && j->status == QLatin1String("queued")) return tr("waits for #%1").arg(j->after);
+          return j->status;
         case ProgressColumn: return percent;
         case StepColumn: return j->steps > 0 ? QStringLiteral("%1 / %2").arg(j->step).arg(j->steps) : QStringLiteral("–");
         case SpeedColumn: return j->tokensPerSec > 0 ? QStringLiteral("%1 tok/s").arg(j->tokensPerSec, 0, 'f', 0) : QStringLiteral("–");
