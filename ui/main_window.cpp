@@ -36,6 +36,7 @@
 #include "latentlab/run_store.h"
 #include "models/job_table_model.h"
 #include "models/run_tree_model.h"
+#include "panels/attention_panel.h"
 #include "panels/compare_panel.h"
 #include "panels/conversion_panel.h"
 #include "panels/jobs_panel.h"
@@ -165,6 +166,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   }
   m_training->setSpec(initial);
   m_conversion->setModelConfig(m_model->config());
+  m_training->setBaseModel(m_model->usesFolder() ? std::nullopt : m_model->config());
   updateRunBlock();
 
   if (m_options.restoreLayout) restoreLayout();
@@ -236,15 +238,19 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::updateRunBlock() {
-  const QString model = m_model->blockReason();
-  m_training->setBlockedReason(!model.isEmpty() ? model : m_conversion->blockReason());
+  QString reason = m_model->blockReason();
+  if (reason.isEmpty()) reason = m_conversion->blockReason();
+  if (reason.isEmpty()) reason = m_training->attentionPanel()->blockReason();
+  m_training->setBlockedReason(reason);
 }
 
 void MainWindow::wire() {
   connect(m_model, &ModelPanel::modelChanged, this, [this] {
     m_conversion->setModelConfig(m_model->config());
+    m_training->setBaseModel(m_model->usesFolder() ? std::nullopt : m_model->config());
     updateRunBlock();
   });
+  connect(m_training->attentionPanel(), &AttentionPanel::validityChanged, this, &MainWindow::updateRunBlock);
   connect(m_conversion, &ConversionPanel::validityChanged, this, &MainWindow::updateRunBlock);
   connect(m_training, &TrainingPanel::specLoaded, this, [this](const RunSpec& s) {
     m_model->loadFrom(s);

@@ -1,12 +1,25 @@
 // A spec saved from the training tab and loaded into a fresh one comes back
-// field for field; a bad file is refused in the banner naming the field.
+// field for field; a bad file is refused in the banner naming the field; the
+// attention variant of a pre-training is chosen from the keyboard with its
+// cost shown live and impossible settings blocking Run.
+#include <QComboBox>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "charts/lr_curve_view.h"
+#include "jobs/job_controller.h"
+#include "latentlab/architectures.h"
 #include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "panels/attention_panel.h"
 #include "panels/message_banner.h"
 #include "panels/training_panel.h"
+#include "ui_test_support.h"
+#include "workspace.h"
 
 using namespace latentlab;
 using namespace latentlab::ui;
@@ -14,6 +27,63 @@ using namespace latentlab::ui;
 class TestTrainingPanel : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void pretrainingAVariantShowsItsCostLiveAndBlocksImpossibleSettings() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());  // no demo base yet: the built-in demo-gqa is chosen
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.rightTabs()->setCurrentIndex(2);
+    AttentionPanel* attention = w.trainingPanel()->attentionPanel();
+    QVERIFY(attention->isEnabled());
+    // MLA, from the keyboard: three steps down the list.
+    QComboBox* variant = attention->variantBox();
+    variant->setFocus();
+    for (int i = 0; i < 3; ++i) QTest::keyClick(variant, Qt::Key_Down);
+    QCOMPARE(variant->currentData().toString(), QStringLiteral("mla"));
+    // The preview is the engine's own arithmetic for that variant.
+    const ModelConfig base = builtinArchitecture(kDemoArch);
+    const ModelConfig mla = attentionVariant(base, "mla", AttentionOptions{}, "attention");
+    QVERIFY2(attention->preview().contains(QStringLiteral("MLP width: %1 (base %2)").arg(mla.intermediateSize).arg(base.intermediateSize)),
+             qPrintable(attention->preview()));
+    QVERIFY(attention->preview().contains(QStringLiteral("KV cache / token")));
+    // Tensor parallel 2: the cache per device too.
+    QSpinBox* tp = attention->tensorParallelBox();
+    tp->setFocus();
+    QTest::keyClick(tp, Qt::Key_Up);
+    QVERIFY2(attention->preview().contains(QStringLiteral("tensor parallel 2")), qPrintable(attention->preview()));
+    QVERIFY(w.trainingPanel()->runButton()->isEnabled());
+    QCOMPARE(w.trainingPanel()->spec().attention, std::string("mla"));
+    // GQA with groups of 3 over 4 heads: impossible, said inline, Run blocked.
+    variant->setFocus();
+    QTest::keyClick(variant, Qt::Key_Up);  // GQA
+    QCOMPARE(variant->currentData().toString(), QStringLiteral("gqa"));
+    QSpinBox* group = nullptr;
+    for (QSpinBox* box : attention->findChildren<QSpinBox*>()) {
+      if (box->toolTip().startsWith(QStringLiteral("Query heads per KV head"))) group = box;
+    }
+    QVERIFY(group != nullptr && group->isVisible());
+    group->setFocus();
+    group->selectAll();
+    QTest::keyClicks(group, QStringLiteral("3"));
+    QVERIFY(!attention->blockReason().isEmpty());
+    QVERIFY(attention->preview().contains(QStringLiteral("attention")));
+    QVERIFY(!w.trainingPanel()->runButton()->isEnabled());
+    // Back to a valid group: Run again, and the run is registered with its variant.
+    group->selectAll();
+    QTest::keyClicks(group, QStringLiteral("2"));
+    QVERIFY(attention->blockReason().isEmpty());
+    QVERIFY(w.trainingPanel()->runButton()->isEnabled());
+    w.jobs()->setCpuSlots(0);
+    QTest::mouseClick(w.trainingPanel()->runButton(), Qt::LeftButton);
+    RunStore store(ws.dbPath().toStdString());
+    const RunSpec stored = parseRunSpec(store.listRuns().back().specJson, "stored");
+    QCOMPARE(stored.attention, std::string("gqa"));
+    QCOMPARE(stored.attentionOptions.gqaGroup, 2);
+  }
+
   void specJsonSaveLoadRoundTrip() {
     RunSpec s;
     s.name = "smollm dkv16 2-norm";

@@ -116,6 +116,7 @@ void CompareTableModel::refresh() {
     if (r.val.empty()) continue;
     m_matchedTokens = m_matchedTokens ? std::min(*m_matchedTokens, r.val.back().x) : r.val.back().x;
   }
+  if (m_matchedTokens && *m_matchedTokens <= 0) m_matchedTokens.reset();  // only the untrained start: nothing to match
   for (Row& r : rows) {
     if (m_matchedTokens) r.matchedVal = interpolateAt(r.val, *m_matchedTokens);
   }

@@ -17,20 +17,10 @@
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
+#include "panels/format.h"
 #include "panels/message_banner.h"
 
 namespace latentlab::ui {
-
-namespace {
-
-QString humanCount(double n) {
-  if (n >= 1e9) return QStringLiteral("%1 B").arg(n / 1e9, 0, 'f', 2);
-  if (n >= 1e6) return QStringLiteral("%1 M").arg(n / 1e6, 0, 'f', 2);
-  if (n >= 1e3) return QStringLiteral("%1 k").arg(n / 1e3, 0, 'f', 1);
-  return QString::number(n, 'f', 0);
-}
-
-} // namespace
 
 ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   m_builtinRadio = new QRadioButton(tr("Built-in architecture (random init)"));

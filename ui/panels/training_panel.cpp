@@ -19,6 +19,7 @@
 
 #include "charts/lr_curve_view.h"
 #include "latentlab/error.h"
+#include "panels/attention_panel.h"
 #include "panels/message_banner.h"
 
 namespace latentlab::ui {
@@ -109,6 +110,8 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   auto* rf = form(runBox);
   rf->addRow(tr("Name:"), m_name);
 
+  m_attention = new AttentionPanel;
+
   auto* dataBox = new QGroupBox(tr("Data"));
   auto* df = form(dataBox);
   df->addRow(tr("Corpus:"), m_corpus);
@@ -158,7 +161,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
   il->setContentsMargins(0, 0, 4, 0);
-  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(dataBox), static_cast<QWidget*>(optBox),
+  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(m_attention), static_cast<QWidget*>(dataBox), static_cast<QWidget*>(optBox),
                      static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox), static_cast<QWidget*>(evalBox),
                      static_cast<QWidget*>(devBox)}) {
     il->addWidget(w);
@@ -256,8 +259,11 @@ RunSpec TrainingPanel::spec() const {
   s.dtype = m_dtype->currentText().toStdString();
   s.zeroInitOutput = m_zeroInit->isChecked();
   if (m_contributor) m_contributor(s);
+  m_attention->applyTo(s);  // after the model panel has said whether this is a pre-training
   return s;
 }
+
+void TrainingPanel::setBaseModel(const std::optional<ModelConfig>& base) { m_attention->setBase(base); }
 
 void TrainingPanel::setSpec(const RunSpec& s) {
   m_base = s;
@@ -289,6 +295,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_device->setCurrentText(QString::fromStdString(s.device));
   m_dtype->setCurrentText(QString::fromStdString(s.dtype));
   m_zeroInit->setChecked(s.zeroInitOutput);
+  m_attention->loadFrom(s);
   updateLrCurve();
   Q_EMIT specLoaded(s);
 }

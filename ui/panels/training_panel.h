@@ -6,6 +6,7 @@
 
 #include <QWidget>
 #include <functional>
+#include <optional>
 
 #include "latentlab/run_spec.h"
 
@@ -19,6 +20,7 @@ class QSpinBox;
 
 namespace latentlab::ui {
 
+class AttentionPanel;
 class LrCurveView;
 class MessageBanner;
 
@@ -33,6 +35,9 @@ public:
   void setSpec(const RunSpec& spec);
   void setSpecContributor(std::function<void(RunSpec&)> contributor) { m_contributor = std::move(contributor); }
   void setDevices(const QStringList& devices);
+  // The built-in shape a pre-training run starts from (nullopt: a model folder).
+  void setBaseModel(const std::optional<ModelConfig>& base);
+  AttentionPanel* attentionPanel() const { return m_attention; }
 
   bool saveSpecFile(const QString& path);
   bool loadSpecFile(const QString& path);
@@ -84,6 +89,7 @@ private:
   QComboBox* m_dtype = nullptr;
   QCheckBox* m_zeroInit = nullptr;
   LrCurveView* m_lrCurve = nullptr;
+  AttentionPanel* m_attention = nullptr;
   MessageBanner* m_banner = nullptr;
   QPushButton* m_run = nullptr;
   QLabel* m_blockedLabel = nullptr;
