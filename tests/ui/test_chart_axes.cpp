@@ -134,8 +134,9 @@ private Q_SLOTS:
       }
       chart.pollStore();
       chart.redrawNow();
-      // While running, x reaches the planned 300 steps.
+      // While running, x reaches the planned 300 steps, the steps to come shaded.
       QVERIFY(chart.visibleX().second >= 300);
+      QCOMPARE(chart.canvas()->faintSpanVisible(), s0 + 24 < 300);
     }
     store->setStatus(a, RunStatus::Completed);
     store->setStatus(b, RunStatus::Completed);
@@ -144,6 +145,7 @@ private Q_SLOTS:
     // Finished: x spans the data exactly, y the 5th-95th percentile band (plus
     // the validation points) with a small margin; nothing pressed.
     QCOMPARE(chart.visibleX(), (std::pair<double, double>{1.0, 300.0}));
+    QVERIFY(!chart.canvas()->faintSpanVisible());
     std::vector<double> values;
     double lowest = 1e9;
     for (const qint64 run : {a, b}) {

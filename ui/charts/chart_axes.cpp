@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "charts/chart_canvas.h"
 #include "charts/chart_view.h"
 
 namespace latentlab::ui {
@@ -113,7 +114,20 @@ void ChartView::updateTicks() {
   setCategories(m_axisX, m_xTicks);
   setCategories(m_axisY, m_yTicks);
   updateZeroLine();
+  updateFaintSpan();
   m_ticking = false;
+}
+
+void ChartView::updateFaintSpan() {
+  // The steps a running run has still to go, shaded faintly.
+  double x0 = 0, x1 = 0, dataEnd = -std::numeric_limits<double>::infinity();
+  bool live = false;
+  if (dataXRange(&x0, &x1, &live) && live) {
+    for (const auto& c : m_curves) {
+      if (runVisible(c->runId) && !c->data().empty()) dataEnd = std::max(dataEnd, xOf(c->data().back(), m_xAxis));
+    }
+  }
+  m_view->setFaintSpan(live ? dataEnd : 0, live ? x1 : 0);
 }
 
 void ChartView::updateZeroLine() {

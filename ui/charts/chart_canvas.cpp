@@ -34,8 +34,27 @@ ChartCanvas::ChartCanvas(QChart* chart, QWidget* parent) : QChartView(chart, par
   QFont f = font();
   f.setPointSizeF(f.pointSizeF() * 0.9);
   m_label->setFont(f);
+  m_span = new QGraphicsRectItem(chart);
+  m_span->setBrush(QColor(0, 0, 0, 14));
+  m_span->setPen(Qt::NoPen);
+  m_span->setZValue(1);  // over the plot's background, under the curves
+  m_span->hide();
   hideCrosshair();
 }
+
+void ChartCanvas::setFaintSpan(double x0, double x1) {
+  const QRectF plot = chart()->plotArea();
+  if (!(x1 > x0) || plot.isEmpty()) {
+    m_span->hide();
+    return;
+  }
+  const double left = std::clamp(chart()->mapToPosition(QPointF(x0, 0)).x(), plot.left(), plot.right());
+  const double right = std::clamp(chart()->mapToPosition(QPointF(x1, 0)).x(), plot.left(), plot.right());
+  m_span->setRect(QRectF(left, plot.top(), right - left, plot.height()));
+  m_span->setVisible(right > left);
+}
+
+bool ChartCanvas::faintSpanVisible() const { return m_span->isVisible(); }
 
 bool ChartCanvas::crosshairVisible() const { return m_line->isVisible(); }
 

@@ -35,6 +35,11 @@ public:
   bool crosshairVisible() const;
   QStringList crosshairLines() const { return m_lines; }
 
+  // Shades the x span [x0, x1] of the plot faintly (a running run's steps
+  // still to come); an empty span (x1 <= x0) shows nothing.
+  void setFaintSpan(double x0, double x1);
+  bool faintSpanVisible() const;
+
   // Zooms about a point of the plot (scene coordinates) by `factor` (> 1 in).
   void zoomAbout(const QPointF& scenePos, double factorX, double factorY);
 
@@ -60,6 +65,7 @@ private:
   QGraphicsLineItem* m_line = nullptr;
   QGraphicsRectItem* m_box = nullptr;
   QGraphicsSimpleTextItem* m_label = nullptr;
+  QGraphicsRectItem* m_span = nullptr;
   bool m_panning = false;
   QRubberBand* m_band = nullptr;
   QPoint m_bandFrom;

@@ -326,6 +326,7 @@ void ChartView::redraw() {
   }
   if (!m_userRange) rescale(m_fitNext);
   m_fitNext = false;
+  updateFaintSpan();
 }
 
 QStringList ChartView::crosshairLines(double x) const {

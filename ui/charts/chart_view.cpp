@@ -116,11 +116,14 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent, bool cell
   connect(exportButton, &QPushButton::clicked, this, [this] {
     QString filter;
     const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), defaultExportName() + QStringLiteral(".png"),
-                                                      tr("PNG image, 2x (*.png);;SVG image (*.svg);;CSV data (*.csv)"), &filter);
+                                                      tr("PNG image, 2x (*.png);;PNG image, 4x for print (*.png);;"
+                                                         "SVG image (*.svg);;CSV data (*.csv)"),
+                                                      &filter);
     if (path.isEmpty()) return;
+    const double scale = filter.contains(QLatin1String("4x")) ? 4.0 : 2.0;
     const bool ok = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)   ? exportSvg(path)
                     : path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive) ? exportCsv(path)
-                                                                                 : exportPng(path);
+                                                                                 : exportPng(path, scale);
     m_exportMessage = ok ? tr("Saved %1").arg(path) : tr("Could not write %1").arg(path);
     m_exportLabel->setText(m_exportMessage);
     m_exportLabel->setToolTip(m_exportMessage);

@@ -242,6 +242,7 @@ private:
   void applyAxes();
   void updateTicks();
   void updateZeroLine();
+  void updateFaintSpan();
   // The x extent of the visible curves (a running run: out to its planned steps).
   bool dataXRange(double* x0, double* x1, bool* live) const;
   bool fitY(double x0, double x1, double* y0, double* y1) const;
