@@ -66,8 +66,9 @@ void ChartView::buildCurves() {
       c->smoothed->setName(label);
       m_chart->addSeries(c->smoothed);
     }
-    if (c->members.size() > 1) {
-      // The band behind the mean: min and max of the members at each x.
+    if (c->members.size() > 1 && !(several && val)) {
+      // The band behind the mean: min and max of the members at each x (one
+      // band a group: the train curve's when validation is drawn with it).
       c->band = new QAreaSeries(new QLineSeries, new QLineSeries);
       c->band->setName(label);
       m_chart->addSeries(c->band);
