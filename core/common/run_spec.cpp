@@ -126,6 +126,7 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("checkpoint_every", s.checkpointEvery);
   f.get("init_std", s.initStd);
   f.get("zero_init_output", s.zeroInitOutput);
+  f.get("recompute", s.recompute);
   f.get("device", s.device);
   f.get("out_dir", s.outDir);
   if (const json* tasks = f.object("eval_tasks")) {
@@ -296,7 +297,7 @@ std::string runSpecToJson(const RunSpec& s) {
       {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
       {"grad_accum", s.gradAccum}, {"dtype", s.dtype}, {"seed", s.seed}, {"eval_every", s.evalEvery},
       {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
-      {"zero_init_output", s.zeroInitOutput}, {"device", s.device}, {"out_dir", s.outDir},
+      {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"device", s.device}, {"out_dir", s.outDir},
       {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},
                 {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", s.data.tokenFormat},
                 {"seq_len", s.data.seqLen}, {"validation_share", s.data.validationShare},

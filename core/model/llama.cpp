@@ -3,6 +3,9 @@
 
 #include "latentlab/error.h"
 
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <cmath>
 
 #include "model/decode_linear.h"
@@ -72,6 +75,67 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, AttentionContext
   return h + mlp(post_attention_layernorm(h));
 }
 
+namespace {
+
+// One decoder layer run without keeping its activations: the forward runs
+// with grad off and saves the layer's input; backward runs the layer again
+// with grad on (under the forward's autocast state, which backward does not
+// have by itself), back-propagates the incoming gradient through it (the
+// layer's parameter gradients accumulate as usual) and returns the input's.
+struct LayerCall : torch::CustomClassHolder {
+  DecoderLayerImpl* layer = nullptr;
+  AttentionContext ctx;
+  torch::DeviceType device = torch::kCPU;
+  bool autocast = false;
+  at::ScalarType autocastType = at::kBFloat16;
+};
+
+// The autocast state of a forward again, for one scope.
+class AutocastAs {
+public:
+  explicit AutocastAs(const LayerCall& call)
+      : m_device(call.device), m_was(at::autocast::is_autocast_enabled(call.device)),
+        m_wasType(at::autocast::get_autocast_dtype(call.device)) {
+    at::autocast::set_autocast_enabled(m_device, call.autocast);
+    at::autocast::set_autocast_dtype(m_device, call.autocastType);
+  }
+  ~AutocastAs() {
+    at::autocast::set_autocast_enabled(m_device, m_was);
+    at::autocast::set_autocast_dtype(m_device, m_wasType);
+  }
+  AutocastAs(const AutocastAs&) = delete;
+  AutocastAs& operator=(const AutocastAs&) = delete;
+
+private:
+  torch::DeviceType m_device;
+  bool m_was;
+  at::ScalarType m_wasType;
+};
+
+struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                                const c10::intrusive_ptr<LayerCall>& call) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["call"] = c10::IValue::make_capsule(call);
+    return {call->layer->forward(x, call->ctx)};  // grad mode is off inside a custom forward
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto call = c10::static_intrusive_pointer_cast<LayerCall>(ctx->saved_data["call"].toCapsule());
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor out;
+    {
+      torch::AutoGradMode grad(true);
+      AutocastAs autocast(*call);
+      out = call->layer->forward(x, call->ctx);
+    }
+    torch::autograd::backward({out}, {grads[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
+} // namespace
+
 LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocabSize, cfg.hiddenSize));
   layers = register_module("layers", torch::nn::ModuleList());
@@ -105,9 +169,21 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
                     std::to_string(*m_cfg.slidingWindow) + " tokens.");
   }
   auto x = model->embed_tokens(ids);                                        // (B, T, d)
+  const bool recompute = m_recompute && cache == nullptr && torch::GradMode::is_enabled();
   for (int i = 0; i < m_cfg.numLayers; ++i) {
     ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
-    x = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i))->forward(x, ctx);
+    DecoderLayerImpl* layer = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i)).get();
+    if (!recompute) {
+      x = layer->forward(x, ctx);
+      continue;
+    }
+    auto call = c10::make_intrusive<LayerCall>();
+    call->layer = layer;
+    call->ctx = ctx;
+    call->device = x.device().type();
+    call->autocast = at::autocast::is_autocast_enabled(call->device);
+    call->autocastType = at::autocast::get_autocast_dtype(call->device);
+    x = RecomputedLayer::apply(x, call)[0];
   }
   if (cache != nullptr) {
     for (int i = 0; i < m_cfg.numLayers; ++i) cache->layer(i).advance(ids.size(1));

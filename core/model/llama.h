@@ -81,6 +81,13 @@ public:
   torch::Tensor hidden(const torch::Tensor& ids, KvCache* cache = nullptr);  // (B, T, d) after the final norm
   torch::Tensor logitsFromHidden(const torch::Tensor& h);
 
+  // Activation recompute: with it on, a training forward (grad mode on, no
+  // cache) keeps only each decoder layer's input and runs the layer again in
+  // backward, under the autocast state of the forward. Gradients are the
+  // same; activation memory is one tensor a layer instead of all of them.
+  void setRecompute(bool on) { m_recompute = on; }
+  bool recompute() const { return m_recompute; }
+
   const ModelConfig& config() const { return m_cfg; }
   RopeTables& rope() { return m_rope; }
   DecoderLayer layer(int i) const;
@@ -92,6 +99,7 @@ public:
 private:
   ModelConfig m_cfg;
   RopeTables m_rope;
+  bool m_recompute = false;
 };
 
 // Mean next-token cross-entropy of windows (B, T+1): inputs [:, :-1], targets [:, 1:].

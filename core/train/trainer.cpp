@@ -178,6 +178,7 @@ RunResult Trainer::run() {
     if (writer) atomicWriteText(notesPath, notes.dump(2) + "\n");
   }
   model->train();
+  model->setRecompute(spec.recompute);
   FusedAdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
                                 torch::optim::AdamWOptions(spec.optimizer.lr)
                                     .betas({spec.optimizer.beta1, spec.optimizer.beta2})

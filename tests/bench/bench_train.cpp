@@ -145,6 +145,31 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     uncachedStep = off.total() / steps;
     cachedStep = (ph.total() + on.total()) / (2.0 * steps);
   }
+  // Activation recompute off and on: step time, and the step's peak resident
+  // memory above the memory before it (Linux: the high-water mark reset
+  // through /proc/self/clear_refs; the CPU block cache off, so that freed
+  // activations leave the process instead of waiting in the cache).
+  double keptStep = 0, recomputedStep = 0, keptPeak = -1, recomputedPeak = -1;
+  if (device.is_cpu()) {
+    const bool cache = cpuBlockCacheInstalled();
+    if (cache) setCpuBlockCacheEnabled(false);
+    auto measure = [&](bool recompute, double* seconds, double* peak) {
+      model->setRecompute(recompute);
+      Phases warmup, timedSteps;
+      step(warmup);
+      const double before = residentBytes();
+      resetPeakResident();
+      for (int s = 0; s < steps; ++s) step(timedSteps);
+      *seconds = timedSteps.total() / steps;
+      const double high = peakResidentBytes();
+      *peak = before >= 0 && high >= 0 ? high - before : -1;
+    };
+    measure(false, &keptStep, &keptPeak);
+    measure(true, &recomputedStep, &recomputedPeak);
+    measure(false, &keptStep, &keptPeak);  // again after: a machine that speeds up or slows down biases neither
+    model->setRecompute(false);
+    if (cache) setCpuBlockCacheEnabled(true);
+  }
   const double gemmSeconds = std::min(gemmBefore, gemmAfter);  // the faster GEMM: the conservative ratio
   const double stepSeconds = ph.total() / steps;
 
@@ -168,6 +193,15 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
                 fixed(cachedStep * 1e3, 0) + " / " + fixed(uncachedStep * 1e3, 0) +
                     " ms per step, on timed before and after off (off: large tensors freshly mapped and "
                     "zero-filled each step)"});
+  }
+  if (keptStep > 0) {
+    report.add({"train", shape + " step, activation recompute on / off", recomputedStep / keptStep, "x",
+                fixed(recomputedStep * 1e3, 0) + " / " + fixed(keptStep * 1e3, 0) + " ms per step"});
+    if (keptPeak >= 0 && recomputedPeak >= 0) {
+      report.add({"train", shape + " step's peak memory, recompute on / off", recomputedPeak / (1 << 20), "MiB",
+                  "off: " + fixed(keptPeak / (1 << 20), 0) + " MiB above the memory before the steps (peak resident, "
+                  "CPU block cache off)"});
+    }
   }
   report.add({"train", shape + " step time outside matmuls", 100.0 * (1.0 - gemmSeconds / stepSeconds), "%",
               "1 - (step's GEMMs alone) / step; of the step: optimizer " +

@@ -116,6 +116,7 @@ private Q_SLOTS:
     s.evalBatches = 32;
     s.checkpointEvery = 1000;
     s.zeroInitOutput = true;
+    s.recompute = true;
     s.device = "cuda:1";
     validateRunSpec(s, "test");
 

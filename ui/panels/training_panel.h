@@ -88,6 +88,7 @@ private:
   QComboBox* m_device = nullptr;
   QComboBox* m_dtype = nullptr;
   QCheckBox* m_zeroInit = nullptr;
+  QCheckBox* m_recompute = nullptr;
   LrCurveView* m_lrCurve = nullptr;
   AttentionPanel* m_attention = nullptr;
   MessageBanner* m_banner = nullptr;

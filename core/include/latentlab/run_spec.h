@@ -81,6 +81,7 @@ struct RunSpec {
   int microBatch = 8;
   int gradAccum = 1;
   std::string dtype = "auto";           // auto (fp32 on CPU, bf16 autocast on CUDA) | f32 | bf16 | f64
+  bool recompute = false;               // activation recompute per decoder layer (memory for compute)
   std::uint64_t seed = 0;
   int evalEvery = 25;                   // 0 = only at the end
   int evalBatches = 4;

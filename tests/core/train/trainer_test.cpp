@@ -114,6 +114,25 @@ TEST(Trainer, NonFiniteLossFailsTheRunNamingTheStep) {
   EXPECT_NE(rec.error.find("last good checkpoint"), std::string::npos) << rec.error;
 }
 
+// A run with activation recompute trains exactly as one without: the same
+// loss at every step through the trainer's own run.
+TEST(Trainer, RecomputeTrainsExactlyAsKeepingActivations) {
+  Workspace ws("recompute");
+  std::vector<std::vector<double>> losses;
+  for (bool recompute : {false, true}) {
+    RunSpec spec = tinyPretrainSpec(12);
+    spec.recompute = recompute;
+    auto id = ws.store.createRun(std::nullopt, recompute ? "recompute" : "kept", spec.kind, runSpecToJson(spec), "cpu");
+    NullProgress progress;
+    CancelToken cancel;
+    RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
+    ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+    losses.push_back(seriesValues(ws.store, id, "train/loss"));
+  }
+  ASSERT_EQ(losses[0].size(), 12u);
+  for (std::size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[0][i], losses[1][i], 1e-6) << "step " << i + 1;
+}
+
 TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
   ModelConfig cfg;
   cfg.vocabSize = 64; cfg.hiddenSize = 32; cfg.intermediateSize = 48; cfg.numLayers = 2;
