@@ -51,6 +51,8 @@ class BlockCache final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       m_live[p] = size;
+      m_liveBytes += size;
+      m_peakLive = std::max(m_peakLive, m_liveBytes);
     }
     return {p, p, &BlockCache::deleteBlock, c10::Device(c10::DeviceType::CPU)};
   }
@@ -67,6 +69,7 @@ class BlockCache final : public c10::Allocator {
       if (it == m_live.end()) return;  // not ours (cannot happen: small blocks carry the fallback's deleter)
       size = it->second;
       m_live.erase(it);
+      m_liveBytes -= size;
       if (m_cached + size <= m_maxCached) {
         m_free[size].push_back(p);
         m_cached += size;
@@ -91,7 +94,14 @@ class BlockCache final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(m_mutex);
     CpuBlockCacheStats s = m_stats;
     s.cachedBytes = static_cast<std::int64_t>(m_cached);
+    s.liveBytes = static_cast<std::int64_t>(m_liveBytes);
+    s.peakLiveBytes = static_cast<std::int64_t>(m_peakLive);
     return s;
+  }
+
+  void resetPeak() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_peakLive = m_liveBytes;
   }
 
   static void deleteBlock(void* p);
@@ -105,6 +115,8 @@ class BlockCache final : public c10::Allocator {
   std::map<std::size_t, std::vector<void*>> m_free;  // rounded size -> freed blocks
   std::unordered_map<void*, std::size_t> m_live;     // blocks handed out -> rounded size
   std::size_t m_cached = 0;
+  std::size_t m_liveBytes = 0;
+  std::size_t m_peakLive = 0;
   CpuBlockCacheStats m_stats;
 };
 
@@ -132,6 +144,10 @@ bool cpuBlockCacheInstalled() {
 
 CpuBlockCacheStats cpuBlockCacheStats() {
   return g_cache != nullptr ? g_cache->stats() : CpuBlockCacheStats{};
+}
+
+void resetCpuBlockCachePeak() {
+  if (g_cache != nullptr) g_cache->resetPeak();
 }
 
 void releaseCpuBlockCache() {

@@ -19,6 +19,8 @@ namespace latentlab {
 struct CpuBlockCacheStats {
   std::int64_t hits = 0, misses = 0;  // large allocations served from the cache / from the system
   std::int64_t cachedBytes = 0;       // freed bytes held for reuse now
+  std::int64_t liveBytes = 0;         // large blocks handed out and not yet freed
+  std::int64_t peakLiveBytes = 0;     // the most liveBytes reached since the last resetCpuBlockCachePeak
 };
 
 // installCpuBlockCache (latentlab/engine.h) makes the cache LibTorch's CPU
@@ -27,6 +29,9 @@ bool cpuBlockCacheInstalled();
 CpuBlockCacheStats cpuBlockCacheStats();
 // Returns every cached block to the system.
 void releaseCpuBlockCache();
+// Starts peakLiveBytes again from the bytes live now (what a step holds at its
+// worst: weights, gradients, optimizer state and activations of 1 MiB or more).
+void resetCpuBlockCachePeak();
 // Off: new large blocks come from LibTorch's default allocator, as without the
 // cache (blocks already handed out still come back to it). For the benchmark's
 // before/after and the tests.

@@ -262,6 +262,8 @@ RunResult Trainer::run() {
         e.items = r.items;
         e.partial = partial;
         store.addEvaluation(e);
+        // Also a metric series, so the chart draws it over the steps like any other.
+        if (metricWriter) metricWriter->add("eval/" + t.name + "/" + metric, state.step, state.tokens, wallNow(), value);
       }
       lastTaskScores[t.name] = {{"step", state.step}, {"acc", r.acc},         {"acc_stderr", r.accStderr},
                                 {"acc_norm", r.accNorm}, {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}};

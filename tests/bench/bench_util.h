@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "bench_registry.h"
@@ -49,28 +47,6 @@ inline std::string fixed(double v, int digits = 1) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-// The process's resident memory now and its high-water mark, in bytes, from
-// /proc/self/status (-1 where there is none); resetPeakResident() lowers the
-// mark to the current size (Linux: "5" into /proc/self/clear_refs).
-inline double procStatusBytes(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(field, 0) != 0) continue;
-    std::istringstream in(line.substr(std::char_traits<char>::length(field)));
-    double kib = -1;
-    in >> kib;
-    return kib >= 0 ? kib * 1024.0 : -1;
-  }
-  return -1;
-}
-inline double residentBytes() { return procStatusBytes("VmRSS:"); }
-inline double peakResidentBytes() { return procStatusBytes("VmHWM:"); }
-inline void resetPeakResident() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
 }
 
 } // namespace latentlab::bench

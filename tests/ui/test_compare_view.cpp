@@ -5,6 +5,7 @@
 // toggles hide runs, zoom re-reads the visible window and reset restores the
 // whole, x by wall time, and each preset's experiment opens on its figure.
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QChart>
 #include <QFile>
 #include <QItemSelectionModel>
@@ -165,6 +166,61 @@ private Q_SLOTS:
     }
     const int speed = model.columnOf(QStringLiteral("tokens_per_s"));
     QVERIFY(!model.index(1, speed).data(Qt::FontRole).isValid());
+  }
+
+  // Eval tasks scored at checkpoints: one table column per task (acc at the
+  // newest step), and a chart over the steps from the metric list.
+  void evalTaskScoresInTheTableAndOverSteps() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (const char* name : {"a", "b"}) {
+      const qint64 id = store->createRun(std::nullopt, name, "pretrain", "{}", "cpu");
+      MetricWriter w = store->metricWriter(id);
+      const double gain = std::string(name) == "a" ? 0.1 : 0.2;
+      for (int step : {50, 100}) {
+        const double acc = 0.25 + gain * step / 100.0;
+        for (const auto& [metric, value] : {std::pair{"acc", acc}, std::pair{"acc_norm", acc + 0.01}}) {
+          EvaluationRecord e;
+          e.runId = id;
+          e.step = step;
+          e.task = "arc_easy";
+          e.metric = metric;
+          e.value = value;
+          e.stderrValue = 0.02;
+          e.items = 100;
+          store->addEvaluation(e);
+          w.add(std::string("eval/arc_easy/") + metric, step, step * 1000, step, value);
+        }
+        w.add("train/loss", step, step * 1000, step, 3.0);
+      }
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    CompareTableModel model(store);
+    model.setRuns({runs[0].id, runs[1].id});
+    const int column = model.columnOf(QStringLiteral("task:arc_easy"));
+    QVERIFY(column > 0);
+    QCOMPARE(model.headerData(column, Qt::Horizontal).toString(), QStringLiteral("arc_easy acc"));
+    QCOMPARE(model.index(0, column).data().toString(), QStringLiteral("0.350"));
+    QCOMPARE(model.index(1, column).data().toString(), QStringLiteral("0.450"));
+    QVERIFY(model.index(1, column).data(Qt::FontRole).value<QFont>().bold());  // the higher is the better
+    QVERIFY(model.index(1, column).data(Qt::ToolTipRole).toString().contains(QStringLiteral("step 100")));
+    // The chart lists the task's metrics and draws them over the steps, unsmoothed.
+    ChartView chart(store);
+    chart.resize(900, 500);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setRuns(runs);
+    QComboBox* metricBox = nullptr;
+    for (QComboBox* box : chart.findChildren<QComboBox*>()) {
+      if (box->findData(QStringLiteral("eval/arc_easy/acc")) >= 0) metricBox = box;
+    }
+    QVERIFY(metricBox != nullptr);
+    metricBox->setFocus();
+    while (metricBox->currentData().toString() != QStringLiteral("eval/arc_easy/acc")) QTest::keyClick(metricBox, Qt::Key_Down);
+    QCOMPARE(chart.metric(), QStringLiteral("eval/arc_easy/acc"));
+    QCOMPARE(chart.pointCount(runs[1].id, QStringLiteral("eval/arc_easy/acc")), 2);
+    QCOMPARE(chart.crosshairLines(75.0).at(2), QStringLiteral("b: 0.4"));  // halfway between 0.35 and 0.45
   }
 
   void differenceToBaselineIsAlignedByTokensOnUnequalGrids() {

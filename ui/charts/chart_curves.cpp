@@ -26,9 +26,13 @@ namespace latentlab::ui {
 namespace {
 
 bool isVal(const QString& metricName) { return metricName == QLatin1String("val/loss"); }
-// Noisy per-step curves are smoothed; validation points, the learning rate
-// (a schedule, exact) and differences of smoothed curves are not.
-bool smoothable(const QString& metricName) { return !isVal(metricName) && metricName != QLatin1String("lr"); }
+// Scores of eval tasks at checkpoints: few points, each one drawn.
+bool isEvalScore(const QString& metricName) { return metricName.startsWith(QLatin1String("eval/")); }
+// Noisy per-step curves are smoothed; validation points, eval scores and the
+// learning rate (a schedule, exact) are not.
+bool smoothable(const QString& metricName) {
+  return !isVal(metricName) && !isEvalScore(metricName) && metricName != QLatin1String("lr");
+}
 
 QString shortMetric(const QString& metricName) {
   if (metricName == QLatin1String("val/loss")) return ChartView::tr("val");
@@ -57,8 +61,8 @@ void ChartView::buildCurves() {
     c->legendEntry = !(several && val);  // one entry a run: its train curve (val is dashed, same colour)
     c->raw = new QLineSeries;
     c->raw->setName(label);
-    c->raw->setPointsVisible(val);
-    if (val) c->raw->setMarkerSize(5);
+    c->raw->setPointsVisible(val || isEvalScore(c->metricName));
+    if (val || isEvalScore(c->metricName)) c->raw->setMarkerSize(5);
     m_chart->addSeries(c->raw);
     if (smoothable(c->metricName)) {
       // Raw faint behind, smoothed in full colour on top.

@@ -263,6 +263,21 @@ void ChartView::setSmoothing(double weight) {
   syncCells();
 }
 
+void ChartView::updateMetricChoices() {
+  // The fixed choices, then every other metric the runs have (eval/<task>/acc, ...).
+  static const QStringList kListed = {QStringLiteral("train/loss"), QStringLiteral("val/loss"), QStringLiteral("lr"),
+                                      QStringLiteral("grad_norm"), QStringLiteral("tokens_per_s")};
+  const QSignalBlocker block(m_metricBox);
+  while (m_metricBox->count() > kFixedMetricChoices) m_metricBox->removeItem(m_metricBox->count() - 1);
+  QStringList extra;
+  for (const QString& m : gridMetrics()) {
+    if (!kListed.contains(m)) extra << m;
+  }
+  if (m_metricBox->findData(m_metric) < 0 && !extra.contains(m_metric)) extra << m_metric;  // the one shown stays
+  for (const QString& m : extra) m_metricBox->addItem(m, m);
+  m_metricBox->setCurrentIndex(std::max(0, m_metricBox->findData(m_metric)));
+}
+
 void ChartView::updateGroupFields() {
   QVector<QMap<QString, QString>> specs;
   for (const ChartRun& r : m_runs) specs.push_back(m_runInfo.value(r.id).spec);
@@ -460,6 +475,7 @@ void ChartView::rebuild() {
   m_runInfo.clear();
   for (const ChartRun& run : m_runs) readRunInfo(run.id);
   updateGroupFields();
+  updateMetricChoices();
   m_stack->setCurrentIndex(m_runs.isEmpty() ? 0 : m_grid ? 2 : 1);
   buildCurves();
 }

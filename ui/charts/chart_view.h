@@ -295,6 +295,8 @@ private:
   QStringList m_groupFields;
   QComboBox* m_groupBox = nullptr;
   void updateGroupFields();
+  void updateMetricChoices();
+  static constexpr int kFixedMetricChoices = 5;  // loss, validation loss, lr, grad norm, tokens/s
   QHash<qint64, RunInfo> m_runInfo;
   std::vector<std::unique_ptr<Curve>> m_curves;
   QTimer m_redrawTimer;

@@ -84,6 +84,20 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
   else if (const auto row = newestRow(*m_store, id, "train/loss")) r.tokens = row->tokens;
   if (const auto v = numberAt(summary, "tokens_per_s"); v && !live) r.tokensPerS = *v;
   else if (const auto row = newestRow(*m_store, id, "tokens_per_s")) r.tokensPerS = row->value;
+  // Each eval task's figures at the newest step it was scored.
+  for (const EvaluationRecord& e : m_store->listEvaluations(id)) {
+    Row::TaskScore& t = r.tasks[QString::fromStdString(e.task)];
+    if (e.step < t.step) continue;
+    t.step = e.step;
+    t.items = e.items;
+    t.partial = e.partial;
+    if (e.metric == "acc") {
+      t.acc = e.value;
+      t.accStderr = e.stderrValue;
+    } else if (e.metric == "acc_norm") {
+      t.accNorm = e.value;
+    }
+  }
   if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
   if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v;
   if (const auto v = numberAt(summary, "parameters")) r.parameters = static_cast<qint64>(*v);
@@ -120,15 +134,23 @@ void CompareTableModel::refresh() {
   for (Row& r : rows) {
     if (m_matchedTokens) r.matchedVal = interpolateAt(r.val, *m_matchedTokens);
   }
+  QStringList tasks;
+  for (const Row& r : rows) {
+    for (auto it = r.tasks.cbegin(); it != r.tasks.cend(); ++it) {
+      if (!tasks.contains(it.key())) tasks << it.key();
+    }
+  }
+  tasks.sort();
   QVector<QMap<QString, QString>> specs;
   for (const Row& r : rows) specs.push_back(r.spec);
   const QStringList fields = rows.size() > 1 ? latentlab::ui::differingFields(specs, {QStringLiteral("name")}) : QStringList{};
-  bool sameShape = fields == m_fields && rows.size() == m_rows.size();
+  bool sameShape = fields == m_fields && tasks == m_tasks && rows.size() == m_rows.size();
   for (qsizetype i = 0; sameShape && i < rows.size(); ++i) sameShape = rows[i].id == m_rows[i].id;
   if (!sameShape) {
     beginResetModel();
     m_rows = std::move(rows);
     m_fields = fields;
+    m_tasks = tasks;
     updateBest();
     endResetModel();
     return;
@@ -148,8 +170,12 @@ int CompareTableModel::columnOf(const QString& key) const {
   if (key == QLatin1String("run")) return 0;
   const qsizetype k = fixedKeys().indexOf(key);
   if (k >= 0) return 1 + static_cast<int>(k);
+  if (key.startsWith(QLatin1String("task:"))) {
+    const qsizetype t = m_tasks.indexOf(key.mid(5));
+    return t >= 0 ? 1 + static_cast<int>(fixedKeys().size() + t) : -1;
+  }
   const qsizetype f = m_fields.indexOf(key);
-  return f >= 0 ? 1 + static_cast<int>(fixedKeys().size() + f) : -1;
+  return f >= 0 ? 1 + static_cast<int>(fixedKeys().size() + m_tasks.size() + f) : -1;
 }
 
 std::optional<double> CompareTableModel::bestOf(int column) const {
@@ -158,14 +184,17 @@ std::optional<double> CompareTableModel::bestOf(int column) const {
 
 std::optional<double> CompareTableModel::computeBest(int column) const {
   const int fixed = column - 1;
-  if (fixed < 0 || fixed >= fixedKeys().size() || betterDirection(fixed) == 0 || m_rows.size() < 2) return std::nullopt;
+  const int nFixed = static_cast<int>(fixedKeys().size());
+  // Fixed metrics rank as betterDirection says; task accuracies higher is better.
+  const int direction = fixed < 0 ? 0 : fixed < nFixed ? betterDirection(fixed) : fixed < nFixed + m_tasks.size() ? +1 : 0;
+  if (direction == 0 || m_rows.size() < 2) return std::nullopt;
   std::optional<double> best, worst;
   for (const Row& r : m_rows) {
     const QVariant v = value(r, column, true);
     if (!v.isValid() || v.isNull()) continue;
     const double d = v.toDouble();
-    if (!best || (betterDirection(fixed) < 0 ? d < *best : d > *best)) best = d;
-    if (!worst || (betterDirection(fixed) < 0 ? d > *worst : d < *worst)) worst = d;
+    if (!best || (direction < 0 ? d < *best : d > *best)) best = d;
+    if (!worst || (direction < 0 ? d > *worst : d < *worst)) worst = d;
   }
   if (best && worst && *best == *worst) return std::nullopt;  // all alike: nothing stands out
   return best;
@@ -174,14 +203,22 @@ std::optional<double> CompareTableModel::computeBest(int column) const {
 int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
 
 int CompareTableModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : 1 + static_cast<int>(m_fields.size() + fixedKeys().size());
+  return parent.isValid() ? 0 : 1 + static_cast<int>(fixedKeys().size() + m_tasks.size() + m_fields.size());
 }
 
 QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const {
   if (column == 0) return r.name;
   const int nFixed = static_cast<int>(fixedKeys().size());
-  if (column > nFixed) {
-    const auto it = r.spec.constFind(m_fields[column - 1 - nFixed]);
+  const int nTasks = static_cast<int>(m_tasks.size());
+  if (column > nFixed && column <= nFixed + nTasks) {
+    // An eval task: its acc at the newest step scored.
+    const auto it = r.tasks.constFind(m_tasks[column - 1 - nFixed]);
+    if (it == r.tasks.constEnd() || !it->acc) return forSort ? QVariant() : QVariant(QStringLiteral("—"));
+    if (forSort) return *it->acc;
+    return QString::number(*it->acc, 'f', 3) + (it->partial ? QStringLiteral("*") : QString());
+  }
+  if (column > nFixed + nTasks) {
+    const auto it = r.spec.constFind(m_fields[column - 1 - nFixed - nTasks]);
     if (it == r.spec.constEnd()) return forSort ? QVariant(QString()) : QVariant(QStringLiteral("—"));
     QString v = *it;
     if (v.size() >= 2 && v.startsWith(QLatin1Char('"')) && v.endsWith(QLatin1Char('"'))) v = v.mid(1, v.size() - 2);
@@ -241,9 +278,24 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
     case Qt::TextAlignmentRole:
       if (index.column() > 0 && index.column() < columnOf(QStringLiteral("status"))) return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
       break;
-    case Qt::ToolTipRole:
+    case Qt::ToolTipRole: {
       if (index.column() == 0) return tr("%1 (run #%2)").arg(r.name).arg(r.id);
+      const int task = index.column() - 1 - static_cast<int>(fixedKeys().size());
+      if (task >= 0 && task < m_tasks.size()) {
+        const auto it = r.tasks.constFind(m_tasks[task]);
+        if (it != r.tasks.constEnd() && it->acc) {
+          return tr("%1 at step %2: acc %3 ± %4, acc_norm %5, %6 items%7")
+              .arg(m_tasks[task])
+              .arg(it->step)
+              .arg(*it->acc, 0, 'f', 4)
+              .arg(it->accStderr, 0, 'f', 4)
+              .arg(it->accNorm ? QString::number(*it->accNorm, 'f', 4) : QStringLiteral("—"))
+              .arg(it->items)
+              .arg(it->partial ? tr(" (a subset)") : QString());
+        }
+      }
       return value(r, index.column(), false);
+    }
     default: break;
   }
   return {};
@@ -262,9 +314,11 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
   }
   if (section < 0 || section >= columnCount()) return {};
   const int nFixed = static_cast<int>(fixedKeys().size());
+  const int nTasks = static_cast<int>(m_tasks.size());
   if (role == Qt::DisplayRole) {
     if (section == 0) return tr("Run");
-    if (section > nFixed) return m_fields[section - 1 - nFixed];
+    if (section > nFixed + nTasks) return m_fields[section - 1 - nFixed - nTasks];
+    if (section > nFixed) return tr("%1 acc").arg(m_tasks[section - 1 - nFixed]);
     switch (section - 1) {
       case 0: return tr("Final val loss");
       case 1: return tr("Best val loss");
@@ -278,7 +332,12 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
     }
   }
   if (role == Qt::ToolTipRole) {
-    if (section > nFixed) return tr("%1: a config field that differs between the selected runs").arg(m_fields[section - 1 - nFixed]);
+    if (section > nFixed + nTasks) {
+      return tr("%1: a config field that differs between the selected runs").arg(m_fields[section - 1 - nFixed - nTasks]);
+    }
+    if (section > nFixed) {
+      return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)").arg(m_tasks[section - 1 - nFixed]);
+    }
     if (section == 3 && m_matchedTokens) {
       return tr("Validation loss of every run at %1 tokens (the fewest any selected run reached), interpolated on its "
                 "validation curve").arg(QLocale().toString(*m_matchedTokens, 'f', 0));

@@ -2,9 +2,10 @@
 // so it stays in view), its columns the run, final and best validation loss,
 // validation loss at matched tokens (the fewest any selected run reached),
 // tokens trained, KV bytes per token and saving against the original,
-// parameters, tokens/s and status, then the config fields that differ
-// between the selected runs (flattened spec paths). The best value of each
-// metric is highlighted. Values of running or queued runs come from their
+// parameters, tokens/s and status, each eval task's accuracy (at the newest
+// step it was scored), then the config fields that differ between the
+// selected runs (flattened spec paths). The best value of each metric is
+// highlighted. Values of running or queued runs come from their
 // newest metric rows, of finished ones from the summary.
 #pragma once
 
@@ -37,7 +38,8 @@ public:
   QStringList differingFields() const { return m_fields; }
   // The column of a fixed field ("final_val_loss", "best_val_loss",
   // "matched_val_loss", "tokens", "kv_bytes_per_token", "kv_saving",
-  // "parameters", "tokens_per_s", "status"), or of a config path; -1 when absent.
+  // "parameters", "tokens_per_s", "status"), of an eval task ("task:<name>"),
+  // or of a config path; -1 when absent.
   int columnOf(const QString& key) const;
   std::optional<double> matchedTokens() const { return m_matchedTokens; }
   // The best value of a metric column among the rows (none: no ranking).
@@ -56,6 +58,14 @@ private:
     QMap<QString, QString> spec;  // flattened
     std::optional<double> finalVal, bestVal, matchedVal, kvSaving, tokensPerS;
     std::vector<CurvePoint> val;  // (tokens, validation loss)
+    struct TaskScore {
+      std::int64_t step = -1;
+      std::optional<double> acc, accNorm;
+      double accStderr = 0;
+      std::int64_t items = 0;
+      bool partial = false;
+    };
+    QMap<QString, TaskScore> tasks;  // eval task -> its figures at the newest step scored
     std::optional<qint64> tokens, kvBytes, parameters;
   };
   Row load(qint64 id) const;
@@ -67,6 +77,7 @@ private:
   QVector<qint64> m_ids;
   QVector<Row> m_rows;
   QStringList m_fields;
+  QStringList m_tasks;  // eval tasks any selected run was scored on
   std::optional<double> m_matchedTokens;
   QVector<std::optional<double>> m_best;  // per column, from the last refresh
 };

@@ -197,6 +197,17 @@ TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
     // acc of n items is a multiple of 1/n.
     EXPECT_NEAR(e.value * static_cast<double>(e.items), std::round(e.value * static_cast<double>(e.items)), 1e-9);
   }
+  // The same figures as metric series over the steps (what the chart draws).
+  const auto series = ws.store.series(id, "eval/toy/acc", 0, 1000, 100);
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series[0].step, 5);
+  EXPECT_EQ(series[1].step, 10);
+  for (const auto& e : evals) {
+    if (e.task == "toy" && e.metric == "acc") {
+      EXPECT_EQ(series[e.step == 5 ? 0 : 1].value, e.value);
+    }
+  }
+  EXPECT_EQ(ws.store.series(id, "eval/toy2/acc_norm", 0, 1000, 100).size(), 2u);
   const auto summary = nlohmann::json::parse(ws.store.run(id).summaryJson);
   EXPECT_EQ(summary.at("eval_tasks").at("toy").at("step").get<int>(), 10);
   EXPECT_EQ(summary.at("eval_tasks").at("toy").at("items").get<int>(), 3);
