@@ -115,9 +115,7 @@ private Q_SLOTS:
     store->setStatus(a, RunStatus::Running);
     store->setStatus(b, RunStatus::Running);
     ChartView chart(store);
-    chart.resize(900, 560);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart, 900, 560));
     chart.setRuns({{a, QStringLiteral("demo 2-norm d_kv 8")}, {b, QStringLiteral("demo high d_kv 8")}});  // empty: nothing yet
     // Loss from 8.3 falling to about 5 with noise, validation every 50 steps, streamed in bursts.
     std::mt19937 rng(7);
@@ -189,9 +187,7 @@ private Q_SLOTS:
       runs.push_back({id, QString::fromLatin1(name)});
     }
     ChartView chart(store);
-    chart.resize(900, 500);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart));
     chart.setMetric(QStringLiteral("train/loss"));
     chart.setRuns(runs);
     ChartLegend* legend = chart.legend();
@@ -235,9 +231,7 @@ private Q_SLOTS:
       }
     }
     ChartView chart(store);
-    chart.resize(900, 500);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart));
     chart.setMetric(QStringLiteral("train/loss"));
     chart.setRuns(runs);
     QCOMPARE(chart.groupFields(), (QStringList{QStringLiteral("conversion.rope_strategy"), QStringLiteral("seed")}));
@@ -293,9 +287,7 @@ private Q_SLOTS:
       runs.push_back({id, QString::fromLatin1(name)});
     }
     ChartView chart(store);
-    chart.resize(1100, 800);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart, 1100, 800));
     chart.setRuns(runs);
     chart.setSmoothing(0.6);
     QCheckBox* gridBox = nullptr;

@@ -207,9 +207,7 @@ private Q_SLOTS:
     QVERIFY(model.index(1, column).data(Qt::ToolTipRole).toString().contains(QStringLiteral("step 100")));
     // The chart lists the task's metrics and draws them over the steps, unsmoothed.
     ChartView chart(store);
-    chart.resize(900, 500);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart));
     chart.setRuns(runs);
     QComboBox* metricBox = nullptr;
     for (QComboBox* box : chart.findChildren<QComboBox*>()) {
@@ -310,9 +308,7 @@ private Q_SLOTS:
     writeRows(*store, a, "train/loss", 100, 1, 10, [](double t) { return 5.0 - 0.001 * t; });
     writeRows(*store, b, "train/loss", 50, 2, 10, [](double) { return 2.5; });
     ChartView chart(store);
-    chart.resize(900, 500);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart));
     chart.setSmoothing(0.0);
     chart.setRuns({{a, QStringLiteral("a")}, {b, QStringLiteral("b")}});
     QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("a · train: 4.59"),
@@ -345,9 +341,7 @@ private Q_SLOTS:
     const qint64 run = store->createRun(std::nullopt, "long", "pretrain", "{}", "cpu");
     writeRows(*store, run, "train/loss", 100000, 1, 8, [](double t) { return 3.0 + std::sin(t * 1e-3); });
     ChartView chart(store);
-    chart.resize(900, 500);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(uitest::showChart(chart));
     chart.setMetric(QStringLiteral("train/loss"));
     chart.setRuns({{run, QStringLiteral("long")}});
     const int overview = chart.loadedRows(run, QStringLiteral("train/loss"));

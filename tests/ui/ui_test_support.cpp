@@ -5,6 +5,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QStandardPaths>
+#include <QTest>
 
 #include "jobs/engine_path.h"
 
@@ -53,6 +54,12 @@ ui::MainWindowOptions quietWindowOptions() {
   options.restoreLayout = false;
   options.askBeforeClosing = false;
   return options;
+}
+
+bool showChart(ui::ChartView& chart, int width, int height) {
+  chart.resize(width, height);
+  chart.show();
+  return QTest::qWaitForWindowExposed(&chart);
 }
 
 } // namespace latentlab::uitest

@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 
 #include "latentlab/run_spec.h"
+#include "charts/chart_view.h"
 #include "main_window.h"
 
 namespace latentlab::uitest {
@@ -19,5 +20,7 @@ void isolateSettings();
 // A main window for a test: the store's queued runs not started, no saved
 // layout, no question on closing.
 ui::MainWindowOptions quietWindowOptions();
+// Shows a chart at a size and waits until it is on screen (false: it never was).
+bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
 
 } // namespace latentlab::uitest
