@@ -35,5 +35,8 @@ int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);
 int cmdConvert(int argc, char** argv);
 int cmdGenerate(int argc, char** argv);
+class Args;
+// `eval DIR --passkey FILE` (verb_passkey.cpp).
+int evalPasskey(const Args& args);
 
 } // namespace latentlab::cli

@@ -196,18 +196,22 @@ int evalTask(const cli::Args& args) {
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
                  {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
-                  "max-length", "format", "labels", "dev", "shots"});
+                  "max-length", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
+  if (args.positionals().size() == 1 && args.get("passkey") && !args.flag("help")) return cli::evalPasskey(args);
   if (args.flag("help") || args.positionals().size() != 1) {
     std::printf(
         "usage: latentlab-engine eval DIR (--text FILE | --tokens FILE) [options]\n"
-        "       latentlab-engine eval DIR --task [NAME=]FILE [--format F] [--labels FILE] [--limit N] [--json]\n\n"
+        "       latentlab-engine eval DIR --task [NAME=]FILE [--format F] [--labels FILE] [--limit N] [--json]\n"
+        "       latentlab-engine eval DIR --passkey TEXTFILE [--lengths 1024,2048] [--depths 0,0.5,1] [--trials N]\n\n"
         "Mean next-token loss and perplexity of the model in DIR over a held-out stream, in\n"
         "non-overlapping windows (every token after the first is predicted once). With --task, zero-shot\n"
         "multiple choice scored by log-likelihood as lm-evaluation-harness does (acc, acc_norm and their\n"
         "standard errors) over a JSONL file of {\"context\", \"choices\", \"gold\"} items, or a benchmark's own file\n"
         "with lm-eval's prompts: --format arc | openbookqa | hellaswag | piqa (with --labels FILE) | winogrande |\n"
-        "mmlu (a subject's CSV; --shots K solved examples from --dev FILE) | jsonl.\n"
+        "mmlu (a subject's CSV; --shots K solved examples from --dev FILE) | jsonl. With --passkey, long-context\n"
+        "retrieval: a 5-digit key hidden at each depth (0..1) of prompts of each length, filled with TEXTFILE's\n"
+        "text, the model asked to repeat it (greedy); the share repeated exactly per cell (--trials keys each).\n"
         "  --text FILE          UTF-8 text, tokenized with DIR/tokenizer.json\n"
         "  --tokens FILE        raw little-endian token ids\n"
         "  --token-format F     u16 (default) or u32\n"

@@ -1,0 +1,54 @@
+// Long-context retrieval, the passkey test: a random number hidden at a depth
+// of a haystack of filler text, the model asked to repeat it, scored by exact
+// match over a grid of prompt lengths and depths. Partial RoPE and low-rank
+// keys show their cost here first. docs/evaluation.md describes the prompt.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "latentlab/model_config.h"
+#include "latentlab/progress.h"
+
+namespace latentlab {
+
+struct PasskeyOptions {
+  std::filesystem::path model;      // an HF folder with tokenizer.json
+  std::filesystem::path haystack;   // a text file; its tokens are repeated to fill each prompt
+  std::vector<int> lengths = {1024};                       // prompt lengths in tokens
+  std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // where the key sits in the filler, 0..1
+  int trials = 3;                   // keys per cell
+  std::uint64_t seed = 0;
+  std::string device = "cpu";
+  DType dtype = DType::F32;
+};
+
+struct PasskeyTrial {
+  std::string key;        // the 5-digit number hidden
+  std::string answer;     // the generated text
+  bool correct = false;   // the first number in the answer is the key
+  std::int64_t keyPosition = 0;  // token index where the key's sentence starts
+  std::int64_t promptTokens = 0; // the prompt's length in tokens (the cell's length)
+};
+
+struct PasskeyCell {
+  int length = 0;
+  double depth = 0;
+  std::vector<PasskeyTrial> trials;
+  int correct() const;
+};
+
+struct PasskeyResult {
+  std::vector<PasskeyCell> cells;  // lengths outer, depths inner, in the order given
+};
+
+// Runs the grid; throws Error naming the file when the model, tokenizer or
+// haystack is unusable, or when a length does not fit the model's context.
+PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, const CancelToken& cancel);
+
+// True when the first run of digits in `answer` is `key`.
+bool passkeyAnswered(const std::string& answer, const std::string& key);
+
+}  // namespace latentlab
