@@ -268,18 +268,23 @@ int cmdInit(int argc, char** argv) {
 int cmdDevices(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"help", "json"}, {});
   if (args.flag("help")) {
-    std::printf("usage: latentlab-engine devices [--json]\n\nLists cpu and each CUDA device LibTorch sees.\n");
+    std::printf("usage: latentlab-engine devices [--json]\n\nLists cpu and each CUDA device LibTorch sees, with total "
+                "and free memory (the host's RAM for cpu).\n");
     return 0;
   }
   auto devices = listDevices();
   if (args.flag("json")) {
     json j = json::array();
-    for (const auto& d : devices) j.push_back({{"id", d.id}, {"name", d.name}, {"memory_bytes", d.memoryBytes}});
+    for (const auto& d : devices) {
+      j.push_back({{"id", d.id}, {"name", d.name}, {"memory_bytes", d.memoryBytes}, {"free_bytes", d.freeBytes}});
+    }
     std::cout << j.dump() << "\n";
   } else {
     for (const auto& d : devices) {
-      std::printf("%-8s %s%s\n", d.id.c_str(), d.name.c_str(),
-                  d.memoryBytes > 0 ? ("  " + humanBytes(static_cast<double>(d.memoryBytes))).c_str() : "");
+      const std::string memory = d.memoryBytes > 0 ? "  " + humanBytes(static_cast<double>(d.freeBytes)) + " free of " +
+                                                         humanBytes(static_cast<double>(d.memoryBytes))
+                                                   : std::string();
+      std::printf("%-8s %s%s\n", d.id.c_str(), d.name.c_str(), memory.c_str());
     }
   }
   return 0;

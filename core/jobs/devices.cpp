@@ -5,6 +5,10 @@
 
 #include <dlfcn.h>
 
+#include <fstream>
+#include <string>
+#include <utility>
+
 #include "latentlab/engine.h"
 
 namespace latentlab {
@@ -33,11 +37,26 @@ struct CudaRuntime {
   }
 };
 
+// MemTotal and MemAvailable of /proc/meminfo in bytes (0 where absent).
+std::pair<std::uint64_t, std::uint64_t> hostMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0, total = 0, available = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemTotal:") total = kib * 1024;
+    if (key == "MemAvailable:") available = kib * 1024;
+  }
+  return {total, available};
+}
+
 } // namespace
 
 std::vector<DeviceInfo> listDevices() {
   std::vector<DeviceInfo> out;
-  out.push_back({"cpu", "CPU (" + std::to_string(at::get_num_threads()) + " threads)", 0});
+  const auto [total, available] = hostMemory();
+  out.push_back({"cpu", "CPU (" + std::to_string(at::get_num_threads()) + " threads)", total, available});
   if (!torch::cuda::is_available()) return out;
   static const CudaRuntime rt;
   const int n = static_cast<int>(torch::cuda::device_count());
@@ -52,7 +71,10 @@ std::vector<DeviceInfo> listDevices() {
         d.name.assign(props.data(), strnlen(props.data(), 256));
       }
       std::size_t freeBytes = 0, totalBytes = 0;
-      if (rt.memGetInfo != nullptr && rt.memGetInfo(&freeBytes, &totalBytes) == 0) d.memoryBytes = totalBytes;
+      if (rt.memGetInfo != nullptr && rt.memGetInfo(&freeBytes, &totalBytes) == 0) {
+        d.memoryBytes = totalBytes;
+        d.freeBytes = freeBytes;
+      }
     }
     out.push_back(d);
   }

@@ -57,7 +57,8 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
 struct DeviceInfo {
   std::string id;        // "cpu", "cuda:0", ...
   std::string name;
-  std::uint64_t memoryBytes = 0;
+  std::uint64_t memoryBytes = 0;  // total: the host's RAM for cpu, the card's for CUDA (0: unknown)
+  std::uint64_t freeBytes = 0;    // available now: MemAvailable for cpu, cudaMemGetInfo's free for CUDA
 };
 std::vector<DeviceInfo> listDevices();
 

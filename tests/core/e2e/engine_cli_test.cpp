@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -29,6 +30,30 @@ TEST(EngineCli, EveryVerbHasHelp) {
   EXPECT_EQ(runCommand(shellQuote(kEngine) + " --help", &out), 0);
   EXPECT_EQ(runCommand(shellQuote(kEngine) + " frobnicate", &out), 1);
   EXPECT_NE(out.find("unknown verb"), std::string::npos);
+}
+
+// What the job controller schedules by: each device with its total and free
+// memory (the host's RAM for cpu, checked against /proc/meminfo here).
+TEST(EngineCli, DevicesReportTotalAndFreeMemory) {
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " devices --json", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('[')));
+  ASSERT_GE(j.size(), 1u);
+  EXPECT_EQ(j[0].at("id").get<std::string>(), "cpu");
+  const auto total = j[0].at("memory_bytes").get<std::uint64_t>(), free = j[0].at("free_bytes").get<std::uint64_t>();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0, expectedTotal = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") expectedTotal = kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  EXPECT_EQ(total, expectedTotal);
+  EXPECT_GT(free, 0u);
+  EXPECT_LE(free, total);
+  for (const auto& d : j) {
+    EXPECT_LE(d.at("free_bytes").get<std::uint64_t>(), d.at("memory_bytes").get<std::uint64_t>()) << d.dump();
+  }
 }
 
 TEST(EngineCli, BadSpecNamesTheFieldAndCreatesNoRun) {
