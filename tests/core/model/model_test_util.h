@@ -3,11 +3,15 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "io/tokenizer.h"
+#include "latentlab/architectures.h"
+#include "latentlab/engine.h"
 #include "latentlab/model_config.h"
 #include "model/llama.h"
 
@@ -85,6 +89,27 @@ inline torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& i
   parts.push_back(model.forward(ids.narrow(1, 7, 4), &cache));
   for (std::int64_t t = 11; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), &cache));
   return torch::cat(parts, 1);
+}
+
+// An HF folder `dir` holding a randomly initialised demo-gqa of vocabulary 400
+// (init std 0.2, `maxPositions` positions) and a BPE tokenizer trained on the
+// Python tutorial that Debian ships: a small model with a real tokenizer.
+inline void writeSmallTextModel(const std::filesystem::path& dir, int maxPositions = 2048) {
+  BpeTrainOptions opts;
+  opts.vocabSize = 400;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) {
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::filesystem::create_directories(dir.parent_path());
+  NullProgress quiet;
+  CancelToken cancel;
+  trainBpeTokenizer(files, opts, dir.parent_path() / "tokenizer.json", quiet, cancel);
+  ModelConfig cfg = builtinArchitecture("demo-gqa", 400);
+  cfg.maxPositionEmbeddings = maxPositions;
+  initModel(cfg, dir, 1, DType::F32, 0.2);
+  std::filesystem::copy_file(dir.parent_path() / "tokenizer.json", dir / "tokenizer.json");
 }
 
 } // namespace latentlab::test

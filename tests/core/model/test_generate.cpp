@@ -135,17 +135,8 @@ TEST(Generate, SamplingIsSeededAndTopKOfOneIsGreedy) {
 TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
   // A small model with a real tokenizer trained on the Python tutorial.
   const fs::path dir = scratchDir("gen-text") / "model";
-  BpeTrainOptions opts;
-  opts.vocabSize = 400;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  fs::create_directories(dir.parent_path());
-  NullProgress quiet;
+  writeSmallTextModel(dir);
   CancelToken cancel;
-  trainBpeTokenizer(files, opts, dir.parent_path() / "tokenizer.json", quiet, cancel);
-  initModel(builtinArchitecture("demo-gqa", 400), dir, 1, DType::F32, 0.2);
-  fs::copy_file(dir.parent_path() / "tokenizer.json", dir / "tokenizer.json");
 
   GenerateOptions o;
   o.model = dir;

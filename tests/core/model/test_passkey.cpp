@@ -9,11 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/tokenizer.h"
-#include "latentlab/architectures.h"
-#include "latentlab/engine.h"
 #include "latentlab/error.h"
 #include "latentlab/passkey.h"
+#include "model_test_util.h"
 #include "test_support.h"
 
 namespace latentlab::test {
@@ -24,19 +22,7 @@ namespace {
 fs::path smallModel() {
   static const fs::path dir = [] {
     const fs::path d = scratchDir("passkey") / "model";
-    BpeTrainOptions opts;
-    opts.vocabSize = 400;
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    fs::create_directories(d.parent_path());
-    NullProgress quiet;
-    CancelToken cancel;
-    trainBpeTokenizer(files, opts, d.parent_path() / "tokenizer.json", quiet, cancel);
-    ModelConfig cfg = builtinArchitecture("demo-gqa", 400);
-    cfg.maxPositionEmbeddings = 512;
-    initModel(cfg, d, 1, DType::F32, 0.2);
-    fs::copy_file(d.parent_path() / "tokenizer.json", d / "tokenizer.json");
+    writeSmallTextModel(d, /*maxPositions=*/512);
     return d;
   }();
   return dir;
