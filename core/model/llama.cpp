@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "model/autocast_scope.h"
 #include "model/decode_linear.h"
 
 namespace latentlab {
@@ -90,28 +91,6 @@ struct LayerCall : torch::CustomClassHolder {
   at::ScalarType autocastType = at::kBFloat16;
 };
 
-// The autocast state of a forward again, for one scope.
-class AutocastAs {
-public:
-  explicit AutocastAs(const LayerCall& call)
-      : m_device(call.device), m_was(at::autocast::is_autocast_enabled(call.device)),
-        m_wasType(at::autocast::get_autocast_dtype(call.device)) {
-    at::autocast::set_autocast_enabled(m_device, call.autocast);
-    at::autocast::set_autocast_dtype(m_device, call.autocastType);
-  }
-  ~AutocastAs() {
-    at::autocast::set_autocast_enabled(m_device, m_was);
-    at::autocast::set_autocast_dtype(m_device, m_wasType);
-  }
-  AutocastAs(const AutocastAs&) = delete;
-  AutocastAs& operator=(const AutocastAs&) = delete;
-
-private:
-  torch::DeviceType m_device;
-  bool m_was;
-  at::ScalarType m_wasType;
-};
-
 struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                                 const c10::intrusive_ptr<LayerCall>& call) {
@@ -126,7 +105,7 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
     torch::Tensor out;
     {
       torch::AutoGradMode grad(true);
-      AutocastAs autocast(*call);
+      AutocastScope autocast(call->device, call->autocast, call->autocastType);  // the forward's state again
       out = call->layer->forward(x, call->ctx);
     }
     torch::autograd::backward({out}, {grads[0]});

@@ -1,40 +1,15 @@
 // The training step (see train_step.h).
 #include "train/train_step.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <chrono>
 #include <cmath>
 #include <limits>
 
+#include "model/autocast_scope.h"
 #include "train/data_parallel.h"
 #include "train/optimizer.h"
 
 namespace latentlab {
-namespace {
-
-// bf16 autocast for one scope (off again however the scope ends).
-class AutocastBf16 {
-public:
-  AutocastBf16(torch::DeviceType type, bool on) : m_type(type), m_on(on) {
-    if (!m_on) return;
-    at::autocast::set_autocast_enabled(m_type, true);
-    at::autocast::set_autocast_dtype(m_type, torch::kBFloat16);
-  }
-  ~AutocastBf16() {
-    if (!m_on) return;
-    at::autocast::set_autocast_enabled(m_type, false);
-    at::autocast::clear_cache();
-  }
-  AutocastBf16(const AutocastBf16&) = delete;
-  AutocastBf16& operator=(const AutocastBf16&) = delete;
-
-private:
-  torch::DeviceType m_type;
-  bool m_on;
-};
-
-} // namespace
 
 StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                       const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings,
@@ -57,7 +32,7 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
     lap(&StepPhases::data);
     torch::Tensor loss;
     {
-      AutocastBf16 autocast(device.type(), settings.autocastBf16);
+      AutocastScope autocast(device.type(), settings.autocastBf16);
       loss = languageModelLoss(model, windows);
     }
     (loss / settings.gradAccum).backward();

@@ -14,6 +14,7 @@
 #include "latentlab/kv_budget.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
+#include "model/autocast_scope.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
 #include "store/lease_keeper.h"
@@ -54,14 +55,23 @@ std::vector<torch::optim::OptimizerParamGroup> paramGroups(CausalLm& model, doub
 }
 
 // With several ranks each evaluates its share of every validation batch and
-// the mean is taken over ranks: the loss of the B·R-window batches.
-double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device, DataParallel* dp) {
-  torch::NoGradGuard noGrad;
-  model.eval();
-  val.restore(LoaderPosition{0, 0, val.position().seed});
+// the mean is taken over ranks: the loss of the B·R-window batches. Under the
+// training's precision (bf16 autocast when the steps use it), so that the
+// validation loss measures the model as it trains.
+double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device, DataParallel* dp,
+                    bool autocastBf16) {
   double sum = 0;
-  for (int i = 0; i < batches; ++i) sum += languageModelLoss(model, toTensor(val.next(), device)).item<double>();
-  model.train();
+  {
+    torch::NoGradGuard noGrad;
+    AutocastScope autocast(device.type(), autocastBf16);
+    struct EvalMode {  // training mode back however the scope ends
+      CausalLm& m;
+      explicit EvalMode(CausalLm& model) : m(model) { m.eval(); }
+      ~EvalMode() { m.train(); }
+    } evalMode(model);
+    val.restore(LoaderPosition{0, 0, val.position().seed});
+    for (int i = 0; i < batches; ++i) sum += languageModelLoss(model, toTensor(val.next(), device)).item<double>();
+  }
   if (dp) sum = dp->sum({sum})[0] / dp->worldSize();
   return sum / batches;
 }
@@ -290,7 +300,7 @@ RunResult Trainer::run() {
   };
   auto runEval = [&]() {
     if (!val) return;
-    const double v = evaluateLoss(*model, *val, spec.evalBatches, device, dp.get());
+    const double v = evaluateLoss(*model, *val, spec.evalBatches, device, dp.get(), autocastBf16);
     addMetric("val/loss", v, wallNow());
     if (!state.bestValLoss || v < *state.bestValLoss) state.bestValLoss = v;
     result.finalValLoss = v;

@@ -9,6 +9,7 @@
 
 #include "convert_test_util.h"
 #include "latentlab/architectures.h"
+#include "model/autocast_scope.h"
 
 namespace latentlab::test {
 namespace {
@@ -83,6 +84,34 @@ TEST(Recompute, OnlyTheTrainingForwardRecomputes) {
   const auto withFlag = model->forward(ids);
   model->setRecompute(false);
   EXPECT_TRUE(torch::equal(withFlag, model->forward(ids)));
+}
+
+}  // namespace latentlab::test
+
+namespace latentlab::test {
+
+TEST(AutocastScope, SetsAndRestoresTheStateHoweverTheScopeEnds) {
+  ASSERT_FALSE(at::autocast::is_autocast_enabled(torch::kCPU));
+  {
+    AutocastScope outer(torch::kCPU, true);
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(torch::kCPU));
+    EXPECT_EQ(at::autocast::get_autocast_dtype(torch::kCPU), at::kBFloat16);
+    {
+      AutocastScope inner(torch::kCPU, false);  // a scope turning it off inside another
+      EXPECT_FALSE(at::autocast::is_autocast_enabled(torch::kCPU));
+    }
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(torch::kCPU));  // the outer scope's state again
+    // Under it a matmul computes in bf16.
+    const auto a = torch::randn({4, 4});
+    EXPECT_EQ(torch::matmul(a, a).scalar_type(), at::kBFloat16);
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(torch::kCPU));
+  try {
+    AutocastScope scope(torch::kCPU, true);
+    throw std::runtime_error("inside");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(torch::kCPU)) << "an exception left autocast on";
 }
 
 }  // namespace latentlab::test

@@ -133,6 +133,33 @@ TEST(Trainer, RecomputeTrainsExactlyAsKeepingActivations) {
   for (std::size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[0][i], losses[1][i], 1e-6) << "step " << i + 1;
 }
 
+// The bf16 autocast path through the trainer's own run on CPU (dtype "bf16"):
+// the loss falls on real text and tracks the fp32 run's; validation runs
+// under the same autocast and stays close to the fp32 run's too.
+TEST(Trainer, Bf16AutocastRunTracksTheFp32Run) {
+  Workspace ws("bf16");
+  std::vector<std::vector<double>> train, val;
+  for (const char* dtype : {"f32", "bf16"}) {
+    RunSpec spec = tinyPretrainSpec(40);
+    spec.dtype = dtype;
+    spec.evalEvery = 20;
+    auto id = ws.store.createRun(std::nullopt, dtype, spec.kind, runSpecToJson(spec), "cpu");
+    NullProgress progress;
+    CancelToken cancel;
+    RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
+    ASSERT_EQ(r.status, RunStatus::Completed) << dtype << ": " << r.error;
+    train.push_back(seriesValues(ws.store, id, "train/loss"));
+    val.push_back(seriesValues(ws.store, id, "val/loss"));
+  }
+  ASSERT_EQ(train[1].size(), 40u);
+  auto tail = [](const std::vector<double>& v) { return (v[35] + v[36] + v[37] + v[38] + v[39]) / 5; };
+  EXPECT_LT(tail(train[1]), (train[1][0] + train[1][1]) / 2 - 0.5) << "the bf16 run's loss falls";
+  EXPECT_NEAR(tail(train[1]), tail(train[0]), 0.15) << "bf16 tracks fp32 (mean of the last five steps)";
+  ASSERT_EQ(val[1].size(), val[0].size());
+  ASSERT_GE(val[1].size(), 2u);
+  EXPECT_NEAR(val[1].back(), val[0].back(), 0.15);
+}
+
 TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
   ModelConfig cfg;
   cfg.vocabSize = 64; cfg.hiddenSize = 32; cfg.intermediateSize = 48; cfg.numLayers = 2;
