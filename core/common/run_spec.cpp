@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "common/file_util.h"
@@ -119,7 +120,18 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("steps", s.steps);
   f.get("micro_batch", s.microBatch);
   f.get("grad_accum", s.gradAccum);
-  f.get("dtype", s.dtype);
+  f.get("precision", s.precision);
+  if (j.is_object() && j.contains("dtype")) {   // the field's name before precision
+    std::string legacy;
+    f.get("dtype", legacy);
+    static const std::map<std::string, std::string> kLegacy = {
+        {"auto", "auto"}, {"f32", "fp32"}, {"bf16", "bf16-mixed"}, {"f64", "fp64"}};
+    const auto it = kLegacy.find(legacy);
+    if (it == kLegacy.end()) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + legacy + "' (use precision)");
+    if (j.contains("precision") && s.precision != it->second)
+      bad(source, "precision", "'" + s.precision + "' contradicts dtype '" + legacy + "'; give precision only");
+    s.precision = it->second;
+  }
   f.get("seed", s.seed);
   f.get("eval_every", s.evalEvery);
   f.get("eval_batches", s.evalBatches);
@@ -232,8 +244,9 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.evalEvery < 0) bad(source, "eval_every", "must be 0 (end only) or positive");
   if (s.evalBatches < 1) bad(source, "eval_batches", "must be at least 1");
   if (s.checkpointEvery < 0) bad(source, "checkpoint_every", "must be 0 (end only) or positive");
-  static const std::set<std::string> dtypes = {"auto", "f32", "bf16", "f64"};
-  if (!dtypes.count(s.dtype)) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + s.dtype + "'");
+  static const std::set<std::string> precisions = {"auto", "fp32", "bf16-mixed", "bf16", "fp64"};
+  if (!precisions.count(s.precision))
+    bad(source, "precision", "must be auto, fp32, bf16-mixed, bf16 or fp64, got '" + s.precision + "'");
   // One device, or a comma list of devices for a data-parallel job (one rank each).
   for (const std::string& d : deviceList(s.device)) {
     const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
@@ -295,7 +308,7 @@ std::string runSpecToJson(const RunSpec& s) {
   json j = {
       {"version", s.version}, {"name", s.name}, {"kind", s.kind}, {"architecture", s.architecture},
       {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
-      {"grad_accum", s.gradAccum}, {"dtype", s.dtype}, {"seed", s.seed}, {"eval_every", s.evalEvery},
+      {"grad_accum", s.gradAccum}, {"precision", s.precision}, {"seed", s.seed}, {"eval_every", s.evalEvery},
       {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
       {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"device", s.device}, {"out_dir", s.outDir},
       {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},

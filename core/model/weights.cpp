@@ -95,12 +95,21 @@ std::shared_ptr<CausalLm> loadModel(const fs::path& dir, torch::Device device, t
 }
 
 void saveModel(CausalLm& model, const fs::path& dir, DType saveDType,
-               const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
+               const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes,
+               const std::vector<torch::Tensor>* values) {
   std::vector<torch::Tensor> keep;
   std::vector<TensorWrite> writes;
   const auto type = toTorch(saveDType);
-  for (const auto& item : model.named_parameters(true)) {
-    auto t = item.value().detach().to(torch::kCPU, type).contiguous();
+  const auto named = model.named_parameters(true);
+  if (values && values->size() != named.size()) {
+    throw Error(ErrorCode::Internal, dir.string() + ": " + std::to_string(values->size()) + " values for " +
+                                         std::to_string(named.size()) + " parameters");
+  }
+  std::size_t index = 0;
+  for (const auto& item : named) {
+    const torch::Tensor& source = values ? (*values)[index] : item.value();
+    ++index;
+    auto t = source.detach().to(torch::kCPU, type).contiguous();
     keep.push_back(t);
     writes.push_back({item.key(), saveDType, t.sizes().vec(), t.data_ptr()});
   }

@@ -32,9 +32,12 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt);
 std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Device device,
                                     torch::ScalarType dtype, LoadReport* report = nullptr);
 
-// Writes config.json + safetensors for the model (parameters cast to saveDType).
+// Writes config.json + safetensors for the model (parameters cast to
+// saveDType); `values`, when given, stand in for the parameters (same order
+// as parameters(), e.g. a trainer's fp32 master copies).
 void saveModel(CausalLm& model, const std::filesystem::path& dir, DType saveDType,
-               const std::map<std::string, std::string>& metadata = {}, std::uint64_t maxShardBytes = 0);
+               const std::map<std::string, std::string>& metadata = {}, std::uint64_t maxShardBytes = 0,
+               const std::vector<torch::Tensor>* values = nullptr);
 
 // Copies tokenizer.json and the HF tokenizer/generation side files that exist
 // in `from` into the model folder `to` (a converted or trained model stays

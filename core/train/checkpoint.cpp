@@ -148,7 +148,7 @@ void claimRunDir(const fs::path& runDir, const RunIdentity& id) {
 
 SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::optim::Optimizer& optimizer,
                                const TrainerState& state, const std::string& specJson, const RunIdentity& owner,
-                               const std::string& tokenizerJson, int keep) {
+                               const std::string& tokenizerJson, int keep, const std::vector<torch::Tensor>* weights) {
   const fs::path root = runDir / "checkpoints";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -161,8 +161,9 @@ SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::o
   fs::create_directories(tmp, ec);
   if (ec) throw Error(ErrorCode::Io, tmp.string() + ": cannot create: " + ec.message());
   try {
-    saveModel(model, tmp / "model", fromTorch(model.parameters().front().scalar_type()),
-              {{"producer", "latentlab train"}, {"step", std::to_string(state.step)}});
+    const torch::ScalarType saveType = (weights ? weights->front() : model.parameters().front()).scalar_type();
+    saveModel(model, tmp / "model", fromTorch(saveType),
+              {{"producer", "latentlab train"}, {"step", std::to_string(state.step)}}, 0, weights);
     if (!tokenizerJson.empty()) atomicWriteText(tmp / "model" / "tokenizer.json", tokenizerJson);
     saveOptimizer(optimizer, tmp / "optimizer.pt");
     json st = {{"step", state.step}, {"tokens", state.tokens}, {"wall_seconds", state.wallSeconds},

@@ -64,7 +64,8 @@ struct SavedCheckpoint {
 SavedCheckpoint saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model,
                                torch::optim::Optimizer& optimizer, const TrainerState& state,
                                const std::string& specJson, const RunIdentity& owner,
-                               const std::string& tokenizerJson, int keep = 2);
+                               const std::string& tokenizerJson, int keep = 2,
+                               const std::vector<torch::Tensor>* weights = nullptr);
 
 // The folder `latest` points at, if any.
 std::optional<std::filesystem::path> latestCheckpoint(const std::filesystem::path& runDir);

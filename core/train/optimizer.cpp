@@ -54,6 +54,19 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return loss;
 }
 
+std::vector<torch::optim::OptimizerParamGroup> adamWParamGroups(const std::vector<torch::Tensor>& params,
+                                                                const torch::optim::AdamWOptions& base) {
+  std::vector<torch::Tensor> decay, noDecay;
+  for (const auto& p : params) (p.dim() >= 2 ? decay : noDecay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto optsDecay = std::make_unique<torch::optim::AdamWOptions>(base);
+  auto optsNo = std::make_unique<torch::optim::AdamWOptions>(base);
+  optsNo->weight_decay(0.0);
+  groups.emplace_back(decay, std::move(optsDecay));
+  groups.emplace_back(noDecay, std::move(optsNo));
+  return groups;
+}
+
 torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxNorm) {
   torch::NoGradGuard noGrad;
   std::vector<torch::Tensor> grads;
@@ -68,6 +81,43 @@ torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxN
     at::_foreach_mul_(grads, coef);
   }
   return total;
+}
+
+MasterWeights::MasterWeights(const std::vector<torch::Tensor>& fp32Params) {
+  torch::NoGradGuard noGrad;
+  m_masters.reserve(fp32Params.size());
+  for (const auto& p : fp32Params) {
+    TORCH_CHECK(p.scalar_type() == torch::kFloat32, "master weights are copied from fp32 parameters");
+    m_masters.push_back(p.detach().clone().set_requires_grad(true));
+  }
+}
+
+void MasterWeights::bind(const std::vector<torch::Tensor>& modelParams) {
+  TORCH_CHECK(modelParams.size() == m_masters.size(), "master weights: ", m_masters.size(), " masters for ",
+              modelParams.size(), " parameters");
+  for (std::size_t i = 0; i < modelParams.size(); ++i)
+    TORCH_CHECK(modelParams[i].sizes() == m_masters[i].sizes(), "master weights: parameter ", i, " changed shape");
+  m_model = modelParams;
+}
+
+void MasterWeights::gradientsToMasters() {
+  torch::NoGradGuard noGrad;
+  for (std::size_t i = 0; i < m_model.size(); ++i) {
+    auto& g = m_model[i].mutable_grad();
+    if (!g.defined()) continue;
+    m_masters[i].mutable_grad() = g.to(torch::kFloat32);
+    g.reset();
+  }
+}
+
+void MasterWeights::mastersToModel() {
+  torch::NoGradGuard noGrad;
+  std::vector<torch::Tensor> dst(m_model.begin(), m_model.end());
+  at::_foreach_copy_(dst, m_masters);   // rounds to the model's dtype
+}
+
+void MasterWeights::zeroModelGradients() {
+  for (auto& p : m_model) p.mutable_grad().reset();
 }
 
 } // namespace latentlab

@@ -23,10 +23,42 @@ public:
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
+// The trainer's AdamW parameter groups, each with every option of `base`:
+// tensors with two or more dims keep base's weight decay, norms and biases
+// get none.
+std::vector<torch::optim::OptimizerParamGroup> adamWParamGroups(const std::vector<torch::Tensor>& params,
+                                                                const torch::optim::AdamWOptions& base);
+
 // Scales the gradients of `params` so their global 2-norm is at most
 // `maxNorm` (no scaling for maxNorm = inf) and returns the norm before
 // scaling as a 0-dim tensor on the gradients' device (no host sync). Matches
 // torch::nn::utils::clip_grad_norm_ up to float reassociation.
 torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxNorm);
+
+// fp32 master copies of a model's low-precision (bf16) parameters, the usual
+// mixed-precision recipe: the optimiser steps the masters, its AdamW state is
+// fp32, and the model receives the masters rounded after every step.
+// Gradients move to the masters (fp32) after backward and the model's
+// low-precision gradients are freed, so a step holds per parameter 2 bytes
+// of weights, 4 of master, 4 of master gradient and 8 of AdamW state.
+class MasterWeights {
+public:
+  // `fp32Params` are the model's parameters while still fp32 (built or
+  // loaded); the masters copy them exactly, then the caller casts the model.
+  explicit MasterWeights(const std::vector<torch::Tensor>& fp32Params);
+  // Binds the (now low-precision) model parameters, in the same order.
+  void bind(const std::vector<torch::Tensor>& modelParams);
+  const std::vector<torch::Tensor>& masters() const { return m_masters; }
+  // master.grad = float(model.grad); the model's gradient is released.
+  void gradientsToMasters();
+  // model = masters rounded to the model's dtype.
+  void mastersToModel();
+  // Drops the model's gradients (before a step's first backward).
+  void zeroModelGradients();
+
+private:
+  std::vector<torch::Tensor> m_masters;
+  std::vector<torch::Tensor> m_model;
+};
 
 } // namespace latentlab

@@ -26,6 +26,7 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
     mark = now;
   };
   optimizer.zero_grad();
+  if (settings.master != nullptr) settings.master->zeroModelGradients();
   torch::Tensor lossSum;   // on the device: one host sync per step, for the loss and the norm together
   for (int micro = 0; micro < settings.gradAccum; ++micro) {
     const torch::Tensor windows = nextWindows();
@@ -39,6 +40,7 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
     lossSum = micro == 0 ? loss.detach().to(torch::kFloat64) : lossSum + loss.detach().to(torch::kFloat64);
     lap(&StepPhases::forwardBackward);
   }
+  if (settings.master != nullptr) settings.master->gradientsToMasters();
   if (dp != nullptr) {
     dp->averageGradients(params);
     lossSum = torch::full_like(lossSum, dp->sum({lossSum.item<double>()})[0] / dp->worldSize());
@@ -53,6 +55,7 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
   lap(&StepPhases::sync);
   if (out.finite) {
     optimizer.step();
+    if (settings.master != nullptr) settings.master->mastersToModel();
     lap(&StepPhases::optimizer);
   }
   return out;

@@ -13,11 +13,13 @@
 namespace latentlab {
 
 class DataParallel;
+class MasterWeights;
 
 struct StepSettings {
   int gradAccum = 1;          // micro-batches per step; each backward is of loss / gradAccum
   bool autocastBf16 = false;  // forward under bf16 autocast (fp32 master weights)
   double clip = 0;            // max gradient norm; 0: no clipping (the norm is still measured)
+  MasterWeights* master = nullptr;  // bf16 weights: the optimiser steps these fp32 masters
 };
 
 // Seconds per phase, added to when given (the device is synchronised at each
@@ -32,9 +34,11 @@ struct StepOutcome {
   bool finite = true;    // false: the optimiser did not step
 };
 
-// zero_grad, gradAccum x (nextWindows(), forward, backward), gradients
-// averaged over `dp`'s ranks, clipping, one host sync for loss and norm, then
-// the optimiser step when both are finite.
+// zero_grad, gradAccum x (nextWindows(), forward, backward), gradients moved
+// to the fp32 masters (when there are), averaged over `dp`'s ranks, clipping,
+// one host sync for loss and norm, then the optimiser step when both are
+// finite (and the masters copied into the model). `params` are the tensors
+// the optimiser steps: the model's parameters, or the masters.
 StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                       const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings,
                       DataParallel* dp = nullptr, StepPhases* phases = nullptr);

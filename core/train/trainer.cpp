@@ -40,20 +40,6 @@ torch::Tensor toTensor(const Batch& b, torch::Device device) {
   return torch::from_blob(const_cast<std::int64_t*>(b.ids.data()), {b.rows, b.cols}, torch::kInt64).to(device);
 }
 
-// Parameters with two or more dims get weight decay; norms and biases do not.
-std::vector<torch::optim::OptimizerParamGroup> paramGroups(CausalLm& model, double weightDecay) {
-  std::vector<torch::Tensor> decay, noDecay;
-  for (auto& p : model.parameters()) (p.dim() >= 2 ? decay : noDecay).push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  auto optsDecay = std::make_unique<torch::optim::AdamWOptions>();
-  optsDecay->weight_decay(weightDecay);
-  auto optsNo = std::make_unique<torch::optim::AdamWOptions>();
-  optsNo->weight_decay(0.0);
-  groups.emplace_back(decay, std::move(optsDecay));
-  groups.emplace_back(noDecay, std::move(optsNo));
-  return groups;
-}
-
 // With several ranks each evaluates its share of every validation batch and
 // the mean is taken over ranks: the loss of the B·R-window batches. Under the
 // training's precision (bf16 autocast when the steps use it), so that the
@@ -149,8 +135,12 @@ RunResult Trainer::run() {
   if (ckpt && dataSpec.tokenFormat.empty() && fs::exists(startModel / "tokenizer.json", ec))
     dataSpec.tokenizer = (startModel / "tokenizer.json").string();
   const ModelVocab vocabLimit = (ckpt || spec.kind != "pretrain") ? modelVocabOf(startModel) : ModelVocab{};
-  torch::ScalarType paramType = spec.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
-  const bool autocastBf16 = spec.dtype == "bf16" || (spec.dtype == "auto" && cuda);
+  // Precision: the parameters' dtype while built or loaded (fp32, fp64), the
+  // dtype the model then trains in, and whether the forward runs under autocast.
+  const std::string precision = spec.precision == "auto" ? (cuda ? "bf16-mixed" : "fp32") : spec.precision;
+  const torch::ScalarType paramType = precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  const bool bf16Weights = precision == "bf16";
+  const bool autocastBf16 = precision == "bf16-mixed";
 
   // 1. Data. Rank 0 tokenizes and caches first; the other ranks then find the cache.
   if (dp && !writer) dp->barrier();
@@ -189,13 +179,21 @@ RunResult Trainer::run() {
   }
   model->train();
   model->setRecompute(spec.recompute);
-  FusedAdamW optimizer(paramGroups(*model, spec.optimizer.weightDecay),
-                                torch::optim::AdamWOptions(spec.optimizer.lr)
-                                    .betas({spec.optimizer.beta1, spec.optimizer.beta2})
-                                    .eps(spec.optimizer.eps));
-  std::vector<torch::Tensor> params = model->parameters();
+  // bf16 weights: the optimiser steps fp32 masters copied before the cast.
+  std::optional<MasterWeights> master;
+  if (bf16Weights) {
+    master.emplace(model->parameters());
+    model->to(torch::kBFloat16);
+    master->bind(model->parameters());
+  }
+  std::vector<torch::Tensor> params = master ? master->masters() : model->parameters();
+  const auto adamw = torch::optim::AdamWOptions(spec.optimizer.lr)
+                         .betas({spec.optimizer.beta1, spec.optimizer.beta2})
+                         .eps(spec.optimizer.eps)
+                         .weight_decay(spec.optimizer.weightDecay);
+  FusedAdamW optimizer(adamWParamGroups(params, adamw), adamw);
   const ModelConfig& cfg = model->config();
-  const KvBudget kv = currentKvBudget(cfg, autocastBf16 ? DType::BF16 : fromTorch(paramType));
+  const KvBudget kv = currentKvBudget(cfg, autocastBf16 || bf16Weights ? DType::BF16 : fromTorch(paramType));
   if (writer && spec.data.seqLen > cfg.maxPositionEmbeddings) {
     const std::string warning = "data.seq_len " + std::to_string(spec.data.seqLen) +
                                 " exceeds the model's max_position_embeddings (" +
@@ -227,6 +225,7 @@ RunResult Trainer::run() {
                   "Every rank must see the same checkpoint folder (" + runDir.string() + ") on a shared filesystem.");
     }
     dp->broadcast(params);
+    if (master) master->mastersToModel();
   }
 
   std::optional<MetricWriter> metricWriter;
@@ -288,7 +287,8 @@ RunResult Trainer::run() {
     state.wallSeconds = wallNow();
     if (writer) {
       const SavedCheckpoint saved =
-          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson);
+          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson, 2,
+                         master ? &master->masters() : nullptr);
       result.lastCheckpoint = saved.dir;
       store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
       for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
@@ -322,7 +322,7 @@ RunResult Trainer::run() {
     const auto t0 = Clock::now();
     const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip};
+    const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
     const StepOutcome outcome = trainStep(*model, optimizer, params, [&] {
       train.next(batch);
       return toTensor(batch, device);

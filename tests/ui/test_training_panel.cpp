@@ -110,7 +110,7 @@ private Q_SLOTS:
     s.steps = 12000;
     s.microBatch = 16;
     s.gradAccum = 4;
-    s.dtype = "bf16";
+    s.precision = "bf16";
     s.seed = 42;
     s.evalEvery = 500;
     s.evalBatches = 32;

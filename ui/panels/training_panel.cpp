@@ -100,8 +100,11 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_ckptEvery->setSpecialValueText(tr("only at the end"));
   m_device = new QComboBox;
   m_device->setEditable(true);
-  m_dtype = new QComboBox;
-  for (const char* d : {"auto", "f32", "bf16", "f64"}) m_dtype->addItem(QString::fromLatin1(d));
+  m_precision = new QComboBox;
+  for (const char* d : {"auto", "fp32", "bf16-mixed", "bf16", "fp64"}) m_precision->addItem(QString::fromLatin1(d));
+  m_precision->setToolTip(tr("fp32: fp32 weights and compute. bf16-mixed: fp32 weights, bf16 compute (autocast). "
+                             "bf16: bf16 weights, activations and gradients; the optimiser keeps an fp32 master copy. "
+                             "auto: bf16-mixed on a GPU, fp32 on the CPU."));
   m_zeroInit = new QCheckBox(tr("Zero-init output projections"));
   m_zeroInit->setToolTip(tr("Start the attention and MLP output projections at zero (the MLRA recipe)"));
   m_recompute = new QCheckBox(tr("Recompute activations per layer"));
@@ -160,7 +163,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   auto* devBox = new QGroupBox(tr("Device"));
   auto* vf = form(devBox);
   vf->addRow(tr("Device:"), m_device);
-  vf->addRow(tr("Precision:"), m_dtype);
+  vf->addRow(tr("Precision:"), m_precision);
 
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
@@ -260,7 +263,7 @@ RunSpec TrainingPanel::spec() const {
   s.evalBatches = m_evalBatches->value();
   s.checkpointEvery = m_ckptEvery->value();
   s.device = m_device->currentText().trimmed().toStdString();
-  s.dtype = m_dtype->currentText().toStdString();
+  s.precision = m_precision->currentText().toStdString();
   s.zeroInitOutput = m_zeroInit->isChecked();
   s.recompute = m_recompute->isChecked();
   if (m_contributor) m_contributor(s);
@@ -298,7 +301,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_ckptEvery->setValue(s.checkpointEvery);
   if (m_device->findText(QString::fromStdString(s.device)) < 0) m_device->addItem(QString::fromStdString(s.device));
   m_device->setCurrentText(QString::fromStdString(s.device));
-  m_dtype->setCurrentText(QString::fromStdString(s.dtype));
+  m_precision->setCurrentText(QString::fromStdString(s.precision));
   m_zeroInit->setChecked(s.zeroInitOutput);
   m_recompute->setChecked(s.recompute);
   m_attention->loadFrom(s);

@@ -86,7 +86,7 @@ private:
   QSpinBox* m_evalBatches = nullptr;
   QSpinBox* m_ckptEvery = nullptr;
   QComboBox* m_device = nullptr;
-  QComboBox* m_dtype = nullptr;
+  QComboBox* m_precision = nullptr;
   QCheckBox* m_zeroInit = nullptr;
   QCheckBox* m_recompute = nullptr;
   LrCurveView* m_lrCurve = nullptr;

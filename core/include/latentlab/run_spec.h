@@ -80,7 +80,11 @@ struct RunSpec {
   int steps = 100;
   int microBatch = 8;
   int gradAccum = 1;
-  std::string dtype = "auto";           // auto (fp32 on CPU, bf16 autocast on CUDA) | f32 | bf16 | f64
+  // fp32 | bf16-mixed (fp32 weights, bf16 autocast) | bf16 (bf16 weights and
+  // gradients, fp32 master copy and AdamW state in the optimiser) | fp64 |
+  // auto (bf16-mixed on CUDA, fp32 on CPU). Older specs' "dtype" (f32, bf16,
+  // f64, auto) reads as fp32, bf16-mixed, fp64, auto.
+  std::string precision = "auto";
   bool recompute = false;               // activation recompute per decoder layer (memory for compute)
   std::uint64_t seed = 0;
   int evalEvery = 25;                   // 0 = only at the end

@@ -50,6 +50,21 @@ TEST(RunSpec, BadSpecsNameTheField) {
   EXPECT_NE(errorOf("{not json").find("invalid JSON"), std::string::npos);
 }
 
+// precision replaces dtype; specs stored with dtype read as the same policy
+// (bf16 was autocast: bf16-mixed), and a contradiction is refused.
+TEST(RunSpec, PrecisionAndTheOlderDtypeField) {
+  const std::string base = R"({"kind":"pretrain","architecture":"demo-gqa",)";
+  EXPECT_EQ(parseRunSpec(base + R"("precision":"bf16"})", "x").precision, "bf16");
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"bf16"})", "x").precision, "bf16-mixed");
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f32"})", "x").precision, "fp32");
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f64"})", "x").precision, "fp64");
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"auto","precision":"auto"})", "x").precision, "auto");
+  EXPECT_NE(errorOf(base + R"("precision":"fp16"})").find("precision"), std::string::npos);
+  EXPECT_NE(errorOf(base + R"("dtype":"half"})").find("dtype"), std::string::npos);
+  EXPECT_NE(errorOf(base + R"("dtype":"bf16","precision":"bf16"})").find("contradicts"), std::string::npos);
+  EXPECT_EQ(runSpecToJson(parseRunSpec(base + R"("dtype":"bf16"})", "x")).find("dtype"), std::string::npos);
+}
+
 TEST(Schedule, WsdMatchesTheOneMinusSqrtFormula) {
   OptimizerSpec o;
   o.lr = 1e-3;
