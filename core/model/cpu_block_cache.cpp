@@ -3,6 +3,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -25,7 +26,21 @@ class BlockCache final : public c10::Allocator {
   BlockCache(c10::Allocator* fallback, std::size_t maxCached) : m_fallback(fallback), m_maxCached(maxCached) {}
 
   c10::DataPtr allocate(std::size_t n) override {
-    if (n < kLargeBlock || !m_enabled.load(std::memory_order_relaxed)) return m_fallback->allocate(n);
+    if (n < kLargeBlock || !m_enabled.load(std::memory_order_relaxed)) {
+      if (!m_countSmall.load(std::memory_order_relaxed)) return m_fallback->allocate(n);
+      // Counted: the fallback's block is kept here until our deleter sees
+      // its pointer again (context = data, as raw_allocate requires).
+      c10::DataPtr inner = m_fallback->allocate(n);
+      void* data = inner.get();
+      if (data == nullptr) return inner;
+      {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_small.emplace(data, SmallBlock{std::move(inner), n});
+        m_liveBytes += n;
+        m_peakLive = std::max(m_peakLive, m_liveBytes);
+      }
+      return {data, data, &BlockCache::deleteSmall, c10::Device(c10::DeviceType::CPU)};
+    }
     const std::size_t size = (n + kGranule - 1) / kGranule * kGranule;
     void* p = nullptr;
     {
@@ -57,26 +72,31 @@ class BlockCache final : public c10::Allocator {
     return {p, p, &BlockCache::deleteBlock, c10::Device(c10::DeviceType::CPU)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // the deleter needs this object's state
+  // oneDNN (bf16 GEMMs on the CPU) allocates through raw_allocate and frees
+  // through raw_deallocate, i.e. this deleter: it takes any block this
+  // allocator handed out, large, counted small, or the fallback's.
+  c10::DeleterFnPtr raw_deleter() const override { return &BlockCache::deleteAny; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
-  void release(void* p) {
+  // Returns a large block to the cache; false when `p` is not one.
+  bool release(void* p) {
     std::size_t size = 0;
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       auto it = m_live.find(p);
-      if (it == m_live.end()) return;  // not ours (cannot happen: small blocks carry the fallback's deleter)
+      if (it == m_live.end()) return false;
       size = it->second;
       m_live.erase(it);
       m_liveBytes -= size;
       if (m_cached + size <= m_maxCached) {
         m_free[size].push_back(p);
         m_cached += size;
-        return;
+        return true;
       }
     }
     std::free(p);
+    return true;
   }
 
   void releaseAll() {
@@ -105,15 +125,25 @@ class BlockCache final : public c10::Allocator {
   }
 
   static void deleteBlock(void* p);
+  bool releaseSmall(void* p);
+  static void deleteSmall(void* p);
+  static void deleteAny(void* p);
   void setEnabled(bool on) { m_enabled.store(on); }
+  void setCountSmall(bool on) { m_countSmall.store(on); }
 
  private:
+  struct SmallBlock {
+    c10::DataPtr inner;
+    std::size_t size;
+  };
   std::atomic<bool> m_enabled{true};
+  std::atomic<bool> m_countSmall{false};
   c10::Allocator* m_fallback;
   std::size_t m_maxCached;
   std::mutex m_mutex;
   std::map<std::size_t, std::vector<void*>> m_free;  // rounded size -> freed blocks
   std::unordered_map<void*, std::size_t> m_live;     // blocks handed out -> rounded size
+  std::unordered_map<void*, SmallBlock> m_small;     // counted small blocks -> the fallback's block
   std::size_t m_cached = 0;
   std::size_t m_liveBytes = 0;
   std::size_t m_peakLive = 0;
@@ -126,6 +156,30 @@ std::once_flag g_once;
 
 void BlockCache::deleteBlock(void* p) {
   g_cache->release(p);
+}
+
+void BlockCache::deleteAny(void* p) {
+  if (p == nullptr || g_cache->release(p) || g_cache->releaseSmall(p)) return;
+  // A small block the fallback handed out uncounted.
+  if (c10::DeleterFnPtr d = g_cache->m_fallback->raw_deleter()) d(p);
+  else c10::free_cpu(p);
+}
+
+void BlockCache::deleteSmall(void* p) {
+  g_cache->releaseSmall(p);
+}
+
+bool BlockCache::releaseSmall(void* p) {
+  c10::DataPtr inner;
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_small.find(p);
+    if (it == m_small.end()) return false;
+    m_liveBytes -= it->second.size;
+    inner = std::move(it->second.inner);
+    m_small.erase(it);
+  }
+  return true;   // `inner` frees the fallback's block as it goes out of scope, outside the lock
 }
 
 }  // namespace
@@ -152,6 +206,10 @@ void resetCpuBlockCachePeak() {
 
 void releaseCpuBlockCache() {
   if (g_cache != nullptr) g_cache->releaseAll();
+}
+
+void setCpuBlockCacheCountsSmallBlocks(bool on) {
+  if (g_cache != nullptr) g_cache->setCountSmall(on);
 }
 
 void setCpuBlockCacheEnabled(bool enabled) {

@@ -32,6 +32,11 @@ void releaseCpuBlockCache();
 // Starts peakLiveBytes again from the bytes live now (what a step holds at its
 // worst: weights, gradients, optimizer state and activations of 1 MiB or more).
 void resetCpuBlockCachePeak();
+// On: blocks under 1 MiB allocated from now on count in liveBytes and
+// peakLiveBytes too (each carries a small context for that), so the peak is
+// every byte LibTorch holds on the CPU: for measuring memory against the
+// planner's prediction. Off (the default) costs nothing.
+void setCpuBlockCacheCountsSmallBlocks(bool on);
 // Off: new large blocks come from LibTorch's default allocator, as without the
 // cache (blocks already handed out still come back to it). For the benchmark's
 // before/after and the tests.

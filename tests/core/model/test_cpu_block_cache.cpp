@@ -52,4 +52,43 @@ TEST(CpuBlockCache, ReusedBlocksComputeLikeFreshOnes) {
   }
 }
 
+// oneDNN's bf16 GEMMs allocate scratch through raw_allocate and free it
+// through the allocator's raw deleter: with the cache installed they run (and
+// free their blocks) like without it, counted or not.
+TEST(CpuBlockCache, Bf16MatmulsThroughOneDnnAllocateAndFreeThroughIt) {
+  installCpuBlockCache();
+  torch::manual_seed(4);
+  auto a = torch::randn({256, 512}), b = torch::randn({512, 384});
+  const auto want = torch::mm(a, b);
+  for (bool counted : {false, true}) {
+    setCpuBlockCacheCountsSmallBlocks(counted);
+    const auto live = cpuBlockCacheStats().liveBytes;
+    {
+      auto got = torch::mm(a.to(torch::kBFloat16), b.to(torch::kBFloat16)).to(torch::kFloat32);
+      EXPECT_LT((got - want).abs().max().item<double>(), 0.5);
+    }
+    EXPECT_EQ(cpuBlockCacheStats().liveBytes, live) << "every block came back (counted " << counted << ")";
+    setCpuBlockCacheCountsSmallBlocks(false);
+  }
+}
+
+// With small blocks counted, the live bytes are every byte of the tensors.
+TEST(CpuBlockCache, CountedSmallBlocksAddToTheLiveBytes) {
+  installCpuBlockCache();
+  setCpuBlockCacheCountsSmallBlocks(true);
+  const auto before = cpuBlockCacheStats().liveBytes;
+  {
+    auto t = torch::empty({1000});   // 4000 bytes
+    EXPECT_EQ(cpuBlockCacheStats().liveBytes - before, 4000);
+    resetCpuBlockCachePeak();
+  }
+  EXPECT_EQ(cpuBlockCacheStats().liveBytes, before);
+  EXPECT_EQ(cpuBlockCacheStats().peakLiveBytes, before + 4000);
+  setCpuBlockCacheCountsSmallBlocks(false);
+  {
+    auto t = torch::empty({1000});
+    EXPECT_EQ(cpuBlockCacheStats().liveBytes, before) << "off: small blocks are not counted";
+  }
+}
+
 }  // namespace latentlab::test

@@ -1,0 +1,249 @@
+// The training memory planner (latentlab/memory_plan.h). The activation
+// model counts, per token and decoder layer, the elements autograd keeps for
+// backward; its coefficients were measured on the CPU with every allocation
+// counted (tests/core/train/memory_plan_test.cpp holds the predictions to
+// 15% of the measured peak), see docs/memory.md.
+#include "latentlab/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "latentlab/architectures.h"
+#include "latentlab/error.h"
+#include "latentlab/kv_budget.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+constexpr std::int64_t kBucketBytes = 64 * kMiB;          // data parallel's gradient bucket (fp32)
+constexpr std::int64_t kCudaContextBytes = 512 * kMiB;    // CUDA context, cuBLAS and kernel workspaces (estimate)
+constexpr double kCudaSlack = 0.08;                       // caching-allocator fragmentation (estimate)
+
+// Bytes per element of each kind of tensor under a precision policy.
+struct Widths {
+  double weight, grad, optimizer, master;  // per parameter
+  double activation;                       // per saved activation element, on average
+  double residual;                         // the layer input a recomputed layer keeps
+  double logitsPerVocab, logitsPerHidden;  // the loss's buffers per token
+};
+
+Widths widthsFor(const std::string& precision) {
+  if (precision == "fp64") return {8, 8, 16, 0, 8, 8, 24, 24};
+  if (precision == "bf16") return {2, 2, 8, 4, 2.27, 2, 12.5, 8};
+  if (precision == "bf16-mixed") return {4, 4, 8, 0, 3.44, 4, 12.5, 8};
+  return {4, 4, 8, 0, 4, 4, 12, 12};   // fp32
+}
+
+// Elements autograd keeps per token for one decoder layer in training.
+double layerElements(const ModelConfig& c) {
+  const double h = c.hiddenSize, I = c.intermediateSize;
+  double e = 5 * h + 4 * I;   // two norms with the residual stream, the gated MLP
+  if (c.latent) {
+    const LatentAttention& a = *c.latent;
+    const double nh = c.numHeads, dn = a.dNope, dv = a.dV, dr = a.dRope;
+    e += 3.25 * h + 3.0 * a.dC + (2 * nh + 2) * dr + 2 * nh * (dn + dv) + 3.0 * a.qLoraRank;
+    e += (a.branches - 1) * nh * (2 * (dn + dv) + (dn + dr) + 2 * dv);   // each further branch's attention
+    if (a.latentHeads > 1 && a.branches == 1) e += 1.25 * nh * (dn + dv);
+  } else if (c.mla) {
+    const double q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, lat = c.numKvHeads * c.mla->dKv;
+    e += c.mla->svdMethod == "split" ? 3 * q + 5 * kv + 2 * lat : 3 * q + 5.5 * kv + lat;
+  } else {
+    e += 3.0 * c.numHeads * c.headDim + 2.0 * c.numKvHeads * c.headDim;
+  }
+  return e;
+}
+
+std::string resolvePrecision(const RunSpec& spec, bool cuda) {
+  if (spec.precision != "auto") return spec.precision;
+  return cuda ? "bf16-mixed" : "fp32";
+}
+
+std::string count(double n) {
+  char buf[32];
+  if (n >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fB", n / 1e9);
+  else if (n >= 1e6) std::snprintf(buf, sizeof(buf), "%.1fM", n / 1e6);
+  else if (n >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f", n);
+  return buf;
+}
+
+std::string bytesEach(double b) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), b == std::floor(b) ? "%.0f" : "%.2f", b);
+  return buf;
+}
+
+// The peak of one configuration (no search).
+MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t available, std::int64_t sourceParameters) {
+  MemoryPlan p;
+  const std::vector<std::string> devices = deviceList(spec.device);
+  p.cuda = !devices.empty() && devices.front().rfind("cuda", 0) == 0;
+  p.ranks = std::max<int>(1, static_cast<int>(devices.size()));
+  p.precision = resolvePrecision(spec, p.cuda);
+  p.parameters = countParameters(c);
+  p.availableBytes = available;
+  const Widths w = widthsFor(p.precision);
+  const double P = static_cast<double>(p.parameters);
+  const double N = static_cast<double>(spec.microBatch) * spec.data.seqLen;
+  p.tokensPerMicroBatch = static_cast<std::int64_t>(N);
+  const double L = c.numLayers, h = c.hiddenSize, V = c.vocabSize;
+
+  const double weights = P * w.weight, master = P * w.master, optimizer = P * w.optimizer;
+  const double grads = P * w.grad;
+  const double layer = layerElements(c) * w.activation * N;                // one layer's saved activations
+  const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
+  const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N;
+  const double headGrad = V * h * w.grad;                                  // the first gradient backward makes
+  const double accumulated = spec.gradAccum > 1 ? grads : 0;               // gradients kept between micro-batches
+
+  // Three moments compete for the peak.
+  struct Phase {
+    const char* name;
+    double grads, activations, logits, extra;
+    const char* extraName;
+  };
+  const double movedGrads = w.master > 0 ? P * 4 : 0;   // bf16: the fp32 gradients of the masters
+  const double bucket = p.ranks > 1 ? std::min<double>(static_cast<double>(kBucketBytes), P * 4) : 0;
+  const Phase phases[] = {
+      {"start of backward", std::max(accumulated, headGrad), saved, logits, 0, ""},
+      {"end of backward", grads, (spec.recompute ? saved : 0) + layer, 0, 0, ""},
+      {"optimizer step", grads * (w.master > 0 ? 0 : 1), 0, 0, movedGrads + bucket,
+       w.master > 0 ? "fp32 gradients of the masters" : "gradient bucket"},
+  };
+  const Phase* worst = &phases[0];
+  auto total = [](const Phase& ph) { return ph.grads + ph.activations + ph.logits + ph.extra; };
+  for (const Phase& ph : phases)
+    if (total(ph) > total(*worst)) worst = &ph;
+  p.peakPhase = worst->name;
+
+  auto add = [&](const std::string& name, double bytes, const std::string& detail) {
+    if (bytes <= 0) return;
+    p.items.push_back({name, static_cast<std::int64_t>(std::llround(bytes)), detail});
+  };
+  add("weights", weights, bytesEach(w.weight) + " B x " + count(P) + " parameters");
+  add("master weights", master, "fp32 copy of the bf16 weights");
+  add("optimizer state", optimizer, "AdamW moments, " + bytesEach(w.optimizer) + " B per parameter");
+  add("gradients", worst->grads, worst->grads >= grads ? bytesEach(w.grad) + " B per parameter" : "the output layer's so far");
+  add("activations", worst->activations,
+      spec.recompute ? "layer inputs of " + std::to_string(c.numLayers) + " layers (recompute) and one layer recomputed"
+                     : std::to_string(c.numLayers) + " layers x " + count(N) + " tokens");
+  add("logits and loss", worst->logits, count(N) + " tokens x " + count(V) + " vocabulary");
+  add(worst->extraName, worst->extra, p.ranks > 1 && bucket > 0 ? "all-reduce of up to 64 MiB" : "");
+  double sum = weights + master + optimizer + total(*worst);
+  if (p.cuda) {
+    add("allocator slack", sum * kCudaSlack, "caching allocator fragmentation (estimate, 8%)");
+    add("CUDA context", static_cast<double>(kCudaContextBytes), "context, cuBLAS and kernel workspaces (estimate)");
+    sum += sum * kCudaSlack + static_cast<double>(kCudaContextBytes);
+  }
+  p.peakBytes = static_cast<std::int64_t>(std::llround(sum));
+  // The host holds the loaded checkpoint (fp32) and, for a conversion, the converted copy.
+  const double hostWeights = 4.0 * static_cast<double>(sourceParameters > 0 ? sourceParameters : p.parameters);
+  p.hostBytes = static_cast<std::int64_t>(hostWeights + (spec.conversion.enabled ? 4.0 * P : 0.0));
+  return p;
+}
+
+} // namespace
+
+MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int64_t availableBytes,
+                      std::int64_t sourceParameters) {
+  MemoryPlan plan = planOnce(trained, spec, availableBytes, sourceParameters);
+  if (!spec.recompute) {
+    RunSpec rc = spec;
+    rc.recompute = true;
+    plan.peakWithRecompute = planOnce(trained, rc, availableBytes, sourceParameters).peakBytes;
+  }
+  if (availableBytes > 0) {
+    // The peak grows with the micro-batch: the largest that fits, by bisection.
+    auto fitsAt = [&](int mb) {
+      RunSpec s = spec;
+      s.microBatch = mb;
+      return planOnce(trained, s, availableBytes, sourceParameters).peakBytes <= availableBytes;
+    };
+    int lo = 0, hi = 1;
+    while (hi <= (1 << 20) && fitsAt(hi)) {
+      lo = hi;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      (fitsAt(mid) ? lo : hi) = mid;
+    }
+    plan.largestMicroBatch = lo;
+  }
+  return plan;
+}
+
+ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParameters) {
+  ModelConfig cfg;
+  if (spec.kind == "pretrain") {
+    const bool trainedTokenizer = spec.data.tokenizer.empty() && spec.data.tokenFormat.empty();
+    cfg = builtinArchitecture(spec.architecture, trainedTokenizer ? spec.data.tokenizerVocab : 0);
+    if (!spec.attention.empty()) cfg = attentionVariant(cfg, spec.attention, spec.attentionOptions, "spec");
+    if (sourceParameters) *sourceParameters = 0;
+    return cfg;
+  }
+  cfg = readHfConfig(fs::path(spec.modelDir) / "config.json");
+  if (sourceParameters) *sourceParameters = countParameters(cfg);
+  if (spec.conversion.enabled && !cfg.mla && !cfg.latent) {
+    const KvSettings kv = kvSettingsFor(spec.conversion);
+    if (auto why = checkKvSettings(cfg, kv))
+      throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
+    MlaConversion m;
+    m.ropeStrategy = spec.conversion.ropeStrategy;
+    m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
+    m.dKv = spec.conversion.dKv;
+    m.svdMethod = spec.conversion.svd;
+    cfg.mla = m;
+  }
+  return cfg;
+}
+
+std::string formatBytes(std::int64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof(buf), std::fabs(v) >= 100 ? "%.0f %s" : std::fabs(v) >= 10 ? "%.1f %s" : "%.2f %s", v,
+                     kUnits[u]);
+  return buf;
+}
+
+std::string describeMemoryPlan(const MemoryPlan& p) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "memory per device (%s, %s, %d rank%s, %s tokens per micro-batch)\n",
+                p.cuda ? "cuda" : "cpu", p.precision.c_str(), p.ranks, p.ranks == 1 ? "" : "s",
+                count(static_cast<double>(p.tokensPerMicroBatch)).c_str());
+  out += line;
+  for (const MemoryItem& i : p.items) {
+    std::snprintf(line, sizeof(line), "  %-30s %10s  %s\n", i.name.c_str(), formatBytes(i.bytes).c_str(), i.detail.c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  %-30s %10s  at the %s\n", "peak", formatBytes(p.peakBytes).c_str(),
+                p.peakPhase.c_str());
+  out += line;
+  if (p.peakWithRecompute > 0) {
+    std::snprintf(line, sizeof(line), "  %-30s %10s\n", "peak with recompute", formatBytes(p.peakWithRecompute).c_str());
+    out += line;
+  }
+  if (p.known()) {
+    std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device; the largest micro_batch that fits is %d\n",
+                  p.fits() ? "fits" : "does not fit", formatBytes(p.peakBytes).c_str(),
+                  formatBytes(p.availableBytes).c_str(), p.largestMicroBatch);
+    out += line;
+  } else {
+    out += "available memory unknown\n";
+  }
+  return out;
+}
+
+} // namespace latentlab

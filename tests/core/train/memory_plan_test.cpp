@@ -1,0 +1,192 @@
+// The memory planner against the bytes a real training step holds: every
+// CPU allocation counted (the block cache's counting mode) through the
+// trainer's own step, for each attention kind, precision, recompute and
+// gradient accumulation, on shapes other than the ones the coefficients were
+// measured on. The prediction must be within 15% of the measured peak.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "latentlab/architectures.h"
+#include "latentlab/engine.h"
+#include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
+#include "latentlab/run_spec.h"
+#include "model/cpu_block_cache.h"
+#include "model/llama.h"
+#include "train/model_builder.h"
+#include "train/optimizer.h"
+#include "train/train_step.h"
+
+namespace latentlab::test {
+
+namespace {
+
+// The most bytes LibTorch holds during the second of two training steps
+// (the first creates the optimiser state).
+std::int64_t measurePeak(const ModelConfig& cfg, const std::string& precision, int B, int T, bool recompute, int accum) {
+  installCpuBlockCache();
+  setCpuBlockCacheCountsSmallBlocks(true);
+  const auto live0 = cpuBlockCacheStats().liveBytes;
+  std::int64_t peak = 0;
+  {
+    torch::manual_seed(1);
+    auto model = std::make_shared<CausalLm>(cfg);
+    initializeWeights(*model, 0.02, false);
+    model->train();
+    model->setRecompute(recompute);
+    std::optional<MasterWeights> master;
+    if (precision == "bf16") {
+      master.emplace(model->parameters());
+      model->to(torch::kBFloat16);
+      master->bind(model->parameters());
+    }
+    auto params = master ? master->masters() : model->parameters();
+    auto opts = torch::optim::AdamWOptions(1e-4);
+    FusedAdamW opt(adamWParamGroups(params, opts), opts);
+    StepSettings st;
+    st.gradAccum = accum;
+    st.master = master ? &*master : nullptr;
+    st.autocastBf16 = precision == "bf16-mixed";
+    auto next = [&] { return torch::randint(0, cfg.vocabSize, {B, T + 1}, torch::kInt64); };
+    trainStep(*model, opt, params, next, st);
+    resetCpuBlockCachePeak();
+    trainStep(*model, opt, params, next, st);
+    peak = cpuBlockCacheStats().peakLiveBytes - live0;
+  }
+  setCpuBlockCacheCountsSmallBlocks(false);
+  return peak;
+}
+
+
+// A shape unlike the calibration's (h 256, I 688, 4 heads of 64, V 2048).
+ModelConfig testShape() {
+  ModelConfig c = builtinArchitecture("demo-gqa", 3000);
+  c.hiddenSize = 192;
+  c.intermediateSize = 520;
+  c.numHeads = 6;
+  c.numKvHeads = 2;
+  c.headDim = 32;
+  c.numLayers = 3;
+  c.maxPositionEmbeddings = 1024;
+  return c;
+}
+
+RunSpec specFor(const std::string& precision, int B, int T, bool recompute, int accum) {
+  RunSpec s;
+  s.kind = "pretrain";
+  s.architecture = "demo-gqa";
+  s.precision = precision;
+  s.microBatch = B;
+  s.data.seqLen = T;
+  s.recompute = recompute;
+  s.gradAccum = accum;
+  s.device = "cpu";
+  return s;
+}
+
+struct Case {
+  std::string name;
+  ModelConfig cfg;
+  std::string precision = "fp32";
+  int B = 4, T = 96;
+  bool recompute = false;
+  int accum = 1;
+};
+
+ModelConfig converted(ModelConfig c, int dKv, int pairs, const std::string& svd) {
+  MlaConversion m;
+  m.ropeStrategy = "high";
+  m.ropePairs = pairs;
+  m.dKv = dKv;
+  m.svdMethod = svd;
+  std::vector<int> kept;
+  for (int i = 0; i < pairs; ++i) kept.push_back(i);
+  m.pairs.assign(static_cast<std::size_t>(c.numLayers), std::vector<std::vector<int>>(c.numKvHeads, kept));
+  c.mla = m;
+  return c;
+}
+
+ModelConfig variant(const ModelConfig& c, const std::string& attention) {
+  AttentionOptions o;
+  o.match = "none";
+  return attentionVariant(c, attention, o, "test");
+}
+
+} // namespace
+
+TEST(MemoryPlan, PredictsTheMeasuredPeakWithinFifteenPercent) {
+  const ModelConfig base = testShape();
+  ModelConfig mha = base;
+  mha.numKvHeads = 6;
+  std::vector<Case> cases = {
+      {"gqa", base},
+      {"gqa recompute", base, "fp32", 4, 96, true},
+      {"gqa grad_accum 2", base, "fp32", 4, 96, false, 2},
+      {"gqa bf16", base, "bf16"},
+      {"gqa bf16-mixed", base, "bf16-mixed"},
+      {"gqa bf16 recompute", base, "bf16", 4, 96, true},
+      {"gqa B8 T200", base, "fp32", 8, 200},
+      {"mha", mha},
+      {"mha2mla joint", converted(mha, 8, 2, "joint")},
+      {"mha2mla split", converted(base, 16, 4, "split")},
+      {"mla", variant(base, "mla")},
+      {"mla recompute", variant(base, "mla"), "fp32", 4, 96, true},
+      {"gla-2", variant(base, "gla-2")},
+      {"mlra-4", variant(base, "mlra-4")},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::int64_t measured = measurePeak(c.cfg, c.precision, c.B, c.T, c.recompute, c.accum);
+    const MemoryPlan plan = planMemory(c.cfg, specFor(c.precision, c.B, c.T, c.recompute, c.accum), 0);
+    const double error = static_cast<double>(plan.peakBytes - measured) / static_cast<double>(measured);
+    std::printf("%-20s measured %9.2f MiB  planned %9.2f MiB (%+.1f%%, %s)\n", c.name.c_str(), measured / 1048576.0,
+                plan.peakBytes / 1048576.0, 100 * error, plan.peakPhase.c_str());
+    EXPECT_LT(std::fabs(error), 0.15) << describeMemoryPlan(plan);
+    std::int64_t sum = 0;
+    for (const MemoryItem& i : plan.items) sum += i.bytes;
+    EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(plan.peakBytes), 8.0) << "the items add up to the peak";
+  }
+}
+
+// The largest micro-batch is the boundary: it fits, one more does not. A
+// plan without the available memory has no verdict.
+TEST(MemoryPlan, LargestMicroBatchIsTheBoundary) {
+  const ModelConfig c = builtinArchitecture("smollm-135m");
+  RunSpec s = specFor("bf16", 8, 2048, false, 1);
+  s.device = "cuda:0";
+  const std::int64_t gib = std::int64_t{1} << 30;
+  const MemoryPlan plan = planMemory(c, s, 24 * gib);
+  ASSERT_GT(plan.largestMicroBatch, 0);
+  RunSpec at = s, over = s;
+  at.microBatch = plan.largestMicroBatch;
+  over.microBatch = plan.largestMicroBatch + 1;
+  EXPECT_LE(planMemory(c, at, 24 * gib).peakBytes, 24 * gib);
+  EXPECT_GT(planMemory(c, over, 24 * gib).peakBytes, 24 * gib);
+  EXPECT_GT(plan.peakWithRecompute, 0);
+  EXPECT_LT(plan.peakWithRecompute, plan.peakBytes);
+  EXPECT_TRUE(planMemory(c, s, 0).fits()) << "unknown memory: no verdict";
+  EXPECT_FALSE(planMemory(c, s, 0).known());
+  // A 7B model in fp32 does not fit one 80 GiB card even at micro-batch 1.
+  RunSpec big = specFor("fp32", 1, 4096, true, 1);
+  big.device = "cuda:0";
+  const MemoryPlan seven = planMemory(builtinArchitecture("llama-2-7b"), big, 80 * gib);
+  EXPECT_FALSE(seven.fits());
+  EXPECT_EQ(seven.largestMicroBatch, 0);
+  EXPECT_NE(describeMemoryPlan(seven).find("does not fit"), std::string::npos) << describeMemoryPlan(seven);
+}
+
+// The planned config of a conversion carries its latent dims; impossible
+// settings name the field.
+TEST(MemoryPlan, PlannedConfigOfAConversionAndItsErrors) {
+  RunSpec s;
+  s.kind = "pretrain";
+  s.architecture = "demo-gqa";
+  s.attention = "mla";
+  ModelConfig c = plannedModelConfig(s);
+  ASSERT_TRUE(c.latent.has_value());
+  s.architecture = "no-such-arch";
+  EXPECT_THROW(plannedModelConfig(s), Error);
+}
+
+} // namespace latentlab::test
