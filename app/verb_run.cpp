@@ -10,7 +10,9 @@
 #include "common_paths.h"
 #include "engine_cli.h"
 #include "latentlab/distributed.h"
+#include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "latentlab/train.h"
@@ -27,14 +29,57 @@ int exitCodeFor(RunStatus s) {
   return 1;
 }
 
+json planJson(const MemoryPlan& p) {
+  json items = json::array();
+  for (const MemoryItem& i : p.items) items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"detail", i.detail}});
+  json j = {{"precision", p.precision},        {"cuda", p.cuda},
+            {"ranks", p.ranks},                {"parameters", p.parameters},
+            {"tokens_per_micro_batch", p.tokensPerMicroBatch},
+            {"items", items},                  {"peak_bytes", p.peakBytes},
+            {"peak_phase", p.peakPhase},       {"host_bytes", p.hostBytes},
+            {"available_bytes", p.availableBytes ? json(p.availableBytes) : json(nullptr)},
+            {"fits", p.known() ? json(p.fits()) : json(nullptr)},
+            {"largest_micro_batch", p.known() ? json(p.largestMicroBatch) : json(nullptr)}};
+  if (p.peakWithRecompute > 0) j["peak_bytes_with_recompute"] = p.peakWithRecompute;
+  return j;
+}
+
+// run SPEC --check: the spec's checks and the memory plan on its devices; no
+// database, nothing loaded. Exit 0 when it fits, 4 when it does not.
+int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool asJson) {
+  RunSpec spec = loadRunSpec(specPath);
+  if (!deviceOverride.empty()) spec.device = deviceOverride;
+  validateRunSpec(spec, specPath.string());
+  RunSpec checked = spec;
+  checked.outDir.clear();   // a check does not claim the run folder
+  preflightRunSpec(checked, specPath.string());
+  std::int64_t sourceParameters = 0;
+  const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
+  const MemoryPlan plan = planMemory(cfg, spec, availableBytesOn(spec.device, listDevices()), sourceParameters);
+  if (asJson) {
+    json j = planJson(plan);
+    j["spec"] = specPath.string();
+    j["device"] = spec.device;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s: %s on %s\n%s", specPath.string().c_str(), spec.kind.c_str(), spec.device.c_str(),
+                describeMemoryPlan(plan).c_str());
+  }
+  return plan.fits() ? 0 : 4;
+}
+
 } // namespace
 
 int cmdRun(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "quiet", "no-resume"}, {"db", "run", "workspace", "device"});
+  Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan"},
+            {"db", "run", "workspace", "device"});
+  if (args.flag("check") && !args.flag("help") && !args.positionals().empty())
+    return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"));
   if (args.flag("help") || !args.get("db") || (args.positionals().empty() && !args.get("run"))) {
     std::printf(
         "usage: latentlab-engine run SPEC.json --db FILE [options]\n"
-        "       latentlab-engine run --db FILE --run ID [options]\n\n"
+        "       latentlab-engine run --db FILE --run ID [options]\n"
+        "       latentlab-engine run SPEC.json --check [--json] [--device D]\n\n"
         "Runs a training job. With SPEC.json a new run is registered in the DB first; with --run\n"
         "an existing run (as the GUI launches them) is started or resumed from its last checkpoint.\n"
         "Metrics go to the DB; stdout carries one JSON object per line (docs/line_protocol.md).\n"
@@ -49,6 +94,10 @@ int cmdRun(int argc, char** argv) {
         "  --device D        cpu, cuda, cuda:N (default: the spec's)\n"
         "  --no-resume       start from step 0 even when a checkpoint exists\n"
         "  --quiet           no progress bar on stderr\n"
+        "  --check           check the spec and print the memory plan per device (weights, optimizer\n"
+        "                    state, activations, ...) against the free memory; runs nothing (exit 4: does not fit)\n"
+        "  --json            with --check: the plan as JSON\n"
+        "  --ignore-memory-plan  start even when the plan says the run does not fit\n"
         "exit codes: 0 completed, 1 failed, 2 cancelled\n");
     return args.flag("help") ? 0 : 1;
   }
@@ -63,6 +112,10 @@ int cmdRun(int argc, char** argv) {
     const fs::path specPath = args.positionals()[0];
     newSpec = loadRunSpec(specPath);
     preflightRunSpec(*newSpec, specPath.string());
+    if (!args.flag("ignore-memory-plan") && dist.worldSize == 1) {
+      const std::string why = memoryPlanVerdict(*newSpec, args.get("device", newSpec->device));
+      if (!why.empty()) throw Error(ErrorCode::BadSpec, specPath.string() + ": " + why, kMemoryHint);
+    }
   }
   RunStore store(db, newSpec ? StoreOpen::CreateIfMissing : StoreOpen::MustExist);
   if (newSpec) {
@@ -82,6 +135,7 @@ int cmdRun(int argc, char** argv) {
   env.workspace = args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db);
   env.device = args.get("device", "");
   env.resume = !args.flag("no-resume");
+  env.checkMemory = !args.flag("ignore-memory-plan");
   env.dist = dist;
   env.specJson = specJson;
   std::mutex outMutex;

@@ -202,6 +202,21 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
   return cfg;
 }
 
+std::int64_t availableBytesOn(const std::string& device, const std::vector<DeviceInfo>& devices) {
+  std::int64_t least = 0;
+  bool first = true;
+  for (std::string d : deviceList(device)) {
+    if (d == "cuda") d = "cuda:0";
+    std::int64_t free = 0;
+    for (const DeviceInfo& info : devices)
+      if (info.id == d) free = static_cast<std::int64_t>(info.freeBytes);
+    if (free <= 0) return 0;
+    least = first ? free : std::min(least, free);
+    first = false;
+  }
+  return least;
+}
+
 std::string formatBytes(std::int64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

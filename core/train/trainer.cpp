@@ -14,6 +14,7 @@
 #include "latentlab/kv_budget.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
+#include "latentlab/memory_plan.h"
 #include "model/autocast_scope.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -80,6 +81,36 @@ torch::Device rankDevice(const std::string& device, const DistEnv& dist) {
   return parseDevice(device);
 }
 
+} // namespace
+
+const char* const kMemoryHint =
+    "Lower micro_batch (raising grad_accum keeps the batch), turn on recompute, use bf16, or more devices; "
+    "`latentlab-engine run SPEC --check` shows the plan (--ignore-memory-plan starts anyway).";
+
+std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
+  RunSpec local = spec;
+  local.device = device;
+  std::int64_t sourceParameters = 0;
+  ModelConfig cfg;
+  try {
+    cfg = plannedModelConfig(spec, &sourceParameters);
+  } catch (const Error&) {
+    return {};   // e.g. a resumed run whose original model folder is gone: loading reports what is wrong
+  }
+  const MemoryPlan plan = planMemory(cfg, local, availableBytesOn(local.device, listDevices()), sourceParameters);
+  if (plan.fits()) return {};
+  std::string parts;
+  for (const MemoryItem& i : plan.items) parts += (parts.empty() ? "" : ", ") + i.name + " " + formatBytes(i.bytes);
+  std::string why = "does not fit " + local.device + ": the plan needs " + formatBytes(plan.peakBytes) + " (" + parts +
+                    ") and " + formatBytes(plan.availableBytes) + " is free";
+  if (plan.largestMicroBatch > 0) why += "; micro_batch " + std::to_string(plan.largestMicroBatch) + " fits";
+  if (plan.peakWithRecompute > 0 && plan.peakWithRecompute <= plan.availableBytes)
+    why += "; with recompute it needs " + formatBytes(plan.peakWithRecompute);
+  return why;
+}
+
+namespace {
+
 struct Trainer {
   RunStore& store;
   std::int64_t runId;
@@ -115,6 +146,17 @@ RunResult Trainer::run() {
     }
     const double id = dp->sum({writer ? static_cast<double>(runId) : 0.0})[0];
     if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
+  }
+  if (env.checkMemory) {
+    // The memory plan on this rank's device, before anything is loaded; every
+    // rank stops when one does not fit.
+    const std::string why = memoryPlanVerdict(spec, device.str());
+    const bool tooBig = dp ? dp->sum({why.empty() ? 0.0 : 1.0})[0] > 0 : !why.empty();
+    if (tooBig) {
+      throw Error(ErrorCode::BadSpec,
+                  "run " + std::to_string(runId) + ": " + (why.empty() ? "another rank's device is too small" : why),
+                  kMemoryHint);
+    }
   }
   runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
   // The run folder is this run's alone (owner.json): a folder of another run,
@@ -323,10 +365,32 @@ RunResult Trainer::run() {
     const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
-    const StepOutcome outcome = trainStep(*model, optimizer, params, [&] {
-      train.next(batch);
-      return toTensor(batch, device);
-    }, settings, dp.get());
+    StepOutcome outcome;
+    std::string outOfMemory;
+    try {
+      outcome = trainStep(*model, optimizer, params, [&] {
+        train.next(batch);
+        return toTensor(batch, device);
+      }, settings, dp.get());
+    } catch (const c10::OutOfMemoryError& e) {
+      outOfMemory = e.what_without_backtrace();
+    } catch (const std::bad_alloc&) {
+      outOfMemory = "an allocation on the host failed";
+    } catch (const c10::Error& e) {
+      const std::string what = e.what_without_backtrace();
+      if (what.find("not enough memory") == std::string::npos && what.find("out of memory") == std::string::npos) throw;
+      outOfMemory = what;
+    }
+    if (!outOfMemory.empty()) {
+      // The step is lost, nothing else: the run resumes from its last checkpoint.
+      if (metricWriter) metricWriter->flush();
+      result.status = RunStatus::Failed;
+      result.error = "out of memory at step " + std::to_string(state.step + 1) + " on " + device.str() + " (" +
+                     outOfMemory.substr(0, outOfMemory.find('\n')) + "); last good checkpoint: " +
+                     (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string()) +
+                     "; lower micro_batch or turn on recompute, then resume";
+      break;
+    }
     const double trainLoss = outcome.loss;
     const double gradNorm = outcome.gradNorm;
     if (!outcome.finite) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/engine.h"
 #include "latentlab/model_config.h"
 #include "latentlab/run_spec.h"
 
@@ -53,6 +54,11 @@ MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int6
 // field. `sourceParameters` receives the parameters of the model a
 // conversion starts from.
 ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParameters = nullptr);
+
+// The memory available on the devices of a spec's `device` ("cuda:0,cuda:1":
+// the least free of them; "cuda": cuda:0; "cpu": the host's MemAvailable),
+// from listDevices(); 0 when a device is not in the list or reports none.
+std::int64_t availableBytesOn(const std::string& device, const std::vector<DeviceInfo>& devices);
 
 // "9.3 GiB" (IEC units, three significant digits).
 std::string formatBytes(std::int64_t bytes);

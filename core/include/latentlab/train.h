@@ -25,6 +25,9 @@ struct JobEnvironment {
   std::string device;                     // overrides the spec's device when set
   EventLineSink lines;                    // may be empty
   bool resume = true;                     // continue from the run's last checkpoint when there is one
+  // Refuse, before anything is loaded, a run the memory planner says does not
+  // fit its device (latentlab/memory_plan.h).
+  bool checkMemory = true;
   // Data-parallel layout (readDistEnv()). With several ranks every rank runs
   // runJob on the same run; rank 0 alone writes the store and checkpoints, the
   // others only read the spec and the checkpoint they resume from.
@@ -50,6 +53,13 @@ struct RunResult {
 // possible conversion for that model, existing data and tokenizer files, an
 // out_dir that belongs to no other run. Throws Error naming the field and file.
 void preflightRunSpec(const RunSpec& spec, const std::string& source);
+
+// Empty when the memory plan (latentlab/memory_plan.h) fits `device` or its
+// free memory is unknown; else what the plan needs against what is free and
+// the settings that would fit, for an error message.
+std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device);
+// What to do about it.
+extern const char* const kMemoryHint;
 
 // Runs store.run(runId): never throws for job failures (they become a failed
 // run with the message); throws only when the store itself is unusable. The

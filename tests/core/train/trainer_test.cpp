@@ -106,6 +106,26 @@ TEST(Trainer, CancelThenResumeEqualsTheUninterruptedRun) {
   }
 }
 
+// A run the memory plan says cannot fit fails before anything is built or
+// tokenized, with the plan's numbers; the workspace gets no run folder.
+TEST(Trainer, ARunThatCannotFitFailsBeforeLoading) {
+  Workspace ws("nofit");
+  RunSpec spec = tinyPretrainSpec(5);
+  spec.architecture = "llama-2-7b";
+  spec.microBatch = 64;
+  spec.data.seqLen = 4096;
+  auto id = ws.store.createRun(std::nullopt, "7b", spec.kind, runSpecToJson(spec), "cpu");
+  NullProgress progress;
+  CancelToken cancel;
+  RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
+  EXPECT_EQ(r.status, RunStatus::Failed);
+  EXPECT_NE(r.error.find("does not fit cpu"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("activations"), std::string::npos) << r.error;
+  EXPECT_EQ(ws.store.run(id).status, RunStatus::Failed);
+  EXPECT_FALSE(fs::exists(ws.dir / "runs" / std::to_string(id))) << "nothing was loaded or written";
+  EXPECT_FALSE(fs::exists(ws.dir / "cache")) << "nothing was tokenized";
+}
+
 TEST(Trainer, NonFiniteLossFailsTheRunNamingTheStep) {
   Workspace ws("nan");
   RunSpec spec = tinyPretrainSpec(5);
