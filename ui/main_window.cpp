@@ -20,10 +20,13 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QItemSelectionModel>
+#include <QProcess>
 #include <QPushButton>
 #include <QTabWidget>
 #include <QTreeView>
 #include <QVBoxLayout>
+
+#include <nlohmann/json.hpp>
 
 #include "charts/chart_view.h"
 #include "charts/run_palette.h"
@@ -142,9 +145,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   if (const QScreen* s = QGuiApplication::primaryScreen()) size = size.boundedTo(s->availableGeometry().size());
   resize(size);
 
-  QStringList devices;
-  for (const auto& d : listDevices()) devices << QString::fromStdString(d.id);
-  m_training->setDevices(devices.isEmpty() ? QStringList{QStringLiteral("cpu")} : devices);
+  probeDevices();
   m_training->setSpecContributor([this](RunSpec& s) {
     m_model->applyTo(s);
     m_conversion->applyTo(s);
@@ -185,7 +186,13 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   updateStatusBar();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  if (m_deviceProbe != nullptr) {   // a window closed within a second of opening
+    m_deviceProbe->disconnect(this);
+    m_deviceProbe->kill();
+    m_deviceProbe->waitForFinished(2000);
+  }
+}
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -235,6 +242,44 @@ void MainWindow::buildMenus() {
                           "fine-tune them and compare runs.</p><p>Engine: %2</p>")
                            .arg(QApplication::applicationVersion(), m_jobs->enginePath().toHtmlEscaped()));
   });
+}
+
+// The devices with their total and free memory, from the engine (this process
+// never initialises CUDA itself): the device list of the Training panel and
+// its memory plan's verdict. Until the engine answers the list is "cpu".
+void MainWindow::probeDevices() {
+  m_training->setDevices({QStringLiteral("cpu")});
+  auto* proc = new QProcess(this);
+  m_deviceProbe = proc;
+  connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus status) {
+    proc->deleteLater();
+    m_deviceProbe = nullptr;
+    if (status != QProcess::NormalExit || code != 0) return;
+    const QByteArray out = proc->readAllStandardOutput();
+    const auto list = nlohmann::json::parse(out.mid(out.indexOf('[')).toStdString(), nullptr, false);
+    if (!list.is_array()) return;
+    std::vector<DeviceInfo> devices;
+    QStringList ids;
+    for (const auto& d : list) {
+      if (!d.is_object() || !d.contains("id")) continue;
+      DeviceInfo info;
+      info.id = d.value("id", "");
+      info.name = d.value("name", "");
+      info.memoryBytes = d.value("memory_bytes", std::uint64_t{0});
+      info.freeBytes = d.value("free_bytes", std::uint64_t{0});
+      devices.push_back(info);
+      ids << QString::fromStdString(info.id);
+    }
+    if (ids.isEmpty()) return;
+    m_training->setDevices(ids);
+    m_training->setDeviceMemory(devices);
+  });
+  connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
+    if (error != QProcess::FailedToStart) return;   // a crash or kill also ends in finished()
+    proc->deleteLater();
+    m_deviceProbe = nullptr;
+  });
+  proc->start(m_jobs->enginePath(), {QStringLiteral("devices"), QStringLiteral("--json")});
 }
 
 void MainWindow::updateRunBlock() {

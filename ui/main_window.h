@@ -14,6 +14,7 @@
 class QSplitter;
 class QTabWidget;
 class QLabel;
+class QProcess;
 
 namespace latentlab {
 class RunStore;
@@ -78,6 +79,8 @@ private:
   void updateStatusBar();
   // Run is disabled while the Model tab holds no usable model or the conversion is impossible.
   void updateRunBlock();
+  void probeDevices();
+  QProcess* m_deviceProbe = nullptr;   // `devices --json` while it runs
   void saveLayout();
   void restoreLayout();
 

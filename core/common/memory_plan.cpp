@@ -146,6 +146,40 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   return p;
 }
 
+// The nearest settings that fit: recompute at the same micro-batch, a smaller
+// micro-batch, recompute with a smaller micro-batch (in this precision, then
+// in bf16); else why nothing on one device does.
+std::string suggestSettings(const ModelConfig& c, const RunSpec& spec, std::int64_t available,
+                            std::int64_t sourceParameters, const MemoryPlan& plan) {
+  if (!spec.recompute && plan.peakWithRecompute > 0 && plan.peakWithRecompute <= available)
+    return "turn on recompute (" + formatBytes(plan.peakWithRecompute) + ")";
+  const int mbFits = plan.largestMicroBatch;
+  if (mbFits > 0) {
+    return "micro_batch " + std::to_string(mbFits) + " fits; grad_accum " +
+           std::to_string((spec.gradAccum * spec.microBatch + mbFits - 1) / mbFits) + " keeps the batch";
+  }
+  std::int64_t least = 0;
+  for (const std::string& precision : {spec.precision, std::string("bf16")}) {
+    RunSpec s = spec;
+    s.precision = precision;
+    s.recompute = true;
+    for (int mb = spec.microBatch; mb >= 1; mb = mb > 1 ? mb / 2 : 0) {   // halving: a few plans at most
+      s.microBatch = mb;
+      const std::int64_t peak = planOnce(c, s, available, sourceParameters).peakBytes;
+      least = least == 0 ? peak : std::min(least, peak);
+      if (peak > available) continue;
+      std::string out = "recompute";
+      if (precision != spec.precision) out += " and precision " + precision;
+      out += " at micro_batch " + std::to_string(mb) + " fits (" + formatBytes(peak) + ")";
+      if (mb < spec.microBatch)
+        out += "; grad_accum " + std::to_string((spec.gradAccum * spec.microBatch + mb - 1) / mb) + " keeps the batch";
+      return out;
+    }
+  }
+  return "even with recompute at micro_batch 1 it needs " + formatBytes(least) +
+         ": this model needs a larger device, or its optimizer state sharded over several (ZeRO)";
+}
+
 } // namespace
 
 MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int64_t availableBytes,
@@ -173,6 +207,7 @@ MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int6
       (fitsAt(mid) ? lo : hi) = mid;
     }
     plan.largestMicroBatch = lo;
+    if (!plan.fits()) plan.suggestion = suggestSettings(trained, spec, availableBytes, sourceParameters, plan);
   }
   return plan;
 }
@@ -255,6 +290,7 @@ std::string describeMemoryPlan(const MemoryPlan& p) {
                   p.fits() ? "fits" : "does not fit", formatBytes(p.peakBytes).c_str(),
                   formatBytes(p.availableBytes).c_str(), p.largestMicroBatch);
     out += line;
+    if (!p.suggestion.empty()) out += "to fit: " + p.suggestion + "\n";
   } else {
     out += "available memory unknown\n";
   }

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
+#include "train/device_memory.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -103,9 +104,7 @@ std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
   for (const MemoryItem& i : plan.items) parts += (parts.empty() ? "" : ", ") + i.name + " " + formatBytes(i.bytes);
   std::string why = "does not fit " + local.device + ": the plan needs " + formatBytes(plan.peakBytes) + " (" + parts +
                     ") and " + formatBytes(plan.availableBytes) + " is free";
-  if (plan.largestMicroBatch > 0) why += "; micro_batch " + std::to_string(plan.largestMicroBatch) + " fits";
-  if (plan.peakWithRecompute > 0 && plan.peakWithRecompute <= plan.availableBytes)
-    why += "; with recompute it needs " + formatBytes(plan.peakWithRecompute);
+  if (!plan.suggestion.empty()) why += "; to fit: " + plan.suggestion;
   return why;
 }
 
@@ -350,7 +349,8 @@ RunResult Trainer::run() {
   };
   if (state.step == 0 && val) runEval();  // the loss right after build/conversion
 
-  // 4. Train.
+  // 4. Train, measuring the device's peak for the summary beside the plan's.
+  resetPeakMemory(device);
   Batch batch;
   auto lastReport = Clock::now() - std::chrono::seconds(1);
   while (state.step < spec.steps) {
@@ -430,6 +430,10 @@ RunResult Trainer::run() {
   result.steps = state.step;
   result.tokens = state.tokens;
   result.finalTrainLoss = lastLoss;
+  RunSpec planned = spec;
+  planned.device = device.str();
+  const MemoryPlan plan = planMemory(cfg, planned, 0);
+  const std::int64_t peakBytes = peakMemoryBytes(device);
   json summary = {{"steps", state.step},
                   {"tokens", state.tokens},
                   {"final_train_loss", lastLoss},
@@ -441,6 +445,10 @@ RunResult Trainer::run() {
                   {"tokens_per_s", wallNow() > 0 ? static_cast<double>(state.tokens) / wallNow() : 0.0},
                   {"checkpoint", result.lastCheckpoint.string()},
                   {"notes", notes}};
+  summary["memory"] = {{"peak_bytes", peakBytes > 0 ? json(peakBytes) : json(nullptr)},
+                       {"planned_peak_bytes", plan.peakBytes},
+                       {"planned_phase", plan.peakPhase},
+                       {"precision", plan.precision}};
   if (result.finalValLoss) summary["final_val_loss"] = *result.finalValLoss;
   if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
   if (!lastTaskScores.empty()) summary["eval_tasks"] = lastTaskScores;

@@ -2,7 +2,10 @@
 // field for field; a bad file is refused in the banner naming the field; the
 // attention variant of a pre-training is chosen from the keyboard with its
 // cost shown live and impossible settings blocking Run.
+#include <QCheckBox>
 #include <QComboBox>
+#include <QLabel>
+#include <QScrollArea>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -12,6 +15,7 @@
 #include "charts/lr_curve_view.h"
 #include "jobs/job_controller.h"
 #include "latentlab/architectures.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
@@ -56,6 +60,10 @@ private Q_SLOTS:
     QVERIFY2(attention->preview().contains(QStringLiteral("tensor parallel 2")), qPrintable(attention->preview()));
     QVERIFY(w.trainingPanel()->runButton()->isEnabled());
     QCOMPARE(w.trainingPanel()->spec().attention, std::string("mla"));
+    // The memory plan has the engine's figure for the host's free memory.
+    QTRY_VERIFY_WITH_TIMEOUT(w.trainingPanel()->memoryLabel()->text().contains(QStringLiteral("free on cpu")), 20000);
+    QVERIFY2(w.trainingPanel()->memoryLabel()->text().contains(QStringLiteral(">fits<")),
+             qPrintable(w.trainingPanel()->memoryLabel()->text()));
     // GQA with groups of 3 over 4 heads: impossible, said inline, Run blocked.
     variant->setFocus();
     QTest::keyClick(variant, Qt::Key_Up);  // GQA
@@ -131,6 +139,62 @@ private Q_SLOTS:
     QVERIFY(b.loadSpecFile(path));
     QCOMPARE(loaded.count(), 1);
     QCOMPARE(QString::fromStdString(runSpecToJson(b.spec())), QString::fromStdString(runSpecToJson(s)));
+  }
+
+  // The memory plan follows the settings as they are typed and clicked: a
+  // micro-batch that does not fit the device blocks Run with the numbers,
+  // and turning on recompute (clicked) makes it fit again.
+  void memoryPlanFollowsTheSettingsAndBlocksARunThatCannotFit() {
+    TrainingPanel panel;
+    RunSpec s;
+    s.kind = "pretrain";
+    s.architecture = "smollm-135m";
+    s.microBatch = 2;
+    s.data.seqLen = 1024;
+    s.precision = "fp32";
+    s.device = "cpu";
+    panel.setSpec(s);
+    panel.setBaseModel(builtinArchitecture("smollm-135m"));
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    panel.setDeviceMemory({DeviceInfo{"cpu", "CPU", 16 * gib, 8 * gib}});
+    panel.resize(720, 1000);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QLabel* memory = panel.memoryLabel();
+    QTRY_VERIFY2(memory->text().contains(QStringLiteral(">fits<")), qPrintable(memory->text()));
+    QVERIFY(panel.runButton()->isEnabled());
+    // The figure shown is the planner's for the panel's spec.
+    auto planned = [&] {
+      const RunSpec now = panel.spec();
+      return QString::fromStdString(formatBytes(planMemory(plannedModelConfig(now), now, 8 * gib).peakBytes));
+    };
+    QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
+
+    // Six micro-batches of 1024 tokens, typed: too much for 8 GiB.
+    QSpinBox* mb = panel.microBatchBox();
+    mb->setFocus();
+    QTest::keyClick(mb, Qt::Key_A, Qt::ControlModifier);
+    QTest::keyClicks(mb, QStringLiteral("6"));
+    QTest::keyClick(mb, Qt::Key_Tab);
+    QCOMPARE(panel.spec().microBatch, 6);
+    QTRY_VERIFY2(memory->text().contains(QStringLiteral("does not fit")), qPrintable(memory->text()));
+    QVERIFY(!panel.runButton()->isEnabled());
+    QVERIFY(panel.blockedLabel()->isVisible());
+    QVERIFY2(panel.blockedLabel()->text().contains(QStringLiteral("8.00 GiB free")), qPrintable(panel.blockedLabel()->text()));
+    QVERIFY2(memory->text().contains(QStringLiteral("to fit: turn on recompute")), qPrintable(memory->text()));
+    QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
+
+    // Recompute, clicked: it fits again and Run is back.
+    QCheckBox* recompute = panel.recomputeBox();
+    auto* scroll = panel.findChild<QScrollArea*>();
+    QVERIFY(scroll != nullptr);
+    scroll->ensureWidgetVisible(recompute);
+    QTest::mouseClick(recompute, Qt::LeftButton, {}, QPoint(10, recompute->height() / 2));
+    QVERIFY(recompute->isChecked());
+    QTRY_VERIFY2(memory->text().contains(QStringLiteral(">fits<")), qPrintable(memory->text()));
+    QVERIFY(panel.runButton()->isEnabled());
+    QVERIFY(!panel.blockedLabel()->isVisible());
+    QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
   }
 
   void badSpecFileShowsTheFieldInTheBanner() {

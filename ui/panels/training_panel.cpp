@@ -19,6 +19,7 @@
 
 #include "charts/lr_curve_view.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "panels/attention_panel.h"
 #include "panels/message_banner.h"
 
@@ -164,6 +165,12 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   auto* vf = form(devBox);
   vf->addRow(tr("Device:"), m_device);
   vf->addRow(tr("Precision:"), m_precision);
+  m_memory = new QLabel;
+  m_memory->setObjectName(QStringLiteral("memoryPlan"));
+  m_memory->setWordWrap(true);
+  m_memory->setTextFormat(Qt::RichText);
+  m_memory->setToolTip(tr("What one device holds at the run's peak, predicted from the model's shape and these "
+                          "settings (docs/memory.md); the same plan `latentlab-engine run SPEC --check` prints"));
 
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
@@ -197,8 +204,15 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   buttons->addStretch(1);
   buttons->addWidget(m_run);
 
+  // The memory plan stays in view under the fields, next to Run.
+  auto* memoryBox = new QGroupBox(tr("Memory per device"));
+  auto* ml = new QVBoxLayout(memoryBox);
+  ml->setContentsMargins(6, 2, 6, 4);
+  ml->addWidget(m_memory);
+
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(scroll, 1);
+  layout->addWidget(memoryBox);
   layout->addWidget(m_banner);
   layout->addWidget(m_blockedLabel);
   layout->addLayout(buttons);
@@ -220,8 +234,65 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   connect(m_decay, &QSpinBox::valueChanged, this, lrChanged);
   connect(m_steps, &QSpinBox::valueChanged, this, lrChanged);
   connect(m_minLr, &QDoubleSpinBox::valueChanged, this, lrChanged);
+  m_memoryTimer.setSingleShot(true);
+  m_memoryTimer.setInterval(120);
+  connect(&m_memoryTimer, &QTimer::timeout, this, &TrainingPanel::updateMemoryPlan);
+  auto memoryChanged = [this] { scheduleMemoryPlan(); };
+  for (QSpinBox* box : {m_microBatch, m_seqLen, m_gradAccum, m_vocab})
+    connect(box, &QSpinBox::valueChanged, this, memoryChanged);
+  connect(m_precision, &QComboBox::currentTextChanged, this, memoryChanged);
+  connect(m_device, &QComboBox::currentTextChanged, this, memoryChanged);
+  connect(m_recompute, &QCheckBox::toggled, this, memoryChanged);
+  connect(m_tokenizer, &QLineEdit::textChanged, this, memoryChanged);
   setDevices({QStringLiteral("cpu")});
   setSpec(RunSpec{});
+}
+
+void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {
+  m_deviceMemory = devices;
+  scheduleMemoryPlan();
+}
+
+void TrainingPanel::scheduleMemoryPlan() { m_memoryTimer.start(); }
+
+void TrainingPanel::updateMemoryPlan() {
+  m_memoryTimer.stop();
+  const RunSpec s = spec();
+  QString text, reason;
+  try {
+    std::int64_t sourceParameters = 0;
+    const ModelConfig cfg = plannedModelConfig(s, &sourceParameters);
+    const MemoryPlan p = planMemory(cfg, s, availableBytesOn(s.device, m_deviceMemory), sourceParameters);
+    auto bytes = [](std::int64_t b) { return QString::fromStdString(formatBytes(b)); };
+    const QString device = QString::fromStdString(s.device);
+    if (!p.known()) {
+      text = tr("<b>%1</b> per device at its peak (%2); free memory of %3 unknown")
+                 .arg(bytes(p.peakBytes), QString::fromStdString(p.peakPhase), device.toHtmlEscaped());
+    } else if (p.fits()) {
+      text = tr("<b>%1</b> of %2 free on %3: <span style='color:#2e7d32'><b>fits</b></span> "
+                "(micro-batch up to %4)")
+                 .arg(bytes(p.peakBytes), bytes(p.availableBytes), device.toHtmlEscaped())
+                 .arg(p.largestMicroBatch);
+    } else {
+      const QString fix = tr("to fit: %1").arg(QString::fromStdString(p.suggestion));
+      text = tr("<b>%1</b> of %2 free on %3: <span style='color:#c62828'><b>does not fit</b></span>; %4")
+                 .arg(bytes(p.peakBytes), bytes(p.availableBytes), device.toHtmlEscaped(), fix);
+      reason = tr("the run needs %1 and %2 has %3 free (%4)")
+                   .arg(bytes(p.peakBytes), device, bytes(p.availableBytes), fix);
+    }
+    QStringList parts;
+    for (const MemoryItem& i : p.items) parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name), bytes(i.bytes));
+    text += QStringLiteral("<br><span style='color:#616161'>%1</span>").arg(parts.join(QStringLiteral(" · ")).toHtmlEscaped());
+    if (p.peakWithRecompute > 0 && p.fits())
+      text += QStringLiteral("<br><span style='color:#616161'>%1</span>")
+                  .arg(tr("with recompute: %1").arg(bytes(p.peakWithRecompute)));
+  } catch (const Error& e) {
+    text = QStringLiteral("<span style='color:#616161'>%1</span>")
+               .arg(tr("no plan: %1").arg(QString::fromStdString(e.message())).toHtmlEscaped());
+  }
+  m_memory->setText(text);
+  m_memoryReason = reason;
+  updateRunState();
 }
 
 void TrainingPanel::setDevices(const QStringList& devices) {
@@ -271,7 +342,10 @@ RunSpec TrainingPanel::spec() const {
   return s;
 }
 
-void TrainingPanel::setBaseModel(const std::optional<ModelConfig>& base) { m_attention->setBase(base); }
+void TrainingPanel::setBaseModel(const std::optional<ModelConfig>& base) {
+  m_attention->setBase(base);
+  scheduleMemoryPlan();
+}
 
 void TrainingPanel::setSpec(const RunSpec& s) {
   m_base = s;
@@ -306,6 +380,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_recompute->setChecked(s.recompute);
   m_attention->loadFrom(s);
   updateLrCurve();
+  scheduleMemoryPlan();
   Q_EMIT specLoaded(s);
 }
 
@@ -342,6 +417,12 @@ bool TrainingPanel::loadSpecFile(const QString& path) {
 
 void TrainingPanel::setBlockedReason(const QString& reason) {
   m_blocked = reason;
+  updateRunState();
+  scheduleMemoryPlan();   // the other panels changed: the model or conversion may have
+}
+
+void TrainingPanel::updateRunState() {
+  const QString reason = blockedReason();
   m_run->setEnabled(reason.isEmpty());
   m_blockedLabel->setText(reason.isEmpty() ? QString() : tr("Run is disabled: %1").arg(reason));
   m_blockedLabel->setVisible(!reason.isEmpty());

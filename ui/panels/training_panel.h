@@ -1,13 +1,17 @@
 // Training tab: the RunSpec fields grouped (data, optimiser, schedule with an
 // LR-curve preview, length, eval/checkpoint, device), spec JSON save/load,
-// and the Run button (blocked with the reason shown when the conversion
-// settings are impossible).
+// the memory plan of the run on its device, live as settings change, and the
+// Run button (blocked with the reason shown when the conversion settings are
+// impossible or the plan does not fit the device).
 #pragma once
 
+#include <QTimer>
 #include <QWidget>
 #include <functional>
 #include <optional>
+#include <vector>
 
+#include "latentlab/engine.h"
 #include "latentlab/run_spec.h"
 
 class QCheckBox;
@@ -35,6 +39,9 @@ public:
   void setSpec(const RunSpec& spec);
   void setSpecContributor(std::function<void(RunSpec&)> contributor) { m_contributor = std::move(contributor); }
   void setDevices(const QStringList& devices);
+  // Total and free memory per device (from `latentlab-engine devices --json`),
+  // for the memory plan's verdict; without it the plan has none.
+  void setDeviceMemory(const std::vector<DeviceInfo>& devices);
   // The built-in shape a pre-training run starts from (nullopt: a model folder).
   void setBaseModel(const std::optional<ModelConfig>& base);
   AttentionPanel* attentionPanel() const { return m_attention; }
@@ -42,9 +49,15 @@ public:
   bool saveSpecFile(const QString& path);
   bool loadSpecFile(const QString& path);
 
-  // Non-empty: Run is disabled and the reason is shown next to it.
+  // Non-empty: Run is disabled and the reason is shown next to it. The
+  // memory plan adds its own reason when the run does not fit.
   void setBlockedReason(const QString& reason);
-  QString blockedReason() const { return m_blocked; }
+  QString blockedReason() const { return m_blocked.isEmpty() ? m_memoryReason : m_blocked; }
+  QLabel* memoryLabel() const { return m_memory; }
+  QSpinBox* microBatchBox() const { return m_microBatch; }
+  QCheckBox* recomputeBox() const { return m_recompute; }
+  // Recomputes the memory plan now (it also follows every setting, shortly after a change).
+  void updateMemoryPlan();
   QPushButton* runButton() const { return m_run; }
   QLabel* blockedLabel() const { return m_blockedLabel; }
   LrCurveView* lrCurve() const { return m_lrCurve; }
@@ -57,10 +70,14 @@ Q_SIGNALS:
 private:
   void updateLrCurve();
   void updateRunState();
+  void scheduleMemoryPlan();
 
   RunSpec m_base;
   std::function<void(RunSpec&)> m_contributor;
   QString m_blocked;
+  QString m_memoryReason;
+  std::vector<DeviceInfo> m_deviceMemory;
+  QTimer m_memoryTimer;
 
   QLineEdit* m_name = nullptr;
   QLineEdit* m_corpus = nullptr;
@@ -94,6 +111,7 @@ private:
   MessageBanner* m_banner = nullptr;
   QPushButton* m_run = nullptr;
   QLabel* m_blockedLabel = nullptr;
+  QLabel* m_memory = nullptr;
 };
 
 } // namespace latentlab::ui

@@ -36,6 +36,7 @@ struct MemoryPlan {
   std::int64_t availableBytes = 0;    // per device; 0 = unknown
   int largestMicroBatch = 0;          // the largest micro_batch that fits with everything else as is (0: none)
   std::int64_t peakWithRecompute = 0; // when recompute is off: the peak with it on (0 otherwise)
+  std::string suggestion;             // when it does not fit: the nearest settings that do, or why none does
 
   bool known() const { return availableBytes > 0; }
   bool fits() const { return !known() || peakBytes <= availableBytes; }

@@ -4,6 +4,7 @@
 // of memory at step N" and leaves the store intact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "engine_test_util.h"
@@ -35,6 +36,25 @@ TEST(MemoryCheckCli, CheckPrintsThePlanAndRunsNothing) {
   EXPECT_EQ(j.at("precision").get<std::string>(), "fp32");
   EXPECT_GT(j.at("peak_bytes_with_recompute").get<std::int64_t>(), 0);
   EXPECT_FALSE(fs::exists(dir / "runs.db")) << "a check registers nothing";
+}
+
+// A real run through the engine records the peak it held beside the plan's
+// prediction in its summary; they agree within 15%.
+TEST(MemoryCheckCli, ARunsSummaryHoldsItsMeasuredPeakBesideThePlan) {
+  const fs::path dir = scratchDir("measured");
+  writeFile(dir / "demo.json", R"({"kind":"pretrain","architecture":"demo-gqa","steps":6,"micro_batch":8,)"
+                               R"("eval_every":0,"checkpoint_every":0,"data":{"seq_len":128}})");
+  std::string out;
+  ASSERT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --db " +
+                              shellQuote((dir / "runs.db").string()) + " --quiet"), &out), 0) << out;
+  RunStore store(dir / "runs.db");
+  const auto runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  const auto summary = nlohmann::json::parse(store.run(runs.front().id).summaryJson);
+  const auto& memory = summary.at("memory");
+  ASSERT_TRUE(memory.at("peak_bytes").is_number()) << memory.dump();
+  const double measured = memory.at("peak_bytes").get<double>(), planned = memory.at("planned_peak_bytes").get<double>();
+  EXPECT_LT(std::abs(planned - measured) / measured, 0.15) << memory.dump();
 }
 
 // A 7B model with 64 x 4096-token micro-batches fits no machine's memory:

@@ -174,6 +174,16 @@ TEST(MemoryPlan, LargestMicroBatchIsTheBoundary) {
   EXPECT_FALSE(seven.fits());
   EXPECT_EQ(seven.largestMicroBatch, 0);
   EXPECT_NE(describeMemoryPlan(seven).find("does not fit"), std::string::npos) << describeMemoryPlan(seven);
+  // What would fit: nothing on one device for 7B (16 B per parameter is
+  // 108 GB); fewer sequences per micro-batch (and more accumulation) for
+  // SmolLM-1.7B on a 48 GiB card.
+  EXPECT_NE(seven.suggestion.find("needs a larger device"), std::string::npos) << seven.suggestion;
+  RunSpec mid = specFor("bf16-mixed", 8, 4096, false, 1);
+  mid.device = "cuda:0";
+  const MemoryPlan oneSeven = planMemory(builtinArchitecture("smollm-1.7b"), mid, 48 * gib);
+  ASSERT_FALSE(oneSeven.fits());
+  EXPECT_EQ(oneSeven.suggestion.rfind("micro_batch ", 0), 0u) << oneSeven.suggestion;
+  EXPECT_NE(oneSeven.suggestion.find("keeps the batch"), std::string::npos) << oneSeven.suggestion;
 }
 
 // The planned config of a conversion carries its latent dims; impossible
