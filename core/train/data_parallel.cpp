@@ -81,6 +81,25 @@ void DataParallel::bucketed(const std::vector<torch::Tensor>& tensors, bool broa
   }
 }
 
+void DataParallel::allReduceMean(torch::Tensor& t) {
+  allReduceSum(t);
+  t.div_(m_env.worldSize);
+}
+
+void DataParallel::allReduceSum(torch::Tensor& t) {
+  std::vector<torch::Tensor> one{t};
+  m_backend->allreduce(one)->wait();
+}
+
+void DataParallel::reduceScatterMean(torch::Tensor& out, torch::Tensor& in) {
+  m_backend->reduce_scatter_single(out, in)->wait();
+  out.div_(m_env.worldSize);
+}
+
+void DataParallel::allGather(torch::Tensor& out, torch::Tensor& in) {
+  m_backend->all_gather_single(out, in)->wait();
+}
+
 void DataParallel::broadcast(const std::vector<torch::Tensor>& tensors) {
   torch::NoGradGuard noGrad;
   bucketed(tensors, /*broadcastOp=*/true);

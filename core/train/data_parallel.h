@@ -36,6 +36,14 @@ public:
   void broadcast(const std::vector<torch::Tensor>& tensors);
   // grad := mean over ranks of grad, for every parameter that has one.
   void averageGradients(const std::vector<torch::Tensor>& params);
+  // t := mean over ranks of t (one collective).
+  void allReduceMean(torch::Tensor& t);
+  // t := sum over ranks of t.
+  void allReduceSum(torch::Tensor& t);
+  // out (n) := mean over ranks of this rank's chunk of in (world x n, flat).
+  void reduceScatterMean(torch::Tensor& out, torch::Tensor& in);
+  // out (world x n, flat) := every rank's in (n), rank order.
+  void allGather(torch::Tensor& out, torch::Tensor& in);
   // Element-wise sum over ranks of a few host values.
   std::vector<double> sum(const std::vector<double>& values);
   void barrier();

@@ -14,6 +14,7 @@ namespace latentlab {
 
 class DataParallel;
 class MasterWeights;
+class ShardedAdamW;
 
 struct StepSettings {
   int gradAccum = 1;          // micro-batches per step; each backward is of loss / gradAccum
@@ -42,5 +43,12 @@ struct StepOutcome {
 StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                       const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings,
                       DataParallel* dp = nullptr, StepPhases* phases = nullptr);
+
+// The same step with the optimiser state sharded over the ranks (ZeRO stage
+// 1 or 2, train/zero.h): the gradients are averaged into each rank's slices,
+// the norm is the global one, and the updated slices are all-gathered into
+// the model.
+StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::function<torch::Tensor()>& nextWindows,
+                      const StepSettings& settings, DataParallel* dp = nullptr, StepPhases* phases = nullptr);
 
 } // namespace latentlab
