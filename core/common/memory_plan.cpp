@@ -92,7 +92,14 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   p.tokensPerMicroBatch = static_cast<std::int64_t>(N);
   const double L = c.numLayers, h = c.hiddenSize, V = c.vocabSize;
 
-  const double weights = P * w.weight, master = P * w.master, optimizer = P * w.optimizer;
+  // ZeRO: masters, moments and the averaged gradient slices are split over the ranks.
+  const bool zero = spec.zeroStage > 0;
+  const double shards = zero ? p.ranks : 1;
+  const double full = p.precision == "fp64" ? 8 : 4;   // the masters' and slices' element size
+  const double weights = P * w.weight;
+  const double master = zero ? P * full / shards : P * w.master;
+  const double optimizer = P * w.optimizer / shards;
+  const double slices = zero ? P * full / shards : 0;
   const double grads = P * w.grad;
   const double layer = layerElements(c) * w.activation * N;                // one layer's saved activations
   const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
@@ -106,13 +113,16 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
     double grads, activations, logits, extra;
     const char* extraName;
   };
-  const double movedGrads = w.master > 0 ? P * 4 : 0;   // bf16: the fp32 gradients of the masters
-  const double bucket = p.ranks > 1 ? std::min<double>(static_cast<double>(kBucketBytes), P * 4) : 0;
+  const bool masterGrads = w.master > 0 && !zero;       // bf16 without ZeRO: fp32 gradients of the masters
+  const double movedGrads = masterGrads ? P * 4 : 0;
+  const double bucket = p.ranks > 1 ? std::min<double>(static_cast<double>(kBucketBytes), P * full) : 0;
+  // At the step: stage 2 has released the model's gradients, stage 1 keeps the averaged ones.
+  const double stepGrads = masterGrads || spec.zeroStage == 2 ? 0 : grads;
   const Phase phases[] = {
       {"start of backward", std::max(accumulated, headGrad), saved, logits, 0, ""},
       {"end of backward", grads, (spec.recompute ? saved : 0) + layer, 0, 0, ""},
-      {"optimizer step", grads * (w.master > 0 ? 0 : 1), 0, 0, movedGrads + bucket,
-       w.master > 0 ? "fp32 gradients of the masters" : "gradient bucket"},
+      {"optimizer step", stepGrads, 0, 0, movedGrads + bucket,
+       masterGrads ? "fp32 gradients of the masters" : "gradient bucket"},
   };
   const Phase* worst = &phases[0];
   auto total = [](const Phase& ph) { return ph.grads + ph.activations + ph.logits + ph.extra; };
@@ -125,15 +135,17 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
     p.items.push_back({name, static_cast<std::int64_t>(std::llround(bytes)), detail});
   };
   add("weights", weights, bytesEach(w.weight) + " B x " + count(P) + " parameters");
-  add("master weights", master, "fp32 copy of the bf16 weights");
-  add("optimizer state", optimizer, "AdamW moments, " + bytesEach(w.optimizer) + " B per parameter");
+  const std::string perRank = zero ? ", 1/" + std::to_string(p.ranks) + " per rank (ZeRO-" + std::to_string(spec.zeroStage) + ")" : "";
+  add("master weights", master, (zero ? "full-precision masters" : "fp32 copy of the bf16 weights") + perRank);
+  add("optimizer state", optimizer, "AdamW moments, " + bytesEach(w.optimizer) + " B per parameter" + perRank);
+  add("gradient slices", slices, "the averaged gradients this rank updates" + perRank);
   add("gradients", worst->grads, worst->grads >= grads ? bytesEach(w.grad) + " B per parameter" : "the output layer's so far");
   add("activations", worst->activations,
       spec.recompute ? "layer inputs of " + std::to_string(c.numLayers) + " layers (recompute) and one layer recomputed"
                      : std::to_string(c.numLayers) + " layers x " + count(N) + " tokens");
   add("logits and loss", worst->logits, count(N) + " tokens x " + count(V) + " vocabulary");
   add(worst->extraName, worst->extra, p.ranks > 1 && bucket > 0 ? "all-reduce of up to 64 MiB" : "");
-  double sum = weights + master + optimizer + total(*worst);
+  double sum = weights + master + optimizer + slices + total(*worst);
   if (p.cuda) {
     add("allocator slack", sum * kCudaSlack, "caching allocator fragmentation (estimate, 8%)");
     add("CUDA context", static_cast<double>(kCudaContextBytes), "context, cuBLAS and kernel workspaces (estimate)");

@@ -139,6 +139,7 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("init_std", s.initStd);
   f.get("zero_init_output", s.zeroInitOutput);
   f.get("recompute", s.recompute);
+  f.get("zero_stage", s.zeroStage);
   f.get("device", s.device);
   f.get("out_dir", s.outDir);
   if (const json* tasks = f.object("eval_tasks")) {
@@ -244,6 +245,9 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.evalEvery < 0) bad(source, "eval_every", "must be 0 (end only) or positive");
   if (s.evalBatches < 1) bad(source, "eval_batches", "must be at least 1");
   if (s.checkpointEvery < 0) bad(source, "checkpoint_every", "must be 0 (end only) or positive");
+  if (s.zeroStage < 0 || s.zeroStage > 2)
+    bad(source, "zero_stage", "must be 0 (off), 1 (optimizer state sharded) or 2 (and gradients), got " +
+                                  std::to_string(s.zeroStage));
   static const std::set<std::string> precisions = {"auto", "fp32", "bf16-mixed", "bf16", "fp64"};
   if (!precisions.count(s.precision))
     bad(source, "precision", "must be auto, fp32, bf16-mixed, bf16 or fp64, got '" + s.precision + "'");
@@ -310,7 +314,7 @@ std::string runSpecToJson(const RunSpec& s) {
       {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
       {"grad_accum", s.gradAccum}, {"precision", s.precision}, {"seed", s.seed}, {"eval_every", s.evalEvery},
       {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
-      {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"device", s.device}, {"out_dir", s.outDir},
+      {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"zero_stage", s.zeroStage}, {"device", s.device}, {"out_dir", s.outDir},
       {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},
                 {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", s.data.tokenFormat},
                 {"seq_len", s.data.seqLen}, {"validation_share", s.data.validationShare},

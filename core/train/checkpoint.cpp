@@ -148,7 +148,8 @@ void claimRunDir(const fs::path& runDir, const RunIdentity& id) {
 
 SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::optim::Optimizer& optimizer,
                                const TrainerState& state, const std::string& specJson, const RunIdentity& owner,
-                               const std::string& tokenizerJson, int keep, const std::vector<torch::Tensor>* weights) {
+                               const std::string& tokenizerJson, int keep, const CheckpointExtras& extras) {
+  const std::vector<torch::Tensor>* weights = extras.weights;
   const fs::path root = runDir / "checkpoints";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -165,7 +166,11 @@ SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::o
     saveModel(model, tmp / "model", fromTorch(saveType),
               {{"producer", "latentlab train"}, {"step", std::to_string(state.step)}}, 0, weights);
     if (!tokenizerJson.empty()) atomicWriteText(tmp / "model" / "tokenizer.json", tokenizerJson);
-    saveOptimizer(optimizer, tmp / "optimizer.pt");
+    if (!extras.optimizerShards) saveOptimizer(optimizer, tmp / "optimizer.pt");
+    for (const fs::path& f : extras.moveIn) {
+      fs::rename(f, tmp / f.filename(), ec);
+      if (ec) throw Error(ErrorCode::Io, f.string() + ": cannot move into the checkpoint: " + ec.message());
+    }
     json st = {{"step", state.step}, {"tokens", state.tokens}, {"wall_seconds", state.wallSeconds},
                {"data", state.data.toJson()}, {"owner", owner.toJson()}};
     if (state.bestValLoss) st["best_val_loss"] = *state.bestValLoss;
@@ -196,6 +201,17 @@ SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::o
   return saved;
 }
 
+std::vector<fs::path> optimizerShards(const fs::path& checkpointDir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpointDir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("optimizer-rank", 0) == 0 && e.path().extension() == ".pt") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<fs::path> latestCheckpoint(const fs::path& runDir) {
   const fs::path latest = runDir / "checkpoints" / "latest";
   std::error_code ec;
@@ -207,7 +223,8 @@ std::optional<fs::path> latestCheckpoint(const fs::path& runDir) {
   return dir;
 }
 
-TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimizer, const RunIdentity& expected) {
+TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimizer, const RunIdentity& expected,
+                            bool loadOptimizer) {
   const fs::path statePath = dir / "trainer_state.json";
   json j = parseJson(readTextFile(statePath), statePath.string(), ErrorCode::BadCheckpoint);
   TrainerState s;
@@ -232,6 +249,7 @@ TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimi
     throw Error(ErrorCode::BadCheckpoint, statePath.string() + ": " + e.what());
   }
   s.data = LoaderPosition::fromJson(j.at("data"), statePath.string());
+  if (!loadOptimizer) return s;
   try {
     torch::load(optimizer, (dir / "optimizer.pt").string());
   } catch (const c10::Error& e) {

@@ -61,20 +61,32 @@ struct SavedCheckpoint {
 // at it; keeps the newest `keep` checkpoints. `tokenizerJson` (may be empty)
 // is written as model/tokenizer.json. Every write goes through the file layer:
 // a full disk throws Error(Io) naming the file, and the partial folder is removed.
+// What a checkpoint holds besides the usual: the weights to save in place of
+// the model's parameters (a bf16 run's fp32 masters), and files to move into
+// the folder before it is put in place (the ranks' ZeRO optimizer shards,
+// which then stand for optimizer.pt).
+struct CheckpointExtras {
+  const std::vector<torch::Tensor>* weights = nullptr;
+  std::vector<std::filesystem::path> moveIn;
+  bool optimizerShards = false;
+};
+
 SavedCheckpoint saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model,
                                torch::optim::Optimizer& optimizer, const TrainerState& state,
                                const std::string& specJson, const RunIdentity& owner,
-                               const std::string& tokenizerJson, int keep = 2,
-                               const std::vector<torch::Tensor>* weights = nullptr);
+                               const std::string& tokenizerJson, int keep = 2, const CheckpointExtras& extras = {});
+
+// The ZeRO optimizer shards of a checkpoint (optimizer-rank*.pt), any world size.
+std::vector<std::filesystem::path> optimizerShards(const std::filesystem::path& checkpointDir);
 
 // The folder `latest` points at, if any.
 std::optional<std::filesystem::path> latestCheckpoint(const std::filesystem::path& runDir);
 
-// Loads the optimiser and trainer state of a checkpoint folder written by
+// Loads the optimiser (unless the caller loads ZeRO shards) and trainer state of a checkpoint folder written by
 // saveCheckpoint (the model is built from <dir>/model by the caller). Throws
 // Error(BadCheckpoint) naming the file, and when the checkpoint belongs to
 // another run than `expected`.
 TrainerState loadCheckpoint(const std::filesystem::path& dir, torch::optim::Optimizer& optimizer,
-                            const RunIdentity& expected);
+                            const RunIdentity& expected, bool loadOptimizer = true);
 
 } // namespace latentlab

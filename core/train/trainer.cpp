@@ -26,6 +26,7 @@
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
+#include "train/zero.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -220,9 +221,11 @@ RunResult Trainer::run() {
   }
   model->train();
   model->setRecompute(spec.recompute);
-  // bf16 weights: the optimiser steps fp32 masters copied before the cast.
+  // bf16 weights: the optimiser steps fp32 masters copied before the cast
+  // (with ZeRO, the sharded optimiser keeps them; it is built below).
+  const bool sharded = spec.zeroStage > 0;
   std::optional<MasterWeights> master;
-  if (bf16Weights) {
+  if (bf16Weights && !sharded) {
     master.emplace(model->parameters());
     model->to(torch::kBFloat16);
     master->bind(model->parameters());
@@ -247,7 +250,7 @@ RunResult Trainer::run() {
   // 3. Resume.
   TrainerState state;
   if (ckpt) {
-    state = loadCheckpoint(*ckpt, optimizer, identity);
+    state = loadCheckpoint(*ckpt, optimizer, identity, /*loadOptimizer=*/!sharded);
     train.restore(state.data);
     result.lastCheckpoint = *ckpt;
     progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
@@ -267,6 +270,21 @@ RunResult Trainer::run() {
     }
     dp->broadcast(params);
     if (master) master->mastersToModel();
+  }
+  // ZeRO: each rank keeps its slices of the masters and moments, from the
+  // (broadcast, full-precision) parameters; then a bf16 run's model is cast.
+  std::unique_ptr<ShardedAdamW> zero;
+  if (sharded) {
+    zero = std::make_unique<ShardedAdamW>(model->parameters(), model->parameters(), adamw, spec.zeroStage, dp.get());
+    if (bf16Weights) model->to(torch::kBFloat16);
+    if (ckpt) {
+      const std::vector<fs::path> shards = optimizerShards(*ckpt);
+      if (shards.empty()) {
+        throw Error(ErrorCode::BadCheckpoint, ckpt->string() + ": no optimizer-rank*.pt shards for this ZeRO run",
+                    "The checkpoint was not written by a run with zero_stage set.");
+      }
+      zero->load(shards);
+    }
   }
 
   std::optional<MetricWriter> metricWriter;
@@ -326,10 +344,34 @@ RunResult Trainer::run() {
   auto checkpoint = [&](bool scoreEvalTasks) {
     state.data = train.position();
     state.wallSeconds = wallNow();
+    CheckpointExtras extras;
+    extras.weights = master ? &master->masters() : nullptr;
+    std::vector<torch::Tensor> gathered;
+    fs::path staging;
+    if (zero) {
+      // Every rank writes its shard where rank 0 then moves it into the checkpoint.
+      staging = runDir / "checkpoints" / (".zero-staging-" + std::to_string(state.step));
+      if (writer) {
+        std::error_code ec;
+        fs::remove_all(staging, ec);
+        fs::create_directories(staging, ec);
+        if (ec) throw Error(ErrorCode::Io, staging.string() + ": cannot create: " + ec.message());
+      }
+      if (dp) dp->barrier();
+      zero->save(staging / ("optimizer-rank" + std::to_string(dist.rank) + ".pt"));
+      if (bf16Weights) gathered = zero->gatherMasters();   // every rank takes part; rank 0 saves them
+      if (dp) dp->barrier();
+      extras.optimizerShards = true;
+      if (bf16Weights) extras.weights = &gathered;
+      if (writer) extras.moveIn = optimizerShards(staging);
+    }
     if (writer) {
       const SavedCheckpoint saved =
-          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson, 2,
-                         master ? &master->masters() : nullptr);
+          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson, 2, extras);
+      if (!staging.empty()) {
+        std::error_code ec;
+        fs::remove_all(staging, ec);
+      }
       result.lastCheckpoint = saved.dir;
       store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
       for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
@@ -364,14 +406,17 @@ RunResult Trainer::run() {
     const auto t0 = Clock::now();
     const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    if (zero) zero->setLr(lr);
     const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
     StepOutcome outcome;
     std::string outOfMemory;
     try {
-      outcome = trainStep(*model, optimizer, params, [&] {
+      auto next = [&] {
         train.next(batch);
         return toTensor(batch, device);
-      }, settings, dp.get());
+      };
+      outcome = zero ? trainStep(*model, *zero, next, settings, dp.get())
+                     : trainStep(*model, optimizer, params, next, settings, dp.get());
     } catch (const c10::OutOfMemoryError& e) {
       outOfMemory = e.what_without_backtrace();
     } catch (const std::bad_alloc&) {
@@ -454,6 +499,7 @@ RunResult Trainer::run() {
   if (!lastTaskScores.empty()) summary["eval_tasks"] = lastTaskScores;
   if (dist.distributed()) summary["data_parallel"] = {{"world_size", dist.worldSize}, {"backend", dp->backendName()},
                                                       {"launcher", dist.launcher}};
+  if (zero) summary["zero"] = {{"stage", zero->stage()}, {"state_bytes_per_rank", zero->stateBytes()}};
   if (writer) store.setSummary(runId, summary.dump());
   return result;
 }

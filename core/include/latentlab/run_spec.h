@@ -86,6 +86,7 @@ struct RunSpec {
   // f64, auto) reads as fp32, bf16-mixed, fp64, auto.
   std::string precision = "auto";
   bool recompute = false;               // activation recompute per decoder layer (memory for compute)
+  int zeroStage = 0;                    // 0 off; 1 optimizer state and masters sharded over the ranks; 2 also gradients
   std::uint64_t seed = 0;
   int evalEvery = 25;                   // 0 = only at the end
   int evalBatches = 4;

@@ -148,4 +148,86 @@ TEST(DataParallel, ARankWhosePeerNeverJoinsFailsTheRunNamingTheEndpoint) {
   EXPECT_NE(r.error.find("LATENTLAB_DIST_TIMEOUT"), std::string::npos) << r.error;
 }
 
+// ZeRO-2 through the engine on two Gloo ranks: the same losses and final
+// parameters as one rank with the combined batch (fp64), every checkpoint
+// holding one optimizer shard per rank. A ZeRO run stopped (SIGTERM) at two
+// ranks resumes on one: rank 0's shard and rank 1's are both read.
+TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
+  const fs::path ws = scratchDir("dp-zero");
+  RunSpec spec = tinyPretrainSpec(6);
+  spec.precision = "fp64";
+  spec.gradAccum = 2;
+  spec.microBatch = 2;
+  spec.evalBatches = 2;
+  spec.zeroStage = 2;
+  spec.optimizer.weightDecay = 0.1;
+  spec.name = "zero-two-ranks";
+  const fs::path two = writeSpec(ws, "two", spec);
+  spec.microBatch = 4;
+  spec.zeroStage = 0;
+  spec.name = "one-rank";
+  const fs::path one = writeSpec(ws, "one", spec);
+  const int port = freePort();
+  std::string out;
+  const std::string both = "( " + rankCommand(1, 2, port, two, ws) + " ) & p=$!; " + rankCommand(0, 2, port, two, ws) +
+                           "; r0=$?; wait $p; r1=$?; exit $((r0 * 16 + r1))";
+  ASSERT_EQ(runCommand(both, &out), 0) << out << "\nrank 0:\n" << readFile(ws / "rank0.log") << "\nrank 1:\n"
+                                       << readFile(ws / "rank1.log");
+  ASSERT_EQ(runCommand("OMP_NUM_THREADS=1 " + engine() + " run " + shellQuote(one.string()) + " --db " +
+                           shellQuote((ws / "runs.db").string()) + " --quiet > /dev/null", &out), 0) << out;
+  RunStore store(ws / "runs.db");
+  std::int64_t twoId = 0, oneId = 0;
+  for (const auto& r : store.listRuns({})) (r.name == "zero-two-ranks" ? twoId : oneId) = r.id;
+  ASSERT_GT(twoId, 0);
+  const auto lossTwo = seriesValues(store, twoId, "train/loss"), lossOne = seriesValues(store, oneId, "train/loss");
+  ASSERT_EQ(lossTwo.size(), 6u);
+  ASSERT_EQ(lossOne.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(lossTwo[i], lossOne[i], 1e-12) << "step " << i + 1;
+  auto a = loadModel(finalModel(store, twoId), torch::kCPU, torch::kFloat64);
+  auto b = loadModel(finalModel(store, oneId), torch::kCPU, torch::kFloat64);
+  auto pb = b->named_parameters();
+  double worst = 0;
+  for (const auto& item : a->named_parameters())
+    worst = std::max(worst, (item.value() - pb[item.key()]).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-12);
+  const fs::path last = finalModel(store, twoId).parent_path();
+  EXPECT_TRUE(fs::exists(last / "optimizer-rank0.pt"));
+  EXPECT_TRUE(fs::exists(last / "optimizer-rank1.pt"));
+  EXPECT_FALSE(fs::exists(last / "optimizer.pt"));
+  EXPECT_EQ(nlohmann::json::parse(store.run(twoId).summaryJson).at("zero").at("stage"), 2);
+
+  // Stopped at two ranks, resumed on one.
+  RunSpec longSpec = tinyPretrainSpec(400);
+  longSpec.zeroStage = 2;
+  longSpec.name = "zero-stopped";
+  longSpec.data.validationShare = 0.0;
+  const fs::path stopped = writeSpec(ws, "stopped", longSpec);
+  const int port2 = freePort();
+  const std::string stopAfterStart =
+      "( " + rankCommand(1, 2, port2, stopped, ws) + " ) & p1=$!; ( exec env " +
+      rankCommand(0, 2, port2, stopped, ws).substr(0) + " ) & p0=$!; "
+      "for i in $(seq 1 600); do grep -q '\"event\":\"progress\"' " + shellQuote((ws / "rank0.log").string()) +
+      " 2>/dev/null && break; sleep 0.05; done; kill -TERM $p0; wait $p0; r0=$?; wait $p1; r1=$?; "
+      "echo \"ranks exited $r0 $r1\"";
+  ASSERT_EQ(runCommand(stopAfterStart, &out), 0) << out;
+  std::int64_t stoppedId = 0;
+  for (const auto& r : store.listRuns({})) {
+    if (r.name == "zero-stopped") stoppedId = r.id;
+  }
+  ASSERT_GT(stoppedId, 0) << out << readFile(ws / "rank0.log");
+  const RunRecord halted = store.run(stoppedId);
+  ASSERT_EQ(halted.status, RunStatus::Cancelled) << out << "\n" << readFile(ws / "rank0.log");
+  const std::int64_t stoppedAt = static_cast<std::int64_t>(seriesValues(store, stoppedId, "train/loss").size());
+  ASSERT_GT(stoppedAt, 0);
+  ASSERT_LT(stoppedAt, 400);
+  ASSERT_EQ(runCommand("OMP_NUM_THREADS=1 " + engine() + " run --db " + shellQuote((ws / "runs.db").string()) +
+                           " --run " + std::to_string(stoppedId) + " --quiet > " +
+                           shellQuote((ws / "resumed.log").string()) + " 2>&1", &out), 0)
+      << readFile(ws / "resumed.log");
+  EXPECT_EQ(store.run(stoppedId).status, RunStatus::Completed);
+  EXPECT_EQ(seriesValues(store, stoppedId, "train/loss").size(), 400u);
+  EXPECT_NE(readFile(ws / "resumed.log").find("resumed at step " + std::to_string(stoppedAt)), std::string::npos)
+      << readFile(ws / "resumed.log");
+}
+
 } // namespace latentlab::test

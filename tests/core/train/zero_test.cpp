@@ -14,6 +14,7 @@
 
 #include "latentlab/distributed.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "model/llama.h"
 #include "test_support.h"
 #include "train/data_parallel.h"
@@ -204,9 +205,20 @@ TEST(Zero, EachRankHoldsItsShareOfTheOptimizerState) {
   const std::int64_t n = parameterCount();
   for (int world : {2, 3}) {
     const Outcome z = train(world, 2, 0, 1);
+    // The memory planner's ZeRO items for the same model and ranks.
+    RunSpec spec;
+    spec.precision = "fp32";
+    spec.zeroStage = 2;
+    spec.device = world == 2 ? "cpu,cpu" : "cpu,cpu,cpu";
+    const MemoryPlan plan = planMemory(smallConfig(), spec, 0);
+    std::int64_t planned = 0;
+    for (const MemoryItem& i : plan.items)
+      if (i.name == "master weights" || i.name == "optimizer state" || i.name == "gradient slices") planned += i.bytes;
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(z.stateBytes[static_cast<std::size_t>(r)], 16 * z.owned[static_cast<std::size_t>(r)]);
       EXPECT_EQ(z.owned[static_cast<std::size_t>(r)], (n + world - 1) / world) << "rank " << r;
+      EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(z.stateBytes[static_cast<std::size_t>(r)]), 16.0 * world)
+          << "the plan's per-rank state";
     }
   }
 }
