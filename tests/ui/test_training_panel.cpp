@@ -125,6 +125,7 @@ private Q_SLOTS:
     s.checkpointEvery = 1000;
     s.zeroInitOutput = true;
     s.recompute = true;
+    s.zeroStage = 2;
     s.device = "cuda:1";
     validateRunSpec(s, "test");
 
@@ -195,6 +196,41 @@ private Q_SLOTS:
     QVERIFY(panel.runButton()->isEnabled());
     QVERIFY(!panel.blockedLabel()->isVisible());
     QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
+  }
+
+  // Two 24 GiB GPUs and SmolLM-1.7B in bf16: each card alone cannot hold the
+  // masters and moments (14 bytes a parameter); ZeRO-2, chosen from the
+  // keyboard, splits them over the two ranks and the plan fits.
+  void zeroShardingChosenFromTheKeyboardMakesTheRunFit() {
+    TrainingPanel panel;
+    RunSpec s;
+    s.kind = "pretrain";
+    s.architecture = "smollm-1.7b";
+    s.microBatch = 1;
+    s.data.seqLen = 2048;
+    s.precision = "bf16";
+    s.recompute = true;
+    s.device = "cuda:0,cuda:1";
+    panel.setSpec(s);
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    panel.setDeviceMemory({DeviceInfo{"cpu", "CPU", 64 * gib, 60 * gib}, DeviceInfo{"cuda:0", "GPU", 24 * gib, 23 * gib},
+                           DeviceInfo{"cuda:1", "GPU", 24 * gib, 23 * gib}});
+    panel.resize(720, 1000);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QLabel* memory = panel.memoryLabel();
+    QTRY_VERIFY2(memory->text().contains(QStringLiteral("does not fit")), qPrintable(memory->text()));
+    QVERIFY(!panel.runButton()->isEnabled());
+    QComboBox* zero = panel.zeroBox();
+    auto* scroll = panel.findChild<QScrollArea*>();
+    scroll->ensureWidgetVisible(zero);
+    zero->setFocus();
+    QTest::keyClick(zero, Qt::Key_Down);
+    QTest::keyClick(zero, Qt::Key_Down);
+    QCOMPARE(panel.spec().zeroStage, 2);
+    QTRY_VERIFY2(memory->text().contains(QStringLiteral(">fits<")), qPrintable(memory->text()));
+    QVERIFY2(memory->text().contains(QStringLiteral("gradient slices")), qPrintable(memory->text()));
+    QVERIFY(panel.runButton()->isEnabled());
   }
 
   void badSpecFileShowsTheFieldInTheBanner() {

@@ -1,6 +1,8 @@
 // Training tab.
 #include "panels/training_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -106,6 +108,13 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_precision->setToolTip(tr("fp32: fp32 weights and compute. bf16-mixed: fp32 weights, bf16 compute (autocast). "
                              "bf16: bf16 weights, activations and gradients; the optimiser keeps an fp32 master copy. "
                              "auto: bf16-mixed on a GPU, fp32 on the CPU."));
+  m_zero = new QComboBox;
+  m_zero->addItem(tr("off"), 0);
+  m_zero->addItem(tr("ZeRO-1: optimizer state sharded"), 1);
+  m_zero->addItem(tr("ZeRO-2: optimizer state and gradients sharded"), 2);
+  m_zero->setToolTip(tr("With several devices (one rank each), each rank keeps only its share of the fp32 master "
+                        "weights, the AdamW moments and (stage 2) the averaged gradients: 16 bytes per parameter "
+                        "divided by the ranks"));
   m_zeroInit = new QCheckBox(tr("Zero-init output projections"));
   m_zeroInit->setToolTip(tr("Start the attention and MLP output projections at zero (the MLRA recipe)"));
   m_recompute = new QCheckBox(tr("Recompute activations per layer"));
@@ -165,6 +174,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   auto* vf = form(devBox);
   vf->addRow(tr("Device:"), m_device);
   vf->addRow(tr("Precision:"), m_precision);
+  vf->addRow(tr("Sharding:"), m_zero);
   m_memory = new QLabel;
   m_memory->setObjectName(QStringLiteral("memoryPlan"));
   m_memory->setWordWrap(true);
@@ -243,6 +253,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   connect(m_precision, &QComboBox::currentTextChanged, this, memoryChanged);
   connect(m_device, &QComboBox::currentTextChanged, this, memoryChanged);
   connect(m_recompute, &QCheckBox::toggled, this, memoryChanged);
+  connect(m_zero, &QComboBox::currentIndexChanged, this, memoryChanged);
   connect(m_tokenizer, &QLineEdit::textChanged, this, memoryChanged);
   setDevices({QStringLiteral("cpu")});
   setSpec(RunSpec{});
@@ -337,6 +348,7 @@ RunSpec TrainingPanel::spec() const {
   s.precision = m_precision->currentText().toStdString();
   s.zeroInitOutput = m_zeroInit->isChecked();
   s.recompute = m_recompute->isChecked();
+  s.zeroStage = m_zero->currentData().toInt();
   if (m_contributor) m_contributor(s);
   m_attention->applyTo(s);  // after the model panel has said whether this is a pre-training
   return s;
@@ -378,6 +390,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_precision->setCurrentText(QString::fromStdString(s.precision));
   m_zeroInit->setChecked(s.zeroInitOutput);
   m_recompute->setChecked(s.recompute);
+  m_zero->setCurrentIndex(std::clamp(s.zeroStage, 0, 2));
   m_attention->loadFrom(s);
   updateLrCurve();
   scheduleMemoryPlan();

@@ -56,6 +56,7 @@ public:
   QLabel* memoryLabel() const { return m_memory; }
   QSpinBox* microBatchBox() const { return m_microBatch; }
   QCheckBox* recomputeBox() const { return m_recompute; }
+  QComboBox* zeroBox() const { return m_zero; }
   // Recomputes the memory plan now (it also follows every setting, shortly after a change).
   void updateMemoryPlan();
   QPushButton* runButton() const { return m_run; }
@@ -104,6 +105,7 @@ private:
   QSpinBox* m_ckptEvery = nullptr;
   QComboBox* m_device = nullptr;
   QComboBox* m_precision = nullptr;
+  QComboBox* m_zero = nullptr;
   QCheckBox* m_zeroInit = nullptr;
   QCheckBox* m_recompute = nullptr;
   LrCurveView* m_lrCurve = nullptr;
