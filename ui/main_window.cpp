@@ -273,6 +273,7 @@ void MainWindow::probeDevices() {
     if (ids.isEmpty()) return;
     m_training->setDevices(ids);
     m_training->setDeviceMemory(devices);
+    m_jobs->setDevices(devices);
   });
   connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
     if (error != QProcess::FailedToStart) return;   // a crash or kill also ends in finished()

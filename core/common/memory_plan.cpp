@@ -264,6 +264,28 @@ std::int64_t availableBytesOn(const std::string& device, const std::vector<Devic
   return least;
 }
 
+std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int64_t sourceParameters,
+                      const std::vector<DeviceInfo>& devices, const std::vector<std::string>& busy) {
+  std::vector<const DeviceInfo*> gpus, idle;
+  for (const DeviceInfo& d : devices) {
+    if (d.id.rfind("cuda:", 0) != 0) continue;
+    gpus.push_back(&d);
+    if (std::find(busy.begin(), busy.end(), d.id) == busy.end()) idle.push_back(&d);
+  }
+  std::sort(idle.begin(), idle.end(), [](const DeviceInfo* a, const DeviceInfo* b) { return a->freeBytes > b->freeBytes; });
+  auto fits = [&](const DeviceInfo& d, std::uint64_t bytes) {
+    RunSpec one = spec;
+    one.device = d.id;
+    return planOnce(trained, one, static_cast<std::int64_t>(bytes), sourceParameters).peakBytes <=
+           static_cast<std::int64_t>(bytes);
+  };
+  for (const DeviceInfo* d : idle)
+    if (fits(*d, d->freeBytes)) return d->id;
+  for (const DeviceInfo* d : gpus)
+    if (fits(*d, d->memoryBytes)) return {};   // it will fit there once that GPU is free: wait
+  return idle.empty() ? std::string("cuda") : idle.front()->id;
+}
+
 std::string formatBytes(std::int64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -73,6 +73,32 @@ private Q_SLOTS:
     QCOMPARE(store->run(b).status, RunStatus::Completed);
   }
 
+  // Jobs that ask for "cuda" are placed by the memory plan on a device list
+  // given to the controller (this machine has no GPU: the list is made up,
+  // and the engines then fail at start, which this test does not look at):
+  // the first goes to the GPU with the most free memory, the second to the
+  // other one, a third waits while both are busy.
+  void cudaJobsArePlacedOnTheFreeGpuWithTheMostMemory() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    jobs.setDevices({DeviceInfo{"cpu", "CPU", 16 * gib, 8 * gib}, DeviceInfo{"cuda:0", "small", 8 * gib, 2 * gib},
+                     DeviceInfo{"cuda:1", "large", 24 * gib, 20 * gib}});
+    std::vector<qint64> ids;
+    for (const char* name : {"gpu a", "gpu b", "gpu c"}) {
+      RunSpec spec = uitest::tinySpec(name);
+      spec.device = "cuda";
+      ids.push_back(store->createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cuda"));
+    }
+    for (qint64 id : ids) jobs.enqueue(id);
+    QCOMPARE(jobs.job(ids[0])->device, QStringLiteral("cuda:1"));
+    QCOMPARE(jobs.job(ids[1])->device, QStringLiteral("cuda:0"));
+    QCOMPARE(jobs.job(ids[2])->status, QStringLiteral("queued"));
+    QCOMPARE(jobs.job(ids[2])->device, QStringLiteral("cuda"));
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);   // the engines end (no CUDA here)
+  }
+
   void cancelStopsTheRunWithExitCode2() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "models/spec_diff.h"
@@ -174,6 +175,11 @@ QString JobController::slotOf(const QString& device) {
   return QStringLiteral("cpu");
 }
 
+void JobController::setDevices(const std::vector<DeviceInfo>& devices) {
+  m_devices = devices;
+  schedule();
+}
+
 int JobController::capacityOf(const QString& slot) const { return slot == QLatin1String("cpu") ? m_cpuSlots : 1; }
 
 bool JobController::markInStore(qint64 runId, int status, const QString& error) {
@@ -286,6 +292,24 @@ void JobController::schedule() {
     JobInfo& j = m_jobs[id];
     if (j.status != QLatin1String("queued")) continue;
     if (j.after != 0 && !prerequisiteMet(j)) continue;
+    if (j.device == QLatin1String("cuda") && !m_devices.empty()) {
+      // "cuda": the free GPU with the most memory that the plan says holds the run.
+      std::vector<std::string> taken;
+      for (auto it = busy.cbegin(); it != busy.cend(); ++it)
+        if (it.value() > 0) taken.push_back(it.key().toStdString());
+      std::string chosen = "cuda";
+      try {
+        const RunSpec spec = parseRunSpec(m_store->run(j.runId).specJson, "run " + std::to_string(j.runId));
+        std::int64_t sourceParameters = 0;
+        const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
+        chosen = chooseGpu(spec, cfg, sourceParameters, m_devices, taken);
+      } catch (const Error&) {
+        // No plan (e.g. the model folder is gone): the engine says why when it starts.
+      }
+      if (chosen.empty()) continue;   // waits for a GPU that holds it
+      j.device = QString::fromStdString(chosen);
+      appendLog(j, QStringLiteral("device: %1").arg(j.device));
+    }
     // A data-parallel job starts when every one of its devices has room.
     const QHash<QString, int> need = slotNeeds(j.device);
     bool fits = true;

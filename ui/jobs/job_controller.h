@@ -18,8 +18,10 @@
 #include <QVector>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "jobs/line_protocol_parser.h"
+#include "latentlab/engine.h"
 
 namespace latentlab {
 class RunStore;
@@ -85,6 +87,10 @@ public:
   void clearFinished();
 
   void setCpuSlots(int n) { m_cpuSlots = n; }
+  // The devices with their free memory (`latentlab-engine devices --json`):
+  // a job that asks for "cuda" runs on the free GPU with the most memory on
+  // which its memory plan fits, and waits while only busy GPUs would hold it.
+  void setDevices(const std::vector<DeviceInfo>& devices);
   int cpuSlots() const { return m_cpuSlots; }
   void setCancelTimeout(int ms) { m_cancelTimeoutMs = ms; }
   int cancelTimeout() const { return m_cancelTimeoutMs; }
@@ -151,6 +157,7 @@ private:
   QHash<qint64, JobInfo> m_jobs;
   QHash<qint64, std::shared_ptr<Child>> m_children;
   QTimer m_externalTimer;
+  std::vector<DeviceInfo> m_devices;
 };
 
 } // namespace latentlab::ui

@@ -61,6 +61,15 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
 // from listDevices(); 0 when a device is not in the list or reports none.
 std::int64_t availableBytesOn(const std::string& device, const std::vector<DeviceInfo>& devices);
 
+// The GPU a job that asks for "cuda" should run on: among the GPUs of
+// `devices` not in `busy`, the one with the most free memory on which the
+// plan fits. Empty: wait (a busy GPU would fit it once free). When no GPU
+// could ever hold it, the free GPU with the most memory anyway (the engine
+// then refuses the run with the plan's numbers), or "cuda" when none is free
+// or there are no GPUs.
+std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int64_t sourceParameters,
+                      const std::vector<DeviceInfo>& devices, const std::vector<std::string>& busy);
+
 // "9.3 GiB" (IEC units, three significant digits).
 std::string formatBytes(std::int64_t bytes);
 

@@ -186,6 +186,32 @@ TEST(MemoryPlan, LargestMicroBatchIsTheBoundary) {
   EXPECT_NE(oneSeven.suggestion.find("keeps the batch"), std::string::npos) << oneSeven.suggestion;
 }
 
+// A job that asks for "cuda" goes to the free GPU with the most memory that
+// holds it, waits while only a busy GPU would, and goes to the biggest free
+// GPU (to be refused there with the numbers) when none ever could.
+TEST(MemoryPlan, ChoosesTheGpuForAJobThatAsksForCuda) {
+  const std::uint64_t gib = std::uint64_t{1} << 30;
+  const std::vector<DeviceInfo> devices = {{"cpu", "CPU", 64 * gib, 60 * gib},
+                                           {"cuda:0", "A", 80 * gib, 10 * gib},
+                                           {"cuda:1", "B", 24 * gib, 23 * gib},
+                                           {"cuda:2", "C", 48 * gib, 47 * gib}};
+  RunSpec s = specFor("bf16", 1, 2048, true, 1);
+  s.device = "cuda";
+  const ModelConfig big = builtinArchitecture("smollm-1.7b");
+  const std::int64_t need = planMemory(big, [&] { RunSpec one = s; one.device = "cuda:0"; return one; }(), 0).peakBytes;
+  ASSERT_GT(need, std::int64_t{23} * static_cast<std::int64_t>(gib)) << "the test needs a run only cuda:2 holds now";
+  ASSERT_LT(need, std::int64_t{47} * static_cast<std::int64_t>(gib));
+  EXPECT_EQ(chooseGpu(s, big, 0, devices, {}), "cuda:2");
+  EXPECT_EQ(chooseGpu(s, big, 0, devices, {"cuda:2"}), "") << "cuda:0 (80 GiB) holds it once it is free: wait";
+  const ModelConfig small = builtinArchitecture("demo-gqa");
+  EXPECT_EQ(chooseGpu(s, small, 0, devices, {"cuda:2"}), "cuda:1") << "the free GPU with the most memory";
+  RunSpec huge = specFor("fp32", 64, 4096, false, 1);
+  huge.device = "cuda";
+  EXPECT_EQ(chooseGpu(huge, builtinArchitecture("llama-2-7b"), 0, devices, {"cuda:1"}), "cuda:2")
+      << "no GPU ever holds it: the biggest free one, where the engine refuses it";
+  EXPECT_EQ(chooseGpu(s, small, 0, {devices[0]}, {}), "cuda") << "no GPUs";
+}
+
 // The planned config of a conversion carries its latent dims; impossible
 // settings name the field.
 TEST(MemoryPlan, PlannedConfigOfAConversionAndItsErrors) {
