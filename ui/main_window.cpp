@@ -24,6 +24,7 @@
 #include <QPushButton>
 #include <QTabWidget>
 #include <QTreeView>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,7 @@
 #include "latentlab/demo.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "models/job_table_model.h"
@@ -271,9 +273,7 @@ void MainWindow::probeDevices() {
       ids << QString::fromStdString(info.id);
     }
     if (ids.isEmpty()) return;
-    m_training->setDevices(ids);
-    m_training->setDeviceMemory(devices);
-    m_jobs->setDevices(devices);
+    setDevices(devices);
   });
   connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
     if (error != QProcess::FailedToStart) return;   // a crash or kill also ends in finished()
@@ -281,6 +281,40 @@ void MainWindow::probeDevices() {
     m_deviceProbe = nullptr;
   });
   proc->start(m_jobs->enginePath(), {QStringLiteral("devices"), QStringLiteral("--json")});
+}
+
+void MainWindow::setDevices(const std::vector<DeviceInfo>& devices) {
+  m_devices = devices;
+  QStringList ids;
+  for (const DeviceInfo& d : devices) ids << QString::fromStdString(d.id);
+  m_training->setDevices(ids);
+  m_training->setDeviceMemory(devices);
+  m_jobs->setDevices(devices);
+}
+
+QString MainWindow::presetPath(const QString& presetTitle, const QString& original, bool folder) {
+  QSettings settings;
+  settings.beginGroup(QStringLiteral("presetPaths"));
+  const QString key = QString::fromLatin1(QUrl::toPercentEncoding(QDir(m_ws.dir).absolutePath() + QLatin1Char('|') + original));
+  const QString remembered = settings.value(key).toString();
+  auto usable = [folder](const QString& p) {
+    return folder ? QFileInfo::exists(p + QStringLiteral("/config.json")) : QFileInfo(p).isFile() || QFileInfo(p).isDir();
+  };
+  if (!remembered.isEmpty() && usable(remembered)) return remembered;
+  const QString name = QFileInfo(original).fileName();
+  const QString chosen =
+      folder ? QFileDialog::getExistingDirectory(this, tr("%1: choose the %2 model folder (config.json and safetensors)").arg(presetTitle, name),
+                                                 m_ws.dir)
+             : QFileDialog::getOpenFileName(this, tr("%1: choose the training data (%2: text, JSONL or a folder's file)").arg(presetTitle, name),
+                                            m_ws.dir);
+  if (chosen.isEmpty()) return {};
+  if (!usable(chosen)) {
+    m_banner->showMessage(MessageBanner::Level::Error, tr("%1 is not a Hugging Face model folder: it has no config.json").arg(chosen),
+                          tr("Choose the folder that holds config.json and the .safetensors files."));
+    return {};
+  }
+  settings.setValue(key, chosen);
+  return chosen;
 }
 
 void MainWindow::updateRunBlock() {
@@ -367,26 +401,79 @@ qint64 MainWindow::submitRun(const RunSpec& spec) {
 
 bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
   try {
-    const Preset p = loadPreset(path, scale, m_ws.dir);
+    Preset p = loadPreset(path, scale, m_ws.dir);
+    // GPU runs need a GPU here; nothing is asked or queued without one.
+    bool wantsGpu = false;
+    for (const RunSpec& s : p.runs) wantsGpu = wantsGpu || QString::fromStdString(s.device).startsWith(QLatin1String("cuda"));
+    std::vector<DeviceInfo> gpus;
+    for (const DeviceInfo& d : m_devices)
+      if (d.id.rfind("cuda:", 0) == 0) gpus.push_back(d);
+    if (wantsGpu && gpus.empty()) {
+      m_banner->showMessage(MessageBanner::Level::Warning,
+                            tr("%1 (%2 scale) runs on CUDA GPUs, and this machine has none").arg(p.title, scale),
+                            tr("`latentlab-engine devices` lists what the engine sees. Load the demo scale here, or "
+                               "this preset on a machine with GPUs."));
+      return false;
+    }
     // A preset on the demo base before the base exists waits for the run
-    // that makes it (queued or running); any other missing model is refused.
+    // that makes it (queued or running). Any other model folder or data file
+    // that is not here is asked for once (and remembered for this workspace).
     qint64 waitFor = 0;
-    for (const RunSpec& s : p.runs) {
-      if (s.modelDir.empty() || QFileInfo::exists(QString::fromStdString(s.modelDir) + QStringLiteral("/config.json"))) continue;
-      const bool demoBase = QString::fromStdString(s.modelDir) == m_ws.demoBaseDir();
-      if (demoBase && waitFor == 0) {
-        for (const RunRecord& r : m_store->listRuns()) {
-          const bool active = r.status == RunStatus::Queued || r.status == RunStatus::Running;
-          if (active && isDemoPretrainRun(*m_store, r.id)) waitFor = r.id;
+    QHash<QString, QString> replaced;
+    for (RunSpec& s : p.runs) {
+      const QString model = QString::fromStdString(s.modelDir);
+      if (!model.isEmpty() && !QFileInfo::exists(model + QStringLiteral("/config.json"))) {
+        const bool demoBase = model == m_ws.demoBaseDir();
+        if (demoBase && waitFor == 0) {
+          for (const RunRecord& r : m_store->listRuns()) {
+            const bool active = r.status == RunStatus::Queued || r.status == RunStatus::Running;
+            if (active && isDemoPretrainRun(*m_store, r.id)) waitFor = r.id;
+          }
+        }
+        if (demoBase && waitFor == 0) {
+          m_banner->showMessage(MessageBanner::Level::Warning,
+                                tr("%1 needs the model %2, which is not there yet").arg(p.title, model),
+                                tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
+                                   "retry that run, then load the preset again."));
+          return false;
+        }
+        if (!demoBase) {
+          if (!replaced.contains(model)) replaced[model] = presetPath(p.title, model, /*folder=*/true);
+          if (replaced[model].isEmpty()) return false;
+          s.modelDir = replaced[model].toStdString();
         }
       }
-      if (demoBase && waitFor != 0) continue;
-      m_banner->showMessage(MessageBanner::Level::Warning,
-                            tr("%1 needs the model %2, which is not there yet").arg(p.title, QString::fromStdString(s.modelDir)),
-                            demoBase ? tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
-                                          "retry that run, then load the preset again.")
-                                     : tr("Copy the Hugging Face model folder to that path, then load the preset again."));
-      return false;
+      const QString corpus = QString::fromStdString(s.data.corpus);
+      if (corpus != QLatin1String("demo") && !QFileInfo::exists(corpus)) {
+        if (!replaced.contains(corpus)) replaced[corpus] = presetPath(p.title, corpus, /*folder=*/false);
+        if (replaced[corpus].isEmpty()) return false;
+        s.data.corpus = replaced[corpus].toStdString();
+      }
+    }
+    // GPU runs: the memory plan of each on this machine's GPUs, before anything is queued.
+    QString planNote;
+    if (wantsGpu) {
+      // Per model: where a run of it goes on these GPUs when they are free.
+      QStringList lines, seen;
+      for (const RunSpec& s : p.runs) {
+        const QString model = QFileInfo(QString::fromStdString(s.modelDir.empty() ? s.architecture : s.modelDir)).fileName();
+        if (seen.contains(model)) continue;
+        seen << model;
+        std::int64_t sourceParameters = 0;
+        const ModelConfig cfg = plannedModelConfig(s, &sourceParameters);
+        const std::string placed = chooseGpu(s, cfg, sourceParameters, gpus, {});
+        RunSpec there = s;
+        there.device = placed.empty() || placed == "cuda" ? gpus.front().id : placed;
+        std::int64_t least = INT64_MAX;
+        for (const std::string& d : deviceList(there.device))
+          least = std::min(least, availableBytesOn(d, gpus));
+        const MemoryPlan plan = planMemory(cfg, there, least, sourceParameters);
+        const int ranks = static_cast<int>(deviceList(there.device).size());
+        lines << (plan.fits() ? tr("%1 runs need %2 per GPU on %3 GPU(s)").arg(model, QString::fromStdString(formatBytes(plan.peakBytes))).arg(ranks)
+                              : tr("%1 runs need %2 per GPU and do not fit these GPUs (%3)")
+                                    .arg(model, QString::fromStdString(formatBytes(plan.peakBytes)), QString::fromStdString(plan.suggestion)));
+      }
+      planNote = tr("Memory plan: %1; the runs are spread over the free GPUs").arg(lines.join(QStringLiteral("; ")));
     }
     std::vector<std::int64_t> ids;
     instantiatePreset(*m_store, p, &ids);
@@ -400,7 +487,7 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
     m_banner->showMessage(MessageBanner::Level::Info,
                           waitFor == 0 ? loaded
                                        : loaded + tr(", waiting for run #%1 (the demo base's pre-training) to complete").arg(waitFor),
-                          p.chart.note);
+                          planNote.isEmpty() ? p.chart.note : planNote + QStringLiteral(". ") + p.chart.note);
     return true;
   } catch (const Error& e) {
     m_banner->showError(e);

@@ -7,6 +7,9 @@
 #include <QMainWindow>
 #include <QTimer>
 #include <memory>
+#include <vector>
+
+#include "latentlab/engine.h"
 
 #include "charts/chart_view.h"
 #include "workspace.h"
@@ -51,6 +54,10 @@ public:
 
   const Workspace& workspace() const { return m_ws; }
   JobController* jobs() const { return m_jobs; }
+  // The devices with their memory, as `latentlab-engine devices --json`
+  // reports them (the window asks the engine at start): the Training panel's
+  // memory plan, the job controller's GPU placement and the presets' check.
+  void setDevices(const std::vector<DeviceInfo>& devices);
   ChartView* chart() const;
   ComparePanel* comparePanel() const { return m_compare; }
   RunsPanel* runsPanel() const { return m_runs; }
@@ -80,6 +87,10 @@ private:
   // Run is disabled while the Model tab holds no usable model or the conversion is impossible.
   void updateRunBlock();
   void probeDevices();
+  // A path a preset names that is not here: the user's choice, asked once
+  // and remembered per workspace. Empty when the user declines.
+  QString presetPath(const QString& presetTitle, const QString& original, bool folder);
+  std::vector<DeviceInfo> m_devices;
   QProcess* m_deviceProbe = nullptr;   // `devices --json` while it runs
   void saveLayout();
   void restoreLayout();

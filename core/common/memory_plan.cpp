@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "latentlab/architectures.h"
@@ -273,16 +274,35 @@ std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int6
     if (std::find(busy.begin(), busy.end(), d.id) == busy.end()) idle.push_back(&d);
   }
   std::sort(idle.begin(), idle.end(), [](const DeviceInfo* a, const DeviceInfo* b) { return a->freeBytes > b->freeBytes; });
-  auto fits = [&](const DeviceInfo& d, std::uint64_t bytes) {
-    RunSpec one = spec;
-    one.device = d.id;
-    return planOnce(trained, one, static_cast<std::int64_t>(bytes), sourceParameters).peakBytes <=
-           static_cast<std::int64_t>(bytes);
+  std::sort(gpus.begin(), gpus.end(), [](const DeviceInfo* a, const DeviceInfo* b) { return a->memoryBytes > b->memoryBytes; });
+  // The k GPUs of `pool` (first k) as one job; fits when the plan holds on the smallest of them.
+  auto fitsOn = [&](const std::vector<const DeviceInfo*>& pool, std::size_t k, bool total) -> std::string {
+    std::string list;
+    std::uint64_t least = UINT64_MAX;
+    for (std::size_t i = 0; i < k; ++i) {
+      list += (i ? "," : "") + pool[i]->id;
+      least = std::min(least, total ? pool[i]->memoryBytes : pool[i]->freeBytes);
+    }
+    RunSpec s = spec;
+    s.device = list;
+    const bool ok = planOnce(trained, s, static_cast<std::int64_t>(least), sourceParameters).peakBytes <=
+                    static_cast<std::int64_t>(least);
+    return ok ? list : std::string();
   };
-  for (const DeviceInfo* d : idle)
-    if (fits(*d, d->freeBytes)) return d->id;
-  for (const DeviceInfo* d : gpus)
-    if (fits(*d, d->memoryBytes)) return {};   // it will fit there once that GPU is free: wait
+  // One GPU; with ZeRO as many as it takes (the state splits over them).
+  const std::size_t most = spec.zeroStage > 0 ? gpus.size() : std::min<std::size_t>(1, gpus.size());
+  for (std::size_t k = 1; k <= std::min(most, idle.size()); ++k) {
+    if (k == 1) {
+      for (const DeviceInfo* d : idle) {
+        const std::vector<const DeviceInfo*> one{d};
+        if (const std::string got = fitsOn(one, 1, false); !got.empty()) return got;
+      }
+    } else if (const std::string got = fitsOn(idle, k, false); !got.empty()) {
+      return got;
+    }
+  }
+  for (std::size_t k = 1; k <= most; ++k)
+    if (!fitsOn(gpus, k, true).empty()) return {};   // it will fit once those GPUs are free: wait
   return idle.empty() ? std::string("cuda") : idle.front()->id;
 }
 

@@ -2,6 +2,10 @@
 // scale" creates the experiment with its six queued runs, and the job queue
 // starts real engine processes on the CPU whose losses reach the window.
 #include <QAction>
+#include <QApplication>
+#include <QDialogButtonBox>
+#include <QFile>
+#include <QFileDialog>
 #include <QDir>
 #include <QLineEdit>
 #include <QPushButton>
@@ -11,6 +15,7 @@
 #include <QtTest>
 
 #include "jobs/job_controller.h"
+#include "latentlab/architectures.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "panels/message_banner.h"
@@ -21,6 +26,57 @@
 
 using namespace latentlab;
 using namespace latentlab::ui;
+
+namespace {
+
+// Answers the file dialogs the window opens, in order, by typing each path
+// into the dialog's file name field and pressing Enter (then the accept
+// button, when Enter only opened a folder). Counts the dialogs it saw.
+class DialogAnswerer : public QObject {
+public:
+  explicit DialogAnswerer(QStringList answers) : m_answers(std::move(answers)) {
+    connect(&m_timer, &QTimer::timeout, this, [this] { poll(); });
+    m_timer.start(50);
+  }
+  int seen() const { return m_seen; }
+
+private:
+  void poll() {
+    auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+    if (dialog == nullptr || dialog == m_current) return;
+    m_current = dialog;
+    ++m_seen;
+    const QString answer = m_answers.isEmpty() ? QString() : m_answers.takeFirst();
+    auto* name = dialog->findChild<QLineEdit*>(QStringLiteral("fileNameEdit"));
+    if (name == nullptr || answer.isEmpty()) {
+      dialog->reject();
+      return;
+    }
+    name->setFocus();
+    QTest::keyClicks(name, answer);
+    QTest::keyClick(name, Qt::Key_Return);
+    QTimer::singleShot(200, dialog, [dialog] {
+      if (!dialog->isVisible()) return;
+      auto* box = dialog->findChild<QDialogButtonBox*>();
+      if (box == nullptr) return;
+      for (QAbstractButton* b : box->buttons())
+        if (box->buttonRole(b) == QDialogButtonBox::AcceptRole) QTest::mouseClick(b, Qt::LeftButton);
+    });
+  }
+  QStringList m_answers;
+  QTimer m_timer;
+  QPointer<QFileDialog> m_current;
+  int m_seen = 0;
+};
+
+QAction* presetAction(MainWindow& w, const QString& title, const QString& scale) {
+  for (QAction* a : w.findChildren<QAction*>()) {
+    if (a->text().contains(title, Qt::CaseInsensitive) && a->text().contains(scale + QStringLiteral(" scale"))) return a;
+  }
+  return nullptr;
+}
+
+} // namespace
 
 class TestPresetClick : public QObject {
   Q_OBJECT
@@ -66,6 +122,97 @@ private Q_SLOTS:
     for (const RunRecord& r : ablation) w.jobs()->cancel(r.id);
     QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
     QCOMPARE(store.run(runId).status, RunStatus::Cancelled);
+  }
+
+  // The paper scale of "Partial-RoPE strategies" on a machine without a GPU
+  // is refused before anything is asked or queued. With eight 80 GiB GPUs
+  // (a device list given to the window: this machine has none) it asks for
+  // the SmolLM-135M and Llama-2-7B folders and the data file, remembers
+  // them, shows the memory plan, and spreads the runs: one GPU per SmolLM
+  // run, three per Llama-2-7B run (ZeRO-2 needs them), the rest queued.
+  void aPaperScalePresetAsksForItsFilesAndSpreadsOverTheGpus() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QString smol = dir.filePath(QStringLiteral("hub/SmolLM-135M")), llama = dir.filePath(QStringLiteral("hub/Llama-2-7B"));
+    for (const auto& [folder, arch] : {std::pair{smol, "smollm-135m"}, {llama, "llama-2-7b"}}) {
+      QVERIFY(QDir().mkpath(folder));
+      writeHfConfig(builtinArchitecture(arch), (folder + QStringLiteral("/config.json")).toStdString());
+    }
+    const QString data = dir.filePath(QStringLiteral("mix.jsonl"));
+    {
+      QFile f(data);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("{\"text\": \"The quick brown fox.\"}\n");
+    }
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.jobs()->setCancelTimeout(500);
+    QAction* paper = presetAction(w, QStringLiteral("RoPE strategies"), QStringLiteral("paper"));
+    QVERIFY(paper != nullptr);
+    RunStore store(ws.dbPath().toStdString());
+    const std::size_t before = store.listRuns().size();
+
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    w.setDevices({DeviceInfo{"cpu", "CPU", 512 * gib, 500 * gib}});
+    {
+      DialogAnswerer none({});
+      paper->trigger();
+      QCOMPARE(none.seen(), 0);
+    }
+    QVERIFY2(w.banner()->message().contains(QStringLiteral("has none")), qPrintable(w.banner()->message()));
+    QCOMPARE(store.listRuns().size(), before);
+
+    std::vector<DeviceInfo> node{DeviceInfo{"cpu", "CPU", 512 * gib, 500 * gib}};
+    for (int i = 0; i < 8; ++i) node.push_back(DeviceInfo{"cuda:" + std::to_string(i), "GPU", 80 * gib, 79 * gib});
+    w.setDevices(node);
+    {
+      DialogAnswerer answers({smol, data, llama});
+      paper->trigger();
+      QCOMPARE(answers.seen(), 3);
+    }
+    QVERIFY2(w.banner()->message().contains(QStringLiteral("Loaded the preset")), qPrintable(w.banner()->message()));
+    QVERIFY2(w.banner()->hint().contains(QStringLiteral("Llama-2-7B runs need")), qPrintable(w.banner()->hint()));
+    QVERIFY2(w.banner()->hint().contains(QStringLiteral("on 3 GPU(s)")), qPrintable(w.banner()->hint()));
+    std::vector<RunRecord> runs;
+    for (const RunRecord& r : store.listRuns())
+      if (r.name.find("rope") != std::string::npos) runs.push_back(r);
+    QCOMPARE(static_cast<int>(runs.size()), 10);
+    int single = 0, triple = 0, queued = 0;
+    QSet<QString> used;
+    for (const RunRecord& r : runs) {
+      const RunSpec spec = parseRunSpec(r.specJson, "run");
+      QCOMPARE(QString::fromStdString(spec.data.corpus), data);
+      QVERIFY(spec.modelDir == smol.toStdString() || spec.modelDir == llama.toStdString());
+      const JobInfo* job = w.jobs()->job(r.id);
+      QVERIFY(job != nullptr);
+      if (job->device == QLatin1String("cuda")) {
+        ++queued;
+        continue;
+      }
+      const QStringList devices = job->device.split(QLatin1Char(','));
+      for (const QString& d : devices) {
+        QVERIFY2(!used.contains(d), qPrintable(job->device));   // no GPU given twice
+        used.insert(d);
+      }
+      (devices.size() == 1 ? single : triple) += 1;
+      QCOMPARE(devices.size() == 1, spec.modelDir == smol.toStdString());
+    }
+    QCOMPARE(single, 5);
+    QCOMPARE(triple, 1);
+    QCOMPARE(queued, 4);
+    for (const RunRecord& r : runs) w.jobs()->cancel(r.id);
+    QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
+
+    // Loaded again: the paths are remembered, nothing is asked.
+    {
+      DialogAnswerer none({});
+      paper->trigger();
+      QCOMPARE(none.seen(), 0);
+    }
+    QVERIFY2(w.banner()->message().contains(QStringLiteral("Loaded the preset")), qPrintable(w.banner()->message()));
+    for (const RunRecord& r : store.listRuns()) w.jobs()->cancel(r.id);
+    QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
   }
 
   // A demo preset loaded before the demo base exists queues its runs behind

@@ -61,12 +61,13 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
 // from listDevices(); 0 when a device is not in the list or reports none.
 std::int64_t availableBytesOn(const std::string& device, const std::vector<DeviceInfo>& devices);
 
-// The GPU a job that asks for "cuda" should run on: among the GPUs of
+// The GPU(s) a job that asks for "cuda" should run on: among the GPUs of
 // `devices` not in `busy`, the one with the most free memory on which the
-// plan fits. Empty: wait (a busy GPU would fit it once free). When no GPU
-// could ever hold it, the free GPU with the most memory anyway (the engine
-// then refuses the run with the plan's numbers), or "cuda" when none is free
-// or there are no GPUs.
+// plan fits; with ZeRO (zero_stage > 0) the fewest GPUs, most free memory
+// first, over which the plan fits ("cuda:0,cuda:2", one rank each). Empty:
+// wait (busy GPUs would hold it once free). When no GPUs could ever hold it,
+// the free GPU with the most memory anyway (the engine then refuses the run
+// with the plan's numbers), or "cuda" when none is free or there are none.
 std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int64_t sourceParameters,
                       const std::vector<DeviceInfo>& devices, const std::vector<std::string>& busy);
 

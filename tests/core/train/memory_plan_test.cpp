@@ -210,6 +210,24 @@ TEST(MemoryPlan, ChoosesTheGpuForAJobThatAsksForCuda) {
   EXPECT_EQ(chooseGpu(huge, builtinArchitecture("llama-2-7b"), 0, devices, {"cuda:1"}), "cuda:2")
       << "no GPU ever holds it: the biggest free one, where the engine refuses it";
   EXPECT_EQ(chooseGpu(s, small, 0, {devices[0]}, {}), "cuda") << "no GPUs";
+  // Llama-2-7B with ZeRO-2 on four 80 GiB cards: one card cannot hold it, so
+  // the fewest cards that can, and a wait while too few are free.
+  std::vector<DeviceInfo> node = {{"cpu", "CPU", 512 * gib, 500 * gib}};
+  for (int i = 0; i < 4; ++i) node.push_back({"cuda:" + std::to_string(i), "H", 80 * gib, 79 * gib});
+  RunSpec seven = specFor("bf16", 1, 4096, true, 1);
+  seven.device = "cuda";
+  seven.zeroStage = 2;
+  const ModelConfig llama = builtinArchitecture("llama-2-7b");
+  const std::string spread = chooseGpu(seven, llama, 0, node, {});
+  EXPECT_NE(spread.find(','), std::string::npos) << spread;
+  RunSpec placed = seven;
+  placed.device = spread;
+  EXPECT_TRUE(planMemory(llama, placed, 79 * static_cast<std::int64_t>(gib)).fits()) << spread;
+  EXPECT_EQ(chooseGpu(seven, llama, 0, node, {"cuda:0", "cuda:1", "cuda:2"}), "") << "one free card: wait";
+  seven.zeroStage = 0;
+  const std::string alone = chooseGpu(seven, llama, 0, node, {});
+  EXPECT_TRUE(alone.rfind("cuda:", 0) == 0 && alone.find(',') == std::string::npos)
+      << "without ZeRO it never fits: one card, where the engine refuses it: " << alone;
 }
 
 // The planned config of a conversion carries its latent dims; impossible
