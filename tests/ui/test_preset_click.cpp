@@ -29,9 +29,9 @@ using namespace latentlab::ui;
 
 namespace {
 
-// Answers the file dialogs the window opens, in order, by typing each path
-// into the dialog's file name field and pressing Enter (then the accept
-// button, when Enter only opened a folder). Counts the dialogs it saw.
+// Answers the file dialogs the window opens, in order: each path into the
+// dialog's file name field, then a click on its accept button. Counts the
+// dialogs it saw.
 class DialogAnswerer : public QObject {
 public:
   explicit DialogAnswerer(QStringList answers) : m_answers(std::move(answers)) {
@@ -43,8 +43,19 @@ public:
 private:
   void poll() {
     auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
-    if (dialog == nullptr || dialog == m_current) return;
+    if (dialog == nullptr) return;
+    if (dialog == m_current) {
+      // The path is typed: press the accept button once it is enabled (a
+      // completion popup may take the first click), until the dialog closes.
+      if (++m_polls < 2) return;
+      auto* box = dialog->findChild<QDialogButtonBox*>();
+      if (box == nullptr) return;
+      for (QAbstractButton* b : box->buttons())
+        if (box->buttonRole(b) == QDialogButtonBox::AcceptRole && b->isEnabled()) QTest::mouseClick(b, Qt::LeftButton);
+      return;
+    }
     m_current = dialog;
+    m_polls = 0;
     ++m_seen;
     const QString answer = m_answers.isEmpty() ? QString() : m_answers.takeFirst();
     auto* name = dialog->findChild<QLineEdit*>(QStringLiteral("fileNameEdit"));
@@ -52,21 +63,16 @@ private:
       dialog->reject();
       return;
     }
-    name->setFocus();
-    QTest::keyClicks(name, answer);
-    QTest::keyClick(name, Qt::Key_Return);
-    QTimer::singleShot(200, dialog, [dialog] {
-      if (!dialog->isVisible()) return;
-      auto* box = dialog->findChild<QDialogButtonBox*>();
-      if (box == nullptr) return;
-      for (QAbstractButton* b : box->buttons())
-        if (box->buttonRole(b) == QDialogButtonBox::AcceptRole) QTest::mouseClick(b, Qt::LeftButton);
-    });
+    // The path goes in whole: typed key by key, Qt's dialog navigates (and
+    // completes) at every "/" on its own schedule. The accept button is then
+    // clicked with the mouse.
+    name->setText(answer);
   }
   QStringList m_answers;
   QTimer m_timer;
   QPointer<QFileDialog> m_current;
   int m_seen = 0;
+  int m_polls = 0;
 };
 
 QAction* presetAction(MainWindow& w, const QString& title, const QString& scale) {
