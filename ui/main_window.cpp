@@ -411,7 +411,7 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
     if (wantsGpu && gpus.empty()) {
       m_banner->showMessage(MessageBanner::Level::Warning,
                             tr("%1 (%2 scale) runs on CUDA GPUs, and this machine has none").arg(p.title, scale),
-                            tr("`latentlab-engine devices` lists what the engine sees. Load the demo scale here, or "
+                            tr("The engine sees no CUDA device here (latentlab-engine devices). Load the demo scale, or "
                                "this preset on a machine with GPUs."));
       return false;
     }
