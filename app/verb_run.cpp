@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
@@ -46,7 +47,28 @@ json planJson(const MemoryPlan& p) {
 
 // run SPEC --check: the spec's checks and the memory plan on its devices; no
 // database, nothing loaded. Exit 0 when it fits, 4 when it does not.
-int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool asJson) {
+// "80G", "80GiB", "24GB", "1e10": bytes (G/GiB binary, GB decimal).
+std::int64_t parseBytes(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},           {"B", 1},          {"K", 1024.0},     {"KiB", 1024.0},   {"KB", 1e3},
+      {"M", 1048576.0},  {"MiB", 1048576.0}, {"MB", 1e6},       {"G", 1073741824.0}, {"GiB", 1073741824.0},
+      {"GB", 1e9},       {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  for (const auto& [name, factor] : kUnits) {
+    if (used > 0 && unit == name && value > 0) return static_cast<std::int64_t>(value * factor);
+  }
+  throw Error(ErrorCode::BadInput, "--available '" + text + "': expected a size such as 80G, 80GiB or 24GB");
+}
+
+int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool asJson,
+              const std::optional<std::string>& available) {
   RunSpec spec = loadRunSpec(specPath);
   if (!deviceOverride.empty()) spec.device = deviceOverride;
   validateRunSpec(spec, specPath.string());
@@ -55,7 +77,8 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
   preflightRunSpec(checked, specPath.string());
   std::int64_t sourceParameters = 0;
   const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
-  const MemoryPlan plan = planMemory(cfg, spec, availableBytesOn(spec.device, listDevices()), sourceParameters);
+  const std::int64_t free = available ? parseBytes(*available) : availableBytesOn(spec.device, listDevices());
+  const MemoryPlan plan = planMemory(cfg, spec, free, sourceParameters);
   if (asJson) {
     json j = planJson(plan);
     j["spec"] = specPath.string();
@@ -72,14 +95,14 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
 
 int cmdRun(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan"},
-            {"db", "run", "workspace", "device"});
+            {"db", "run", "workspace", "device", "available"});
   if (args.flag("check") && !args.flag("help") && !args.positionals().empty())
-    return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"));
+    return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"), args.get("available"));
   if (args.flag("help") || !args.get("db") || (args.positionals().empty() && !args.get("run"))) {
     std::printf(
         "usage: latentlab-engine run SPEC.json --db FILE [options]\n"
         "       latentlab-engine run --db FILE --run ID [options]\n"
-        "       latentlab-engine run SPEC.json --check [--json] [--device D]\n\n"
+        "       latentlab-engine run SPEC.json --check [--json] [--device D] [--available SIZE]\n\n"
         "Runs a training job. With SPEC.json a new run is registered in the DB first; with --run\n"
         "an existing run (as the GUI launches them) is started or resumed from its last checkpoint.\n"
         "Metrics go to the DB; stdout carries one JSON object per line (docs/line_protocol.md).\n"
@@ -97,6 +120,7 @@ int cmdRun(int argc, char** argv) {
         "  --check           check the spec and print the memory plan per device (weights, optimizer\n"
         "                    state, activations, ...) against the free memory; runs nothing (exit 4: does not fit)\n"
         "  --json            with --check: the plan as JSON\n"
+        "  --available SIZE  with --check: plan for devices of SIZE free each (80G, 24GB) instead of this machine's\n"
         "  --ignore-memory-plan  start even when the plan says the run does not fit\n"
         "exit codes: 0 completed, 1 failed, 2 cancelled\n");
     return args.flag("help") ? 0 : 1;

@@ -107,8 +107,11 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N;
   const double headGrad = V * h * w.grad;                                  // the first gradient backward makes
   const double accumulated = spec.gradAccum > 1 ? grads : 0;               // gradients kept between micro-batches
+  // Tied embeddings: the input and output uses' gradients (each V x h) are
+  // summed into the weight's at the end of backward.
+  const double tiedSum = c.tieWordEmbeddings ? 2 * V * h * w.grad : 0;
 
-  // Three moments compete for the peak.
+  // Four moments compete for the peak.
   struct Phase {
     const char* name;
     double grads, activations, logits, extra;
@@ -122,6 +125,7 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const Phase phases[] = {
       {"start of backward", std::max(accumulated, headGrad), saved, logits, 0, ""},
       {"end of backward", grads, (spec.recompute ? saved : 0) + layer, 0, 0, ""},
+      {"embedding's gradient", grads, 0, 0, tiedSum, "tied embedding's gradient sum"},
       {"optimizer step", stepGrads, 0, 0, movedGrads + bucket,
        masterGrads ? "fp32 gradients of the masters" : "gradient bucket"},
   };
@@ -145,7 +149,8 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
       spec.recompute ? "layer inputs of " + std::to_string(c.numLayers) + " layers (recompute) and one layer recomputed"
                      : std::to_string(c.numLayers) + " layers x " + count(N) + " tokens");
   add("logits and loss", worst->logits, count(N) + " tokens x " + count(V) + " vocabulary");
-  add(worst->extraName, worst->extra, p.ranks > 1 && bucket > 0 ? "all-reduce of up to 64 MiB" : "");
+  const bool bucketed = std::string(worst->extraName) == "gradient bucket";
+  add(worst->extraName, worst->extra, bucketed ? "all-reduce of up to 64 MiB" : "transient, V x h each");
   double sum = weights + master + optimizer + slices + total(*worst);
   if (p.cuda) {
     add("allocator slack", sum * kCudaSlack, "caching allocator fragmentation (estimate, 8%)");

@@ -232,6 +232,8 @@ void benchTrain(BenchReport& report) {
   const bool quick = benchOptions().quick;
   benchTrainStep(report, "demo-gqa", 4096, 16, 128, quick ? 3 : 10);
   benchTrainStep(report, "smollm-135m", 49152, 4, 256, quick ? 2 : 3);
+  // The papers' sequence length: recompute's memory and time at B4 x T1024 (minutes on a CPU).
+  if (!quick && benchDevice().is_cpu()) benchTrainStep(report, "smollm-135m", 49152, 4, 1024, 2);
   if (benchDevice().is_cuda()) benchTrainStep(report, "smollm-135m", 49152, 16, 1024, quick ? 3 : 10);
 }
 

@@ -99,6 +99,56 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);   // the engines end (no CUDA here)
   }
 
+  // Two single-GPU jobs and one two-GPU job on a simulated pool of two GPUs
+  // (the engines run as real CPU runs): every job completes, and at no moment
+  // do the running jobs hold a GPU twice or more than the pool has.
+  void aSimulatedPoolOfTwoGpusIsNeverOversubscribed() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    jobs.setDevices({DeviceInfo{"cpu", "CPU", 16 * gib, 8 * gib}, DeviceInfo{"cuda:0", "sim", 24 * gib, 22 * gib},
+                     DeviceInfo{"cuda:1", "sim", 24 * gib, 20 * gib}},
+                    QStringLiteral("cpu"));
+    auto add = [&](const char* name, const char* device, int steps) {
+      RunSpec spec = uitest::tinySpec(name, steps);
+      spec.device = device;
+      return store->createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), device);
+    };
+    const qint64 a = add("one gpu a", "cuda", 20), pair = add("two gpus", "cuda:0,cuda:1", 10), b = add("one gpu b", "cuda", 20);
+    // Every change of status: the GPUs the running jobs hold.
+    QStringList violations;
+    int mostHeld = 0;
+    bool pairRan = false;
+    connect(&jobs, &JobController::statusChanged, this, [&](qint64, const QString&) {
+      QHash<QString, int> held;
+      for (qint64 id : {a, pair, b}) {
+        const JobInfo* j = jobs.job(id);
+        if (j == nullptr || j->status != QLatin1String("running")) continue;
+        if (id == pair) pairRan = true;
+        for (const QString& d : JobController::rankDevices(j->device)) held[d] += 1;
+      }
+      int total = 0;
+      for (auto it = held.cbegin(); it != held.cend(); ++it) {
+        total += it.value();
+        if (it.value() > 1 || !it.key().startsWith(QLatin1String("cuda:"))) violations << it.key();
+      }
+      mostHeld = std::max(mostHeld, total);
+    });
+    QSignalSpy finished(&jobs, &JobController::finished);
+    for (qint64 id : {a, pair, b}) jobs.enqueue(id);
+    QCOMPARE(jobs.job(a)->device, QStringLiteral("cuda:0"));   // the most free memory
+    QCOMPARE(jobs.job(pair)->status, QStringLiteral("queued")); // needs both
+    QCOMPARE(jobs.job(b)->device, QStringLiteral("cuda:1"));   // the other one
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 180000);
+    for (qint64 id : {a, pair, b}) QCOMPARE(store->run(id).status, RunStatus::Completed);
+    QVERIFY2(violations.isEmpty(), qPrintable(violations.join(QStringLiteral(", "))));
+    QVERIFY(pairRan);
+    QCOMPARE(mostHeld, 2);
+    const auto summary = QJsonDocument::fromJson(QByteArray::fromStdString(store->run(pair).summaryJson)).object();
+    QCOMPARE(summary.value(QStringLiteral("data_parallel")).toObject().value(QStringLiteral("world_size")).toInt(), 2);
+  }
+
   void cancelStopsTheRunWithExitCode2() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

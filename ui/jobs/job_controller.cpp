@@ -175,8 +175,9 @@ QString JobController::slotOf(const QString& device) {
   return QStringLiteral("cpu");
 }
 
-void JobController::setDevices(const std::vector<DeviceInfo>& devices) {
+void JobController::setDevices(const std::vector<DeviceInfo>& devices, const QString& runOn) {
   m_devices = devices;
+  m_runOn = runOn;
   schedule();
 }
 
@@ -361,9 +362,13 @@ QProcess* JobController::spawnEngine(qint64 runId, const QString& device, int ra
 void JobController::start(JobInfo& job) {
   const qint64 runId = job.runId;
   auto child = std::make_shared<Child>();
-  const QStringList devices = rankDevices(job.device);
+  QStringList devices = rankDevices(job.device);
   const int world = static_cast<int>(devices.size());
   const int port = world > 1 ? freeLoopbackPort() : 0;
+  if (!m_runOn.isEmpty()) {
+    appendLog(job, QStringLiteral("simulated pool: %1 run on %2").arg(devices.join(QLatin1Char(',')), m_runOn));
+    for (QString& d : devices) d = m_runOn;
+  }
   QProcess* proc = spawnEngine(runId, devices[0], 0, world, port);
   child->process = proc;
   m_children.insert(runId, child);

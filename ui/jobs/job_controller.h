@@ -90,7 +90,10 @@ public:
   // The devices with their free memory (`latentlab-engine devices --json`):
   // a job that asks for "cuda" runs on the free GPU with the most memory on
   // which its memory plan fits, and waits while only busy GPUs would hold it.
-  void setDevices(const std::vector<DeviceInfo>& devices);
+  // With `runOn`, the pool is simulated: jobs are placed and held on these
+  // devices as above, but every rank's engine runs on `runOn` (e.g. "cpu"), for
+  // trying a GPU schedule on a machine without the GPUs.
+  void setDevices(const std::vector<DeviceInfo>& devices, const QString& runOn = {});
   int cpuSlots() const { return m_cpuSlots; }
   void setCancelTimeout(int ms) { m_cancelTimeoutMs = ms; }
   int cancelTimeout() const { return m_cancelTimeoutMs; }
@@ -158,6 +161,7 @@ private:
   QHash<qint64, std::shared_ptr<Child>> m_children;
   QTimer m_externalTimer;
   std::vector<DeviceInfo> m_devices;
+  QString m_runOn;
 };
 
 } // namespace latentlab::ui

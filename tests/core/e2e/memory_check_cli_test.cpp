@@ -36,6 +36,15 @@ TEST(MemoryCheckCli, CheckPrintsThePlanAndRunsNothing) {
   EXPECT_EQ(j.at("precision").get<std::string>(), "fp32");
   EXPECT_GT(j.at("peak_bytes_with_recompute").get<std::int64_t>(), 0);
   EXPECT_FALSE(fs::exists(dir / "runs.db")) << "a check registers nothing";
+  // For a machine one does not have: --available per device.
+  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available 1M"), &out), 4) << out;
+  EXPECT_NE(out.find("1.00 MiB available"), std::string::npos) << out;
+  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) +
+                              " --check --device cuda:0,cuda:1 --available 80G"), &out), 0) << out;
+  EXPECT_NE(out.find("2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("80.0 GiB available"), std::string::npos) << out;
+  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available lots"), &out), 1) << out;
+  EXPECT_NE(out.find("--available"), std::string::npos) << out;
 }
 
 // A real run through the engine records the peak it held beside the plan's

@@ -149,6 +149,24 @@ TEST(MemoryPlan, PredictsTheMeasuredPeakWithinFifteenPercent) {
   }
 }
 
+// The real shape the papers start from: SmolLM-135M (30 layers, 49152-token
+// vocabulary, random weights) at micro-batches 1 and 4 of 128 tokens, with
+// and without recompute (at 4 x 128 tokens the activations set the peak).
+TEST(MemoryPlan, PredictsASmolLm135mShapedRunWithinFifteenPercent) {
+  const ModelConfig smol = builtinArchitecture("smollm-135m");
+  for (bool recompute : {false, true}) {
+    for (int B : {1, 4}) {
+      SCOPED_TRACE("B" + std::to_string(B) + (recompute ? " recompute" : ""));
+      const std::int64_t measured = measurePeak(smol, "fp32", B, 128, recompute, 1);
+      const MemoryPlan plan = planMemory(smol, specFor("fp32", B, 128, recompute, 1), 0);
+      const double error = static_cast<double>(plan.peakBytes - measured) / static_cast<double>(measured);
+      std::printf("smollm-135m B%d T128%s: measured %.1f MiB, planned %.1f MiB (%+.1f%%)\n", B,
+                  recompute ? " recompute" : "", measured / 1048576.0, plan.peakBytes / 1048576.0, 100 * error);
+      EXPECT_LT(std::fabs(error), 0.15) << describeMemoryPlan(plan);
+    }
+  }
+}
+
 // The largest micro-batch is the boundary: it fits, one more does not. A
 // plan without the available memory has no verdict.
 TEST(MemoryPlan, LargestMicroBatchIsTheBoundary) {
