@@ -65,6 +65,14 @@ double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Devic
   return sum / batches;
 }
 
+// This rank's device once per rank ("cpu,cpu"): what the memory plan of a
+// data-parallel job is made for (ZeRO divides its state by the ranks).
+std::string rankDeviceList(torch::Device device, int worldSize) {
+  std::string list;
+  for (int r = 0; r < worldSize; ++r) list += (r ? "," : "") + device.str();
+  return list;
+}
+
 // The device of this rank: element LOCAL_RANK of a device list
 // ("cuda:0,cuda:1"), or cuda:LOCAL_RANK when a data-parallel job says "cuda".
 torch::Device rankDevice(const std::string& device, const DistEnv& dist) {
@@ -150,7 +158,7 @@ RunResult Trainer::run() {
   if (env.checkMemory) {
     // The memory plan on this rank's device, before anything is loaded; every
     // rank stops when one does not fit.
-    const std::string why = memoryPlanVerdict(spec, device.str());
+    const std::string why = memoryPlanVerdict(spec, rankDeviceList(device, dist.worldSize));
     const bool tooBig = dp ? dp->sum({why.empty() ? 0.0 : 1.0})[0] > 0 : !why.empty();
     if (tooBig) {
       throw Error(ErrorCode::BadSpec,
@@ -476,7 +484,7 @@ RunResult Trainer::run() {
   result.tokens = state.tokens;
   result.finalTrainLoss = lastLoss;
   RunSpec planned = spec;
-  planned.device = device.str();
+  planned.device = rankDeviceList(device, dist.worldSize);
   const MemoryPlan plan = planMemory(cfg, planned, 0);
   const std::int64_t peakBytes = peakMemoryBytes(device);
   json summary = {{"steps", state.step},

@@ -3,9 +3,6 @@
 // (fp64), and a rank whose peer never comes fails the run with a clear message.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -22,19 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A TCP port free on loopback right now (the kernel's choice for port 0).
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 fs::path writeSpec(const fs::path& dir, const std::string& name, const RunSpec& spec) {
   fs::path p = dir / (name + ".json");
@@ -80,7 +64,7 @@ TEST(DataParallel, TwoGlooRanksEqualOneRankWithTheCombinedBatch) {
   spec.name = "one-rank";
   const fs::path one = writeSpec(ws, "one", spec);
 
-  const int port = freePort();
+  const int port = freeLoopbackPort();
   const std::string both = "( " + rankCommand(1, 2, port, two, ws) + " ) & p=$!; " + rankCommand(0, 2, port, two, ws) +
                            "; r0=$?; wait $p; r1=$?; exit $((r0 * 16 + r1))";
   std::string out;
@@ -136,7 +120,7 @@ TEST(DataParallel, ARankWhosePeerNeverJoinsFailsTheRunNamingTheEndpoint) {
   RunSpec spec = tinyPretrainSpec(2);
   spec.name = "alone";
   const fs::path p = writeSpec(ws, "alone", spec);
-  const int port = freePort();
+  const int port = freeLoopbackPort();
   std::string out;
   EXPECT_EQ(runCommand(rankCommand(0, 2, port, p, ws, "LATENTLAB_DIST_TIMEOUT=3 "), &out), 1) << out;
   RunStore store(ws / "runs.db");
@@ -167,7 +151,7 @@ TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
   spec.zeroStage = 0;
   spec.name = "one-rank";
   const fs::path one = writeSpec(ws, "one", spec);
-  const int port = freePort();
+  const int port = freeLoopbackPort();
   std::string out;
   const std::string both = "( " + rankCommand(1, 2, port, two, ws) + " ) & p=$!; " + rankCommand(0, 2, port, two, ws) +
                            "; r0=$?; wait $p; r1=$?; exit $((r0 * 16 + r1))";
@@ -202,7 +186,7 @@ TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
   longSpec.name = "zero-stopped";
   longSpec.data.validationShare = 0.0;
   const fs::path stopped = writeSpec(ws, "stopped", longSpec);
-  const int port2 = freePort();
+  const int port2 = freeLoopbackPort();
   const std::string stopAfterStart =
       "( " + rankCommand(1, 2, port2, stopped, ws) + " ) & p1=$!; ( exec env " +
       rankCommand(0, 2, port2, stopped, ws).substr(0) + " ) & p0=$!; "

@@ -9,26 +9,16 @@
 #include "model/weights.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
+#include "train_test_util.h"
 #include "train/train_step.h"
 
 namespace latentlab::test {
 namespace {
 
-ModelConfig smallConfig() {
-  ModelConfig cfg;
-  cfg.vocabSize = 64;
-  cfg.hiddenSize = 32;
-  cfg.intermediateSize = 48;
-  cfg.numLayers = 2;
-  cfg.numHeads = 4;
-  cfg.numKvHeads = 2;
-  cfg.headDim = 8;
-  return cfg;
-}
 
 std::shared_ptr<CausalLm> smallModel(torch::ScalarType dtype, std::uint64_t seed = 1) {
   torch::manual_seed(seed);
-  auto m = std::make_shared<CausalLm>(smallConfig());
+  auto m = std::make_shared<CausalLm>(tinyModelConfig());
   m->to(dtype);
   initializeWeights(*m, 0.05, false);
   return m;

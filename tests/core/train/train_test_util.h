@@ -1,10 +1,16 @@
 // Helpers for trainer tests: a small real-text spec and metric reads.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "latentlab/model_config.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 
@@ -30,6 +36,34 @@ inline RunSpec tinyPretrainSpec(int steps) {
   s.checkpointEvery = 0;
   s.seed = 5;
   return s;
+}
+
+// A TCP port free on loopback right now (the kernel's choice for port 0):
+// the rendezvous of a test's data-parallel ranks.
+inline int freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A two-layer GQA model of 64 tokens for optimiser-level tests.
+inline ModelConfig tinyModelConfig() {
+  ModelConfig cfg;
+  cfg.vocabSize = 64;
+  cfg.hiddenSize = 32;
+  cfg.intermediateSize = 48;
+  cfg.numLayers = 2;
+  cfg.numHeads = 4;
+  cfg.numKvHeads = 2;
+  cfg.headDim = 8;
+  return cfg;
 }
 
 inline std::vector<double> seriesValues(const RunStore& store, std::int64_t run, const std::string& name) {

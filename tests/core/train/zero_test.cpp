@@ -4,9 +4,6 @@
 // and shards saved at one world size resumed at another.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -20,6 +17,7 @@
 #include "train/data_parallel.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
+#include "train_test_util.h"
 #include "train/train_step.h"
 #include "train/zero.h"
 
@@ -30,29 +28,7 @@ namespace {
 
 constexpr int kRows = 12;   // global windows per step: two equal micro-batches on 1, 2 or 3 ranks
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
-ModelConfig smallConfig() {
-  ModelConfig cfg;
-  cfg.vocabSize = 64;
-  cfg.hiddenSize = 32;
-  cfg.intermediateSize = 48;
-  cfg.numLayers = 2;
-  cfg.numHeads = 4;
-  cfg.numKvHeads = 2;
-  cfg.headDim = 8;
-  return cfg;
-}
 
 torch::optim::AdamWOptions options() {
   return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
@@ -88,12 +64,12 @@ Outcome train(int world, int stage, int firstStep, int steps, const std::vector<
   std::vector<torch::Tensor> init;
   if (start == nullptr) {
     torch::manual_seed(1);
-    CausalLm model(smallConfig());
+    CausalLm model(tinyModelConfig());
     initializeWeights(model, 0.05, false);
     for (const auto& p : model.parameters()) init.push_back(p.detach().clone());
     start = &init;
   }
-  const int port = freePort();
+  const int port = freeLoopbackPort();
   std::mutex m;
   std::vector<std::string> failures;
   auto rankMain = [&](int rank) {
@@ -104,7 +80,7 @@ Outcome train(int world, int stage, int firstStep, int steps, const std::vector<
       env.masterPort = port;
       env.timeout = std::chrono::seconds(60);
       std::unique_ptr<DataParallel> dp = world > 1 ? std::make_unique<DataParallel>(env, torch::kCPU) : nullptr;
-      CausalLm model(smallConfig());   // its own initialisation is overwritten
+      CausalLm model(tinyModelConfig());   // its own initialisation is overwritten
       {
         torch::NoGradGuard noGrad;
         auto ps = model.parameters();
@@ -157,7 +133,7 @@ double maxDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::Ten
 }
 
 std::int64_t parameterCount() {
-  CausalLm model(smallConfig());
+  CausalLm model(tinyModelConfig());
   std::int64_t n = 0;
   for (const auto& p : model.parameters()) n += p.numel();
   return n;
@@ -189,7 +165,7 @@ TEST(Zero, StagesOneAndTwoEqualPlainDataParallelStepForStep) {
   }
   EXPECT_GT(maxDiff(plain.params, [] {
               torch::manual_seed(1);
-              CausalLm m(smallConfig());
+              CausalLm m(tinyModelConfig());
               initializeWeights(m, 0.05, false);
               return m.parameters();
             }()),
@@ -210,7 +186,7 @@ TEST(Zero, EachRankHoldsItsShareOfTheOptimizerState) {
     spec.precision = "fp32";
     spec.zeroStage = 2;
     spec.device = world == 2 ? "cpu,cpu" : "cpu,cpu,cpu";
-    const MemoryPlan plan = planMemory(smallConfig(), spec, 0);
+    const MemoryPlan plan = planMemory(tinyModelConfig(), spec, 0);
     std::int64_t planned = 0;
     for (const MemoryItem& i : plan.items)
       if (i.name == "master weights" || i.name == "optimizer state" || i.name == "gradient slices") planned += i.bytes;
@@ -250,7 +226,7 @@ TEST(Zero, AMissingShardIsRefused) {
   const Outcome first = train(2, 1, 0, 1, nullptr, dir, false);
   fs::remove(dir / "optimizer-rank1.pt");
   torch::manual_seed(1);
-  CausalLm model(smallConfig());
+  CausalLm model(tinyModelConfig());
   ShardedAdamW opt(model.parameters(), model.parameters(), options(), 1, nullptr);
   try {
     opt.load({dir / "optimizer-rank0.pt"});
