@@ -56,16 +56,5 @@ void StderrProgress::log(LogLevel level, std::string_view message) {
   std::fprintf(stderr, "%s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(message.size()), message.data());
 }
 
-std::string humanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 4) {
-    b /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
 
 } // namespace latentlab::cli

@@ -28,8 +28,6 @@ private:
   bool m_drawn = false;
 };
 
-std::string humanBytes(double bytes);
-
 int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);

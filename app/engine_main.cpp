@@ -17,6 +17,7 @@
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/version.h"
 
 using namespace latentlab;
@@ -140,19 +141,19 @@ int cmdInspect(int argc, char** argv) {
   }
   std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
               static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
-              humanBytes(static_cast<double>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
+              formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
   if (s.kv.tpDegree > 1) {
     std::printf("kv per device %lld elements/token (%lld per layer) = %s/token under %d-way tensor parallelism\n",
                 static_cast<long long>(s.kv.perDevicePerToken), static_cast<long long>(s.kv.perDevicePerTokenPerLayer),
-                humanBytes(static_cast<double>(s.kv.perDeviceBytesPerToken)).c_str(), s.kv.tpDegree);
+                formatBytes(static_cast<std::int64_t>(s.kv.perDeviceBytesPerToken)).c_str(), s.kv.tpDegree);
   }
   if (c.mla || c.latent) {
     std::printf("kv saving     %+.2f%% against %s (%s/token)\n", 100.0 * s.kv.saving,
                 c.latent ? "MHA with the same heads" : "the original",
-                humanBytes(static_cast<double>(s.kv.originalBytesPerToken)).c_str());
+                formatBytes(static_cast<std::int64_t>(s.kv.originalBytesPerToken)).c_str());
   }
   std::printf("dtype         %s\n", dtypeName(s.weightDType));
-  std::printf("on disk       %s in %zu file(s), %d tensors\n", humanBytes(static_cast<double>(s.sizeOnDisk)).c_str(),
+  std::printf("on disk       %s in %zu file(s), %d tensors\n", formatBytes(static_cast<std::int64_t>(s.sizeOnDisk)).c_str(),
               s.weightFiles.size(), s.tensorCount);
   if (!s.unusedKeys.empty()) {
     std::printf("unused keys   %zu (first: %s)\n", s.unusedKeys.size(), s.unusedKeys.front().c_str());
@@ -281,8 +282,8 @@ int cmdDevices(int argc, char** argv) {
     std::cout << j.dump() << "\n";
   } else {
     for (const auto& d : devices) {
-      const std::string memory = d.memoryBytes > 0 ? "  " + humanBytes(static_cast<double>(d.freeBytes)) + " free of " +
-                                                         humanBytes(static_cast<double>(d.memoryBytes))
+      const std::string memory = d.memoryBytes > 0 ? "  " + formatBytes(static_cast<std::int64_t>(d.freeBytes)) + " free of " +
+                                                         formatBytes(static_cast<std::int64_t>(d.memoryBytes))
                                                    : std::string();
       std::printf("%-8s %s%s\n", d.id.c_str(), d.name.c_str(), memory.c_str());
     }

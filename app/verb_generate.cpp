@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "engine_cli.h"
 #include "latentlab/error.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/generate.h"
 
 namespace latentlab::cli {
@@ -87,7 +88,7 @@ int cmdGenerate(int argc, char** argv) {
                            "KV cache %s held\n",
                    r.promptIds.size(), r.generatedIds.size(), r.stoppedAtEos ? " (EOS)" : "",
                    r.prefillTokensPerSecond(), r.decodeTokensPerSecond(),
-                   humanBytes(static_cast<double>(r.kvBytes)).c_str());
+                   formatBytes(static_cast<std::int64_t>(r.kvBytes)).c_str());
     }
   }
   return 0;
