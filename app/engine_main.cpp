@@ -175,6 +175,7 @@ int evalTask(const cli::Args& args) {
   o.dtype = parseDType(args.get("dtype", "f32"));
   o.limit = args.getInt64("limit", 0, 0, INT64_MAX);
   o.maxLength = args.getInt("max-length", 0, 0, INT_MAX);
+  o.batchTokens = args.getInt64("batch-tokens", o.batchTokens, 1, INT64_MAX);
   StderrProgress progress(args.flag("quiet"));
   const std::string format = args.get("format", "jsonl");
   const auto items = readTaskFile(format, spec, args.get(format == "mmlu" ? "dev" : "labels", ""),
@@ -197,7 +198,7 @@ int evalTask(const cli::Args& args) {
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
                  {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
-                  "max-length", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed"});
+                  "max-length", "batch-tokens", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.positionals().size() == 1 && args.get("passkey") && !args.flag("help")) return cli::evalPasskey(args);
   if (args.flag("help") || args.positionals().size() != 1) {
@@ -218,6 +219,8 @@ int cmdEval(int argc, char** argv) {
         "  --token-format F     u16 (default) or u32\n"
         "  --seq-len N          window length (default 256)\n"
         "  --batch N            windows per forward pass (default 4)\n"
+        "  --batch-tokens N     --task: padded tokens per forward pass, choices of any items (default 4096)\n"
+        "  --limit N            --task: score the first N items\n"
         "  --max-tokens N       evaluate at most N predicted tokens (default: all)\n"
         "  --device D           cpu (default), cuda, cuda:N\n"
         "  --dtype T            f32 (default), bf16, f16\n"

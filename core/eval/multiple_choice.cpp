@@ -1,6 +1,7 @@
 // Multiple-choice log-likelihood scoring (lm-eval's loglikelihood requests).
 #include "latentlab/multiple_choice.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -355,65 +356,137 @@ ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_
 
 ChoiceScorer::~ChoiceScorer() = default;
 
+namespace {
+
+// One (context, choice) request: its tokens (context then continuation, the
+// last maxLength+1 kept) and how many of them are the continuation's.
+struct Request {
+  std::vector<std::int64_t> tokens;
+  std::int64_t contLen = 0;
+  std::size_t item = 0, choice = 0;
+};
+
+// acc, acc_norm and their standard errors over the items whose every choice
+// has been scored.
+void summarise(ChoiceEvalResult& r, const std::vector<ChoiceItem>& items) {
+  std::vector<double> hits, hitsNorm;
+  r.predicted.assign(r.logLikelihoods.size(), -1);
+  r.predictedNorm.assign(r.logLikelihoods.size(), -1);
+  for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {
+    const auto& lls = r.logLikelihoods[i];
+    if (std::any_of(lls.begin(), lls.end(), [](double v) { return std::isnan(v); })) continue;
+    std::vector<double> norm(lls.size());
+    for (std::size_t c = 0; c < lls.size(); ++c) norm[c] = lls[c] / static_cast<double>(items[i].choices[c].size());
+    r.predicted[i] = argmax(lls);
+    r.predictedNorm[i] = argmax(norm);
+    hits.push_back(r.predicted[i] == items[i].gold ? 1.0 : 0.0);
+    hitsNorm.push_back(r.predictedNorm[i] == items[i].gold ? 1.0 : 0.0);
+  }
+  r.items = static_cast<std::int64_t>(hits.size());
+  r.acc = r.accNorm = 0;
+  for (double h : hits) r.acc += h;
+  for (double h : hitsNorm) r.accNorm += h;
+  if (!hits.empty()) {
+    r.acc /= static_cast<double>(hits.size());
+    r.accNorm /= static_cast<double>(hits.size());
+  }
+  r.accStderr = meanStderr(hits);
+  r.accNormStderr = meanStderr(hitsNorm);
+}
+
+} // namespace
+
 ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
-                                     const CancelToken& cancel) {
+                                     const CancelToken& cancel, const ChoiceResultSink& partial) {
   Impl& d = *m_impl;
   return withTorchErrors("eval", [&] {
     torch::NoGradGuard noGrad;
     ChoiceEvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
     const std::size_t n = limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
-    std::vector<double> hits, hitsNorm;
+    std::vector<Request> requests;
+    r.logLikelihoods.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      throwIfCancelled(cancel, "eval");
       const ChoiceItem& item = items[i];
-      // One row per choice: context tokens then continuation tokens, right-padded.
-      std::vector<std::vector<std::int64_t>> rows;
-      std::vector<std::size_t> contLen;
+      r.logLikelihoods[i].assign(item.choices.size(), std::nan(""));
       for (std::size_t c = 0; c < item.choices.size(); ++c) {
         auto [ctx, cont] = d.encodePair(item.contexts.empty() ? item.context : item.contexts[c], item.choices[c]);
-        std::vector<std::int64_t> all(ctx.begin(), ctx.end());
-        all.insert(all.end(), cont.begin(), cont.end());
+        Request q;
+        q.tokens.assign(ctx.begin(), ctx.end());
+        q.tokens.insert(q.tokens.end(), cont.begin(), cont.end());
         // The model predicts tokens 1..end from 0..end-1; keep the last maxLength+1.
-        if (static_cast<std::int64_t>(all.size()) > d.maxLength + 1) all.erase(all.begin(), all.end() - (d.maxLength + 1));
-        contLen.push_back(cont.size());
-        rows.push_back(std::move(all));
+        if (static_cast<std::int64_t>(q.tokens.size()) > d.maxLength + 1)
+          q.tokens.erase(q.tokens.begin(), q.tokens.end() - (d.maxLength + 1));
+        q.contLen = std::min(static_cast<std::int64_t>(cont.size()), static_cast<std::int64_t>(q.tokens.size()) - 1);
+        q.item = i;
+        q.choice = c;
+        requests.push_back(std::move(q));
       }
-      std::size_t width = 0;
-      for (const auto& row : rows) width = std::max(width, row.size() - 1);
-      const auto C = static_cast<std::int64_t>(rows.size()), W = static_cast<std::int64_t>(width);
-      auto input = torch::zeros({C, W}, torch::kInt64);
-      auto target = torch::zeros({C, W}, torch::kInt64);   // the next token at each position
-      auto mask = torch::zeros({C, W}, torch::kFloat64);   // 1 where that token belongs to the continuation
-      for (std::size_t c = 0; c < rows.size(); ++c) {
-        const auto len = static_cast<std::int64_t>(rows[c].size()) - 1;
-        auto row = torch::tensor(rows[c], torch::kInt64);
-        input[static_cast<std::int64_t>(c)].narrow(0, 0, len).copy_(row.narrow(0, 0, len));
-        target[static_cast<std::int64_t>(c)].narrow(0, 0, len).copy_(row.narrow(0, 1, len));
-        const auto k = static_cast<std::int64_t>(contLen[c]);
-        mask[static_cast<std::int64_t>(c)].narrow(0, len - k, k).fill_(1.0);
-      }
-      auto logprobs = torch::log_softmax(d.model->forward(input.to(d.device)).to(torch::kFloat64), -1).cpu();  // (C, W, V)
-      auto sums = (logprobs.gather(2, target.unsqueeze(2)).squeeze(2) * mask).sum(1);                       // (C,)
-      std::vector<double> lls(rows.size()), norm(rows.size());
-      for (std::size_t c = 0; c < rows.size(); ++c) {
-        lls[c] = sums[static_cast<std::int64_t>(c)].item<double>();
-        norm[c] = lls[c] / static_cast<double>(item.choices[c].size());
-      }
-      r.predicted.push_back(argmax(lls));
-      r.predictedNorm.push_back(argmax(norm));
-      hits.push_back(r.predicted.back() == item.gold ? 1.0 : 0.0);
-      hitsNorm.push_back(r.predictedNorm.back() == item.gold ? 1.0 : 0.0);
-      r.logLikelihoods.push_back(std::move(lls));
-      progress.progress("eval", static_cast<double>(i + 1), static_cast<double>(n), "");
     }
-    r.items = static_cast<std::int64_t>(n);
-    for (double h : hits) r.acc += h;
-    for (double h : hitsNorm) r.accNorm += h;
-    r.acc /= static_cast<double>(n);
-    r.accNorm /= static_cast<double>(n);
-    r.accStderr = meanStderr(hits);
-    r.accNormStderr = meanStderr(hitsNorm);
+    // Longest first (as lm-eval orders them), so each batch is padded to its
+    // first request's length and the slowest batches come first.
+    std::stable_sort(requests.begin(), requests.end(),
+                     [](const Request& a, const Request& b) { return a.tokens.size() > b.tokens.size(); });
+    const std::int64_t budget = std::max<std::int64_t>(d.options.batchTokens, 1);
+    std::size_t next = 0;
+    while (next < requests.size()) {
+      if (cancel.requested()) {
+        r.cancelled = true;
+        break;
+      }
+      // Rows of one forward pass: as many requests as fit the token budget at
+      // the batch's width (at least one), right-padded.
+      const auto W = static_cast<std::int64_t>(requests[next].tokens.size()) - 1;
+      std::size_t end = next + 1;
+      while (end < requests.size() && static_cast<std::int64_t>(end - next + 1) * W <= budget) ++end;
+      const auto B = static_cast<std::int64_t>(end - next);
+      auto input = torch::zeros({B, W}, torch::kInt64);
+      std::vector<std::int64_t> rowIdx, posIdx, targets, segment;
+      for (std::int64_t b = 0; b < B; ++b) {
+        const Request& q = requests[next + static_cast<std::size_t>(b)];
+        const auto len = static_cast<std::int64_t>(q.tokens.size()) - 1;
+        std::copy(q.tokens.begin(), q.tokens.begin() + len, input[b].data_ptr<std::int64_t>());
+        for (std::int64_t p = len - q.contLen; p < len; ++p) {   // the continuation's predicting positions
+          rowIdx.push_back(b);
+          posIdx.push_back(p);
+          targets.push_back(q.tokens[static_cast<std::size_t>(p + 1)]);
+          segment.push_back(b);
+        }
+      }
+      // Only the continuation's positions reach the output layer.
+      auto h = d.model->hidden(input.to(d.device));
+      auto picked = h.index({torch::tensor(rowIdx).to(d.device), torch::tensor(posIdx).to(d.device)});   // (K, d)
+      auto logprobs = torch::log_softmax(d.model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();  // (K, V)
+      auto tokenLp = logprobs.gather(1, torch::tensor(targets).unsqueeze(1)).squeeze(1);
+      auto sums = torch::zeros({B}, torch::kFloat64).index_add_(0, torch::tensor(segment), tokenLp);
+      for (std::int64_t b = 0; b < B; ++b) {
+        const Request& q = requests[next + static_cast<std::size_t>(b)];
+        r.logLikelihoods[q.item][q.choice] = sums[b].item<double>();
+      }
+      next = end;
+      progress.progress("eval", static_cast<double>(next), static_cast<double>(requests.size()), "");
+      if (partial && next < requests.size()) {
+        ChoiceEvalResult sofar = r;
+        summarise(sofar, items);
+        sofar.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        partial(sofar);
+      }
+    }
+    summarise(r, items);
+    if (r.cancelled) {   // the items left unscored are dropped
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {
+        if (r.predicted[i] < 0) continue;
+        r.logLikelihoods[kept] = r.logLikelihoods[i];
+        r.predicted[kept] = r.predicted[i];
+        r.predictedNorm[kept] = r.predictedNorm[i];
+        r.scoredItems.push_back(i);
+        ++kept;
+      }
+      r.logLikelihoods.resize(kept);
+      r.predicted.resize(kept);
+      r.predictedNorm.resize(kept);
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   });
@@ -421,7 +494,9 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
 
 ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
                                  ProgressSink& progress, const CancelToken& cancel) {
-  return ChoiceScorer(options).score(items, options.limit, progress, cancel);
+  ChoiceEvalResult r = ChoiceScorer(options).score(items, options.limit, progress, cancel);
+  if (r.cancelled) throwIfCancelled(cancel, "eval");
+  return r;
 }
 
 } // namespace latentlab

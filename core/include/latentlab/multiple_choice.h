@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,9 @@ struct ChoiceEvalOptions {
   DType dtype = DType::F32;
   int maxLength = 0;                  // tokens the model sees (0: max_position_embeddings); longer inputs keep their end
   std::int64_t limit = 0;             // score at most this many items (0: all)
+  // Tokens per forward pass: requests (one per choice, any item) are sorted
+  // longest first and packed into batches of at most this many padded tokens.
+  std::int64_t batchTokens = 4096;
 };
 
 struct ChoiceEvalResult {
@@ -62,7 +66,15 @@ struct ChoiceEvalResult {
   std::vector<std::vector<double>> logLikelihoods;   // per item, per choice
   std::vector<int> predicted, predictedNorm;
   double seconds = 0;
+  // Cancelled before every item was scored: the figures cover the items
+  // scored (`items` of them, their indices in `scoredItems`).
+  bool cancelled = false;
+  std::vector<std::size_t> scoredItems;
 };
+
+// Receives the figures so far after each forward pass while a task is being
+// scored, for storing partial results.
+using ChoiceResultSink = std::function<void(const ChoiceEvalResult& sofar)>;
 
 // Loads the model and its tokenizer once, then scores any number of tasks.
 class ChoiceScorer {
@@ -71,16 +83,18 @@ public:
   ~ChoiceScorer();
   ChoiceScorer(const ChoiceScorer&) = delete;
   ChoiceScorer& operator=(const ChoiceScorer&) = delete;
-  // Scores the first `limit` items (0: all).
+  // Scores the first `limit` items (0: all). On cancel, returns what was
+  // scored with `cancelled` set.
   ChoiceEvalResult score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
-                         const CancelToken& cancel);
+                         const CancelToken& cancel, const ChoiceResultSink& partial = {});
 
 private:
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };
 
-// One task: ChoiceScorer(options).score(items, options.limit, ...).
+// One task: ChoiceScorer(options).score(items, options.limit, ...); throws
+// Error(Cancelled) when cancelled.
 ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
                                  ProgressSink& progress, const CancelToken& cancel);
 

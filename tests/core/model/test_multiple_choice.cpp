@@ -72,7 +72,11 @@ TEST(MultipleChoice, LogLikelihoodsAndAccuracyEqualLmEvalsConvention) {
   double worst = 0;
   for (std::size_t i = 0; i < lls.size(); ++i) {
     ASSERT_EQ(ours.logLikelihoods[i].size(), lls[i].size());
-    for (std::size_t c = 0; c < lls[i].size(); ++c) worst = std::max(worst, std::abs(ours.logLikelihoods[i][c] - lls[i][c]));
+    for (std::size_t c = 0; c < lls[i].size(); ++c) {
+      worst = std::max(worst, std::abs(ours.logLikelihoods[i][c] - lls[i][c]));
+      // fp32: relative to the log-likelihood (this random model's run to ~ -100)
+      EXPECT_LT(std::abs(ours.logLikelihoods[i][c] - lls[i][c]) / std::max(1.0, std::abs(lls[i][c])), 1e-6);
+    }
   }
   EXPECT_LT(worst, 1e-4);
   EXPECT_DOUBLE_EQ(ours.acc, ref.at("acc").get<double>());
@@ -214,6 +218,81 @@ TEST(MultipleChoice, PartialScoringUsesEachOptionsContext) {
   EXPECT_NEAR(r.logLikelihoods[0][0], a.logLikelihoods[0][0], 1e-6);
   EXPECT_NEAR(r.logLikelihoods[0][1], a.logLikelihoods[1][0], 1e-6);
   EXPECT_NE(r.logLikelihoods[0][0], r.logLikelihoods[0][1]);
+}
+
+// Requests of many items packed into one forward pass (sorted longest
+// first, right-padded, only the continuation's positions through the output
+// layer) score as each request alone; a cancel returns the items scored so
+// far, with their own figures.
+TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
+  const fs::path model = modelWithTokenizer();
+  std::vector<ChoiceItem> items;
+  const std::vector<std::string> stems = {"Lists are", "A dictionary maps keys to", "The for statement in Python differs a bit from",
+                                          "", "Strings can be concatenated with the", "x"};
+  for (std::size_t i = 0; i < 30; ++i) {
+    const std::string stem = stems[i % stems.size()] + (i % 4 == 0 ? " and, as the tutorial says," : "");
+    items.push_back({stem, {" values", " mutable sequences of " + std::to_string(i), "!"}, static_cast<int>(i % 3), {}});
+  }
+  ChoiceEvalOptions o;
+  o.model = model;
+  NullProgress quiet;
+  CancelToken cancel;
+  o.batchTokens = 1;   // one request a forward pass
+  const ChoiceEvalResult alone = evaluateChoices(o, items, quiet, cancel);
+  o.batchTokens = 4096;
+  const ChoiceEvalResult packed = evaluateChoices(o, items, quiet, cancel);
+  ASSERT_EQ(packed.logLikelihoods.size(), items.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    for (std::size_t c = 0; c < 3; ++c)
+      worst = std::max(worst, std::abs(packed.logLikelihoods[i][c] - alone.logLikelihoods[i][c]) /
+                                  std::max(1.0, std::abs(alone.logLikelihoods[i][c])));
+  EXPECT_LT(worst, 1e-6);   // relative: fp32 sums of large log-probabilities (this random model's are ~ -100)
+  EXPECT_EQ(packed.predicted, alone.predicted);
+  EXPECT_EQ(packed.predictedNorm, alone.predictedNorm);
+  EXPECT_DOUBLE_EQ(packed.acc, alone.acc);
+  EXPECT_EQ(packed.items, 30);
+  EXPECT_FALSE(packed.cancelled);
+
+  // Cancelled after the second forward pass: the figures cover the complete items only.
+  struct CancelAfter : ProgressSink {
+    CancelToken& token;
+    int calls = 0;
+    explicit CancelAfter(CancelToken& t) : token(t) {}
+    void progress(std::string_view, double, double, std::string_view) override {
+      if (++calls == 2) token.request();
+    }
+    void log(LogLevel, std::string_view) override {}
+  } cancelling(cancel);
+  std::vector<std::int64_t> partialItems;
+  o.batchTokens = 40;
+  ChoiceScorer scorer(o);
+  const ChoiceEvalResult cut = scorer.score(items, 0, cancelling, cancel, [&](const ChoiceEvalResult& sofar) {
+    partialItems.push_back(sofar.items);
+  });
+  EXPECT_TRUE(cut.cancelled);
+  EXPECT_EQ(cancelling.calls, 2);
+  EXPECT_LT(cut.items, 30);
+  ASSERT_EQ(cut.scoredItems.size(), static_cast<std::size_t>(cut.items));
+  ASSERT_EQ(partialItems.size(), 2u);
+  EXPECT_EQ(partialItems.back(), cut.items);
+  double hits = 0;
+  for (std::size_t k = 0; k < cut.scoredItems.size(); ++k) {
+    const std::size_t i = cut.scoredItems[k];
+    for (std::size_t c = 0; c < 3; ++c) EXPECT_NEAR(cut.logLikelihoods[k][c], alone.logLikelihoods[i][c], 1e-4);
+    hits += cut.predicted[k] == items[i].gold ? 1 : 0;
+  }
+  if (cut.items > 0) {
+    EXPECT_DOUBLE_EQ(cut.acc, hits / static_cast<double>(cut.items));
+  }
+  cancel.reset();
+  EXPECT_THROW(
+      {
+        CancelToken pre;
+        pre.request();
+        evaluateChoices(o, items, quiet, pre);
+      },
+      Error);
 }
 
 } // namespace latentlab::test
