@@ -47,6 +47,14 @@ public:
         }
       } else if constexpr (std::is_floating_point_v<T>) {
         if (!v.is_number()) throw std::invalid_argument("a number");
+      } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+        if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) {
+              return x.is_number_integer() && x.get<std::int64_t>() >= 0 && x.get<std::int64_t>() <= INT32_MAX;
+            }))
+          throw std::invalid_argument("an array of non-negative integers");
+      } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+        if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); }))
+          throw std::invalid_argument("an array of numbers");
       } else {
         if (!v.is_string()) throw std::invalid_argument("a string");
       }
@@ -158,6 +166,21 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
       s.evalTasks.push_back(std::move(t));
     }
   }
+  if (const json* p = f.object("passkey")) {
+    Fields g(*p, source + ": spec.passkey");
+    g.get("file", s.passkey.file);
+    g.get("lengths", s.passkey.lengths);
+    g.get("depths", s.passkey.depths);
+    g.get("trials", s.passkey.trials);
+    g.get("seed", s.passkey.seed);
+    g.rejectUnknown();
+  }
+  if (const json* e = f.object("evaluates")) {
+    Fields g(*e, source + ": spec.evaluates");
+    g.get("run", s.evaluatesRun);
+    g.get("step", s.evaluatesStep);
+    g.rejectUnknown();
+  }
   if (const json* c = f.object("conversion")) {
     Fields g(*c, source + ": spec.conversion");
     s.conversion.enabled = true;
@@ -235,8 +258,26 @@ std::vector<std::string> deviceList(const std::string& device) {
 }
 
 void validateRunSpec(const RunSpec& s, const std::string& source) {
-  static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune"};
-  if (!kinds.count(s.kind)) bad(source, "kind", "must be pretrain, finetune or convert-finetune, got '" + s.kind + "'");
+  static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune", "eval"};
+  if (!kinds.count(s.kind)) bad(source, "kind", "must be pretrain, finetune, convert-finetune or eval, got '" + s.kind + "'");
+  if (s.kind == "eval") {
+    if (s.evalTasks.empty() && s.passkey.file.empty())
+      bad(source, "eval_tasks", "or passkey is required for kind eval (what to evaluate the model on)");
+    if (s.conversion.enabled) bad(source, "conversion", "does not apply to kind eval");
+  } else if (!s.passkey.file.empty() || s.evaluatesRun != 0) {
+    bad(source, s.passkey.file.empty() ? "evaluates" : "passkey", "applies to kind eval only");
+  }
+  if (s.evaluatesRun < 0) bad(source, "evaluates.run", "must be a run ID (>= 1)");
+  if (s.evaluatesStep < 0) bad(source, "evaluates.step", "must be >= 0");
+  if (!s.passkey.file.empty()) {
+    if (s.passkey.lengths.empty()) bad(source, "passkey.lengths", "must list at least one prompt length");
+    for (int L : s.passkey.lengths)
+      if (L < 64) bad(source, "passkey.lengths", "must be at least 64 tokens each, got " + std::to_string(L));
+    if (s.passkey.depths.empty()) bad(source, "passkey.depths", "must list at least one depth");
+    for (double d : s.passkey.depths)
+      if (!(d >= 0 && d <= 1)) bad(source, "passkey.depths", "must each be in [0, 1]");
+    if (s.passkey.trials < 1) bad(source, "passkey.trials", "must be at least 1");
+  }
   if (s.kind == "pretrain" && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
   if (s.kind != "pretrain" && s.modelDir.empty()) bad(source, "model_dir", "is required for kind " + s.kind);
   if (s.steps < 1) bad(source, "steps", "must be at least 1");
@@ -337,6 +378,11 @@ std::string runSpecToJson(const RunSpec& s) {
     }
     j["eval_tasks"] = tasks;
   }
+  if (!s.passkey.file.empty()) {
+    j["passkey"] = {{"file", s.passkey.file}, {"lengths", s.passkey.lengths}, {"depths", s.passkey.depths},
+                    {"trials", s.passkey.trials}, {"seed", s.passkey.seed}};
+  }
+  if (s.evaluatesRun > 0) j["evaluates"] = {{"run", s.evaluatesRun}, {"step", s.evaluatesStep}};
   if (s.conversion.enabled) {
     j["conversion"] = {{"enabled", true}, {"rope_strategy", s.conversion.ropeStrategy},
                        {"rope_pairs", s.conversion.ropePairs}, {"d_kv", s.conversion.dKv}, {"svd", s.conversion.svd},

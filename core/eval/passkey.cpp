@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include "io/tokenizer.h"
@@ -97,14 +98,22 @@ PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, 
   const std::vector<std::int32_t> filler = tok.encode(readText(options.haystack));
   if (filler.empty()) throw Error(ErrorCode::BadInput, options.haystack.string() + ": the haystack file has no tokens");
 
-  GenerateOptions g;
-  g.model = options.model;
-  g.maxNewTokens = kAnswerTokens;
-  g.temperature = 0.0;  // greedy
-  g.device = options.device;
-  g.dtype = options.dtype;
-  Generator gen(g);
-  const std::int64_t context = gen.config().maxPositionEmbeddings;
+  PasskeyAnswerer answer = options.answerer;
+  std::unique_ptr<Generator> gen;
+  std::int64_t context = 0;
+  if (answer) {
+    context = readHfConfig(options.model / "config.json").maxPositionEmbeddings;
+  } else {
+    GenerateOptions g;
+    g.model = options.model;
+    g.maxNewTokens = kAnswerTokens;
+    g.temperature = 0.0;  // greedy
+    g.device = options.device;
+    g.dtype = options.dtype;
+    gen = std::make_unique<Generator>(g);
+    context = gen->config().maxPositionEmbeddings;
+    answer = [&](const std::vector<std::int32_t>& ids, int) { return gen->generateIds(ids, {}, cancel).generatedIds; };
+  }
   for (int length : options.lengths) {
     if (length + kAnswerTokens > context) {
       throw Error(ErrorCode::BadInput,
@@ -131,13 +140,15 @@ PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, 
         const PasskeyPrompt prompt = buildPrompt(tok, filler, length, depth, trial.key, options.model);
         trial.keyPosition = prompt.keyPosition;
         trial.promptTokens = static_cast<std::int64_t>(prompt.ids.size());
-        const GenerateResult r = gen.generateIds(prompt.ids, {}, cancel);
-        trial.answer = tok.decode(r.generatedIds, /*skipSpecial=*/true);
+        std::vector<std::int32_t> answerIds = answer(prompt.ids, kAnswerTokens);
+        if (answerIds.size() > static_cast<std::size_t>(kAnswerTokens)) answerIds.resize(kAnswerTokens);
+        trial.answer = tok.decode(answerIds, /*skipSpecial=*/true);
         trial.correct = passkeyAnswered(trial.answer, trial.key);
         cell.trials.push_back(std::move(trial));
         progress.progress("passkey", static_cast<double>(++done), static_cast<double>(total),
                           "length " + std::to_string(length) + ", depth " + std::to_string(depth));
       }
+      if (options.onCell) options.onCell(cell);
       result.cells.push_back(std::move(cell));
     }
   }

@@ -6,6 +6,7 @@
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
+#include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
 #include "train/checkpoint.h"
 
@@ -24,6 +25,19 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       bad("architecture", "'" + spec.architecture + "' is not a built-in architecture", "Use one of " + list + ".");
     }
+  } else if (spec.kind == "eval") {
+    if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
+    inspectModel(spec.modelDir);   // config.json and every weight's header
+    if (!fs::is_regular_file(fs::path(spec.modelDir) / "tokenizer.json", ec))
+      bad("model_dir", "'" + spec.modelDir + "' has no tokenizer.json; evaluation needs the model's tokenizer");
+    if (!spec.passkey.file.empty() && !fs::is_regular_file(spec.passkey.file, ec))
+      bad("passkey.file", "'" + spec.passkey.file + "' is not a file");
+    for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
+      const EvalTaskSpec& t = spec.evalTasks[k];
+      if (!fs::is_regular_file(t.file, ec)) bad("eval_tasks[" + std::to_string(k) + "].file", "'" + t.file + "' is not a file");
+      readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots);   // a bad line names itself
+    }
+    return;
   } else {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
     const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header

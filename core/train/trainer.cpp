@@ -23,6 +23,7 @@
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/device_memory.h"
+#include "train/eval_job.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -98,6 +99,7 @@ const char* const kMemoryHint =
     "`latentlab-engine run SPEC --check` shows the plan (--ignore-memory-plan starts anyway).";
 
 std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
+  if (spec.kind == "eval") return {};   // no training state to plan
   RunSpec local = spec;
   local.device = device;
   std::int64_t sourceParameters = 0;
@@ -549,8 +551,14 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   }
   try {
     RunSpec spec = parseRunSpec(specJson, launchedFromSpec ? "spec" : "run " + std::to_string(runId) + " spec");
-    Trainer t{store, runId, env, progress, cancel, spec, {}};
-    result = withTorchErrors("run " + std::to_string(runId), [&] { return t.run(); });
+    if (spec.kind == "eval") {
+      if (env.dist.distributed()) throw Error(ErrorCode::BadSpec, "run " + std::to_string(runId) + ": an eval job runs on one device");
+      result = withTorchErrors("run " + std::to_string(runId),
+                               [&] { return runEvaluationJob(store, runId, env, spec, progress, cancel); });
+    } else {
+      Trainer t{store, runId, env, progress, cancel, spec, {}};
+      result = withTorchErrors("run " + std::to_string(runId), [&] { return t.run(); });
+    }
   } catch (const Error& e) {
     result.status = e.code() == ErrorCode::Cancelled ? RunStatus::Cancelled : RunStatus::Failed;
     result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");

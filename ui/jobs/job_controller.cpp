@@ -469,7 +469,7 @@ void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
       job.steps = ev.steps;
       job.tokens = ev.tokens;
       job.loss = ev.loss;
-      job.hasLoss = true;
+      job.hasLoss = ev.hasLoss;
       job.tokensPerSec = ev.tokensPerSec;
       job.observe(ev.step, QDateTime::currentMSecsSinceEpoch());
       Q_EMIT progress(job.runId, ev.step, ev.steps, ev.tokens, ev.loss, ev.tokensPerSec);

@@ -37,6 +37,7 @@ EngineEvent parseEngineLine(const QByteArray& raw) {
     ev.steps = i64("steps");
     ev.tokens = i64("tokens");
     ev.loss = dbl("loss");
+    ev.hasLoss = o.contains(QLatin1String("loss"));
     ev.lr = dbl("lr");
     ev.gradNorm = dbl("grad_norm");
     ev.tokensPerSec = dbl("tokens_per_s");

@@ -21,6 +21,7 @@ struct EngineEvent {
   std::int64_t steps = 0;
   std::int64_t tokens = 0;
   double loss = 0;
+  bool hasLoss = false;          // progress: false for an eval job (no loss)
   double lr = 0;
   double gradNorm = 0;
   double tokensPerSec = 0;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@
 #include "latentlab/progress.h"
 
 namespace latentlab {
+
+struct PasskeyCell;
+
+// What answers a prompt: the generated token ids for the prompt's ids, at
+// most `maxNewTokens` of them. Empty: the model's own greedy generation.
+using PasskeyAnswerer = std::function<std::vector<std::int32_t>(const std::vector<std::int32_t>& promptIds, int maxNewTokens)>;
 
 struct PasskeyOptions {
   std::filesystem::path model;      // an HF folder with tokenizer.json
@@ -23,6 +30,8 @@ struct PasskeyOptions {
   std::uint64_t seed = 0;
   std::string device = "cpu";
   DType dtype = DType::F32;
+  PasskeyAnswerer answerer;         // for scripted answers in tests; empty = the model
+  std::function<void(const PasskeyCell&)> onCell;   // each cell once all its trials are done
 };
 
 struct PasskeyTrial {

@@ -64,10 +64,20 @@ struct EvalTaskSpec {
   std::int64_t limit = 0;               // score at most this many items (0: all)
 };
 
+// The passkey grid an evaluation job runs ("passkey": {"file": ..., ...};
+// docs/evaluation.md).
+struct PasskeySpec {
+  std::string file;                     // the haystack text; empty = no passkey test
+  std::vector<int> lengths = {1024};
+  std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  int trials = 3;
+  std::uint64_t seed = 0;
+};
+
 struct RunSpec {
   int version = kRunSpecVersion;
   std::string name;
-  std::string kind = "pretrain";        // pretrain | finetune | convert-finetune
+  std::string kind = "pretrain";        // pretrain | finetune | convert-finetune | eval
   std::string architecture;             // built-in shape for pretrain (e.g. "demo-gqa")
   std::string modelDir;                 // HF folder for finetune / convert-finetune
   std::string attention;                // pretrain only: mha | gqa | mla | gla-<k> | mlra-2 | mlra-4;
@@ -96,6 +106,13 @@ struct RunSpec {
   std::string device = "cpu";
   std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
   std::vector<EvalTaskSpec> evalTasks;  // scored on every checkpoint's model; results in the store
+  // Kind eval: the model in model_dir is scored on eval_tasks and the passkey
+  // grid, no training. Its results are stored under the run it evaluates (a
+  // checkpoint of run `evaluates_run` at step `evaluates_step`), else under
+  // the evaluation job itself at step 0.
+  PasskeySpec passkey;
+  std::int64_t evaluatesRun = 0;
+  std::int64_t evaluatesStep = 0;
 };
 
 // The devices of a job, one per rank: "cuda:0,cuda:1" -> {"cuda:0", "cuda:1"};

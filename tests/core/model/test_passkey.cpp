@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
+#include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "latentlab/passkey.h"
 #include "model_test_util.h"
@@ -122,6 +124,67 @@ TEST(Passkey, TheCliPrintsTheGrid) {
                        &bad),
             0);
   EXPECT_NE(bad.find("--depths"), std::string::npos) << bad;
+}
+
+// Scripted answerers instead of a model: one that reads the key from the
+// prompt (a model given the answer) scores every cell; one that finds the key
+// only in the first half of the prompt scores exactly the cells whose key sits
+// there.
+TEST(Passkey, AModelGivenTheAnswerScoresEveryCellAndTheGridIsExact) {
+  const Tokenizer tok = Tokenizer::fromFile(smallModel() / "tokenizer.json");
+  auto keyIn = [&](const std::vector<std::int32_t>& ids, std::size_t& at) {
+    const std::string text = tok.decode(ids, true);
+    const std::regex sentence("The pass key is ([0-9]{5})");
+    std::smatch m;
+    if (!std::regex_search(text, m, sentence)) return std::string();
+    at = static_cast<std::size_t>(m.position(0));
+    return m[1].str();
+  };
+  PasskeyOptions o;
+  o.model = smallModel();
+  o.haystack = kHaystack;
+  o.lengths = {128, 256, 400};
+  o.depths = {0.0, 0.25, 0.75, 1.0};
+  o.trials = 3;
+  o.seed = 4;
+  std::vector<std::pair<int, double>> reported;
+  o.onCell = [&](const PasskeyCell& c) { reported.emplace_back(c.length, c.depth); };
+  o.answerer = [&](const std::vector<std::int32_t>& ids, int maxNew) {
+    std::size_t at = 0;
+    auto answer = tok.encode(" " + keyIn(ids, at) + ". Remember it.", false);
+    if (answer.size() > static_cast<std::size_t>(maxNew)) answer.resize(static_cast<std::size_t>(maxNew));
+    return answer;
+  };
+  NullProgress quiet;
+  CancelToken cancel;
+  const PasskeyResult given = runPasskey(o, quiet, cancel);
+  ASSERT_EQ(given.cells.size(), 12u);
+  for (const PasskeyCell& c : given.cells) EXPECT_EQ(c.correct(), 3) << c.length << " " << c.depth;
+  EXPECT_EQ(reported.size(), 12u);
+
+  // Answers right only when the key's sentence ends in the first half of the
+  // prompt's tokens (the shortest prefix that holds it).
+  o.answerer = [&](const std::vector<std::int32_t>& ids, int) {
+    std::size_t at = 0;
+    const std::string key = keyIn(ids, at);
+    std::size_t lo = 1, hi = ids.size();
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      std::size_t unused = 0;
+      if (keyIn(std::vector<std::int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(mid)), unused) == key) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return tok.encode(lo < ids.size() / 2 ? " " + key : " 12345", false);
+  };
+  o.lengths = {256, 400};
+  const PasskeyResult half = runPasskey(o, quiet, cancel);
+  for (const PasskeyCell& c : half.cells) {
+    EXPECT_EQ(c.correct(), c.depth < 0.5 ? 3 : 0) << c.length << " " << c.depth;
+    for (const PasskeyTrial& t : c.trials) EXPECT_EQ(t.correct, c.depth < 0.5) << t.key << " answered '" << t.answer << "'";
+  }
 }
 
 }  // namespace latentlab::test

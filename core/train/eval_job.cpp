@@ -1,0 +1,162 @@
+// An evaluation job (run spec kind "eval"): a model scored on multiple-choice
+// tasks and the passkey grid, no training. Results go to the store as they
+// are produced: a task's figures so far (marked partial) every few seconds
+// and complete at its end; each passkey cell when its trials are done. A job
+// killed midway leaves what it had, marked as such.
+#include "train/eval_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "latentlab/error.h"
+#include "latentlab/multiple_choice.h"
+#include "latentlab/passkey.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string passkeyMetricName(int length, double depth) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "len=%d,depth=%g", length, depth);
+  return buf;
+}
+
+bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth) {
+  return std::sscanf(metric.c_str(), "len=%d,depth=%lf", &length, &depth) == 2;
+}
+
+namespace {
+
+// The job's overall progress as `progress` lines: each unit is a task item or
+// a passkey trial; at most five lines a second.
+class JobProgress final : public ProgressSink {
+public:
+  JobProgress(const JobEnvironment& env, ProgressSink& inner, std::int64_t total) : m_env(env), m_inner(inner), m_total(total) {}
+  void beginPart(std::int64_t units) {
+    m_base += m_part;
+    m_part = units;
+  }
+  void progress(std::string_view stage, double done, double total, std::string_view detail) override {
+    m_inner.progress(stage, done, total, detail);
+    const auto now = Clock::now();
+    const bool last = total > 0 && done >= total;
+    if (!last && now - m_last < std::chrono::milliseconds(200)) return;
+    m_last = now;
+    const auto at = m_base + static_cast<std::int64_t>(total > 0 ? static_cast<double>(m_part) * done / total : 0.0);
+    if (m_env.lines) m_env.lines(json{{"event", "progress"}, {"step", at}, {"steps", m_total}, {"tokens", 0}}.dump());
+  }
+  void log(LogLevel level, std::string_view message) override { m_inner.log(level, message); }
+
+private:
+  const JobEnvironment& m_env;
+  ProgressSink& m_inner;
+  std::int64_t m_total, m_base = 0, m_part = 0;
+  Clock::time_point m_last{};
+};
+
+} // namespace
+
+RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
+                           ProgressSink& progress, const CancelToken& cancel) {
+  const std::int64_t target = spec.evaluatesRun > 0 ? spec.evaluatesRun : runId;
+  const std::int64_t step = spec.evaluatesRun > 0 ? spec.evaluatesStep : 0;
+  if (spec.evaluatesRun > 0) store.run(spec.evaluatesRun);   // throws naming the run when it is gone
+  const std::string device = env.device.empty() ? spec.device : env.device;
+  // Every task file is read before the model loads: a bad line fails the job
+  // before anything is stored.
+  std::vector<std::vector<ChoiceItem>> taskItems;
+  std::int64_t units = 0;
+  for (const EvalTaskSpec& t : spec.evalTasks) {
+    taskItems.push_back(readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots));
+    const auto n = static_cast<std::int64_t>(taskItems.back().size());
+    units += t.limit > 0 ? std::min(t.limit, n) : n;
+  }
+  if (!spec.passkey.file.empty())
+    units += static_cast<std::int64_t>(spec.passkey.lengths.size() * spec.passkey.depths.size()) * spec.passkey.trials;
+  JobProgress jobProgress(env, progress, units);
+  auto emit = [&](const json& j) {
+    if (env.lines) env.lines(j.dump());
+  };
+  auto record = [&](const std::string& task, const std::string& metric, double value, double err, std::int64_t items,
+                    bool partial) {
+    EvaluationRecord e;
+    e.runId = target;
+    e.step = step;
+    e.task = task;
+    e.metric = metric;
+    e.value = value;
+    e.stderrValue = err;
+    e.items = items;
+    e.partial = partial;
+    store.addEvaluation(e);
+  };
+  auto recordTask = [&](const std::string& task, const ChoiceEvalResult& r, bool partial) {
+    record(task, "acc", r.acc, r.accStderr, r.items, partial);
+    record(task, "acc_norm", r.accNorm, r.accNormStderr, r.items, partial);
+  };
+
+  json summary = {{"model", spec.modelDir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
+  json tasks = json::object();
+  RunResult result;
+  if (!spec.evalTasks.empty()) {
+    ChoiceEvalOptions o;
+    o.model = spec.modelDir;
+    o.device = device;
+    ChoiceScorer scorer(o);   // the model, loaded once for every task
+    for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
+      const EvalTaskSpec& t = spec.evalTasks[k];
+      const auto n = static_cast<std::int64_t>(taskItems[k].size());
+      jobProgress.beginPart(t.limit > 0 ? std::min(t.limit, n) : n);
+      auto lastWrite = Clock::now();
+      const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, jobProgress, cancel, [&](const ChoiceEvalResult& sofar) {
+        if (Clock::now() - lastWrite < std::chrono::seconds(2) || sofar.items == 0) return;
+        recordTask(t.name, sofar, /*partial=*/true);
+        lastWrite = Clock::now();
+      });
+      recordTask(t.name, r, r.cancelled);
+      tasks[t.name] = {{"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
+                       {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}, {"partial", r.cancelled},
+                       {"seconds", r.seconds}};
+      emit({{"event", "eval_task"}, {"step", step}, {"task", t.name}, {"acc", r.acc}, {"acc_norm", r.accNorm},
+            {"items", r.items}});
+      progress.log(LogLevel::Info, t.name + ": acc " + std::to_string(r.acc) + ", acc_norm " + std::to_string(r.accNorm) +
+                                       " over " + std::to_string(r.items) + " items" + (r.cancelled ? " (cancelled)" : ""));
+      if (r.cancelled) break;
+    }
+    summary["eval_tasks"] = tasks;
+  }
+  json cells = json::array();
+  if (!spec.passkey.file.empty() && !cancel.requested()) {
+    PasskeyOptions p;
+    p.model = spec.modelDir;
+    p.haystack = spec.passkey.file;
+    p.lengths = spec.passkey.lengths;
+    p.depths = spec.passkey.depths;
+    p.trials = spec.passkey.trials;
+    p.seed = spec.passkey.seed;
+    p.device = device;
+    p.onCell = [&](const PasskeyCell& c) {
+      const double share = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
+      record("passkey", passkeyMetricName(c.length, c.depth), share, 0.0, static_cast<std::int64_t>(c.trials.size()), false);
+      cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()}, {"trials", c.trials.size()}});
+    };
+    jobProgress.beginPart(static_cast<std::int64_t>(p.lengths.size() * p.depths.size()) * p.trials);
+    try {
+      runPasskey(p, jobProgress, cancel);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Cancelled) throw;
+    }
+    summary["passkey"] = cells;
+  }
+  store.setSummary(runId, summary.dump());
+  if (cancel.requested()) {
+    result.status = RunStatus::Cancelled;
+    result.error = "cancelled; the results so far are stored, the task cut short marked partial";
+  }
+  return result;
+}
+
+} // namespace latentlab

@@ -1,0 +1,203 @@
+// Evaluation jobs (run spec kind "eval") through the engine binary: a model
+// scored on a task and the passkey grid, every figure in the store under the
+// run it evaluates; the same figures as `eval --task`; a job stopped midway
+// keeps what it scored, marked partial; a bad spec or task line registers no run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <thread>
+
+#include "engine_test_util.h"
+#include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
+#include "model/model_test_util.h"
+#include "test_support.h"
+
+namespace latentlab::test {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kHaystack = "/usr/share/doc/python3.11/html/_sources/tutorial/controlflow.rst.txt";
+
+fs::path textModel() {
+  static const fs::path dir = [] {
+    const fs::path d = scratchDir("eval-job-model") / "model";
+    writeSmallTextModel(d, /*maxPositions=*/512);
+    return d;
+  }();
+  return dir;
+}
+
+// `n` items of two or three choices with contexts of varying length.
+void writeTask(const fs::path& path, int n) {
+  std::ofstream out(path);
+  const char* stems[] = {"The for statement", "A list comprehension is a concise way to create lists, and",
+                         "Functions are defined with", "Python"};
+  for (int i = 0; i < n; ++i) {
+    nlohmann::json item = {{"context", std::string(stems[i % 4]) + " (" + std::to_string(i) + ")"},
+                           {"choices", i % 3 == 0 ? std::vector<std::string>{" def", " class", " lambda"}
+                                                  : std::vector<std::string>{" range", " while loops"}},
+                           {"gold", i % 2}};
+    out << item.dump() << "\n";
+  }
+}
+
+RunSpec evalSpec(const fs::path& task) {
+  RunSpec s;
+  s.name = "eval of the small model";
+  s.kind = "eval";
+  s.modelDir = textModel().string();
+  EvalTaskSpec t;
+  t.name = "toy";
+  t.file = task.string();
+  s.evalTasks.push_back(t);
+  return s;
+}
+
+std::vector<EvaluationRecord> rowsOf(const fs::path& db, std::int64_t run, const std::string& task) {
+  RunStore store(db);
+  std::vector<EvaluationRecord> out;
+  for (const auto& e : store.listEvaluations(run))
+    if (e.task == task) out.push_back(e);
+  return out;
+}
+
+} // namespace
+
+TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
+  const fs::path dir = scratchDir("eval-job");
+  writeTask(dir / "toy.jsonl", 40);
+  const fs::path db = dir / "runs.db";
+  std::int64_t trained = 0;
+  {
+    RunStore store(db);
+    RunSpec pre;
+    pre.kind = "pretrain";
+    pre.architecture = "demo-gqa";
+    trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
+  }
+  RunSpec spec = evalSpec(dir / "toy.jsonl");
+  spec.passkey.file = kHaystack;
+  spec.passkey.lengths = {128, 256};
+  spec.passkey.depths = {0.0, 1.0};
+  spec.passkey.trials = 2;
+  spec.evaluatesRun = trained;
+  spec.evaluatesStep = 300;
+  writeFile(dir / "eval.json", runSpecToJson(spec));
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "eval.json").string()) + " --db " +
+                           shellQuote(db.string()),
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"event\":\"eval_task\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"event\":\"progress\""), std::string::npos) << out;
+  RunStore store(db);
+  const auto runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 2u);
+  const std::int64_t job = runs[0].id == trained ? runs[1].id : runs[0].id;
+  EXPECT_EQ(store.run(job).status, RunStatus::Completed);
+  EXPECT_EQ(store.run(job).kind, "eval");
+  EXPECT_TRUE(store.listEvaluations(job).empty());   // stored under the evaluated run
+
+  // The task: acc and acc_norm over all 40 items, complete, at the checkpoint's step,
+  // equal to the eval verb's figures.
+  const auto toy = rowsOf(db, trained, "toy");
+  ASSERT_EQ(toy.size(), 2u);
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " eval " + shellQuote(textModel().string()) + " --quiet --json --task " +
+                           shellQuote("toy=" + (dir / "toy.jsonl").string()),
+                       &out),
+            0)
+      << out;
+  const auto verb = nlohmann::json::parse(out.substr(out.find('{')));
+  for (const auto& e : toy) {
+    EXPECT_EQ(e.step, 300);
+    EXPECT_EQ(e.items, 40);
+    EXPECT_FALSE(e.partial);
+    EXPECT_DOUBLE_EQ(e.value, verb.at(e.metric).get<double>()) << e.metric;
+    EXPECT_DOUBLE_EQ(e.stderrValue, verb.at(e.metric + "_stderr").get<double>()) << e.metric;
+  }
+  // The passkey grid: one row per cell, each the share of its trials answered.
+  const auto cells = rowsOf(db, trained, "passkey");
+  ASSERT_EQ(cells.size(), 4u);
+  std::set<std::string> names;
+  for (const auto& e : cells) {
+    names.insert(e.metric);
+    EXPECT_EQ(e.items, 2);
+    EXPECT_TRUE(e.value == 0.0 || e.value == 0.5 || e.value == 1.0) << e.value;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"len=128,depth=0", "len=128,depth=1", "len=256,depth=0", "len=256,depth=1"}));
+  const auto summary = nlohmann::json::parse(store.run(job).summaryJson);
+  EXPECT_EQ(summary.at("passkey").size(), 4u);
+  EXPECT_EQ(summary.at("eval_tasks").at("toy").at("items"), 40);
+}
+
+TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
+  const fs::path dir = scratchDir("eval-job-stop");
+  writeTask(dir / "big.jsonl", 60000);
+  const fs::path db = dir / "runs.db";
+  RunSpec spec = evalSpec(dir / "big.jsonl");
+  writeFile(dir / "eval.json", runSpecToJson(spec));
+  const pid_t pid = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "job.log");
+  // Wait for the first partial figures (written every 2 s), then stop the job as the workbench does.
+  std::vector<EvaluationRecord> rows;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db)) continue;
+    rows = rowsOf(db, 1, "toy");
+    if (!rows.empty()) break;
+  }
+  ASSERT_FALSE(rows.empty()) << "no partial figures were written";
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);   // cancelled
+  RunStore store(db);
+  EXPECT_EQ(store.integrityCheck(), "ok");
+  EXPECT_EQ(store.run(1).status, RunStatus::Cancelled);
+  rows = rowsOf(db, 1, "toy");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& e : rows) {
+    EXPECT_TRUE(e.partial);
+    EXPECT_GT(e.items, 0);
+    EXPECT_LT(e.items, 60000);
+  }
+}
+
+TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
+  const fs::path dir = scratchDir("eval-job-bad");
+  const fs::path db = dir / "runs.db";
+  std::ofstream(dir / "bad.jsonl") << "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"gold\": 0}\n{\"context\": 1}\n";
+  std::string out;
+  auto runSpec = [&](const RunSpec& s) {
+    writeFile(dir / "spec.json", runSpecToJson(s));
+    return runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --quiet --db " +
+                          shellQuote(db.string()),
+                      &out);
+  };
+  RunSpec noTasks = evalSpec(dir / "bad.jsonl");
+  noTasks.evalTasks.clear();
+  EXPECT_EQ(runSpec(noTasks), 1);
+  EXPECT_NE(out.find("eval_tasks"), std::string::npos) << out;
+  RunSpec missing = evalSpec(dir / "absent.jsonl");
+  EXPECT_EQ(runSpec(missing), 1);
+  EXPECT_NE(out.find("absent.jsonl"), std::string::npos) << out;
+  RunSpec depth = evalSpec(dir / "bad.jsonl");
+  depth.passkey.file = kHaystack;
+  depth.passkey.depths = {0.5, 1.5};
+  EXPECT_EQ(runSpec(depth), 1);
+  EXPECT_NE(out.find("passkey.depths"), std::string::npos) << out;
+  // A malformed line names the file and the line.
+  EXPECT_EQ(runSpec(evalSpec(dir / "bad.jsonl")), 1);
+  EXPECT_NE(out.find("bad.jsonl:2"), std::string::npos) << out;
+  RunStore store(db, StoreOpen::CreateIfMissing);
+  EXPECT_TRUE(store.listRuns().empty());
+}
+
+} // namespace latentlab::test
