@@ -27,7 +27,7 @@ std::string readWholeFile(const fs::path& path) {
 } // namespace
 
 int cmdGenerate(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "json", "greedy"},
+  Args args(argc, argv, 2, {"help", "json", "greedy", "events"},
             {"model", "prompt", "prompt-file", "prompts-jsonl", "max-new-tokens", "temperature", "top-k", "top-p",
              "seed", "device", "dtype"});
   const int sources = (args.get("prompt") ? 1 : 0) + (args.get("prompt-file") ? 1 : 0) + (args.get("prompts-jsonl") ? 1 : 0);
@@ -43,7 +43,9 @@ int cmdGenerate(int argc, char** argv) {
         "  --max-new-tokens N  default 128\n"
         "  --temperature T     default 1 (0 or --greedy: argmax); then --top-k (0: off), --top-p (1: off)\n"
         "  --seed S            sampling seed (default 0)\n"
-        "  --json              one JSON object per prompt instead of streamed text\n");
+        "  --json              one JSON object per prompt instead of streamed text\n"
+        "  --events            JSON lines as it generates: {\"event\": \"token\", \"text\", \"generated_tokens\",\n"
+        "                      \"decode_tokens_per_s\", \"kv_cache_bytes\"} per token, then {\"event\": \"done\", ...the --json fields}\n");
     return args.flag("help") ? 0 : 1;
   }
   GenerateOptions o;
@@ -60,28 +62,46 @@ int cmdGenerate(int argc, char** argv) {
   if (auto f = args.get("prompt-file")) prompts.push_back(readWholeFile(*f));
   if (auto f = args.get("prompts-jsonl")) prompts = readPrompts(*f);
   Generator generator(o);
-  const bool asJson = args.flag("json");
+  const bool asJson = args.flag("json"), events = args.flag("events");
+  auto line = [](const json& j) { std::cout << j.dump() << std::endl; };
   for (const std::string& prompt : prompts) {
     TextSink sink;
-    if (!asJson) {
+    TokenSink onToken;
+    std::string pending;   // --events: text not yet sent
+    if (events) {
+      sink = [&](std::string_view piece) { pending += piece; };
+      onToken = [&](const GenerateResult& sofar) {
+        line({{"event", "token"},
+              {"text", pending},
+              {"generated_tokens", sofar.generatedIds.size()},
+              {"prompt_tokens", sofar.promptIds.size()},
+              {"prefill_tokens_per_s", sofar.prefillTokensPerSecond()},
+              {"decode_tokens_per_s", sofar.decodeTokensPerSecond()},
+              {"kv_cache_bytes", sofar.kvBytes}});
+        pending.clear();
+      };
+    } else if (!asJson) {
       sink = [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       };
     }
-    const GenerateResult r = generator.generate(prompt, sink, cancelToken());
-    if (asJson) {
-      std::cout << json{{"prompt", prompt},
-                        {"text", r.text},
-                        {"prompt_tokens", r.promptIds.size()},
-                        {"generated_tokens", r.generatedIds.size()},
-                        {"generated_ids", r.generatedIds},
-                        {"stopped_at_eos", r.stoppedAtEos},
-                        {"prefill_tokens_per_s", r.prefillTokensPerSecond()},
-                        {"decode_tokens_per_s", r.decodeTokensPerSecond()},
-                        {"kv_cache_bytes", r.kvBytes}}
-                       .dump()
-                << std::endl;
+    const GenerateResult r = generator.generate(prompt, sink, cancelToken(), onToken);
+    if (asJson || events) {
+      json j = {{"prompt", prompt},
+                {"text", r.text},
+                {"prompt_tokens", r.promptIds.size()},
+                {"generated_tokens", r.generatedIds.size()},
+                {"generated_ids", r.generatedIds},
+                {"stopped_at_eos", r.stoppedAtEos},
+                {"prefill_tokens_per_s", r.prefillTokensPerSecond()},
+                {"decode_tokens_per_s", r.decodeTokensPerSecond()},
+                {"kv_cache_bytes", r.kvBytes}};
+      if (events) {
+        j["event"] = "done";
+        j["tail"] = pending;   // text that arrived after the last token line (a held-back character)
+      }
+      line(j);
     } else {
       std::printf("\n");
       std::fprintf(stderr, "generate: %zu prompt + %zu generated tokens%s; prefill %.1f tok/s, decode %.1f tok/s; "

@@ -95,16 +95,17 @@ Generator::~Generator() = default;
 
 const ModelConfig& Generator::config() const { return m_impl->model->config(); }
 
-GenerateResult Generator::generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel) {
+GenerateResult Generator::generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel,
+                                   const TokenSink& onToken) {
   if (!m_impl->tokenizer) {
     throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() + ": not found; text generation "
                                     "needs the model's tokenizer");
   }
-  return generateIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true), sink, cancel);
+  return generateIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true), sink, cancel, onToken);
 }
 
 GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink,
-                                      const CancelToken& cancel) {
+                                      const CancelToken& cancel, const TokenSink& onToken) {
   Impl& d = *m_impl;
   if (promptIds.empty()) throw Error(ErrorCode::BadInput, "the prompt has no tokens");
   const int vocab = d.model->config().vocabSize;
@@ -142,6 +143,11 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
           sink(std::string_view(text).substr(shown.size()));
           shown = text;
         }
+      }
+      if (onToken) {
+        r.decodeSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+        r.kvBytes = cache.bytes();
+        onToken(r);
       }
       if (static_cast<int>(r.generatedIds.size()) >= d.options.maxNewTokens) break;
       throwIfCancelled(cancel, "generate");

@@ -29,6 +29,11 @@ struct GenerateOptions {
   bool stopAtEos = true;
 };
 
+struct GenerateResult;
+// Called after each generated token with the result so far (ids, timings,
+// the cache's bytes now), for live figures.
+using TokenSink = std::function<void(const GenerateResult& sofar)>;
+
 struct GenerateResult {
   std::string text;                          // the generated text (the prompt not included)
   std::vector<std::int32_t> promptIds;       // as encoded, with the tokenizer's BOS when it has one
@@ -55,9 +60,11 @@ public:
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
 
-  GenerateResult generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel);
+  GenerateResult generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel,
+                          const TokenSink& onToken = {});
   // The same from token ids (no text is decoded when `sink` is empty).
-  GenerateResult generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink, const CancelToken& cancel);
+  GenerateResult generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink, const CancelToken& cancel,
+                             const TokenSink& onToken = {});
   const ModelConfig& config() const;
 
 private:

@@ -4,6 +4,8 @@
 // seeded, the streamed text is the result's text, and the CLI verb works.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -165,6 +167,39 @@ TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
   // The first 12 sampled ids are the library call's (same seed, same model).
   const auto ids = j.at("generated_ids").get<std::vector<std::int32_t>>();
   EXPECT_TRUE(std::equal(ids.begin(), ids.end(), r.generatedIds.begin()));
+
+  // --events: a line per token with the figures so far, then the summary;
+  // the lines' text is the whole text.
+  ASSERT_EQ(runCommand(shellQuote(LATENTLAB_ENGINE_EXE) + " generate --events --model " + shellQuote(dir.string()) +
+                           " --prompt 'The tutorial' --max-new-tokens 12 --seed 3 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  std::istringstream lines(out);
+  std::string l, text;
+  std::vector<nlohmann::json> tokens;
+  nlohmann::json done;
+  while (std::getline(lines, l)) {
+    const auto e = nlohmann::json::parse(l);
+    if (e.at("event") == "token") {
+      tokens.push_back(e);
+      text += e.at("text").get<std::string>();
+    } else {
+      done = e;
+    }
+  }
+  ASSERT_EQ(done.value("event", ""), "done") << out;
+  text += done.at("tail").get<std::string>();
+  EXPECT_EQ(text, done.at("text").get<std::string>());
+  EXPECT_EQ(done.at("generated_ids"), j.at("generated_ids"));
+  ASSERT_EQ(tokens.size(), done.at("generated_tokens").get<std::size_t>() - (done.at("stopped_at_eos").get<bool>() ? 1 : 0));
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    EXPECT_EQ(tokens[k].at("generated_tokens").get<std::size_t>(), k + 1);
+    if (k > 0) {
+      EXPECT_GT(tokens[k].at("kv_cache_bytes").get<std::int64_t>(), tokens[k - 1].at("kv_cache_bytes").get<std::int64_t>());
+    }
+  }
+  EXPECT_EQ(tokens.back().at("kv_cache_bytes"), done.at("kv_cache_bytes"));
 }
 
 
