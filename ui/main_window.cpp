@@ -44,6 +44,8 @@
 #include "panels/attention_panel.h"
 #include "panels/compare_panel.h"
 #include "panels/conversion_panel.h"
+#include "panels/evaluate_panel.h"
+#include "panels/try_panel.h"
 #include "panels/jobs_panel.h"
 #include "panels/log_panel.h"
 #include "panels/message_banner.h"
@@ -104,16 +106,20 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_training = new TrainingPanel;
   m_jobsPanel = new JobsPanel(m_jobs, m_jobModel);
   m_log = new LogPanel(m_jobs);
+  m_evaluate = new EvaluatePanel(m_store, m_ws.dir);
+  m_try = new TryPanel(m_store, m_ws.dir, m_jobs->enginePath());
   m_banner = new MessageBanner;
 
   m_rightTabs = new QTabWidget;
   m_rightTabs->addTab(padded(m_model), tr("Model"));
   m_rightTabs->addTab(padded(m_conversion), tr("Conversion"));
   m_rightTabs->addTab(padded(m_training, /*scrolls=*/false), tr("Training"));  // its own scroll area, buttons fixed below
+  m_rightTabs->addTab(padded(m_evaluate), tr("Evaluate"));
   m_rightTabs->setMinimumWidth(330);
   m_bottomTabs = new QTabWidget;
   m_bottomTabs->addTab(m_jobsPanel, tr("Jobs"));
   m_bottomTabs->addTab(m_log, tr("Log"));
+  m_bottomTabs->addTab(m_try, tr("Try it"));
   m_bottomTabs->setDocumentMode(true);
 
   m_horizontal = new QSplitter(Qt::Horizontal);
@@ -182,6 +188,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   connect(&m_refreshTimer, &QTimer::timeout, this, [this] {
     m_runModel->refresh();
     m_compare->refreshTable();   // running runs' tokens, tokens/s and validation loss
+    if (m_evaluate->isVisible()) m_evaluate->refreshResults();   // an evaluation's figures as they are stored
     updateStatusBar();
   });
   m_refreshTimer.start();
@@ -290,6 +297,7 @@ void MainWindow::setDevices(const std::vector<DeviceInfo>& devices) {
   m_training->setDevices(ids);
   m_training->setDeviceMemory(devices);
   m_jobs->setDevices(devices);
+  m_evaluate->setDevices(ids);
 }
 
 QString MainWindow::presetPath(const QString& presetTitle, const QString& original, bool folder) {
@@ -376,6 +384,17 @@ void MainWindow::wire() {
   });
   connect(m_jobs, &JobController::statusChanged, this, &MainWindow::onStatusChanged);
   connect(m_jobs, &JobController::jobsChanged, this, &MainWindow::updateStatusBar);
+  connect(m_evaluate, &EvaluatePanel::evaluateRequested, this, [this](const RunSpec& s) { submitEvaluation(s); });
+  // Two models' text needs room: the Try it tab opens the bottom area to at least 320 px.
+  connect(m_bottomTabs, &QTabWidget::currentChanged, this, [this] {
+    if (m_bottomTabs->currentWidget() != m_try) return;
+    m_try->refresh();
+    const QList<int> sizes = m_vertical->sizes();
+    if (sizes.size() == 2 && sizes[1] < 320) m_vertical->setSizes({sizes[0] + sizes[1] - 320, 320});
+  });
+  connect(m_rightTabs, &QTabWidget::currentChanged, this, [this] {
+    if (m_rightTabs->currentIndex() == m_rightTabs->count() - 1) m_evaluate->refresh();
+  });
   connect(m_jobsPanel, &JobsPanel::logRequested, this, [this](qint64 runId) {
     m_log->showRun(runId);
     m_bottomTabs->setCurrentWidget(m_log);
@@ -392,6 +411,22 @@ qint64 MainWindow::submitRun(const RunSpec& spec) {
     m_runs->selectRun(id);
     m_jobs->enqueue(id);
     m_banner->hide();
+    return id;
+  } catch (const Error& e) {
+    m_banner->showError(e);
+    return 0;
+  }
+}
+
+qint64 MainWindow::submitEvaluation(const RunSpec& spec) {
+  try {
+    validateRunSpec(spec, "the evaluation");
+    const std::int64_t exp = findOrCreateExperiment(*m_store, "evaluations", "", "Evaluation jobs started from the workbench");
+    const std::int64_t id = m_store->createRun(exp, spec.name, spec.kind, runSpecToJson(spec), spec.device);
+    m_runModel->refresh();
+    m_jobs->enqueue(id);
+    m_banner->hide();
+    m_evaluate->statusLabel()->setText(tr("Queued as job #%1: its figures appear below as they are scored.").arg(id));
     return id;
   } catch (const Error& e) {
     m_banner->showError(e);
@@ -527,6 +562,8 @@ void MainWindow::showSelection(const QVector<ChartRun>& runs) {
 
 void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
   m_runModel->refresh();
+  m_evaluate->refresh();   // new checkpoints and figures
+  if (!m_try->running()) m_try->refresh();
   m_compare->refreshTable();
   updateStatusBar();
   chart()->pollStore(runId);

@@ -29,6 +29,8 @@ namespace latentlab::ui {
 class ChartView;
 class ComparePanel;
 class ConversionPanel;
+class EvaluatePanel;
+class TryPanel;
 class JobController;
 class JobTableModel;
 class JobsPanel;
@@ -67,9 +69,14 @@ public:
   TrainingPanel* trainingPanel() const { return m_training; }
   MessageBanner* banner() const { return m_banner; }
   QTabWidget* rightTabs() const { return m_rightTabs; }
+  QTabWidget* bottomTabs() const { return m_bottomTabs; }
+  EvaluatePanel* evaluatePanel() const { return m_evaluate; }
+  TryPanel* tryPanel() const { return m_try; }
 
   // Registers the spec as a queued run and hands it to the job controller.
   qint64 submitRun(const RunSpec& spec);
+  // Registers an evaluation job (kind eval) in the "evaluations" experiment and queues it.
+  qint64 submitEvaluation(const RunSpec& spec);
   // Loads a preset file at a scale: the experiment and its runs, queued.
   bool loadPresetFile(const QString& path, const QString& scale);
   void switchWorkspace(const QString& dir);
@@ -108,6 +115,8 @@ private:
   TrainingPanel* m_training = nullptr;
   JobsPanel* m_jobsPanel = nullptr;
   LogPanel* m_log = nullptr;
+  EvaluatePanel* m_evaluate = nullptr;
+  TryPanel* m_try = nullptr;
   MessageBanner* m_banner = nullptr;
   QTabWidget* m_rightTabs = nullptr;
   QTabWidget* m_bottomTabs = nullptr;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -76,6 +77,16 @@ int PasskeyCell::correct() const {
   int n = 0;
   for (const PasskeyTrial& t : trials) n += t.correct ? 1 : 0;
   return n;
+}
+
+std::string passkeyMetricName(int length, double depth) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "len=%d,depth=%g", length, depth);
+  return buf;
+}
+
+bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth) {
+  return std::sscanf(metric.c_str(), "len=%d,depth=%lf", &length, &depth) == 2;
 }
 
 bool passkeyAnswered(const std::string& answer, const std::string& key) {

@@ -6,7 +6,6 @@
 #include "train/eval_job.h"
 
 #include <chrono>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "latentlab/error.h"
@@ -17,16 +16,6 @@ namespace latentlab {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string passkeyMetricName(int length, double depth) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "len=%d,depth=%g", length, depth);
-  return buf;
-}
-
-bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth) {
-  return std::sscanf(metric.c_str(), "len=%d,depth=%lf", &length, &depth) == 2;
-}
 
 namespace {
 

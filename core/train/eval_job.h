@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "latentlab/train.h"
 
@@ -14,9 +13,5 @@ namespace latentlab {
 // short marked partial. Throws Error for bad task files or models.
 RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
                            ProgressSink& progress, const CancelToken& cancel);
-
-// The store's metric name of a passkey cell: "len=1024,depth=0.5".
-std::string passkeyMetricName(int length, double depth);
-bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth);
 
 } // namespace latentlab

@@ -57,6 +57,10 @@ struct PasskeyResult {
 // haystack is unusable, or when a length does not fit the model's context.
 PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, const CancelToken& cancel);
 
+// The store's metric name of a passkey cell (task "passkey"): "len=1024,depth=0.5".
+std::string passkeyMetricName(int length, double depth);
+bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth);
+
 // True when the first run of digits in `answer` is `key`.
 bool passkeyAnswered(const std::string& answer, const std::string& key);
 

@@ -1,0 +1,239 @@
+// The Evaluate and Try it tabs with real mouse and keyboard events and the
+// real engine: a trained run's checkpoint is chosen, a task file typed in and
+// added, the passkey test set up, Evaluate clicked; the job runs, its figures
+// land in the store under the run's step, in the results table, the heatmap
+// and the compare table. Try it generates from two models side by side and
+// shows the engine's own text and figures under each.
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QTabBar>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "charts/passkey_heatmap.h"
+#include "jobs/job_controller.h"
+#include "latentlab/run_store.h"
+#include "main_window.h"
+#include "models/compare_table_model.h"
+#include "panels/compare_panel.h"
+#include "panels/evaluate_panel.h"
+#include "panels/try_panel.h"
+#include "ui_test_support.h"
+#include "workspace.h"
+
+using namespace latentlab;
+using namespace latentlab::ui;
+
+namespace {
+
+const char* kHaystack = "/usr/share/doc/python3.11/html/_sources/tutorial/controlflow.rst.txt";
+
+void clickTab(QTabWidget* tabs, const QString& title) {
+  QTabBar* bar = tabs->tabBar();
+  for (int i = 0; i < bar->count(); ++i) {
+    if (bar->tabText(i) == title) {
+      QTest::mouseClick(bar, Qt::LeftButton, {}, bar->tabRect(i).center());
+      return;
+    }
+  }
+  QFAIL(qPrintable(QStringLiteral("no tab %1").arg(title)));
+}
+
+// Chooses the combo entry whose text contains `part` with the keyboard.
+bool chooseWithKeys(QComboBox* box, const QString& part) {
+  box->setFocus();
+  QTest::keyClick(box, Qt::Key_Home);
+  for (int i = 0; i < box->count(); ++i) {
+    if (box->currentText().contains(part)) return true;
+    QTest::keyClick(box, Qt::Key_Down);
+  }
+  return box->currentText().contains(part);
+}
+
+// Scrolls the tab's scroll area to a widget, as a user does before clicking it.
+void reveal(QWidget* w) {
+  for (QWidget* up = w->parentWidget(); up != nullptr; up = up->parentWidget()) {
+    if (auto* area = qobject_cast<QScrollArea*>(up)) {
+      area->ensureWidgetVisible(w);
+      QApplication::processEvents();
+      return;
+    }
+  }
+}
+
+void typeInto(QLineEdit* edit, const QString& text) {
+  reveal(edit);
+  QTest::mouseClick(edit, Qt::LeftButton);
+  edit->selectAll();
+  QTest::keyClick(edit, Qt::Key_Delete);
+  QTest::keyClicks(edit, text);
+}
+
+} // namespace
+
+class TestEvaluatePanel : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  void evaluatingACheckpointFillsTheTableTheHeatmapAndTheCompareTable() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    QString out;
+    RunSpec base = uitest::tinySpec("tiny base", 12);
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, base, &out), qPrintable(out));
+    // A task file of 12 items.
+    const QString task = dir.filePath(QStringLiteral("toy.jsonl"));
+    {
+      QFile f(task);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      for (int i = 0; i < 12; ++i)
+        f.write(QStringLiteral("{\"context\": \"The for statement %1\", \"choices\": [\" loops\", \" is a function\"], \"gold\": %2}\n")
+                    .arg(i)
+                    .arg(i % 2)
+                    .toUtf8());
+    }
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    clickTab(w.rightTabs(), QStringLiteral("Evaluate"));
+    EvaluatePanel* p = w.evaluatePanel();
+    QTRY_VERIFY(p->isVisible());
+    QVERIFY(!p->evaluateButton()->isEnabled());   // nothing to evaluate on yet
+    QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("tiny base · step 12")), qPrintable(p->modelBox()->currentText()));
+
+    typeInto(p->taskFileEdit(), task);
+    reveal(p->addTaskButton());
+    QTest::mouseClick(p->addTaskButton(), Qt::LeftButton);
+    QCOMPARE(p->taskList()->count(), 1);
+    QCOMPARE(p->taskList()->item(0)->text(), QStringLiteral("toy"));
+    QVERIFY(p->evaluateButton()->isEnabled());
+
+    reveal(p->passkeyBox());
+    // On its box (the widget spans the form's width; its middle is empty space).
+    QTest::mouseClick(p->passkeyBox(), Qt::LeftButton, {}, QPoint(8, p->passkeyBox()->height() / 2));
+    QVERIFY(p->passkeyBox()->isChecked());
+    QVERIFY(!p->evaluateButton()->isEnabled());   // no haystack yet
+    QVERIFY(p->statusLabel()->text().contains(QStringLiteral("haystack")));
+    typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
+    typeInto(p->lengthsEdit(), QStringLiteral("128, 192"));
+    typeInto(p->depthsEdit(), QStringLiteral("0, 1"));
+    p->trialsBox()->setFocus();
+    p->trialsBox()->selectAll();
+    QTest::keyClicks(p->trialsBox(), QStringLiteral("2"));
+    QCOMPARE(p->trialsBox()->value(), 2);
+    QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
+
+    QSignalSpy finished(w.jobs(), &JobController::finished);
+    reveal(p->evaluateButton());
+    QTest::mouseClick(p->evaluateButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    RunStore store(ws.dbPath().toStdString());
+    const auto runs = store.listRuns();
+    QCOMPARE(static_cast<int>(runs.size()), 2);
+    QCOMPARE(QString::fromStdString(runs[1].kind), QStringLiteral("eval"));
+    QCOMPARE(static_cast<int>(store.run(runs[1].id).status), static_cast<int>(RunStatus::Completed));
+
+    // The figures are the trained run's at step 12.
+    double acc = -1;
+    int cells = 0;
+    for (const EvaluationRecord& e : store.listEvaluations(runs[0].id)) {
+      QCOMPARE(e.step, std::int64_t{12});
+      if (e.task == "toy" && e.metric == "acc") acc = e.value;
+      if (e.task == "passkey") ++cells;
+    }
+    QVERIFY(acc >= 0);
+    QCOMPARE(cells, 4);
+    QTRY_COMPARE(p->resultsTable()->rowCount(), 1);
+    QCOMPARE(p->resultsTable()->item(0, 0)->text(), QStringLiteral("toy"));
+    QVERIFY(p->resultsTable()->item(0, 1)->text().startsWith(QString::number(acc, 'f', 3)));
+    QCOMPARE(p->resultsTable()->item(0, 3)->text(), QStringLiteral("12"));
+    // The heatmap: 2 lengths x 2 depths, each cell drawn in its share's colour.
+    PasskeyHeatmap* map = p->heatmap();
+    QCOMPARE(map->cells().size(), 4);
+    QCOMPARE(map->lengths(), (QVector<int>{128, 192}));
+    const QImage img = map->grab().toImage();
+    for (const PasskeyCellView& c : map->cells()) {
+      const QRect r = map->cellRect(c.length, c.depth);
+      QVERIFY(!r.isEmpty());
+      const QColor seen = img.pixelColor(r.topLeft() + QPoint(3, 3));
+      const QColor want = PasskeyHeatmap::colorOf(c.share);
+      QVERIFY2(std::abs(seen.red() - want.red()) < 3 && std::abs(seen.green() - want.green()) < 3,
+               qPrintable(QStringLiteral("%1 vs %2").arg(seen.name(), want.name())));
+    }
+    QCOMPARE(PasskeyHeatmap::colorOf(0.0).name(), QStringLiteral("#d73027"));
+    QCOMPARE(PasskeyHeatmap::colorOf(1.0).name(), QStringLiteral("#1a9850"));
+
+    // The compare table of the trained run has a column for the task with its acc.
+    w.comparePanel()->refreshTable();
+    QAbstractItemModel* table = w.comparePanel()->findChild<QTableView*>() != nullptr
+                                    ? w.comparePanel()->findChild<QTableView*>()->model()
+                                    : nullptr;
+    QVERIFY(table != nullptr);
+    bool column = false;
+    for (int c = 0; c < table->columnCount(); ++c)
+      column = column || table->headerData(c, Qt::Horizontal).toString().contains(QStringLiteral("toy"));
+    QVERIFY2(column, "no compare-table column for the task");
+  }
+
+  void tryItGeneratesFromTwoModelsSideBySide() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    QString out;
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("first", 8), &out), qPrintable(out));
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("second", 16), &out), qPrintable(out));
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+    TryPanel* t = w.tryPanel();
+    QTRY_VERIFY(t->isVisible());
+    QVERIFY(t->height() >= 250);   // the tab opened the bottom area
+    QVERIFY(chooseWithKeys(t->modelBox(0), QStringLiteral("second")));
+    QVERIFY(chooseWithKeys(t->modelBox(1), QStringLiteral("first")));
+    t->promptEdit()->setFocus();
+    t->promptEdit()->selectAll();
+    QTest::keyClicks(t->promptEdit(), QStringLiteral("Lists are"));
+    t->maxTokensBox()->setFocus();
+    t->maxTokensBox()->selectAll();
+    QTest::keyClicks(t->maxTokensBox(), QStringLiteral("12"));
+    QSignalSpy done(t, &TryPanel::finished);
+    QTest::mouseClick(t->generateButton(), Qt::LeftButton);
+    QVERIFY(t->running());
+    QVERIFY(done.wait(60000));
+    for (int side = 0; side < 2; ++side) {
+      // The engine's own greedy text for the same model and prompt.
+      QProcess p;
+      p.start(w.jobs()->enginePath(), {QStringLiteral("generate"), QStringLiteral("--json"), QStringLiteral("--greedy"),
+                                       QStringLiteral("--model"), t->modelBox(side)->currentData().toString(),
+                                       QStringLiteral("--prompt"), QStringLiteral("Lists are"),
+                                       QStringLiteral("--max-new-tokens"), QStringLiteral("12")});
+      QVERIFY(p.waitForFinished(60000));
+      const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+      QCOMPARE(t->output(side)->toPlainText(), j.value(QStringLiteral("text")).toString());
+      const QString stats = t->statsLabel(side)->text();
+      QVERIFY2(stats.contains(QStringLiteral("decode")) && stats.contains(QStringLiteral("KV cache")), qPrintable(stats));
+      QVERIFY2(stats.startsWith(QString::number(j.value(QStringLiteral("generated_tokens")).toInt()) + QStringLiteral(" tokens")),
+               qPrintable(stats));
+    }
+    QVERIFY(t->output(0)->toPlainText() != t->output(1)->toPlainText());   // two different models
+    QVERIFY(t->generateButton()->isEnabled());
+  }
+};
+
+QTEST_MAIN(TestEvaluatePanel)
+#include "test_evaluate_panel.moc"
