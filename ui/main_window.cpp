@@ -182,8 +182,13 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_jobs->reattach(m_options.startQueuedRuns);
   m_runModel->refresh();
   // Show the newest run so the chart is never empty when there is something to draw.
+  // (An evaluation job has no curves: the newest training run instead.)
   const auto runs = m_store->listRuns();
-  if (!runs.empty()) m_runs->selectRun(runs.back().id);
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->kind == "eval") continue;
+    m_runs->selectRun(it->id);
+    break;
+  }
   m_refreshTimer.setInterval(5000);
   connect(&m_refreshTimer, &QTimer::timeout, this, [this] {
     m_runModel->refresh();

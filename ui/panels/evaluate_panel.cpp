@@ -63,17 +63,36 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   auto* wl = new QHBoxLayout(what);
   m_model = new QComboBox;
   m_model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  m_model->setMinimumContentsLength(18);
+  m_model->setMinimumContentsLength(12);
   m_folder = new QPushButton(tr("Folder…"));
   m_folder->setToolTip(tr("Add a Hugging Face model folder (config.json, safetensors, tokenizer.json)"));
   wl->addWidget(m_model, 1);
   wl->addWidget(m_folder);
   layout->addWidget(what);
 
-  auto* tasks = new QGroupBox(tr("Multiple-choice tasks (scored as lm-eval does)"));
+  // What is stored for the chosen model, first: the reason to come here.
+  auto* results = new QGroupBox(tr("Results of this model"));
+  auto* rl = new QVBoxLayout(results);
+  m_results = new QTableWidget(0, 4);
+  m_results->setHorizontalHeaderLabels({tr("Task"), tr("acc"), tr("acc_norm"), tr("Items")});
+  m_results->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  m_results->verticalHeader()->hide();
+  m_results->verticalHeader()->setDefaultSectionSize(m_results->fontMetrics().height() + 6);
+  m_results->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_results->setMaximumHeight(4 * (m_results->fontMetrics().height() + 6) + 4);
+  rl->addWidget(m_results);
+  m_heatmap = new PasskeyHeatmap;
+  m_heatmap->setMinimumHeight(180);
+  rl->addWidget(m_heatmap, 1);
+  layout->addWidget(results, 1);
+
+  auto* heading = new QLabel(tr("<b>New evaluation</b> of this model"));
+  layout->addWidget(heading);
+  auto* tasks = new QGroupBox(tr("Multiple-choice tasks"));
+  tasks->setToolTip(tr("Scored by log-likelihood as lm-evaluation-harness does: acc and acc_norm"));
   auto* tl = new QFormLayout(tasks);
   m_taskFile = new QLineEdit;
-  m_taskFile->setPlaceholderText(tr("task file (JSONL, or a benchmark's own file)"));
+  m_taskFile->setPlaceholderText(tr("JSONL or a benchmark's file"));
   auto* browse = new QPushButton(tr("…"));
   browse->setMaximumWidth(30);
   auto* fileRow = new QHBoxLayout;
@@ -84,7 +103,7 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_format->addItems({QStringLiteral("jsonl"), QStringLiteral("arc"), QStringLiteral("openbookqa"), QStringLiteral("hellaswag"),
                       QStringLiteral("piqa"), QStringLiteral("winogrande"), QStringLiteral("mmlu")});
   m_extra = new QLineEdit;
-  m_extra->setPlaceholderText(tr("piqa: labels file; mmlu: dev CSV"));
+  m_extra->setPlaceholderText(tr("labels (piqa) / dev CSV (mmlu)"));
   auto* formatRow = new QHBoxLayout;
   formatRow->addWidget(m_format);
   formatRow->addWidget(m_extra, 1);
@@ -92,7 +111,7 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_addTask = new QPushButton(tr("Add task"));
   tl->addRow(QString(), m_addTask);
   m_tasks = new QListWidget;
-  m_tasks->setMaximumHeight(80);
+  m_tasks->setMaximumHeight(3 * (m_tasks->fontMetrics().height() + 4) + 6);
   m_tasks->setToolTip(tr("Checked tasks are evaluated; Delete removes the selected one"));
   tl->addRow(m_tasks);
   m_limit = new QSpinBox;
@@ -131,15 +150,6 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_status->setWordWrap(true);
   layout->addWidget(m_status);
 
-  m_results = new QTableWidget(0, 4);
-  m_results->setHorizontalHeaderLabels({tr("Task"), tr("acc"), tr("acc_norm"), tr("Items")});
-  m_results->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-  m_results->verticalHeader()->hide();
-  m_results->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  m_results->setMaximumHeight(120);
-  layout->addWidget(m_results);
-  m_heatmap = new PasskeyHeatmap;
-  layout->addWidget(m_heatmap, 1);
 
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Task file"), QString(), tr("Tasks (*.jsonl *.json *.csv);;All files (*)"));
