@@ -1,7 +1,7 @@
 // Evaluation jobs (run spec kind "eval") through the engine binary: a model
 // scored on a task and the passkey grid, every figure in the store under the
 // run it evaluates; the same figures as `eval --task`; a job stopped midway
-// keeps what it scored, marked partial; a bad spec or task line registers no run.
+// (cancelled or killed) keeps what it scored, marked partial; a bad spec or task line registers no run.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -164,6 +164,30 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   rows = rowsOf(db, 1, "toy");
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& e : rows) {
+    EXPECT_TRUE(e.partial);
+    EXPECT_GT(e.items, 0);
+    EXPECT_LT(e.items, 60000);
+  }
+
+  // Killed outright (SIGKILL): the figures last written stay, marked partial,
+  // and the run is left running with a dead lease (shown crashed).
+  const pid_t victim = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "killed.log");
+  std::vector<EvaluationRecord> killedRows;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (std::chrono::steady_clock::now() < until && killedRows.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    killedRows = rowsOf(db, 2, "toy");
+  }
+  ASSERT_FALSE(killedRows.empty()) << "no partial figures were written";
+  ::kill(victim, SIGKILL);
+  ::waitpid(victim, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  RunStore after(db);
+  EXPECT_EQ(after.integrityCheck(), "ok");
+  EXPECT_EQ(after.run(2).status, RunStatus::Running);
+  killedRows = rowsOf(db, 2, "toy");
+  ASSERT_EQ(killedRows.size(), 2u);
+  for (const auto& e : killedRows) {
     EXPECT_TRUE(e.partial);
     EXPECT_GT(e.items, 0);
     EXPECT_LT(e.items, 60000);
