@@ -291,17 +291,6 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
 
 namespace {
 
-// lm-eval's mean_stderr: sample standard deviation over sqrt(n).
-double meanStderr(const std::vector<double>& xs) {
-  if (xs.size() < 2) return 0.0;
-  double mean = 0;
-  for (double x : xs) mean += x;
-  mean /= static_cast<double>(xs.size());
-  double ss = 0;
-  for (double x : xs) ss += (x - mean) * (x - mean);
-  return std::sqrt(ss / static_cast<double>(xs.size() - 1)) / std::sqrt(static_cast<double>(xs.size()));
-}
-
 int argmax(const std::vector<double>& v) {
   int best = 0;
   for (std::size_t k = 1; k < v.size(); ++k)
@@ -356,6 +345,10 @@ ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_
 
 ChoiceScorer::~ChoiceScorer() = default;
 
+std::vector<ChoiceItem> readTaskFile(const EvalTaskSpec& t) {
+  return readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots);
+}
+
 namespace {
 
 // One (context, choice) request: its tokens (context then continuation, the
@@ -366,32 +359,21 @@ struct Request {
   std::size_t item = 0, choice = 0;
 };
 
-// acc, acc_norm and their standard errors over the items whose every choice
-// has been scored.
-void summarise(ChoiceEvalResult& r, const std::vector<ChoiceItem>& items) {
-  std::vector<double> hits, hitsNorm;
-  r.predicted.assign(r.logLikelihoods.size(), -1);
-  r.predictedNorm.assign(r.logLikelihoods.size(), -1);
-  for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {
-    const auto& lls = r.logLikelihoods[i];
-    if (std::any_of(lls.begin(), lls.end(), [](double v) { return std::isnan(v); })) continue;
-    std::vector<double> norm(lls.size());
-    for (std::size_t c = 0; c < lls.size(); ++c) norm[c] = lls[c] / static_cast<double>(items[i].choices[c].size());
-    r.predicted[i] = argmax(lls);
-    r.predictedNorm[i] = argmax(norm);
-    hits.push_back(r.predicted[i] == items[i].gold ? 1.0 : 0.0);
-    hitsNorm.push_back(r.predictedNorm[i] == items[i].gold ? 1.0 : 0.0);
-  }
-  r.items = static_cast<std::int64_t>(hits.size());
-  r.acc = r.accNorm = 0;
-  for (double h : hits) r.acc += h;
-  for (double h : hitsNorm) r.accNorm += h;
-  if (!hits.empty()) {
-    r.acc /= static_cast<double>(hits.size());
-    r.accNorm /= static_cast<double>(hits.size());
-  }
-  r.accStderr = meanStderr(hits);
-  r.accNormStderr = meanStderr(hitsNorm);
+// acc, acc_norm and their standard errors from the hit counts of the `done`
+// items scored so far (lm-eval's mean_stderr of 0/1 hits: the sample
+// standard deviation over sqrt(n)).
+void setFigures(ChoiceEvalResult& r, std::int64_t done, std::int64_t hits, std::int64_t hitsNorm) {
+  auto mean = [&](std::int64_t k) { return done > 0 ? static_cast<double>(k) / static_cast<double>(done) : 0.0; };
+  auto stderrOf = [&](double p) {
+    if (done < 2) return 0.0;
+    const double n = static_cast<double>(done);
+    return std::sqrt(p * (1 - p) * n / (n - 1)) / std::sqrt(n);
+  };
+  r.items = done;
+  r.acc = mean(hits);
+  r.accNorm = mean(hitsNorm);
+  r.accStderr = stderrOf(r.acc);
+  r.accNormStderr = stderrOf(r.accNorm);
 }
 
 } // namespace
@@ -406,9 +388,14 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
     const std::size_t n = limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
     std::vector<Request> requests;
     r.logLikelihoods.resize(n);
+    r.predicted.assign(n, -1);
+    r.predictedNorm.assign(n, -1);
+    std::vector<std::size_t> unscored(n);   // choices of each item not scored yet
+    std::int64_t done = 0, hits = 0, hitsNorm = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const ChoiceItem& item = items[i];
-      r.logLikelihoods[i].assign(item.choices.size(), std::nan(""));
+      r.logLikelihoods[i].assign(item.choices.size(), 0.0);
+      unscored[i] = item.choices.size();
       for (std::size_t c = 0; c < item.choices.size(); ++c) {
         auto [ctx, cont] = d.encodePair(item.contexts.empty() ? item.context : item.contexts[c], item.choices[c]);
         Request q;
@@ -462,17 +449,27 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
       for (std::int64_t b = 0; b < B; ++b) {
         const Request& q = requests[next + static_cast<std::size_t>(b)];
         r.logLikelihoods[q.item][q.choice] = sums[b].item<double>();
+        if (--unscored[q.item] > 0) continue;
+        // The item's last choice: its predictions and hits.
+        const std::vector<double>& lls = r.logLikelihoods[q.item];
+        std::vector<double> norm(lls.size());
+        for (std::size_t c = 0; c < lls.size(); ++c) norm[c] = lls[c] / static_cast<double>(items[q.item].choices[c].size());
+        r.predicted[q.item] = argmax(lls);
+        r.predictedNorm[q.item] = argmax(norm);
+        ++done;
+        hits += r.predicted[q.item] == items[q.item].gold ? 1 : 0;
+        hitsNorm += r.predictedNorm[q.item] == items[q.item].gold ? 1 : 0;
       }
       next = end;
       progress.progress("eval", static_cast<double>(next), static_cast<double>(requests.size()), "");
       if (partial && next < requests.size()) {
-        ChoiceEvalResult sofar = r;
-        summarise(sofar, items);
+        ChoiceEvalResult sofar;   // the figures only
+        setFigures(sofar, done, hits, hitsNorm);
         sofar.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         partial(sofar);
       }
     }
-    summarise(r, items);
+    setFigures(r, done, hits, hitsNorm);
     if (r.cancelled) {   // the items left unscored are dropped
       std::size_t kept = 0;
       for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {

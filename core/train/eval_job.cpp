@@ -6,6 +6,7 @@
 #include "train/eval_job.h"
 
 #include <chrono>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "latentlab/error.h"
@@ -16,6 +17,22 @@ namespace latentlab {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, const std::string& task,
+                       const ChoiceEvalResult& r, bool partial) {
+  for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
+    EvaluationRecord e;
+    e.runId = run;
+    e.step = step;
+    e.task = task;
+    e.metric = metric;
+    e.value = value;
+    e.stderrValue = err;
+    e.items = r.items;
+    e.partial = partial;
+    store.addEvaluation(e);
+  }
+}
 
 namespace {
 
@@ -59,7 +76,7 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   std::vector<std::vector<ChoiceItem>> taskItems;
   std::int64_t units = 0;
   for (const EvalTaskSpec& t : spec.evalTasks) {
-    taskItems.push_back(readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots));
+    taskItems.push_back(readTaskFile(t));
     const auto n = static_cast<std::int64_t>(taskItems.back().size());
     units += t.limit > 0 ? std::min(t.limit, n) : n;
   }
@@ -69,22 +86,15 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   auto emit = [&](const json& j) {
     if (env.lines) env.lines(j.dump());
   };
-  auto record = [&](const std::string& task, const std::string& metric, double value, double err, std::int64_t items,
-                    bool partial) {
+  auto recordCell = [&](const PasskeyCell& c) {
     EvaluationRecord e;
     e.runId = target;
     e.step = step;
-    e.task = task;
-    e.metric = metric;
-    e.value = value;
-    e.stderrValue = err;
-    e.items = items;
-    e.partial = partial;
+    e.task = "passkey";
+    e.metric = passkeyMetricName(c.length, c.depth);
+    e.value = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
+    e.items = static_cast<std::int64_t>(c.trials.size());
     store.addEvaluation(e);
-  };
-  auto recordTask = [&](const std::string& task, const ChoiceEvalResult& r, bool partial) {
-    record(task, "acc", r.acc, r.accStderr, r.items, partial);
-    record(task, "acc_norm", r.accNorm, r.accNormStderr, r.items, partial);
   };
 
   json summary = {{"model", spec.modelDir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
@@ -102,10 +112,10 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
       auto lastWrite = Clock::now();
       const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, jobProgress, cancel, [&](const ChoiceEvalResult& sofar) {
         if (Clock::now() - lastWrite < std::chrono::seconds(2) || sofar.items == 0) return;
-        recordTask(t.name, sofar, /*partial=*/true);
+        storeChoiceScores(store, target, step, t.name, sofar, /*partial=*/true);
         lastWrite = Clock::now();
       });
-      recordTask(t.name, r, r.cancelled);
+      storeChoiceScores(store, target, step, t.name, r, r.cancelled);
       tasks[t.name] = {{"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
                        {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}, {"partial", r.cancelled},
                        {"seconds", r.seconds}};
@@ -128,8 +138,7 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     p.seed = spec.passkey.seed;
     p.device = device;
     p.onCell = [&](const PasskeyCell& c) {
-      const double share = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
-      record("passkey", passkeyMetricName(c.length, c.depth), share, 0.0, static_cast<std::int64_t>(c.trials.size()), false);
+      recordCell(c);
       cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()}, {"trials", c.trials.size()}});
     };
     jobProgress.beginPart(static_cast<std::int64_t>(p.lengths.size() * p.depths.size()) * p.trials);

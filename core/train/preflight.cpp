@@ -35,7 +35,7 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
     for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
       const EvalTaskSpec& t = spec.evalTasks[k];
       if (!fs::is_regular_file(t.file, ec)) bad("eval_tasks[" + std::to_string(k) + "].file", "'" + t.file + "' is not a file");
-      readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots);   // a bad line names itself
+      readTaskFile(t);   // a bad line names itself
     }
     return;
   } else {

@@ -2,7 +2,6 @@
 // data, build the model, (resume,) train with AdamW + schedule, evaluate,
 // checkpoint, and record everything in the run store.
 #include <chrono>
-#include <tuple>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -313,7 +312,7 @@ RunResult Trainer::run() {
   std::vector<std::vector<ChoiceItem>> taskItems;
   if (writer) {
     for (const EvalTaskSpec& t : spec.evalTasks)
-      taskItems.push_back(readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots));
+      taskItems.push_back(readTaskFile(t));
   }
   json lastTaskScores = json::object();
   // Scores every eval task on the checkpoint's model (as saved, so the figures
@@ -329,19 +328,11 @@ RunResult Trainer::run() {
       NullProgress quiet;
       const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, quiet, cancel);
       const bool partial = r.items < static_cast<std::int64_t>(taskItems[k].size());
-      for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
-        EvaluationRecord e;
-        e.runId = runId;
-        e.step = state.step;
-        e.task = t.name;
-        e.metric = metric;
-        e.value = value;
-        e.stderrValue = err;
-        e.items = r.items;
-        e.partial = partial;
-        store.addEvaluation(e);
-        // Also a metric series, so the chart draws it over the steps like any other.
-        if (metricWriter) metricWriter->add("eval/" + t.name + "/" + metric, state.step, state.tokens, wallNow(), value);
+      storeChoiceScores(store, runId, state.step, t.name, r, partial);
+      // Also metric series, so the chart draws them over the steps like any other.
+      if (metricWriter) {
+        metricWriter->add("eval/" + t.name + "/acc", state.step, state.tokens, wallNow(), r.acc);
+        metricWriter->add("eval/" + t.name + "/acc_norm", state.step, state.tokens, wallNow(), r.accNorm);
       }
       lastTaskScores[t.name] = {{"step", state.step}, {"acc", r.acc},         {"acc_stderr", r.accStderr},
                                 {"acc_norm", r.accNorm}, {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}};

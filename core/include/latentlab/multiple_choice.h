@@ -16,6 +16,7 @@
 
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
+#include "latentlab/run_spec.h"
 
 namespace latentlab {
 
@@ -48,6 +49,9 @@ std::vector<ChoiceItem> readChoiceItems(const std::filesystem::path& jsonl);
 std::vector<ChoiceItem> readTaskFile(const std::string& format, const std::filesystem::path& path,
                                      const std::filesystem::path& extra = {}, int shots = 0);
 
+// A run spec's task: its file in its format (with piqa's labels or mmlu's dev CSV).
+std::vector<ChoiceItem> readTaskFile(const EvalTaskSpec& task);
+
 struct ChoiceEvalOptions {
   std::filesystem::path model;        // an HF folder with tokenizer.json
   std::string device = "cpu";
@@ -72,7 +76,8 @@ struct ChoiceEvalResult {
   std::vector<std::size_t> scoredItems;
 };
 
-// Receives the figures so far after each forward pass while a task is being
+// Receives the figures so far (items, acc, acc_norm, their standard errors,
+// seconds; no per-item lists) after each forward pass while a task is being
 // scored, for storing partial results.
 using ChoiceResultSink = std::function<void(const ChoiceEvalResult& sofar)>;
 

@@ -66,6 +66,17 @@ std::vector<EvaluationRecord> rowsOf(const fs::path& db, std::int64_t run, const
   return out;
 }
 
+// The task's rows of `run` once the job has written some (empty after 180 s).
+std::vector<EvaluationRecord> waitForRows(const fs::path& db, std::int64_t run) {
+  std::vector<EvaluationRecord> rows;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (std::chrono::steady_clock::now() < deadline && rows.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (fs::exists(db)) rows = rowsOf(db, run, "toy");
+  }
+  return rows;
+}
+
 } // namespace
 
 TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
@@ -144,14 +155,7 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   writeFile(dir / "eval.json", runSpecToJson(spec));
   const pid_t pid = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "job.log");
   // Wait for the first partial figures (written every 2 s), then stop the job as the workbench does.
-  std::vector<EvaluationRecord> rows;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!fs::exists(db)) continue;
-    rows = rowsOf(db, 1, "toy");
-    if (!rows.empty()) break;
-  }
+  std::vector<EvaluationRecord> rows = waitForRows(db, 1);
   ASSERT_FALSE(rows.empty()) << "no partial figures were written";
   ::kill(pid, SIGTERM);
   int status = 0;
@@ -172,12 +176,7 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   // Killed outright (SIGKILL): the figures last written stay, marked partial,
   // and the run is left running with a dead lease (shown crashed).
   const pid_t victim = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "killed.log");
-  std::vector<EvaluationRecord> killedRows;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  while (std::chrono::steady_clock::now() < until && killedRows.empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    killedRows = rowsOf(db, 2, "toy");
-  }
+  std::vector<EvaluationRecord> killedRows = waitForRows(db, 2);
   ASSERT_FALSE(killedRows.empty()) << "no partial figures were written";
   ::kill(victim, SIGKILL);
   ::waitpid(victim, &status, 0);
