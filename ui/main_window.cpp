@@ -285,7 +285,7 @@ void MainWindow::probeDevices() {
       ids << QString::fromStdString(info.id);
     }
     if (ids.isEmpty()) return;
-    setDevices(devices);
+    applyDevices(devices);
   });
   connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
     if (error != QProcess::FailedToStart) return;   // a crash or kill also ends in finished()
@@ -296,6 +296,18 @@ void MainWindow::probeDevices() {
 }
 
 void MainWindow::setDevices(const std::vector<DeviceInfo>& devices) {
+  // A list given here wins: the engine's answer, if still to come, is dropped.
+  if (m_deviceProbe != nullptr) {
+    m_deviceProbe->disconnect(this);
+    m_deviceProbe->kill();
+    m_deviceProbe->waitForFinished(2000);
+    m_deviceProbe->deleteLater();
+    m_deviceProbe = nullptr;
+  }
+  applyDevices(devices);
+}
+
+void MainWindow::applyDevices(const std::vector<DeviceInfo>& devices) {
   m_devices = devices;
   QStringList ids;
   for (const DeviceInfo& d : devices) ids << QString::fromStdString(d.id);

@@ -59,6 +59,7 @@ public:
   // The devices with their memory, as `latentlab-engine devices --json`
   // reports them (the window asks the engine at start): the Training panel's
   // memory plan, the job controller's GPU placement and the presets' check.
+  // A list given here replaces the engine's, even one still to come.
   void setDevices(const std::vector<DeviceInfo>& devices);
   ChartView* chart() const;
   ComparePanel* comparePanel() const { return m_compare; }
@@ -94,6 +95,7 @@ private:
   // Run is disabled while the Model tab holds no usable model or the conversion is impossible.
   void updateRunBlock();
   void probeDevices();
+  void applyDevices(const std::vector<DeviceInfo>& devices);
   // A path a preset names that is not here: the user's choice, asked once
   // and remembered per workspace. Empty when the user declines.
   QString presetPath(const QString& presetTitle, const QString& original, bool folder);
