@@ -32,6 +32,7 @@ int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);
 int cmdConvert(int argc, char** argv);
+int cmdExport(int argc, char** argv);
 int cmdGenerate(int argc, char** argv);
 class Args;
 // `eval DIR --passkey FILE` (verb_passkey.cpp).

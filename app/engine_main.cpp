@@ -37,7 +37,8 @@ const char* kMainHelp =
     "  inspect DIR        architecture, parameters, KV cache per token of an HF model folder\n"
     "  eval DIR           mean loss and perplexity over a held-out token stream\n"
     "  generate           text from a model with its own (latent) cache, streamed\n"
-    "  convert            MHA/GQA -> MLA conversion (partial RoPE + low-rank joint KV)\n"
+    "  convert            MHA/GQA -> MLA conversion (MHA2MLA or DeepSeek-V3 attention)\n"
+    "  export             write a converted or MLA model as a DeepSeek-V3 checkpoint\n"
     "  init               write a randomly initialised built-in architecture\n"
     "  run                run a training job (a spec file, or a run in a workspace DB)\n"
     "  runs               list, show or export the runs of a workspace DB\n"
@@ -309,7 +310,8 @@ int main(int argc, char** argv) {
   }
   const std::map<std::string, std::function<int(int, char**)>> verbs = {
       {"inspect", cmdInspect}, {"eval", cmdEval}, {"init", cmdInit}, {"devices", cmdDevices},
-      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo}, {"convert", cmdConvert}, {"generate", cmdGenerate},
+      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo}, {"convert", cmdConvert}, {"export", cmdExport},
+      {"generate", cmdGenerate},
       {"version", [](int, char**) {
          std::printf("latentlab %s\nlibtorch %s\n", LATENTLAB_VERSION, libtorchVersion().c_str());
          return 0;

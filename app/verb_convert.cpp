@@ -1,4 +1,5 @@
-// `latentlab-engine convert`: MHA/GQA -> MLA conversion of an HF folder.
+// `latentlab-engine convert`: MHA/GQA -> MLA conversion of an HF folder, to
+// the MHA2MLA layout or to DeepSeek-V3 attention.
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -15,20 +16,28 @@ namespace latentlab::cli {
 int cmdConvert(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "force", "json", "quiet", "check"},
             {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences",
-             "calib-seq-len", "score", "dtype", "device"});
+             "calib-seq-len", "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold",
+             "held-out"});
   if (args.flag("help") || !args.get("model") || (!args.get("out") && !args.flag("check")) || !args.get("dkv")) {
     std::printf(
         "usage: latentlab-engine convert --model DIR --dkv N --out DIR [options]\n\n"
-        "MHA2MLA / GQA2MLA: keeps RoPE on r frequency pairs per head (the strategy), factorises the\n"
-        "NoPE keys and the values into a latent of n_kv*d_kv dims by SVD of the weights, and writes\n"
-        "the converted model (safetensors + config.json with the latentlab_mla block).\n"
+        "--target mha2mla (default): keeps RoPE on r frequency pairs per head (the strategy) and\n"
+        "factorises the NoPE keys and the values into a latent of n_kv*d_kv dims.\n"
+        "--target deepseek: DeepSeek-V3 attention (exportable with `export`): RoRoPE puts the\n"
+        "positional part of all KV heads into one shared RoPE key of d_R dims, the rest of the keys\n"
+        "and the values go into one latent of n_kv*d_kv dims with an RMSNorm; needs calibration.\n"
         "  --model DIR             original HF Llama-family folder\n"
         "  --out DIR               output folder (must not exist unless --force)\n"
-        "  --rope S                high | low | uniform | 2-norm (default) | full\n"
+        "  --target T              mha2mla (default) | deepseek\n"
+        "  --rope S                mha2mla: high | low | uniform | 2-norm (default) | full\n"
         "  --r N                   RoPE frequency pairs kept per head (default d_h/16)\n"
+        "  --rope-width N          deepseek: d_R of the shared RoPE key (default 2*r*n_kv)\n"
+        "  --freq-fold N           deepseek: adjacent frequencies folded into one (default 1)\n"
         "  --dkv N                 latent dims per KV head\n"
-        "  --svd M                 joint (default) | split\n"
-        "  --calib-data FILE       calibration tokens for 2-norm (raw ids, or text with --calib-format text)\n"
+        "  --svd M                 joint (default) | split (mha2mla)\n"
+        "  --factorise F           weights (mha2mla default) | activations (deepseek default)\n"
+        "  --held-out FILE         text: report the loss of the original and the converted model on it\n"
+        "  --calib-data FILE       calibration tokens (raw ids, or text with --calib-format text)\n"
         "  --calib-format F        u16 (default) | u32 | text (tokenized with DIR/tokenizer.json)\n"
         "  --calib-sequences N     calibration sequences (default 64; the paper: 1024)\n"
         "  --calib-seq-len N       tokens per sequence (default 512; the paper: 2048)\n"
@@ -43,6 +52,11 @@ int cmdConvert(int argc, char** argv) {
   ConvertSpec s;
   s.modelDir = *args.get("model");
   s.outDir = args.get("out", "");
+  s.target = args.get("target", "mha2mla");
+  s.factorise = args.get("factorise", s.target == "deepseek" ? "activations" : "weights");
+  s.ropeWidth = args.getInt("rope-width", 0, 0, INT_MAX);
+  s.freqFold = args.getInt("freq-fold", 1, 1, INT_MAX);
+  s.heldOutText = args.get("held-out", "");
   s.ropeStrategy = args.get("rope", "2-norm");
   s.ropePairs = args.getInt("r", 0, 0, INT_MAX);
   s.dKv = args.getInt("dkv", 0, 1, INT_MAX);
@@ -66,8 +80,15 @@ int cmdConvert(int argc, char** argv) {
   if (args.flag("json")) {
     nlohmann::json stages = nlohmann::json::object();
     for (const auto& st : r.stages) stages[st.stage] = st.seconds;
-    std::cout << nlohmann::json{{"out", r.outDir.string()}, {"rope_strategy", r.mla.ropeStrategy},
+    std::cout << nlohmann::json{{"out", r.outDir.string()}, {"target", r.target}, {"factorise", r.factorise},
+                                {"rope_strategy", r.mla.ropeStrategy},
                                 {"rope_pairs", r.mla.ropePairs}, {"d_kv", r.mla.dKv}, {"svd", r.mla.svdMethod},
+                                {"d_c", r.latent.dC}, {"d_rope", r.latent.dRope},
+                                {"rope_energy_kept", r.ropeEnergyKept}, {"balance", r.balance},
+                                {"activation_error", r.activationError},
+                                {"mean_activation_error", r.meanActivationError},
+                                {"held_out_loss_before", r.heldOutLossBefore},
+                                {"held_out_loss_after", r.heldOutLossAfter}, {"held_out_tokens", r.heldOutTokens},
                                 {"pairs", r.pairsSummary}, {"reconstruction_error", r.reconstructionError},
                                 {"mean_reconstruction_error", r.meanReconstructionError},
                                 {"kv_elements_per_token_before", r.before.perToken},
@@ -80,9 +101,24 @@ int cmdConvert(int argc, char** argv) {
     return 0;
   }
   std::printf("wrote %s\n", r.outDir.string().c_str());
-  std::printf("rope       %s, %s\n", r.mla.ropeStrategy.c_str(), r.pairsSummary.c_str());
-  std::printf("latent     d_kv %d per KV head (%s SVD), mean reconstruction error %.4f\n", r.mla.dKv,
-              r.mla.svdMethod.c_str(), r.meanReconstructionError);
+  if (r.target == "deepseek") {
+    double kept = 0.0;
+    for (double e : r.ropeEnergyKept) kept += e / static_cast<double>(r.ropeEnergyKept.size());
+    std::printf("rope       RoRoPE, %s; %.1f%% of the key energy in the RoPE key\n", r.pairsSummary.c_str(),
+                100.0 * kept);
+    std::printf("latent     kv_lora_rank %d (%s), error: weights %.4f", r.latent.dC, r.factorise.c_str(),
+                r.meanReconstructionError);
+  } else {
+    std::printf("rope       %s, %s\n", r.mla.ropeStrategy.c_str(), r.pairsSummary.c_str());
+    std::printf("latent     d_kv %d per KV head (%s SVD of the %s), error: weights %.4f", r.mla.dKv,
+                r.mla.svdMethod.c_str(), r.factorise.c_str(), r.meanReconstructionError);
+  }
+  if (r.meanActivationError >= 0) std::printf(", activations %.4f", r.meanActivationError);
+  std::printf(" (mean relative)\n");
+  if (r.heldOutLossAfter >= 0) {
+    std::printf("held-out   loss %.4f -> %.4f over %lld tokens\n", r.heldOutLossBefore, r.heldOutLossAfter,
+                static_cast<long long>(r.heldOutTokens));
+  }
   std::printf("kv cache   %lld -> %lld elements/token (%+.2f%%)\n", static_cast<long long>(r.before.perToken),
               static_cast<long long>(r.after.perToken), 100.0 * r.after.saving);
   std::printf("parameters %lld -> %lld\n", static_cast<long long>(r.parametersBefore),

@@ -23,10 +23,65 @@ int effectivePairs(const ModelConfig& cfg, const KvSettings& s) {
 }
 } // namespace
 
+int effectiveRopeWidth(const ModelConfig& cfg, const KvSettings& s) {
+  if (s.ropeWidth > 0) return s.ropeWidth;
+  return 2 * effectivePairs(cfg, s) * cfg.numKvHeads;
+}
+
+std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, int fold, RoRopeLayout* out) {
+  const int half = cfg.headDim / 2;
+  if (fold < 1 || half % fold != 0) {
+    return "the frequency fold (" + std::to_string(fold) + ") must divide d_h/2 = " + std::to_string(half);
+  }
+  if (ropeWidth < 2 || ropeWidth % 2 != 0) {
+    return "the RoPE key width d_R must be a positive even number (got " + std::to_string(ropeWidth) + ")";
+  }
+  const int groups = half / fold, pairs = ropeWidth / 2, perGroup = cfg.numKvHeads * fold;
+  RoRopeLayout l;
+  l.width = ropeWidth;
+  l.fold = fold;
+  if (pairs <= groups) {
+    l.groups = pairs;
+    l.components = 1;
+  } else {
+    if (pairs % groups != 0 || pairs / groups > perGroup) {
+      return "d_R = " + std::to_string(ropeWidth) + " does not fit " + std::to_string(groups) +
+             " frequency groups: above " + std::to_string(2 * groups) + " it must be a multiple of " +
+             std::to_string(2 * groups) + " up to " + std::to_string(2 * groups * perGroup) + " (every rotated component of every group)";
+    }
+    l.groups = groups;
+    l.components = pairs / groups;
+  }
+  for (int g = 0; g < l.groups; ++g) {
+    for (int j = 0; j < l.components; ++j) l.sourcePairs.push_back(g * fold);
+  }
+  if (out != nullptr) *out = l;
+  return std::nullopt;
+}
+
 std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s) {
   if (s.method == KvMethod::None) return std::nullopt;
   if (cfg.mla) return std::string("the model is already MLA-converted; convert its original instead");
   if (cfg.latent) return std::string("the model has latent attention from scratch; conversion needs MHA/GQA");
+  if (s.method == KvMethod::DeepSeek) {
+    if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
+    if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, s), s.freqFold, nullptr)) return why;
+    if (s.svd == SvdMethod::Split) return std::string("the DeepSeek target has one joint latent; use SVD_joint");
+    if (s.dKv < 1) return "d_kv must be at least 1 (got " + std::to_string(s.dKv) + ")";
+    const std::int64_t latent = static_cast<std::int64_t>(cfg.numKvHeads) * s.dKv;
+    const std::int64_t rank = std::min<std::int64_t>(2LL * cfg.numKvHeads * cfg.headDim, cfg.hiddenSize);
+    if (latent > rank) {
+      return "d_kv = " + std::to_string(s.dKv) + " needs a rank-" + std::to_string(latent) +
+             " latent but [K_nope; V] has rank at most " + std::to_string(rank) + " (d_kv <= " +
+             std::to_string(rank / cfg.numKvHeads) + ")";
+    }
+    if (cfg.attentionBias || cfg.oProjBias) {
+      return std::string("the model has attention biases (Qwen2-style q/k/v biases); DeepSeek-V3's q_proj and kv_b_proj "
+                         "have none, so the DeepSeek target refuses them: use the mha2mla target");
+    }
+    if (cfg.slidingWindow) return std::string("the model uses a sliding window, which DeepSeek-V3 attention has not");
+    return std::nullopt;
+  }
   const int half = cfg.headDim / 2;
   if (!s.fullRope) {
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
@@ -86,6 +141,10 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
   if (s.method == KvMethod::None) {
     b.perTokenPerLayer = b.originalPerTokenPerLayer;
     b.perDevicePerTokenPerLayer = onDevice * 2LL * cfg.headDim;
+  } else if (s.method == KvMethod::DeepSeek) {
+    // One latent and one shared RoPE key, the same on every device.
+    b.perTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * s.dKv + effectiveRopeWidth(cfg, s);
+    b.perDevicePerTokenPerLayer = b.perTokenPerLayer;
   } else {
     const int r = effectivePairs(cfg, s);
     b.effectiveRopePairs = r;
@@ -110,7 +169,9 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
     const std::int64_t bytes = static_cast<std::int64_t>(dtypeSize(cacheDType));
     KvBudget b;
     b.tpDegree = tpDegree;
-    b.originalPerTokenPerLayer = 2LL * cfg.numHeads * cfg.headDim;
+    // A conversion's original is the source model's cache; from scratch, MHA with the same heads.
+    const int originalKvHeads = a.conversion ? a.conversion->sourceKvHeads : cfg.numHeads;
+    b.originalPerTokenPerLayer = 2LL * originalKvHeads * cfg.headDim;
     b.perTokenPerLayer = static_cast<std::int64_t>(a.dC) + a.dRope;
     b.perDevicePerTokenPerLayer =
         static_cast<std::int64_t>(headsPerDevice(a.latentHeads, tpDegree)) * a.latentDim() + a.dRope;

@@ -194,8 +194,9 @@ MlaConversion readMla(const json& m, const std::string& source) {
   return mla;
 }
 
-const std::set<std::string> kLatentFields = {"kind",   "d_c",          "d_rope",       "d_nope", "d_v",
-                                             "q_lora_rank", "latent_heads", "branches", "scaled"};
+const std::set<std::string> kLatentFields = {"kind",        "d_c",          "d_rope",   "d_nope", "d_v",
+                                             "q_lora_rank", "latent_heads", "branches", "scaled", "latent_norm",
+                                             "rope_source", "conversion"};
 
 LatentAttention readLatent(const json& m, const std::string& source) {
   const std::string where = source + " latentlab_latent";
@@ -215,6 +216,31 @@ LatentAttention readLatent(const json& m, const std::string& source) {
   a.branches = r.optInt("branches", 1);
   if (!m.contains("scaled") || !m.at("scaled").is_boolean()) r.fail("scaled", "must be true or false");
   a.scaled = m.at("scaled").get<bool>();
+  if (m.contains("latent_norm")) {
+    if (!m.at("latent_norm").is_boolean()) r.fail("latent_norm", "must be true or false");
+    a.latentNorm = m.at("latent_norm").get<bool>();
+  }
+  if (m.contains("rope_source")) {
+    const json& rs = m.at("rope_source");
+    JsonReader rr(rs, where + ".rope_source", ErrorCode::BadModel);
+    if (!rs.is_object()) r.fail("rope_source", "must be an object {head_dim, pairs}");
+    a.ropeSourceHeadDim = rr.requireInt("head_dim");
+    try {
+      a.ropeSourcePairs = rs.at("pairs").get<std::vector<int>>();
+    } catch (const json::exception&) {
+      rr.fail("pairs", "must be a list of frequency-pair indices");
+    }
+  }
+  if (m.contains("conversion")) {
+    const json& cv = m.at("conversion");
+    if (!cv.is_object()) r.fail("conversion", "must be an object");
+    JsonReader cr(cv, where + ".conversion", ErrorCode::BadModel);
+    LatentConversion c;
+    c.sourceKvHeads = cr.requireInt("source_kv_heads");
+    c.freqFold = cr.optInt("freq_fold", 1);
+    c.factorise = cr.optString("factorise", "activations");
+    a.conversion = c;
+  }
   return a;
 }
 
@@ -228,7 +254,7 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
   if (a.dRope < 2 || a.dRope % 2 != 0) bad("d_rope", "must be a positive even number, got " + std::to_string(a.dRope));
   if (a.dNope < 1) bad("d_nope", "must be positive");
   if (a.dV < 1) bad("d_v", "must be positive");
-  if (a.qLoraRank < 1) bad("q_lora_rank", "must be positive");
+  if (a.qLoraRank < 0) bad("q_lora_rank", "must be 0 (a plain q_proj) or positive");
   if (a.kind == "mla" && (a.latentHeads != 1 || a.branches != 1)) bad("latent_heads", "must be 1 (with 1 branch) for mla");
   if (a.kind == "gla" && (a.latentHeads < 1 || a.branches != 1)) bad("latent_heads", "must be >= 1 (with 1 branch) for gla");
   if (a.kind == "mlra" && a.latentHeads != 4) bad("latent_heads", "must be 4 for mlra");
@@ -241,6 +267,16 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
                             std::to_string(c.numHeads) + ")");
   }
   if (c.attentionBias || c.oProjBias) bad("kind", "models carry no attention biases (set attention_bias false)");
+  if (!a.ropeSourcePairs.empty() || a.ropeSourceHeadDim != 0) {
+    if (a.ropeSourceHeadDim < 2 || a.ropeSourceHeadDim % 2 != 0) bad("rope_source.head_dim", "must be a positive even number");
+    if (static_cast<int>(a.ropeSourcePairs.size()) * 2 != a.dRope) bad("rope_source.pairs", "must list d_rope/2 pairs");
+    for (int p : a.ropeSourcePairs) {
+      if (p < 0 || p >= a.ropeSourceHeadDim / 2) bad("rope_source.pairs", "has a pair index out of range");
+    }
+  }
+  if (a.conversion && (a.conversion->sourceKvHeads < 1 || a.conversion->freqFold < 1)) {
+    bad("conversion", "needs source_kv_heads and freq_fold of at least 1");
+  }
   if (c.mla) bad("kind", "cannot be combined with latentlab_mla (an MHA2MLA conversion)");
 }
 
@@ -405,7 +441,7 @@ ModelConfig readHfConfig(const fs::path& configJson) {
     throw Error(ErrorCode::Unsupported, source + ": quantization_config: quantized checkpoints are not supported",
                 "Use the model's full-precision (fp32/bf16/fp16) weights.");
   }
-  if (!cfg.ropeScaling.isDefault() && cfg.latent) {
+  if (!cfg.ropeScaling.isDefault() && cfg.latent && cfg.latent->ropeSourcePairs.empty()) {
     throw Error(ErrorCode::Unsupported, source + ": RoPE scaling on a from-scratch latent-attention model is not supported");
   }
   cfg.validate(source);
@@ -456,6 +492,15 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
                              {"d_v", a.dV},          {"q_lora_rank", a.qLoraRank},
                              {"latent_heads", a.latentHeads}, {"branches", a.branches},
                              {"scaled", a.scaled}};
+    if (!a.latentNorm) j["latentlab_latent"]["latent_norm"] = false;
+    if (!a.ropeSourcePairs.empty()) {
+      j["latentlab_latent"]["rope_source"] = {{"head_dim", a.ropeSourceHeadDim}, {"pairs", a.ropeSourcePairs}};
+    }
+    if (a.conversion) {
+      j["latentlab_latent"]["conversion"] = {{"source_kv_heads", a.conversion->sourceKvHeads},
+                                             {"freq_fold", a.conversion->freqFold},
+                                             {"factorise", a.conversion->factorise}};
+    }
   }
   atomicWriteText(configJson, j.dump(2) + "\n");
 }
@@ -468,8 +513,8 @@ std::int64_t attentionParametersPerLayer(const ModelConfig& c) {
     const LatentAttention& a = *c.latent;
     const std::int64_t q = a.qLoraRank, qk = a.dNope + a.dRope, dc = a.dC;
     const std::int64_t G = nh / a.latentsPerBranch();
-    std::int64_t attn = d * q + q + q * nh * qk;
-    attn += d * (dc + a.dRope) + dc;
+    std::int64_t attn = q > 0 ? d * q + q + q * nh * qk : d * nh * qk;
+    attn += d * (dc + a.dRope) + (a.latentNorm ? dc : 0);
     attn += static_cast<std::int64_t>(a.latentHeads) * G * (a.dNope + a.dV) * a.latentDim();
     attn += nh * a.dV * d;
     return attn;

@@ -1,6 +1,6 @@
-// convert(): the MHA2MLA pipeline behind the `convert` verb and the GUI's
-// conversion panel: validate (nothing written on error), load, calibrate,
-// factorise, save.
+// convert(): the conversion pipeline behind the `convert` verb and the GUI's
+// conversion panel, for both targets: validate (nothing written on error),
+// load, calibrate, convert, save, and measure the held-out loss.
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "convert/converter.h"
+#include "convert/deepseek_convert.h"
+#include "latentlab/engine.h"
 #include "data/token_shard.h"
 #include "latentlab/convert.h"
 #include "model/torch_util.h"
@@ -22,7 +24,10 @@ namespace {
 
 struct Prepared {
   ModelConfig cfg;
-  ConversionOptions opts;
+  bool deepseek = false;
+  ConversionOptions opts;     // mha2mla
+  DeepSeekOptions dsOpts;     // deepseek
+  bool needsCalibration = false;
   DType saveDType = DType::F32;
 };
 
@@ -34,11 +39,15 @@ SvdMethod parseSvd(const std::string& name) {
 
 Prepared prepare(const ConvertSpec& spec) {
   Prepared p;
-  p.opts.rope = parseRopeStrategy(spec.ropeStrategy, "convert spec rope strategy");
-  p.opts.ropePairs = spec.ropePairs;
-  p.opts.dKv = spec.dKv;
-  p.opts.svd = parseSvd(spec.svd);
-  p.opts.twoNormScore = parseTwoNormScore(spec.twoNormScore, "convert spec two-norm score");
+  if (spec.target != "mha2mla" && spec.target != "deepseek") {
+    throw Error(ErrorCode::BadInput, "convert spec target: unknown target '" + spec.target + "'",
+                "Use mha2mla (partial RoPE per head) or deepseek (DeepSeek-V3 attention, exportable).");
+  }
+  if (spec.factorise != "weights" && spec.factorise != "activations") {
+    throw Error(ErrorCode::BadInput, "convert spec factorise: unknown method '" + spec.factorise + "'",
+                "Use weights (SVD of the weights) or activations (PCA of calibration activations).");
+  }
+  p.deepseek = spec.target == "deepseek";
   const fs::path configJson = spec.modelDir / "config.json";
   try {
     p.cfg = readHfConfig(configJson);
@@ -47,8 +56,39 @@ Prepared prepare(const ConvertSpec& spec) {
   }
   p.saveDType = spec.dtype.empty() ? p.cfg.torchDType : parseDType(spec.dtype);
   const bool haveData = !spec.calibration.dataFile.empty();
-  validateConversion(p.cfg, p.opts, haveData);
-  if (p.opts.rope == RopeStrategy::TwoNorm) {
+  if (p.deepseek) {
+    p.dsOpts.ropePairs = spec.ropePairs;
+    p.dsOpts.ropeWidth = spec.ropeWidth;
+    p.dsOpts.freqFold = spec.freqFold;
+    p.dsOpts.dKv = spec.dKv;
+    p.dsOpts.activations = spec.factorise == "activations";
+    if (spec.svd == "split") {
+      throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: DeepSeek-V3 has one joint latent; SVD_split does not apply",
+                  "Use --svd joint, or the mha2mla target.");
+    }
+    validateDeepSeekConversion(p.cfg, p.dsOpts);
+    if (!haveData) {
+      throw Error(ErrorCode::BadInput, "DeepSeek-target conversion needs calibration data",
+                  "RoRoPE, the latent and its norm are set from the activations on calibration text: give --calib-data.");
+    }
+    p.needsCalibration = true;
+  } else {
+    p.opts.rope = parseRopeStrategy(spec.ropeStrategy, "convert spec rope strategy");
+    p.opts.ropePairs = spec.ropePairs;
+    p.opts.dKv = spec.dKv;
+    p.opts.svd = parseSvd(spec.svd);
+    p.opts.twoNormScore = parseTwoNormScore(spec.twoNormScore, "convert spec two-norm score");
+    p.opts.activations = spec.factorise == "activations";
+    validateConversion(p.cfg, p.opts, haveData);
+    p.needsCalibration = p.opts.rope == RopeStrategy::TwoNorm || p.opts.activations || haveData;
+  }
+  if (!spec.heldOutText.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(spec.heldOutText, ec)) {
+      throw Error(ErrorCode::BadInput, spec.heldOutText.string() + ": held-out text file not found");
+    }
+  }
+  if (p.needsCalibration) {
     const auto& c = spec.calibration;
     std::error_code ec;
     if (!fs::is_regular_file(c.dataFile, ec)) {
@@ -144,11 +184,24 @@ std::string summarisePairs(const MlaConversion& m, int half, std::vector<int>& u
   return s.str();
 }
 
+std::string summariseRoRope(const LatentAttention& a, int half) {
+  std::ostringstream s;
+  const int fold = a.conversion ? a.conversion->freqFold : 1;
+  int groups = 0;
+  for (std::size_t i = 0; i < a.ropeSourcePairs.size(); ++i) {
+    if (i == 0 || a.ropeSourcePairs[i] != a.ropeSourcePairs[i - 1]) ++groups;
+  }
+  const int perGroup = groups > 0 ? static_cast<int>(a.ropeSourcePairs.size()) / groups : 0;
+  s << "shared RoPE key d_R=" << a.dRope << ": " << groups << " of " << half / fold << " frequency groups (fold " << fold
+    << "), " << perGroup << " component" << (perGroup == 1 ? "" : "s") << " each; latent " << a.dC;
+  return s.str();
+}
+
 }  // namespace
 
 KvBudget checkConvertSpec(const ConvertSpec& spec) {
   Prepared p = prepare(spec);
-  return computeKvBudget(p.cfg, kvSettings(p.opts), p.saveDType);
+  return computeKvBudget(p.cfg, p.deepseek ? kvSettings(p.dsOpts) : kvSettings(p.opts), p.saveDType);
 }
 
 ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const CancelToken& cancel) {
@@ -164,7 +217,7 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     Prepared p = prepare(spec);
     const auto device = parseDevice(spec.device);
     std::vector<torch::Tensor> batches;
-    if (p.opts.rope == RopeStrategy::TwoNorm) {
+    if (p.needsCalibration) {
       batches = calibrationBatches(spec.calibration, readTokenIds(spec.calibration, spec.modelDir, p.cfg.vocabSize),
                                    progress);
     }
@@ -176,10 +229,27 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     endStage("load");
 
     ConversionStats stats;
-    auto converted = convertModel(*base, p.opts, batches, progress, cancel, &stats);
-    report.stages.push_back({"calibrate", stats.calibrateSeconds});
-    report.stages.push_back({"select", stats.selectSeconds});
-    report.stages.push_back({"factorise", stats.factoriseSeconds});
+    std::shared_ptr<CausalLm> converted;
+    std::vector<DeepSeekLayerStats> dsStats;
+    if (p.deepseek) {
+      auto inputs = attentionInputStats(*base, batches, progress, cancel);
+      stats.calibrationTokens = inputs.tokens;
+      endStage("calibrate");
+      converted = convertToDeepSeek(*base, p.dsOpts, inputs, progress, cancel, &dsStats);
+      endStage("factorise");
+      for (const auto& d : dsStats) {
+        stats.reconstructionError.push_back(d.latentWeightError);
+        stats.activationError.push_back(d.latentActError);
+        report.ropeEnergyKept.push_back(d.ropeEnergyKept);
+        report.balance.push_back(d.balance);
+      }
+    } else {
+      converted = convertModel(*base, p.opts, batches, progress, cancel, &stats);
+      report.stages.push_back({"calibrate", stats.calibrateSeconds});
+      report.stages.push_back({"select", stats.selectSeconds});
+      report.stages.push_back({"factorise", stats.factoriseSeconds});
+    }
+    base.reset();
     stageStart = std::chrono::steady_clock::now();
     throwIfCancelled(cancel, "convert");
 
@@ -203,15 +273,42 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     }
     endStage("save");
 
-    const ModelConfig& mcfg = converted->config();
+    const ModelConfig mcfg = converted->config();
+    converted.reset();
     report.outDir = target;
-    report.mla = *mcfg.mla;
-    report.pairsSummary = summarisePairs(report.mla, p.cfg.headDim / 2, report.pairUsage);
+    report.target = spec.target;
+    report.factorise = spec.factorise;
+    if (mcfg.mla) {
+      report.mla = *mcfg.mla;
+      report.pairsSummary = summarisePairs(report.mla, p.cfg.headDim / 2, report.pairUsage);
+    } else {
+      report.latent = *mcfg.latent;
+      report.pairsSummary = summariseRoRope(*mcfg.latent, p.cfg.headDim / 2);
+    }
+    auto mean = [](const std::vector<double>& v) {
+      double sum = 0.0;
+      for (double e : v) sum += e;
+      return v.empty() ? -1.0 : sum / static_cast<double>(v.size());
+    };
     report.reconstructionError = stats.reconstructionError;
-    double sum = 0.0;
-    for (double e : stats.reconstructionError) sum += e;
-    report.meanReconstructionError =
-        stats.reconstructionError.empty() ? 0.0 : sum / static_cast<double>(stats.reconstructionError.size());
+    report.meanReconstructionError = std::max(0.0, mean(stats.reconstructionError));
+    report.activationError = stats.activationError;
+    report.meanActivationError = mean(stats.activationError);
+    if (!spec.heldOutText.empty()) {
+      EvalOptions e;
+      e.textFile = spec.heldOutText;
+      e.seqLen = spec.calibration.seqLen;
+      e.batchSize = spec.calibration.batchSize;
+      e.device = spec.device;
+      e.dtype = compute == torch::kFloat64 ? DType::F64 : DType::F32;
+      e.model = spec.modelDir;
+      report.heldOutLossBefore = evaluate(e, progress, cancel).meanLoss;
+      e.model = target;
+      auto after = evaluate(e, progress, cancel);
+      report.heldOutLossAfter = after.meanLoss;
+      report.heldOutTokens = after.tokens;
+      endStage("held-out");
+    }
     report.before = currentKvBudget(p.cfg, p.saveDType);
     report.after = currentKvBudget(mcfg, p.saveDType);
     report.parametersBefore = countParameters(p.cfg);

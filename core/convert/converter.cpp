@@ -40,6 +40,10 @@ void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, b
     throw Error(ErrorCode::BadInput, "MHA2MLA conversion: " + *why,
                 cfg.mla ? "Convert the original checkpoint." : "Adjust r (rope pairs), d_kv or the strategy.");
   }
+  if (opts.activations && !haveCalibration) {
+    throw Error(ErrorCode::BadInput, "MHA2MLA conversion: activation-aware factorisation needs calibration data",
+                "Give a calibration file from the training data, or factorise the weights.");
+  }
   if (opts.rope == RopeStrategy::TwoNorm && !haveCalibration) {
     throw Error(ErrorCode::BadInput, "MHA2MLA conversion: S_2-norm needs calibration data",
                 "Give a calibration token file from the training data, or choose high/low/uniform.");
@@ -62,7 +66,11 @@ ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opt
 
 std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
                                               ProgressSink& progress, const CancelToken& cancel,
-                                              std::vector<double>* reconstructionError) {
+                                              std::vector<double>* reconstructionError, const LayerInputStats* inputs,
+                                              std::vector<double>* activationError) {
+  if (opts.activations && (inputs == nullptr || inputs->empty())) {
+    throw Error(ErrorCode::Internal, "activation-aware factorisation without calibration statistics");
+  }
   const ModelConfig& cfg = base.config();
   const ModelConfig mcfg = convertedConfig(cfg, opts, pairs);
   const auto& w0 = base.model->embed_tokens->weight;
@@ -88,6 +96,7 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
   const int r2 = 2 * mcfg.mla->ropePairs;
   const std::int64_t rank = static_cast<std::int64_t>(nkv) * opts.dKv;
   if (reconstructionError != nullptr) reconstructionError->clear();
+  if (activationError != nullptr) activationError->clear();
   for (int l = 0; l < cfg.numLayers; ++l) {
     throwIfCancelled(cancel, "conversion");
     progress.progress("factorise", l, cfg.numLayers, "layer " + std::to_string(l));
@@ -117,7 +126,9 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
     m->o_proj->weight.copy_(a->o_proj->weight);
     if (cfg.oProjBias) m->o_proj->bias.copy_(a->o_proj->bias);
     auto wkNope = a->k_proj->weight.index_select(0, nopeIdx);  // (nkv*nope, d)
-    auto f = factoriseKv(wkNope, a->v_proj->weight, opts.svd, rank);
+    torch::Tensor cov;
+    if (inputs != nullptr && !inputs->empty()) cov = inputs->cov[static_cast<std::size_t>(l)];
+    auto f = factoriseKv(wkNope, a->v_proj->weight, opts.svd, rank, cov, opts.activations);
     if (opts.svd == SvdMethod::Joint) {
       m->kv_down->weight.copy_(f.kvDown);
       m->kv_up->weight.copy_(f.kvUp);
@@ -140,6 +151,7 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
       }
     }
     if (reconstructionError != nullptr) reconstructionError->push_back(f.relError);
+    if (activationError != nullptr && f.actError >= 0) activationError->push_back(f.actError);
   }
   progress.progress("factorise", cfg.numLayers, cfg.numLayers, "");
   out->train(base.is_training());
@@ -159,12 +171,20 @@ std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& 
     norms = calibratePairNorms(base, calibration, progress, cancel);
     s.calibrationTokens = norms.tokens;
   }
+  // With calibration data the latent's error on the activations is reported
+  // whichever way it is factorised.
+  LayerInputStats inputs;
+  if (!calibration.empty()) {
+    inputs = attentionInputStats(base, calibration, progress, cancel);
+    s.calibrationTokens = inputs.tokens;
+  }
   s.calibrateSeconds = secondsSince(t0);
   t0 = std::chrono::steady_clock::now();
   s.pairs = selectRopePairs(cfg, opts.rope, effectiveRopePairs(cfg, opts), &norms, opts.twoNormScore);
   s.selectSeconds = secondsSince(t0);
   t0 = std::chrono::steady_clock::now();
-  auto out = buildConvertedModel(base, opts, s.pairs, progress, cancel, &s.reconstructionError);
+  auto out = buildConvertedModel(base, opts, s.pairs, progress, cancel, &s.reconstructionError, &inputs,
+                                 &s.activationError);
   s.factoriseSeconds = secondsSince(t0);
   return out;
 }

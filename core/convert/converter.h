@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "convert/calibration_stats.h"
 #include "convert/rope_selection.h"
 #include "latentlab/kv_budget.h"
 #include "model/llama.h"
@@ -19,11 +20,13 @@ struct ConversionOptions {
   int dKv = 0;        // latent dims per KV head (per factor for split)
   SvdMethod svd = SvdMethod::Joint;
   TwoNormScore twoNormScore = TwoNormScore::Product;
+  bool activations = false;  // factorise to minimise the error on calibration activations (docs/conversion.md)
 };
 
 struct ConversionStats {
   PairSelection pairs;
-  std::vector<double> reconstructionError;  // per layer
+  std::vector<double> reconstructionError;  // per layer, of the weights
+  std::vector<double> activationError;      // per layer, on the calibration activations (with calibration)
   std::int64_t calibrationTokens = 0;
   double calibrateSeconds = 0.0, selectSeconds = 0.0, factoriseSeconds = 0.0;
 };
@@ -34,7 +37,8 @@ KvSettings kvSettings(const ConversionOptions& opts);
 int effectiveRopePairs(const ModelConfig& cfg, const ConversionOptions& opts);
 // Throws Error(BadInput) when the options are impossible for `cfg` (r out of
 // range, S_uniform with r not dividing d_h/2, d_kv above the available rank,
-// an already converted model, S_2-norm without calibration data).
+// an already converted model, S_2-norm or activation-aware factorisation
+// without calibration data).
 void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, bool haveCalibration);
 
 // The config of the converted model: cfg with the latentlab_mla block.
@@ -42,10 +46,13 @@ ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opt
 
 // Builds the converted model from `base` (same device and dtype) with the
 // given pairs: q_proj rows reordered per head (RoPE dims first), k_rope_proj,
-// the SVD factors and biases, everything else copied.
+// the factors and biases, everything else copied. `inputs` (optional unless
+// opts.activations) gives the activation errors and activation-aware factors.
 std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
                                               ProgressSink& progress, const CancelToken& cancel,
-                                              std::vector<double>* reconstructionError = nullptr);
+                                              std::vector<double>* reconstructionError = nullptr,
+                                              const LayerInputStats* inputs = nullptr,
+                                              std::vector<double>* activationError = nullptr);
 
 // Validates, selects the pairs (calibrating on `calibration`, each (B, T)
 // int64 ids, for S_2-norm) and builds the converted model.

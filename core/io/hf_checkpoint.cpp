@@ -1,6 +1,7 @@
 // HF model folders: config.json + safetensors (single or sharded).
 #include "io/hf_checkpoint.h"
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -106,8 +107,10 @@ DType HfCheckpoint::dominantDType() const {
   return best;
 }
 
-void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::vector<TensorWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
+namespace {
+void writeCheckpoint(const fs::path& dir, const std::function<void(const fs::path&)>& writeConfig,
+                     const std::vector<TensorWrite>& tensors, const std::map<std::string, std::string>& metadata,
+                     std::uint64_t maxShardBytes) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     throw Error(ErrorCode::Io, dir.string() + ": output folder already exists",
@@ -121,7 +124,7 @@ void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::v
   try {
     std::map<std::string, std::string> meta = metadata;
     meta.emplace("format", "pt");
-    writeHfConfig(cfg, tmp / "config.json");
+    writeConfig(tmp / "config.json");
     std::uint64_t total = 0;
     for (const auto& t : tensors) {
       std::uint64_t n = 1;
@@ -161,6 +164,19 @@ void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::v
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+}  // namespace
+
+void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::vector<TensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
+  writeCheckpoint(dir, [&](const fs::path& p) { writeHfConfig(cfg, p); }, tensors, metadata, maxShardBytes);
+}
+
+void writeHfCheckpoint(const fs::path& dir, const std::string& configJsonText, const std::vector<TensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
+  writeCheckpoint(dir, [&](const fs::path& p) { atomicWriteText(p, configJsonText); }, tensors, metadata,
+                  maxShardBytes);
 }
 
 } // namespace latentlab

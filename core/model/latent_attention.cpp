@@ -50,20 +50,34 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
       m_perBranch(cfg.latent->latentsPerBranch()),
       m_group(cfg.numHeads / cfg.latent->latentsPerBranch()),
       m_eps(cfg.rmsNormEps),
-      m_rope(cfg.latent->dRope, cfg.ropeTheta) {
+      m_rope(cfg.latent->ropeSourcePairs.empty()
+                 ? RopeTables(cfg.latent->dRope, cfg.ropeTheta)
+                 : RopeTables(cfg.latent->ropeSourceHeadDim, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings)) {
   const LatentAttention& a = *cfg.latent;
   const double d = cfg.hiddenSize;
-  m_qScale = a.scaled ? std::sqrt(d / a.qLoraRank) : 1.0;
+  m_qScale = a.scaled && a.qLoraRank > 0 ? std::sqrt(d / a.qLoraRank) : 1.0;
   m_kvScale = a.scaled ? std::sqrt(d / a.latentDim()) : 1.0;
   m_branchScale = a.scaled ? 1.0 / std::sqrt(static_cast<double>(m_branches)) : 1.0;
   m_softmaxScale = 1.0 / std::sqrt(static_cast<double>(m_dNope + m_dRope));
 
   const std::int64_t qk = m_dNope + m_dRope;
-  q_a_proj = register_module("q_a_proj", linear(cfg.hiddenSize, a.qLoraRank));
-  q_a_layernorm = register_module("q_a_layernorm", RmsNorm(a.qLoraRank, cfg.rmsNormEps));
-  q_b_proj = register_module("q_b_proj", linear(a.qLoraRank, m_heads * qk));
+  if (a.qLoraRank > 0) {
+    q_a_proj = register_module("q_a_proj", linear(cfg.hiddenSize, a.qLoraRank));
+    q_a_layernorm = register_module("q_a_layernorm", RmsNorm(a.qLoraRank, cfg.rmsNormEps));
+    q_b_proj = register_module("q_b_proj", linear(a.qLoraRank, m_heads * qk));
+  } else {
+    q_proj = register_module("q_proj", linear(cfg.hiddenSize, m_heads * qk));
+  }
   kv_a_proj_with_mqa = register_module("kv_a_proj_with_mqa", linear(cfg.hiddenSize, m_dC + m_dRope));
-  kv_a_layernorm = register_module("kv_a_layernorm", RmsNorm(m_dC, cfg.rmsNormEps));
+  if (a.latentNorm) kv_a_layernorm = register_module("kv_a_layernorm", RmsNorm(m_dC, cfg.rmsNormEps));
+  if (!a.ropeSourcePairs.empty()) {
+    // rotate_half layout on d_R: pair k at column k and k + d_R/2.
+    std::vector<std::int64_t> cols;
+    const int half = a.ropeSourceHeadDim / 2;
+    for (int p : a.ropeSourcePairs) cols.push_back(p);
+    for (int p : a.ropeSourcePairs) cols.push_back(p + half);
+    m_ropeCols = torch::tensor(cols, torch::kInt64);
+  }
   kv_b_proj = register_module(
       "kv_b_proj", linear(a.latentDim(), static_cast<std::int64_t>(m_latentHeads) * m_group * (m_dNope + m_dV)));
   o_proj = register_module("o_proj", linear(static_cast<std::int64_t>(m_heads) * m_dV, cfg.hiddenSize));
@@ -72,6 +86,10 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
 torch::Tensor LatentAttentionLayer::latentHeads(const torch::Tensor& c) {
   const auto B = c.size(0), T = c.size(1);
   const std::int64_t dl = m_dC / m_latentHeads;
+  if (!kv_a_layernorm) {
+    auto plain = m_kvScale != 1.0 ? c * m_kvScale : c;
+    return plain.view({B, T, m_latentHeads, dl}).transpose(1, 2);
+  }
   // Same numerics as RmsNorm (fp32 statistics, fp64 stays fp64), per latent head.
   const auto compute = c.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   auto cf = c.view({B, T, m_latentHeads, dl}).to(compute);                         // (B, T, L, dl)
@@ -157,15 +175,26 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
 
 torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
-  auto cq = q_a_layernorm(linearForward(q_a_proj, x));  // (B, T, q_lora)
-  if (m_qScale != 1.0) cq = cq * m_qScale;
-  auto q = linearForward(q_b_proj, cq).view({B, T, m_heads, m_dNope + m_dRope}).transpose(1, 2);  // (B, nh, T, dn+dR)
+  torch::Tensor q;
+  if (q_proj) {
+    q = linearForward(q_proj, x);
+  } else {
+    auto cq = q_a_layernorm(linearForward(q_a_proj, x));  // (B, T, q_lora)
+    if (m_qScale != 1.0) cq = cq * m_qScale;
+    q = linearForward(q_b_proj, cq);
+  }
+  q = q.view({B, T, m_heads, m_dNope + m_dRope}).transpose(1, 2);  // (B, nh, T, dn+dR)
   auto qNope = q.narrow(-1, 0, m_dNope);                                           // (B, nh, T, dn)
   auto qRope = q.narrow(-1, m_dNope, m_dRope);                                     // (B, nh, T, dR)
   auto kv = linearForward(kv_a_proj_with_mqa, x);  // (B, T, d_c + dR)
   auto c = latentHeads(kv.narrow(-1, 0, m_dC));                                    // (B, L, T, dl)
   auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);                          // (B, 1, T, dR)
-  auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR)
+  auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR) or the source's (T, d_h)
+  if (m_ropeCols.defined()) {
+    if (m_ropeCols.device() != x.device()) m_ropeCols = m_ropeCols.to(x.device());
+    cos = cos.index_select(1, m_ropeCols);
+    sin = sin.index_select(1, m_ropeCols);
+  }
   qRope = applyRope(qRope, cos, sin);
   kRope = applyRope(kRope, cos, sin);
   torch::Tensor out;

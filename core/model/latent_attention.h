@@ -13,14 +13,16 @@ namespace latentlab {
 
 // Checkpoint keys under self_attn (DeepSeek's names):
 //   q_a_proj (q_lora, d), q_a_layernorm (q_lora), q_b_proj (n_h*(d_nope+d_R), q_lora)
-//     with per-head rows [nope; rope];
+//     with per-head rows [nope; rope]; or, with q_lora_rank 0, one q_proj (n_h*(d_nope+d_R), d);
 //   kv_a_proj_with_mqa (d_c + d_R, d): the latent heads side by side, then the RoPE key;
-//   kv_a_layernorm (d_c): RMS statistics per latent head, weights concatenated;
+//   kv_a_layernorm (d_c): RMS statistics per latent head, weights concatenated
+//     (absent with latent_norm false);
 //   kv_b_proj (latent_heads*G*(d_nope+d_v), d_c/latent_heads): latent head l's block of
 //     rows maps it to its G query heads' [k_nope; v];
 //   o_proj (d, n_h*d_v).
-// RoPE (HF rotate_half layout over the d_R dims, theta_k = rope_theta^(-2k/d_R)) acts
-// on the query's last d_R dims per head and on the single shared key.
+// RoPE (HF rotate_half layout over the d_R dims, theta_k = rope_theta^(-2k/d_R), or
+// the source model's frequencies of a conversion) acts on the query's last d_R
+// dims per head and on the single shared key.
 class LatentAttentionLayer : public AttentionModule {
  public:
   LatentAttentionLayer(const ModelConfig& cfg, int layer);
@@ -29,8 +31,8 @@ class LatentAttentionLayer : public AttentionModule {
   void setDecode(MlaDecode mode) { m_decode = mode; }
   MlaDecode decode() const { return m_decode; }
 
-  torch::nn::Linear q_a_proj{nullptr}, q_b_proj{nullptr}, kv_a_proj_with_mqa{nullptr}, kv_b_proj{nullptr},
-      o_proj{nullptr};
+  torch::nn::Linear q_proj{nullptr}, q_a_proj{nullptr}, q_b_proj{nullptr}, kv_a_proj_with_mqa{nullptr},
+      kv_b_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_a_layernorm{nullptr}, kv_a_layernorm{nullptr};
 
  private:
@@ -49,6 +51,7 @@ class LatentAttentionLayer : public AttentionModule {
   double m_eps, m_qScale, m_kvScale, m_branchScale, m_softmaxScale;
   MlaDecode m_decode = MlaDecode::Absorbed;
   RopeTables m_rope;
+  torch::Tensor m_ropeCols;  // conversions: the d_R columns of the source head's (T, d_h) tables
 };
 
 // Sets the decode mode of every from-scratch latent layer of `model`.

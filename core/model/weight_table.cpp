@@ -9,11 +9,15 @@ void appendLatentTensors(const LatentAttention& la, const ModelConfig& c, const 
                          std::vector<ExpectedTensor>& out) {
   using S = std::vector<std::int64_t>;
   const std::int64_t d = c.hiddenSize, nh = c.numHeads, q = la.qLoraRank, G = nh / la.latentsPerBranch();
-  out.push_back({a + "q_a_proj.weight", S{q, d}});
-  out.push_back({a + "q_a_layernorm.weight", S{q}});
-  out.push_back({a + "q_b_proj.weight", S{nh * (la.dNope + la.dRope), q}});
+  if (q > 0) {
+    out.push_back({a + "q_a_proj.weight", S{q, d}});
+    out.push_back({a + "q_a_layernorm.weight", S{q}});
+    out.push_back({a + "q_b_proj.weight", S{nh * (la.dNope + la.dRope), q}});
+  } else {
+    out.push_back({a + "q_proj.weight", S{nh * (la.dNope + la.dRope), d}});
+  }
   out.push_back({a + "kv_a_proj_with_mqa.weight", S{la.dC + la.dRope, d}});
-  out.push_back({a + "kv_a_layernorm.weight", S{la.dC}});
+  if (la.latentNorm) out.push_back({a + "kv_a_layernorm.weight", S{la.dC}});
   out.push_back({a + "kv_b_proj.weight", S{la.latentHeads * G * (la.dNope + la.dV), la.latentDim()}});
   out.push_back({a + "o_proj.weight", S{d, nh * la.dV}});
 }

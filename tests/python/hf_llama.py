@@ -7,6 +7,9 @@
                        --rope-type linear|dynamic|yarn|llama3 --rope-factor F --low-freq-factor L
                        --high-freq-factor H --original-max N --attention-factor A --beta-fast B]
   hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
+              [--expect-class DeepseekV3ForCausalLM: fail unless loaded as that class with no missing,
+               unexpected or mismatched keys] [--mutate swap-kpe|latent-norm-one: negative controls
+               on a DeepSeek-V3 model: two RoPE-key slots swapped / every latent norm weight 1]
   hf_llama.py generate DIR IDS.bin OUT.bin --shape 1,T --new N   (greedy; int64 ids of prompt + generation out)
 """
 import argparse
@@ -71,12 +74,39 @@ def make(a):
     model.save_pretrained(a.out, safe_serialization=True, **kwargs)
 
 
-def logits(a):
+def load_checked(a):
     from transformers import AutoModelForCausalLM
 
+    model, info = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager",
+                                                       output_loading_info=True)
+    if a.expect_class:
+        problems = {k: v for k, v in info.items() if v}
+        if type(model).__name__ != a.expect_class or problems:
+            sys.exit(f"{a.dir}: loaded as {type(model).__name__}, loading problems {problems}")
+    return model
+
+
+def mutate(model, how):
+    with torch.no_grad():
+        for layer in model.model.layers:
+            att = layer.self_attn
+            if how == "swap-kpe":
+                rows = att.kv_a_proj_with_mqa.weight
+                r = att.kv_lora_rank
+                a, b = rows[r].clone(), rows[r + 2].clone()
+                rows[r], rows[r + 2] = b, a
+            elif how == "latent-norm-one":
+                att.kv_a_layernorm.weight.fill_(1.0)
+            else:
+                sys.exit(f"unknown mutation {how}")
+
+
+def logits(a):
     b, t = (int(x) for x in a.shape.split(","))
     ids = np.fromfile(a.ids, dtype=np.int64).reshape(b, t)
-    model = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
+    model = load_checked(a)
+    if a.mutate:
+        mutate(model, a.mutate)
     model.eval()
     with torch.no_grad():
         out = model(torch.from_numpy(ids)).logits.float().numpy()
@@ -84,14 +114,12 @@ def logits(a):
 
 
 def generate(a):
-    from transformers import AutoModelForCausalLM
-
     b, t = (int(x) for x in a.shape.split(","))
     ids = torch.from_numpy(np.fromfile(a.ids, dtype=np.int64).reshape(b, t))
-    model = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
+    model = load_checked(a)
     model.eval()
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=a.new,
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True, max_new_tokens=a.new,
                              pad_token_id=0)
     out.numpy().astype(np.int64).tofile(a.out)
 
@@ -130,12 +158,15 @@ def main():
     lg.add_argument("ids")
     lg.add_argument("out")
     lg.add_argument("--shape", required=True)
+    lg.add_argument("--expect-class", default="")
+    lg.add_argument("--mutate", default="")
     gen = sub.add_parser("generate")
     gen.add_argument("dir")
     gen.add_argument("ids")
     gen.add_argument("out")
     gen.add_argument("--shape", required=True)
     gen.add_argument("--new", type=int, required=True)
+    gen.add_argument("--expect-class", default="")
     a = p.parse_args()
     {"make": make, "logits": logits, "generate": generate}[a.cmd](a)
 

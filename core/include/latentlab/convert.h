@@ -1,9 +1,11 @@
-// MHA/GQA -> MLA conversion (MHA2MLA, algorithms.md §2): the spec the GUI and
-// the `convert` verb fill in, and the report they show. Plain types, no torch.
+// MHA/GQA -> MLA conversion, to the MHA2MLA layout (algorithms.md §2) or to
+// DeepSeek-V3's (docs/conversion.md): the spec the GUI and the `convert` verb fill in, and the
+// report they show. Plain types, no torch.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +15,8 @@
 
 namespace latentlab {
 
-// Calibration sequences for S_2-norm: the first numSequences windows of
-// seqLen tokens of the file.
+// Calibration sequences (S_2-norm, activation-aware factorisation, the
+// DeepSeek target): the first numSequences windows of seqLen tokens of the file.
 struct CalibrationSpec {
   std::filesystem::path dataFile;  // empty = none
   std::string format = "u16";      // "u16" | "u32" raw little-endian ids, or "text" (model's tokenizer)
@@ -26,7 +28,12 @@ struct CalibrationSpec {
 struct ConvertSpec {
   std::filesystem::path modelDir;        // original HF Llama-family folder
   std::filesystem::path outDir;          // must not exist unless force
-  std::string ropeStrategy = "2-norm";   // "high" | "low" | "uniform" | "2-norm" | "full"
+  std::string target = "mha2mla";        // "mha2mla" | "deepseek" (DeepSeek-V3 attention, exportable)
+  std::string factorise = "weights";     // "weights" | "activations" (needs calibration); deepseek default activations
+  int ropeWidth = 0;                     // deepseek: d_R of the shared RoPE key; 0 = 2 r n_kv
+  int freqFold = 1;                      // deepseek: FreqFold
+  std::filesystem::path heldOutText;     // optional: text whose loss is measured before and after
+  std::string ropeStrategy = "2-norm";   // "high" | "low" | "uniform" | "2-norm" | "full" (mha2mla only)
   int ropePairs = 0;                     // r, frequency pairs kept per head; 0 = d_h/16 (ignored for "full")
   int dKv = 0;                           // latent dims per KV head (per factor for split); required
   std::string svd = "joint";             // "joint" | "split"
@@ -44,7 +51,17 @@ struct ConvertStageTime {
 
 struct ConvertReport {
   std::filesystem::path outDir;
-  MlaConversion mla;                        // as written to config.json (strategy, r, d_kv, svd, pairs)
+  std::string target = "mha2mla";
+  std::string factorise = "weights";
+  MlaConversion mla;                        // mha2mla: as written to config.json (strategy, r, d_kv, svd, pairs)
+  LatentAttention latent;                   // deepseek: as written (d_c, d_R, RoPE source pairs)
+  std::vector<double> activationError;      // per layer, relative error of the latent on calibration activations
+  double meanActivationError = -1.0;        // -1 without calibration
+  std::vector<double> ropeEnergyKept;       // deepseek, per layer: share of key energy in the RoPE key
+  std::vector<double> balance;              // deepseek, per layer: the key/value balance alpha
+  double heldOutLossBefore = -1.0;          // with heldOutText: mean loss of the original and the converted model
+  double heldOutLossAfter = -1.0;
+  std::int64_t heldOutTokens = 0;
   std::vector<int> pairUsage;               // per pair k: how many (layer, KV head) keep RoPE on it
   std::string pairsSummary;                 // one line, e.g. "r=4 of 32 pairs; same for all: 0 8 16 24"
   std::vector<double> reconstructionError;  // per layer, relative Frobenius of [Wk_nope; Wv]
@@ -62,9 +79,39 @@ struct ConvertReport {
 // Error(BadInput / BadModel / BadData) with the reason.
 KvBudget checkConvertSpec(const ConvertSpec& spec);
 
-// Loads the model, selects RoPE pairs (calibrating for 2-norm), factorises
-// [Wk_nope; Wv] and saves the converted model to outDir (safetensors +
-// config.json with the latentlab_mla block). On any error nothing is written.
+// Loads the model, calibrates where needed, converts (mha2mla: selects RoPE
+// pairs and factorises [Wk_nope; Wv]; deepseek: RoRoPE, balancing, the latent
+// and its norm) and saves the converted model to outDir. With heldOutText the
+// loss on it is measured before and after. On any error nothing is written.
 ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const CancelToken& cancel);
+
+// Export to a serving stack's format (docs/conversion.md, "Export"): "deepseek-v3" writes a
+// folder that transformers loads as DeepseekV3ForCausalLM without remote code
+// (dense MLP config, interleaved RoPE), plus the tokenizer files.
+struct ExportSpec {
+  std::filesystem::path modelDir;      // a DeepSeek-target conversion or a from-scratch MLA model
+  std::filesystem::path outDir;        // must not exist unless force
+  std::string format = "deepseek-v3";
+  std::string dtype;                   // "" = the checkpoint's
+  bool force = false;
+};
+
+struct ExportReport {
+  std::filesystem::path outDir;
+  int kvLoraRank = 0, qkRopeHeadDim = 0, qkNopeHeadDim = 0, vHeadDim = 0;
+  int qLoraRank = 0;                   // 0: null (a plain q_proj)
+  double ropeTheta = 0.0;              // the exported RoPE base (a conversion keeping every s-th pair: theta^(s d_R / d_h))
+  std::string ropeType = "default";
+  std::int64_t kvPerTokenPerLayer = 0; // kv_lora_rank + qk_rope_head_dim
+  std::int64_t kvBytesPerToken = 0;    // all layers, at the saved dtype
+  int tensors = 0;
+};
+
+// Why the model cannot be exported as DeepSeek-V3, or nullopt.
+std::optional<std::string> deepSeekExportProblem(const ModelConfig& cfg);
+
+// Writes the export; throws Error(BadInput) with deepSeekExportProblem's reason
+// (naming the folder) before anything is written.
+ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const CancelToken& cancel);
 
 }  // namespace latentlab

@@ -6,12 +6,16 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "latentlab/model_config.h"
 
 namespace latentlab {
 
-enum class KvMethod { None, Mha2Mla };
+// Mha2Mla: partial RoPE per KV head and a latent (algorithms.md §2).
+// DeepSeek: one shared RoPE key of width d_R found by RoRoPE, and a latent
+// of n_kv * d_kv dims in DeepSeek-V3's layout (docs/conversion.md).
+enum class KvMethod { None, Mha2Mla, DeepSeek };
 enum class SvdMethod { Joint, Split };
 
 struct KvSettings {
@@ -21,7 +25,26 @@ struct KvSettings {
   SvdMethod svd = SvdMethod::Joint;
   bool fullRope = false;              // full-rope strategy: every pair keeps RoPE
   bool uniformStrategy = false;       // S_uniform needs r | d_h/2
+  int ropeWidth = 0;                  // DeepSeek: d_R, the shared RoPE key's dims; 0 = 2 r n_kv
+  int freqFold = 1;                   // DeepSeek: adjacent frequencies folded into one (FreqFold)
 };
+
+// Which frequencies a DeepSeek-target conversion's shared RoPE key keeps
+// (docs/conversion.md, "RoRoPE"): the d_h/2 frequency pairs of a head fall into
+// d_h/(2 fold) groups of `fold` adjacent pairs; the key keeps `components`
+// rotated components of each of the `groups` highest-frequency groups, each
+// turning at the frequency of its group's first pair.
+struct RoRopeLayout {
+  int width = 0;                 // d_R
+  int fold = 1;
+  int groups = 0;                // groups kept, highest frequency first
+  int components = 1;            // rotated components per kept group
+  std::vector<int> sourcePairs;  // d_R/2 entries: pair t = group * components + j turns at pair group*fold
+};
+// The layout for a model and settings, or why there is none.
+std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, int fold, RoRopeLayout* out);
+// d_R after its default (2 r n_kv: the RoPE dims an MHA2MLA cache holds at the same r).
+int effectiveRopeWidth(const ModelConfig& cfg, const KvSettings& s);
 
 struct KvBudget {
   std::int64_t originalPerTokenPerLayer = 0;  // elements: 2 * n_kv * d_h

@@ -47,8 +47,17 @@ struct MlaConversion {
   std::vector<std::vector<std::vector<int>>> pairs;
 };
 
-// A latent attention trained from scratch (algorithms.md §4), stored in
-// config.json under "latentlab_latent". Latent head l (of latentHeads) belongs
+// Where a DeepSeek-target conversion (docs/conversion.md) came from and how it
+// was made; absent on models trained from scratch.
+struct LatentConversion {
+  int sourceKvHeads = 0;                 // n_kv of the original model (its KV cache: 2 n_kv d_h)
+  int freqFold = 1;                      // FreqFold: adjacent frequencies sharing one RoPE component
+  std::string factorise = "activations"; // "weights" | "activations": how the latent was found
+};
+
+// A latent attention trained from scratch (algorithms.md §4), or converted
+// from MHA/GQA to DeepSeek's layout (docs/conversion.md), stored in config.json under
+// "latentlab_latent". Latent head l (of latentHeads) belongs
 // to branch l / (latentHeads / branches) and serves the contiguous query heads
 // [(l % P) * G, (l % P + 1) * G) with P = latentHeads / branches, G = n_h / P:
 //   MLA     1 latent head, 1 branch      (DeepSeek-V2/V3)
@@ -62,12 +71,22 @@ struct LatentAttention {
   int dRope = 0;                         // d_R: dims of the shared single-head RoPE key
   int dNope = 0;                         // NoPE query/key dims per head
   int dV = 0;                            // value dims per head
-  int qLoraRank = 0;                     // query latent rank
+  int qLoraRank = 0;                     // query latent rank; 0 = one plain q_proj (DeepSeek's q_lora_rank null)
   int latentHeads = 1;                   // MLA 1, GLA-k k, MLRA 4
   int branches = 1;                      // MLRA-2 2, MLRA-4 4, else 1
   // MLRA paper's factors: q latent x sqrt(d/q_lora_rank), each KV latent head
   // x sqrt(d/(d_c/latent_heads)), branch outputs x 1/sqrt(branches).
   bool scaled = true;
+  // RMSNorm on the latent (kv_a_layernorm). Always on, except in the
+  // exactness check of a conversion before the norm is introduced.
+  bool latentNorm = true;
+  // RoPE frequencies of the shared key. Empty: theta_k = rope_theta^(-2k/d_R),
+  // unscaled. Otherwise pair k of the d_R/2 pairs has the frequency of pair
+  // ropeSourcePairs[k] of a ropeSourceHeadDim-wide head under the config's
+  // rope_theta and RoPE scaling (a conversion keeps its original frequencies).
+  int ropeSourceHeadDim = 0;
+  std::vector<int> ropeSourcePairs;
+  std::optional<LatentConversion> conversion;
 
   int latentDim() const { return dC / latentHeads; }              // dims of one latent head
   int latentsPerBranch() const { return latentHeads / branches; }  // P

@@ -1,8 +1,11 @@
 // convert() on model folders: the output reopens with identical logits, and
-// impossible requests fail with a clear error before anything is written.
+// impossible requests fail with a clear error before anything is written; the
+// DeepSeek target through the same job.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 
 #include "convert_test_util.h"
 #include "latentlab/convert.h"
@@ -190,6 +193,77 @@ TEST(ConvertJob, ForceReplacesAnExistingModelFolder) {
   notModel.force = true;
   expectRejected(notModel, ErrorCode::BadInput, "not a model folder");
   EXPECT_TRUE(fs::exists(other / "todo.txt"));
+}
+
+}  // namespace latentlab::test
+
+namespace latentlab::test {
+
+TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
+  const fs::path root = scratchDir("convert-deepseek-job");
+  const fs::path base = root / "base";
+  writeSmallTextModel(base);  // demo-gqa with a BPE tokenizer trained on the Python tutorial
+  const fs::path docs = "/usr/share/doc/python3.11/html/_sources/tutorial";
+  std::map<std::string, ConvertReport> reports;
+  for (const std::string factorise : {"weights", "activations"}) {
+    ConvertSpec s = spec(base, root / ("ds-" + factorise), "", 0, 4);
+    s.target = "deepseek";
+    s.factorise = factorise;
+    s.calibration.dataFile = docs / "controlflow.rst.txt";
+    s.calibration.format = "text";
+    s.calibration.numSequences = 8;
+    s.calibration.seqLen = 64;
+    s.heldOutText = docs / "datastructures.rst.txt";
+    s.force = true;
+    NullProgress progress;
+    CancelToken cancel;
+    reports[factorise] = convert(s, progress, cancel);
+  }
+  const ModelConfig cfg = readHfConfig(base / "config.json");
+  for (const auto& [name, r] : reports) {
+    EXPECT_EQ(r.target, "deepseek");
+    ASSERT_EQ(static_cast<int>(r.activationError.size()), cfg.numLayers) << name;
+    ASSERT_EQ(static_cast<int>(r.ropeEnergyKept.size()), cfg.numLayers) << name;
+    // The default d_R is the MHA2MLA cache's RoPE dims at the default r: equal KV elements.
+    const int r0 = defaultRopePairs(cfg.headDim);
+    EXPECT_EQ(r.after.perTokenPerLayer, cfg.numKvHeads * 4 + 2 * r0 * cfg.numKvHeads) << name;
+    EXPECT_GT(r.heldOutTokens, 0);
+    EXPECT_TRUE(std::isfinite(r.heldOutLossBefore) && std::isfinite(r.heldOutLossAfter)) << name;
+    EXPECT_GT(r.heldOutLossAfter, 0.0);
+    // The folder reopens as DeepSeek-V3 attention with the report's figures.
+    const ModelConfig out = readHfConfig(r.outDir / "config.json");
+    ASSERT_TRUE(out.latent.has_value());
+    EXPECT_EQ(out.latent->dC, r.latent.dC);
+    EXPECT_EQ(out.latent->conversion->factorise, name);
+    EXPECT_TRUE(fs::exists(r.outDir / "tokenizer.json"));
+    EXPECT_FALSE(deepSeekExportProblem(out).has_value()) << *deepSeekExportProblem(out);
+  }
+  EXPECT_EQ(reports["weights"].heldOutLossBefore, reports["activations"].heldOutLossBefore);
+  for (int l = 0; l < cfg.numLayers; ++l) {
+    EXPECT_LT(reports["activations"].activationError[static_cast<std::size_t>(l)],
+              reports["weights"].activationError[static_cast<std::size_t>(l)])
+        << "layer " << l;
+  }
+}
+
+TEST(ConvertJob, DeepSeekTargetRefusalsWriteNothing) {
+  const fs::path base = savedBase("convert-deepseek-refuse");
+  ConvertSpec noData = spec(base, base.parent_path() / "out", "", 0, 4);
+  noData.target = "deepseek";
+  expectRejected(noData, ErrorCode::BadInput, "needs calibration data");
+  ConvertSpec split = noData;
+  split.svd = "split";
+  expectRejected(split, ErrorCode::BadInput, "SVD_split");
+  ConvertSpec fold = noData;
+  fold.calibration.dataFile = writeTokens(base.parent_path() / "calib.u16", 400, 128);
+  fold.freqFold = 3;  // d_h/2 = 8 pairs
+  expectRejected(fold, ErrorCode::BadInput, "fold");
+  ConvertSpec badTarget = noData;
+  badTarget.target = "deepseek-v2";
+  expectRejected(badTarget, ErrorCode::BadInput, "unknown target");
+  ConvertSpec actsNoData = spec(base, base.parent_path() / "out", "high", 2, 4);
+  actsNoData.factorise = "activations";
+  expectRejected(actsNoData, ErrorCode::BadInput, "calibration");
 }
 
 }  // namespace latentlab::test

@@ -1,0 +1,205 @@
+// DeepSeek-target conversion of an MHA/GQA model (docs/conversion.md).
+#include "convert/deepseek_convert.h"
+
+#include <cmath>
+#include <map>
+
+#include "convert/low_rank.h"
+#include "latentlab/error.h"
+#include "model/latent_attention.h"
+
+namespace latentlab {
+
+namespace {
+torch::Tensor rowsOf(const std::vector<std::int64_t>& v, torch::Device device) {
+  return torch::tensor(v, torch::kInt64).to(device);
+}
+double trace(const torch::Tensor& w, const torch::Tensor& cov) {  // tr(W cov W^T)
+  return (torch::matmul(w, cov) * w).sum().item<double>();
+}
+}  // namespace
+
+KvSettings kvSettings(const DeepSeekOptions& opts) {
+  KvSettings s;
+  s.method = KvMethod::DeepSeek;
+  s.ropePairs = opts.ropePairs;
+  s.ropeWidth = opts.ropeWidth;
+  s.freqFold = opts.freqFold;
+  s.dKv = opts.dKv;
+  return s;
+}
+
+void validateDeepSeekConversion(const ModelConfig& cfg, const DeepSeekOptions& opts) {
+  if (auto why = checkKvSettings(cfg, kvSettings(opts))) {
+    throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: " + *why,
+                cfg.mla || cfg.latent ? "Convert the original checkpoint." : "Adjust d_R, the fold or d_kv.");
+  }
+}
+
+ModelConfig deepSeekConfig(const ModelConfig& cfg, const DeepSeekOptions& opts) {
+  RoRopeLayout layout;
+  if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, kvSettings(opts)), opts.freqFold, &layout)) {
+    throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: " + *why);
+  }
+  ModelConfig out = cfg;
+  LatentAttention a;
+  a.kind = "mla";
+  a.dC = cfg.numKvHeads * opts.dKv;
+  a.dRope = layout.width;
+  a.dNope = cfg.headDim;
+  a.dV = cfg.headDim;
+  a.qLoraRank = 0;
+  a.latentHeads = 1;
+  a.branches = 1;
+  a.scaled = false;
+  a.latentNorm = opts.latentNorm;
+  a.ropeSourceHeadDim = cfg.headDim;
+  a.ropeSourcePairs = layout.sourcePairs;
+  LatentConversion c;
+  c.sourceKvHeads = cfg.numKvHeads;
+  c.freqFold = opts.freqFold;
+  c.factorise = opts.activations ? "activations" : "weights";
+  a.conversion = c;
+  out.latent = a;
+  out.numKvHeads = cfg.numHeads;
+  out.validate("converted config");
+  return out;
+}
+
+std::shared_ptr<CausalLm> convertToDeepSeek(CausalLm& base, const DeepSeekOptions& opts, const LayerInputStats& stats,
+                                            ProgressSink& progress, const CancelToken& cancel,
+                                            std::vector<DeepSeekLayerStats>* layerStats) {
+  const ModelConfig& cfg = base.config();
+  validateDeepSeekConversion(cfg, opts);
+  if (static_cast<int>(stats.cov.size()) != cfg.numLayers || stats.tokens < 1) {
+    throw Error(ErrorCode::BadInput, "DeepSeek-target conversion needs calibration statistics for every layer",
+                "Give calibration text or token ids from the training data.");
+  }
+  const ModelConfig mcfg = deepSeekConfig(cfg, opts);
+  RoRopeLayout layout;
+  roRopeLayout(cfg, mcfg.latent->dRope, opts.freqFold, &layout);
+  const auto& w0 = base.model->embed_tokens->weight;
+  const auto device = w0.device();
+  const auto dtype = w0.scalar_type();
+  auto out = std::make_shared<CausalLm>(mcfg);
+  out->to(device, dtype);
+  torch::NoGradGuard noGrad;
+
+  std::map<std::string, torch::Tensor> src;
+  for (const auto& p : base.named_parameters(true)) src.emplace(p.key(), p.value());
+  for (auto& p : out->named_parameters(true)) {
+    if (p.key().find(".self_attn.") != std::string::npos) continue;
+    auto it = src.find(p.key());
+    if (it == src.end() || it->second.sizes() != p.value().sizes()) {
+      throw Error(ErrorCode::Internal, "conversion: parameter '" + p.key() + "' has no original counterpart");
+    }
+    p.value().copy_(it->second);
+  }
+
+  const int nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = dh / 2, G = cfg.kvGroupSize();
+  const int f = layout.fold, c = layout.components, dR = layout.width;
+  const std::int64_t d = cfg.hiddenSize, rank = mcfg.latent->dC;
+  // The original softmax scale (yarn's factor included) moved into the queries.
+  const double qFactor = cfg.softmaxScale(dh) * std::sqrt(static_cast<double>(dh + dR));
+  // Query head h reads KV head h / G.
+  std::vector<std::int64_t> groupOfHead;
+  for (int h = 0; h < nh; ++h) groupOfHead.push_back(h / G);
+  auto headGroup = rowsOf(groupOfHead, device);
+  const auto f64 = torch::TensorOptions(torch::kFloat64).device(device);
+  if (layerStats != nullptr) layerStats->clear();
+
+  for (int l = 0; l < cfg.numLayers; ++l) {
+    throwIfCancelled(cancel, "conversion");
+    progress.progress("factorise", l, cfg.numLayers, "layer " + std::to_string(l));
+    auto* a = dynamic_cast<LlamaAttention*>(base.layer(l)->self_attn.get());
+    auto* m = dynamic_cast<LatentAttentionLayer*>(out->layer(l)->self_attn.get());
+    if (a == nullptr || m == nullptr) {
+      throw Error(ErrorCode::BadInput, "conversion: layer " + std::to_string(l) + " is not original MHA/GQA attention",
+                  "Convert the original checkpoint.");
+    }
+    const auto& cov = stats.cov[static_cast<std::size_t>(l)].to(device, torch::kFloat64);
+    auto wq = a->q_proj->weight.to(torch::kFloat64).view({nh, dh, d});
+    auto wk = a->k_proj->weight.to(torch::kFloat64);  // (nkv*dh, d)
+    auto wv = a->v_proj->weight.to(torch::kFloat64);
+    auto ck = torch::matmul(torch::matmul(wk, cov), wk.t());  // key second moment (nkv*dh, nkv*dh)
+    auto kpe = torch::zeros({dR, d}, f64);
+    auto qpe = torch::zeros({nh, dR, d}, f64);
+    auto res = wk.clone();
+    double keptEnergy = 0.0;
+    const double keyEnergy = ck.trace().item<double>();
+
+    // RoRoPE, group by group: one PCA over the 2-D components of every KV head
+    // and every folded pair of the group; its top c components become RoPE
+    // dims of the shared key, the rest stays in the keys as the residual.
+    for (int k = 0; k < layout.groups; ++k) {
+      std::vector<std::int64_t> xs, ys, qx, qy;  // component a = g*f + i
+      for (int g = 0; g < nkv; ++g) {
+        for (int i = 0; i < f; ++i) {
+          xs.push_back(static_cast<std::int64_t>(g) * dh + k * f + i);
+          ys.push_back(static_cast<std::int64_t>(g) * dh + k * f + i + half);
+        }
+      }
+      for (int i = 0; i < f; ++i) {
+        qx.push_back(k * f + i);
+        qy.push_back(k * f + i + half);
+      }
+      auto ix = rowsOf(xs, device), iy = rowsOf(ys, device);
+      auto mcov = ck.index_select(0, ix).index_select(1, ix) + ck.index_select(0, iy).index_select(1, iy);  // (n, n)
+      mcov = (mcov + mcov.t()) * 0.5;
+      auto [evals, evecs] = at::linalg_eigh(mcov);
+      auto u = evecs.flip({1}).narrow(1, 0, c);  // (n, c), largest first
+      keptEnergy += evals.flip({0}).narrow(0, 0, c).sum().item<double>();
+      auto kx = wk.index_select(0, ix), ky = wk.index_select(0, iy);  // (n, d)
+      auto rx = torch::matmul(u.t(), kx), ry = torch::matmul(u.t(), ky);  // (c, d)
+      kpe.narrow(0, k * c, c).copy_(rx);
+      kpe.narrow(0, dR / 2 + k * c, c).copy_(ry);
+      res.index_copy_(0, ix, kx - torch::matmul(u, rx));
+      res.index_copy_(0, iy, ky - torch::matmul(u, ry));
+      // Query head h's component j: sum_i u[(g(h), i), j] q_h,i.
+      auto uh = u.view({nkv, f, c}).index_select(0, headGroup);  // (nh, f, c)
+      auto qxs = wq.index_select(1, rowsOf(qx, device));         // (nh, f, d)
+      auto qys = wq.index_select(1, rowsOf(qy, device));
+      qpe.narrow(1, k * c, c).copy_(torch::matmul(uh.transpose(1, 2), qxs));
+      qpe.narrow(1, dR / 2 + k * c, c).copy_(torch::matmul(uh.transpose(1, 2), qys));
+    }
+
+    // Key/value balancing: the residual keys scaled to the values' energy
+    // (queries by the inverse), so neither dominates the joint latent.
+    const double ev = trace(wv, cov), ek = trace(res, cov);
+    const double alpha = opts.balance && ek > 1e-12 * std::max(keyEnergy, 1e-300) ? std::sqrt(ev / ek) : 1.0;
+    auto wkv = torch::cat({res * alpha, wv}, 0);  // (2 nkv dh, d)
+    auto fac = opts.activations ? activationFactor(wkv, cov, rank) : orthonormalSvdFactor(wkv, rank);
+    auto up = fac.up.to(torch::kFloat64), down = fac.down.to(torch::kFloat64);  // (2 nkv dh, rank), (rank, d)
+    // kv_b_proj: head h gets its KV head's [k_nope; v] rows.
+    auto upK = up.narrow(0, 0, static_cast<std::int64_t>(nkv) * dh).view({nkv, dh, rank}).index_select(0, headGroup);
+    auto upV = up.narrow(0, static_cast<std::int64_t>(nkv) * dh, static_cast<std::int64_t>(nkv) * dh)
+                   .view({nkv, dh, rank})
+                   .index_select(0, headGroup);
+    auto kvB = torch::cat({upK, upV}, 1).reshape({static_cast<std::int64_t>(nh) * 2 * dh, rank});
+    auto q = torch::cat({wq / alpha, qpe}, 1).reshape({static_cast<std::int64_t>(nh) * (dh + dR), d}) * qFactor;
+
+    m->q_proj->weight.copy_(q);
+    m->kv_a_proj_with_mqa->weight.copy_(torch::cat({down, kpe}, 0));
+    m->kv_b_proj->weight.copy_(kvB);
+    m->o_proj->weight.copy_(a->o_proj->weight);
+    // The latent norm's weight: the latent's RMS over the calibration tokens,
+    // sqrt(tr(A cov A^T) / (tokens * rank)), so that norm(c) ~ c on them.
+    const double normWeight = std::sqrt(trace(down, cov) / (static_cast<double>(stats.tokens) * rank));
+    if (m->kv_a_layernorm) m->kv_a_layernorm->weight.fill_(normWeight);
+
+    if (layerStats != nullptr) {
+      DeepSeekLayerStats s;
+      s.ropeEnergyKept = keyEnergy > 0 ? keptEnergy / keyEnergy : 0.0;
+      s.balance = alpha;
+      s.latentWeightError = relativeError(wkv, LowRankFactors{fac.down, fac.up});
+      s.latentActError = activationError(wkv, cov, fac);
+      s.normWeight = normWeight;
+      layerStats->push_back(s);
+    }
+  }
+  progress.progress("factorise", cfg.numLayers, cfg.numLayers, "");
+  out->train(base.is_training());
+  return out;
+}
+
+}  // namespace latentlab

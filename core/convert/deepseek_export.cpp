@@ -1,0 +1,242 @@
+// Export of a DeepSeek-target conversion or a from-scratch MLA model as a
+// DeepSeek-V3 checkpoint (docs/conversion.md, "Export").
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "io/hf_checkpoint.h"
+#include "latentlab/convert.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+
+namespace latentlab {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// transformers' DeepseekV3RMSNorm for q_a_layernorm and kv_a_layernorm has a
+// fixed epsilon; the export scales the normed input to keep LatentLab's.
+constexpr double kDeepSeekLatentNormEps = 1e-6;
+
+// The RoPE base the exported head needs, or why there is none.
+std::optional<std::string> exportedRopeTheta(const ModelConfig& cfg, double* theta) {
+  const LatentAttention& a = *cfg.latent;
+  if (a.ropeSourcePairs.empty()) {
+    *theta = cfg.ropeTheta;
+    return std::nullopt;
+  }
+  const auto& p = a.ropeSourcePairs;
+  const int n = static_cast<int>(p.size());
+  const int stride = n > 1 ? p[1] - p[0] : 1;
+  bool evenlySpaced = p[0] == 0 && stride >= 1;
+  for (int t = 0; t < n && evenlySpaced; ++t) evenlySpaced = p[static_cast<std::size_t>(t)] == t * stride;
+  if (!evenlySpaced) {
+    return "its shared RoPE key turns at frequencies DeepSeek-V3's table cannot give (pairs must be 0, s, 2s, ... of "
+           "the original head, each once; a RoPE key wider than d_h/fold repeats frequencies)";
+  }
+  *theta = std::pow(cfg.ropeTheta, static_cast<double>(stride) * a.dRope / a.ropeSourceHeadDim);
+  return std::nullopt;
+}
+
+// rotate_half layout [x_0..x_{n-1}, y_0..y_{n-1}] -> interleaved [x_0, y_0, x_1, y_1, ...].
+torch::Tensor interleaveRows(const torch::Tensor& rows) {
+  const auto n = rows.size(0) / 2;
+  return torch::stack({rows.narrow(0, 0, n), rows.narrow(0, n, n)}, 1).reshape(rows.sizes());
+}
+
+// q_proj / q_b_proj (n_h (d_nope + d_R), in): each head's RoPE rows interleaved.
+torch::Tensor interleaveQueryRows(const torch::Tensor& w, int heads, int dNope, int dRope) {
+  auto v = w.view({heads, dNope + dRope, w.size(1)});
+  std::vector<torch::Tensor> out;
+  for (int h = 0; h < heads; ++h) {
+    out.push_back(torch::cat({v[h].narrow(0, 0, dNope), interleaveRows(v[h].narrow(0, dNope, dRope))}, 0));
+  }
+  return torch::cat(out, 0);
+}
+
+json ropeParameters(const ModelConfig& cfg, double theta) {
+  json r = {{"rope_type", cfg.ropeScaling.type}, {"rope_theta", theta}};
+  const RopeScaling& s = cfg.ropeScaling;
+  if (s.type == "linear") r["factor"] = s.factor;
+  if (s.type == "llama3") {
+    r["factor"] = s.factor;
+    r["low_freq_factor"] = s.lowFreqFactor;
+    r["high_freq_factor"] = s.highFreqFactor;
+    r["original_max_position_embeddings"] = s.originalMaxPositionEmbeddings;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::string> deepSeekExportProblem(const ModelConfig& cfg) {
+  if (cfg.mla) {
+    return std::string(
+        "it is an MHA2MLA-target conversion: RoPE stays on each KV head's own frequency pairs and the latent has no "
+        "norm, while DeepSeek-V3 has one shared RoPE key on a fixed frequency table and an RMSNorm on the latent, so "
+        "its attention cannot be written in that layout. Convert the original model with --target deepseek");
+  }
+  if (!cfg.latent) return std::string("it is an original MHA/GQA model; convert it with --target deepseek first");
+  const LatentAttention& a = *cfg.latent;
+  if (a.kind != "mla") {
+    return "it is " + a.name() + " (" + std::to_string(a.latentHeads) + " latent heads, " + std::to_string(a.branches) +
+           " branches); DeepSeek-V3 has one latent shared by every head";
+  }
+  if (!a.latentNorm) return std::string("its latent has no RMSNorm (kv_a_layernorm), which DeepSeek-V3 always applies");
+  if (cfg.attentionBias || cfg.oProjBias || cfg.mlpBias) return std::string("it has biases DeepSeek-V3 does not have");
+  if (cfg.slidingWindow) return std::string("it uses a sliding window, which DeepSeek-V3 attention has not");
+  const std::string& t = cfg.ropeScaling.type;
+  if (t != "default" && t != "linear" && t != "llama3") {
+    return "its RoPE scaling (" + t + ") depends on the head width, which the export changes; only default, linear "
+           "and llama3 scaling carry over exactly";
+  }
+  double theta = 0.0;
+  return exportedRopeTheta(cfg, &theta);
+}
+
+ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const CancelToken& cancel) {
+  return withTorchErrors("export", [&]() {
+    if (spec.format != "deepseek-v3") {
+      throw Error(ErrorCode::BadInput, "export: unknown format '" + spec.format + "'", "Use deepseek-v3.");
+    }
+    ModelConfig cfg;
+    try {
+      cfg = readHfConfig(spec.modelDir / "config.json");
+    } catch (const Error& e) {
+      throw e.withContext("export");
+    }
+    if (auto why = deepSeekExportProblem(cfg)) {
+      throw Error(ErrorCode::BadInput, spec.modelDir.string() + ": cannot export as DeepSeek-V3: " + *why + ".",
+                  cfg.mla ? "latentlab-engine convert --target deepseek --model ORIGINAL ..." : "");
+    }
+    if (spec.outDir.empty()) throw Error(ErrorCode::BadInput, "export: no output folder given");
+    std::error_code ec;
+    if (fs::exists(spec.outDir, ec)) {
+      if (!spec.force) {
+        throw Error(ErrorCode::BadInput, spec.outDir.string() + ": output folder already exists",
+                    "Choose a new folder, or pass --force to replace it.");
+      }
+      if (fs::equivalent(spec.outDir, spec.modelDir, ec)) {
+        throw Error(ErrorCode::BadInput, spec.outDir.string() + ": the output folder is the model being exported");
+      }
+      if (!fs::exists(spec.outDir / "config.json", ec) && !(fs::is_directory(spec.outDir, ec) && fs::is_empty(spec.outDir, ec))) {
+        throw Error(ErrorCode::BadInput,
+                    spec.outDir.string() + ": exists and is not a model folder; --force only replaces model folders");
+      }
+    }
+    const DType saveDType = spec.dtype.empty() ? cfg.torchDType : parseDType(spec.dtype);
+    const LatentAttention& a = *cfg.latent;
+    double theta = 0.0;
+    exportedRopeTheta(cfg, &theta);
+
+    progress.progress("load", 0, 1, spec.modelDir.string());
+    const auto compute = cfg.torchDType == DType::F64 || saveDType == DType::F64 ? torch::kFloat64 : torch::kFloat32;
+    auto model = loadModel(spec.modelDir, torch::kCPU, compute);
+    throwIfCancelled(cancel, "export");
+
+    torch::NoGradGuard noGrad;
+    const double d = cfg.hiddenSize;
+    const double normInputScale = std::sqrt(kDeepSeekLatentNormEps / cfg.rmsNormEps);
+    const double qScale = a.scaled && a.qLoraRank > 0 ? std::sqrt(d / a.qLoraRank) : 1.0;
+    const double kvScale = a.scaled ? std::sqrt(d / a.latentDim()) : 1.0;
+    const auto type = toTorch(saveDType);
+    std::vector<torch::Tensor> keep;
+    std::vector<TensorWrite> writes;
+    for (const auto& item : model->named_parameters(true)) {
+      const std::string& name = item.key();
+      auto w = item.value().detach();
+      auto ends = [&](const std::string& suffix) {
+        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      if (ends("self_attn.q_proj.weight") || ends("self_attn.q_b_proj.weight")) {
+        w = interleaveQueryRows(w, cfg.numHeads, a.dNope, a.dRope);
+      } else if (ends("self_attn.q_a_proj.weight")) {
+        w = w * normInputScale;
+      } else if (ends("self_attn.q_a_layernorm.weight")) {
+        w = w * qScale;
+      } else if (ends("self_attn.kv_a_proj_with_mqa.weight")) {
+        w = torch::cat({w.narrow(0, 0, a.dC) * normInputScale, interleaveRows(w.narrow(0, a.dC, a.dRope))}, 0);
+      } else if (ends("self_attn.kv_a_layernorm.weight")) {
+        w = w * kvScale;
+      }
+      auto t = w.to(type).contiguous();
+      keep.push_back(t);
+      writes.push_back({name, saveDType, t.sizes().vec(), t.data_ptr()});
+    }
+    model.reset();
+
+    json c;
+    c["architectures"] = json::array({"DeepseekV3ForCausalLM"});
+    c["model_type"] = "deepseek_v3";
+    c["vocab_size"] = cfg.vocabSize;
+    c["hidden_size"] = cfg.hiddenSize;
+    c["intermediate_size"] = cfg.intermediateSize;
+    // Dense: every layer below first_k_dense_replace has the plain MLP; the
+    // expert fields are required but unused.
+    c["first_k_dense_replace"] = cfg.numLayers;
+    c["moe_intermediate_size"] = cfg.intermediateSize;
+    c["n_routed_experts"] = 1;
+    c["n_shared_experts"] = 1;
+    c["num_experts_per_tok"] = 1;
+    c["n_group"] = 1;
+    c["topk_group"] = 1;
+    c["routed_scaling_factor"] = 1.0;
+    c["norm_topk_prob"] = true;
+    c["num_hidden_layers"] = cfg.numLayers;
+    c["num_attention_heads"] = cfg.numHeads;
+    c["num_key_value_heads"] = cfg.numHeads;
+    c["kv_lora_rank"] = a.dC;
+    c["q_lora_rank"] = a.qLoraRank > 0 ? json(a.qLoraRank) : json(nullptr);
+    c["qk_rope_head_dim"] = a.dRope;
+    c["qk_nope_head_dim"] = a.dNope;
+    c["v_head_dim"] = a.dV;
+    c["hidden_act"] = "silu";
+    c["max_position_embeddings"] = cfg.maxPositionEmbeddings;
+    c["rms_norm_eps"] = cfg.rmsNormEps;
+    c["rope_parameters"] = ropeParameters(cfg, theta);
+    c["rope_interleave"] = true;
+    c["attention_bias"] = false;
+    c["attention_dropout"] = 0.0;
+    c["tie_word_embeddings"] = cfg.tieWordEmbeddings;
+    if (cfg.bosTokenId) c["bos_token_id"] = *cfg.bosTokenId;
+    if (cfg.eosTokenId) c["eos_token_id"] = *cfg.eosTokenId;
+    static const char* names[] = {"float32", "float16", "bfloat16", "float64"};
+    c["dtype"] = names[static_cast<int>(saveDType)];
+    c["use_cache"] = true;
+
+    progress.progress("save", 0, 1, spec.outDir.string());
+    const bool replacing = fs::exists(spec.outDir, ec);
+    fs::path writeTo = spec.outDir;
+    if (replacing) writeTo += ".exporting-" + std::to_string(::getpid());
+    fs::remove_all(writeTo, ec);
+    writeHfCheckpoint(writeTo, c.dump(2) + "\n", writes,
+                      {{"producer", "latentlab export"}, {"source", spec.modelDir.string()}},
+                      std::uint64_t{4} << 30);
+    copyTokenizerFiles(spec.modelDir, writeTo);
+    if (replacing) {
+      fs::remove_all(spec.outDir, ec);
+      if (ec) throw Error(ErrorCode::Io, spec.outDir.string() + ": cannot remove the old folder: " + ec.message());
+      fs::rename(writeTo, spec.outDir, ec);
+      if (ec) throw Error(ErrorCode::Io, spec.outDir.string() + ": cannot move the export into place: " + ec.message());
+    }
+    progress.progress("save", 1, 1, "");
+
+    ExportReport r;
+    r.outDir = spec.outDir;
+    r.kvLoraRank = a.dC;
+    r.qkRopeHeadDim = a.dRope;
+    r.qkNopeHeadDim = a.dNope;
+    r.vHeadDim = a.dV;
+    r.qLoraRank = a.qLoraRank;
+    r.ropeTheta = theta;
+    r.ropeType = cfg.ropeScaling.type;
+    r.kvPerTokenPerLayer = static_cast<std::int64_t>(a.dC) + a.dRope;
+    r.kvBytesPerToken = r.kvPerTokenPerLayer * cfg.numLayers * static_cast<std::int64_t>(dtypeSize(saveDType));
+    r.tensors = static_cast<int>(writes.size());
+    return r;
+  });
+}
+
+}  // namespace latentlab
