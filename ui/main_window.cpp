@@ -385,6 +385,7 @@ void MainWindow::wire() {
       m_banner->showError(e);
     }
   });
+  connect(m_runs, &RunsPanel::exportModelRequested, this, [this](qint64 id) { exportRunCheckpoint(id); });
   connect(m_runs, &RunsPanel::deleteRequested, this, [this](qint64 id) {
     if (QMessageBox::question(this, tr("Delete run"), tr("Delete run #%1 and all its metrics?").arg(id)) != QMessageBox::Yes) return;
     try {

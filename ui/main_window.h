@@ -36,6 +36,7 @@ class JobTableModel;
 class JobsPanel;
 class LogPanel;
 class MessageBanner;
+class ModelExport;
 class ModelPanel;
 class RunTreeModel;
 class RunsPanel;
@@ -81,6 +82,16 @@ public:
   // Loads a preset file at a scale: the experiment and its runs, queued.
   bool loadPresetFile(const QString& path, const QString& scale);
   void switchWorkspace(const QString& dir);
+  // The run's newest checkpoint written as a DeepSeek-V3 model folder. A model
+  // the layout cannot express is refused in the banner with the reason;
+  // otherwise the new folder is asked for (`outDir` empty) and
+  // `latentlab-engine export` runs in the background. Returns whether it started.
+  bool exportRunCheckpoint(qint64 runId, QString outDir = {});
+  // The last export's outcome, as shown in the status bar (empty before any).
+  QString lastExportMessage() const { return m_lastExport; }
+
+Q_SIGNALS:
+  void exportFinished(bool ok, const QString& outDir);
 
 protected:
   void closeEvent(QCloseEvent* event) override;
@@ -126,6 +137,8 @@ private:
   QSplitter* m_horizontal = nullptr;
   QLabel* m_statusJobs = nullptr;
   QTimer m_refreshTimer;
+  ModelExport* m_export = nullptr;
+  QString m_lastExport;
 };
 
 } // namespace latentlab::ui

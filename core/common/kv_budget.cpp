@@ -122,13 +122,45 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
 
 KvSettings kvSettingsFor(const ConversionSpec& conversion) {
   KvSettings kv;
-  kv.method = KvMethod::Mha2Mla;
+  kv.method = conversion.deepseek() ? KvMethod::DeepSeek : KvMethod::Mha2Mla;
+  kv.ropeWidth = conversion.ropeWidth;
+  kv.freqFold = conversion.freqFold;
   kv.ropePairs = conversion.ropePairs;
   kv.dKv = conversion.dKv;
   kv.svd = conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
   kv.fullRope = conversion.ropeStrategy == "full";
   kv.uniformStrategy = conversion.ropeStrategy == "uniform";
   return kv;
+}
+
+ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s, bool activations, bool latentNorm) {
+  RoRopeLayout layout;
+  if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, s), s.freqFold, &layout)) {
+    throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: " + *why);
+  }
+  ModelConfig out = cfg;
+  LatentAttention a;
+  a.kind = "mla";
+  a.dC = cfg.numKvHeads * s.dKv;
+  a.dRope = layout.width;
+  a.dNope = cfg.headDim;
+  a.dV = cfg.headDim;
+  a.qLoraRank = 0;
+  a.latentHeads = 1;
+  a.branches = 1;
+  a.scaled = false;
+  a.latentNorm = latentNorm;
+  a.ropeSourceHeadDim = cfg.headDim;
+  a.ropeSourcePairs = layout.sourcePairs;
+  LatentConversion c;
+  c.sourceKvHeads = cfg.numKvHeads;
+  c.freqFold = s.freqFold;
+  c.factorise = activations ? "activations" : "weights";
+  a.conversion = c;
+  out.latent = a;
+  out.numKvHeads = cfg.numHeads;
+  out.validate("converted config");
+  return out;
 }
 
 KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree) {

@@ -245,6 +245,7 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     const KvSettings kv = kvSettingsFor(spec.conversion);
     if (auto why = checkKvSettings(cfg, kv))
       throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
+    if (spec.conversion.deepseek()) return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == "activations");
     MlaConversion m;
     m.ropeStrategy = spec.conversion.ropeStrategy;
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;

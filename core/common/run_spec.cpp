@@ -185,6 +185,10 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     Fields g(*c, source + ": spec.conversion");
     s.conversion.enabled = true;
     g.get("enabled", s.conversion.enabled);
+    g.get("target", s.conversion.target);
+    g.get("factorise", s.conversion.factorise);
+    g.get("rope_width", s.conversion.ropeWidth);
+    g.get("freq_fold", s.conversion.freqFold);
     g.get("rope_strategy", s.conversion.ropeStrategy);
     g.get("rope_pairs", s.conversion.ropePairs);
     g.get("d_kv", s.conversion.dKv);
@@ -337,6 +341,14 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   }
   if (s.conversion.enabled) {
     static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
+    if (s.conversion.target != "mha2mla" && s.conversion.target != "deepseek")
+      bad(source, "conversion.target", "must be mha2mla or deepseek, got '" + s.conversion.target + "'");
+    if (!s.conversion.factorise.empty() && s.conversion.factorise != "weights" && s.conversion.factorise != "activations")
+      bad(source, "conversion.factorise", "must be weights or activations, got '" + s.conversion.factorise + "'");
+    if (s.conversion.ropeWidth < 0) bad(source, "conversion.rope_width", "must be >= 2 (or 0 for 2 r n_kv)");
+    if (s.conversion.freqFold < 1) bad(source, "conversion.freq_fold", "must be at least 1");
+    if (s.conversion.deepseek() && s.conversion.svd == "split")
+      bad(source, "conversion.svd", "must be joint for the deepseek target (DeepSeek-V3 has one joint latent)");
     if (!strategies.count(s.conversion.ropeStrategy))
       bad(source, "conversion.rope_strategy", "must be high, low, uniform, 2-norm or full, got '" + s.conversion.ropeStrategy + "'");
     if (s.conversion.ropePairs < 0) bad(source, "conversion.rope_pairs", "must be >= 1 (or 0 for d_h/16)");
@@ -384,10 +396,22 @@ std::string runSpecToJson(const RunSpec& s) {
   }
   if (s.evaluatesRun > 0) j["evaluates"] = {{"run", s.evaluatesRun}, {"step", s.evaluatesStep}};
   if (s.conversion.enabled) {
-    j["conversion"] = {{"enabled", true}, {"rope_strategy", s.conversion.ropeStrategy},
-                       {"rope_pairs", s.conversion.ropePairs}, {"d_kv", s.conversion.dKv}, {"svd", s.conversion.svd},
-                       {"two_norm_score", s.conversion.twoNormScore},
-                       {"calib_sequences", s.conversion.calibSequences}, {"calib_seq_len", s.conversion.calibSeqLen}};
+    // Each target's own fields only, so a config diff shows what differs.
+    const ConversionSpec& c = s.conversion;
+    json conv = {{"enabled", true}, {"target", c.target}, {"factorise", c.factorisation()}};
+    if (c.deepseek()) {
+      conv["rope_width"] = c.ropeWidth;
+      conv["freq_fold"] = c.freqFold;
+    } else {
+      conv["rope_strategy"] = c.ropeStrategy;
+      conv["svd"] = c.svd;
+      conv["two_norm_score"] = c.twoNormScore;
+    }
+    conv["rope_pairs"] = c.ropePairs;
+    conv["d_kv"] = c.dKv;
+    conv["calib_sequences"] = c.calibSequences;
+    conv["calib_seq_len"] = c.calibSeqLen;
+    j["conversion"] = conv;
   }
   return j.dump(2);
 }

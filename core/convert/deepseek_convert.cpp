@@ -37,33 +37,7 @@ void validateDeepSeekConversion(const ModelConfig& cfg, const DeepSeekOptions& o
 }
 
 ModelConfig deepSeekConfig(const ModelConfig& cfg, const DeepSeekOptions& opts) {
-  RoRopeLayout layout;
-  if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, kvSettings(opts)), opts.freqFold, &layout)) {
-    throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: " + *why);
-  }
-  ModelConfig out = cfg;
-  LatentAttention a;
-  a.kind = "mla";
-  a.dC = cfg.numKvHeads * opts.dKv;
-  a.dRope = layout.width;
-  a.dNope = cfg.headDim;
-  a.dV = cfg.headDim;
-  a.qLoraRank = 0;
-  a.latentHeads = 1;
-  a.branches = 1;
-  a.scaled = false;
-  a.latentNorm = opts.latentNorm;
-  a.ropeSourceHeadDim = cfg.headDim;
-  a.ropeSourcePairs = layout.sourcePairs;
-  LatentConversion c;
-  c.sourceKvHeads = cfg.numKvHeads;
-  c.freqFold = opts.freqFold;
-  c.factorise = opts.activations ? "activations" : "weights";
-  a.conversion = c;
-  out.latent = a;
-  out.numKvHeads = cfg.numHeads;
-  out.validate("converted config");
-  return out;
+  return deepSeekConvertedConfig(cfg, kvSettings(opts), opts.activations, opts.latentNorm);
 }
 
 std::shared_ptr<CausalLm> convertToDeepSeek(CausalLm& base, const DeepSeekOptions& opts, const LayerInputStats& stats,

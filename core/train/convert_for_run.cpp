@@ -1,8 +1,9 @@
 // The conversion step of convert-finetune runs: calibration windows from the
-// run's own training data, then MHA2MLA in memory.
+// run's own training data, then MHA2MLA or the DeepSeek target in memory.
 #include <nlohmann/json.hpp>
 
 #include "convert/converter.h"
+#include "convert/deepseek_convert.h"
 #include "data/batch_loader.h"
 #include "data/token_shard.h"
 #include "latentlab/error.h"
@@ -11,16 +12,62 @@
 
 namespace latentlab {
 
+namespace {
+double meanOf(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double e : v) sum += e;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv, const std::vector<torch::Tensor>& batches,
+                                     ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes) {
+  DeepSeekOptions o;
+  o.ropePairs = conv.ropePairs;
+  o.ropeWidth = conv.ropeWidth;
+  o.freqFold = conv.freqFold;
+  o.dKv = conv.dKv;
+  o.activations = conv.factorisation() == "activations";
+  const auto inputs = attentionInputStats(base, batches, progress, cancel);
+  std::vector<DeepSeekLayerStats> stats;
+  auto converted = convertToDeepSeek(base, o, inputs, progress, cancel, &stats);
+  std::vector<double> weightErr, actErr, kept;
+  for (const auto& s : stats) {
+    weightErr.push_back(s.latentWeightError);
+    actErr.push_back(s.latentActError);
+    kept.push_back(s.ropeEnergyKept);
+  }
+  const auto& a = *converted->config().latent;
+  notes["conversion"] = {{"target", "deepseek"},
+                         {"d_rope", a.dRope},
+                         {"freq_fold", conv.freqFold},
+                         {"kv_lora_rank", a.dC},
+                         {"factorise", conv.factorisation()},
+                         {"calibration_tokens", inputs.tokens},
+                         {"rope_energy_kept", kept},
+                         {"mean_reconstruction_error", meanOf(weightErr)},
+                         {"reconstruction_error", weightErr},
+                         {"mean_activation_error", meanOf(actErr)},
+                         {"activation_error", actErr}};
+  progress.log(LogLevel::Info, "converted to DeepSeek-V3 attention: d_R " + std::to_string(a.dRope) + ", latent " +
+                                   std::to_string(a.dC) + " (" + conv.factorisation() +
+                                   "), mean activation error " + std::to_string(meanOf(actErr)));
+  return converted;
+}
+}  // namespace
+
 std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& conv, const TokenShard& calibration,
                                         ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes) {
   ConversionOptions opts;
-  opts.rope = parseRopeStrategy(conv.ropeStrategy, "spec.conversion.rope_strategy");
-  opts.ropePairs = conv.ropePairs;
-  opts.dKv = conv.dKv;
-  opts.svd = conv.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
-  opts.twoNormScore = parseTwoNormScore(conv.twoNormScore, "spec.conversion.two_norm_score");
+  if (!conv.deepseek()) {
+    opts.rope = parseRopeStrategy(conv.ropeStrategy, "spec.conversion.rope_strategy");
+    opts.ropePairs = conv.ropePairs;
+    opts.dKv = conv.dKv;
+    opts.svd = conv.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
+    opts.twoNormScore = parseTwoNormScore(conv.twoNormScore, "spec.conversion.two_norm_score");
+    opts.activations = conv.factorisation() == "activations";
+  }
   std::vector<torch::Tensor> batches;
-  if (opts.rope == RopeStrategy::TwoNorm) {
+  if (conv.deepseek() || opts.rope == RopeStrategy::TwoNorm || opts.activations) {
     // The first calib_sequences windows of calib_seq_len tokens of the
     // training split, in order (no shuffle), 4 per forward pass.
     LoaderOptions lo;
@@ -39,12 +86,13 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
       }
     }
   }
+  if (conv.deepseek()) return toDeepSeek(base, conv, batches, progress, cancel, notes);
   ConversionStats stats;
   auto converted = convertModel(base, opts, batches, progress, cancel, &stats);
-  double meanErr = 0;
-  for (double e : stats.reconstructionError) meanErr += e;
-  if (!stats.reconstructionError.empty()) meanErr /= static_cast<double>(stats.reconstructionError.size());
-  notes["conversion"] = {{"rope_strategy", conv.ropeStrategy},
+  const double meanErr = meanOf(stats.reconstructionError);
+  notes["conversion"] = {{"target", "mha2mla"},
+                         {"factorise", conv.factorisation()},
+                         {"rope_strategy", conv.ropeStrategy},
                          {"rope_pairs", converted->config().mla->ropePairs},
                          {"d_kv", conv.dKv},
                          {"svd", conv.svd},
@@ -52,6 +100,10 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
                          {"calibration_tokens", stats.calibrationTokens},
                          {"mean_reconstruction_error", meanErr},
                          {"reconstruction_error", stats.reconstructionError}};
+  if (!stats.activationError.empty()) {
+    notes["conversion"]["mean_activation_error"] = meanOf(stats.activationError);
+    notes["conversion"]["activation_error"] = stats.activationError;
+  }
   progress.log(LogLevel::Info, "converted to MLA: " + conv.ropeStrategy + ", d_kv " + std::to_string(conv.dKv) +
                                    ", mean reconstruction error " + std::to_string(meanErr));
   return converted;

@@ -1,7 +1,10 @@
 // The conversion tab previews the paper's KV-cache savings for the SmolLM-135M
-// shape, and impossible r / d_kv disable Run with the reason shown.
+// shape, and impossible r / d_kv disable Run with the reason shown; the
+// DeepSeek-V3 target chosen and set with the keyboard.
+#include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QtTest>
 
 #include "latentlab/architectures.h"
@@ -78,6 +81,81 @@ private Q_SLOTS:
     QVERIFY(conversion->blockReason().isEmpty());
     QVERIFY(training->runButton()->isEnabled());
     QVERIFY(!training->blockedLabel()->isVisibleTo(&host));
+  }
+
+  void theDeepSeekTargetChosenWithTheKeyboardCostsTheSameKvAndSaysWhetherItExports() {
+    QWidget host;
+    auto* conversion = new ConversionPanel(&host);
+    auto* training = new TrainingPanel(&host);
+    connect(conversion, &ConversionPanel::validityChanged, training, &TrainingPanel::setBlockedReason);
+    host.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&host));
+    conversion->setModelConfig(builtinArchitecture("smollm-135m"));
+    conversion->setMethod(true);
+    conversion->setRopePairs(4);
+    conversion->setDKv(16);
+    const qint64 mha2mlaBytes = conversion->budget()->bytesPerToken;
+
+    // The method combo is the first combo; the DeepSeek entry is reached with the arrow keys.
+    auto* method = conversion->findChildren<QComboBox*>().first();
+    method->setFocus();
+    QTest::keyClick(method, Qt::Key_Down);
+    QCOMPARE(conversion->target(), QStringLiteral("deepseek"));
+    QVERIFY2(conversion->blockReason().isEmpty(), qPrintable(conversion->blockReason()));
+    // d_R = 2 r n_kv = 24 and a latent of 3 x 16: the same bytes as MHA2MLA at r 4, d_kv 16.
+    QCOMPARE(conversion->budget()->bytesPerToken, mha2mlaBytes);
+    QCOMPARE(conversion->budget()->perTokenPerLayer, 24 + 48);
+    bool saysExportable = false;
+    for (QLabel* l : conversion->findChildren<QLabel*>())
+      if (l->text().contains(QStringLiteral("Exportable as DeepSeek-V3"))) saysExportable = true;
+    QVERIFY(saysExportable);
+
+    // The width typed into its box: odd is refused inline and blocks Run.
+    QSpinBox* width = nullptr;
+    QSpinBox* fold = nullptr;
+    for (QSpinBox* b : conversion->findChildren<QSpinBox*>()) {
+      if (b->toolTip().startsWith(QStringLiteral("d_R"))) width = b;
+      if (b->toolTip().startsWith(QStringLiteral("FreqFold"))) fold = b;
+    }
+    QVERIFY(width != nullptr && fold != nullptr);
+    QVERIFY(width->isEnabled() && fold->isEnabled());
+    auto type = [](QSpinBox* box, const QString& text) {
+      box->setFocus();
+      box->selectAll();
+      QTest::keyClicks(box, text);
+      QTest::keyClick(box, Qt::Key_Enter);
+    };
+    type(width, QStringLiteral("25"));
+    QVERIFY2(conversion->blockReason().contains(QStringLiteral("even")), qPrintable(conversion->blockReason()));
+    QVERIFY(!training->runButton()->isEnabled());
+    // Wider than the frequency table: allowed (repeated frequencies), said not to export.
+    type(width, QStringLiteral("128"));
+    QVERIFY2(conversion->blockReason().isEmpty(), qPrintable(conversion->blockReason()));
+    QVERIFY(training->runButton()->isEnabled());
+    bool saysNot = false;
+    for (QLabel* l : conversion->findChildren<QLabel*>())
+      if (l->text().contains(QStringLiteral("Not exportable"))) saysNot = true;
+    QVERIFY(saysNot);
+    type(width, QStringLiteral("32"));
+    type(fold, QStringLiteral("3"));  // 32 pairs do not fall into groups of 3
+    QVERIFY2(conversion->blockReason().contains(QStringLiteral("fold")), qPrintable(conversion->blockReason()));
+    type(fold, QStringLiteral("2"));
+    QVERIFY(conversion->blockReason().isEmpty());
+
+    RunSpec spec;
+    spec.modelDir = "/models/SmolLM-135M";
+    conversion->applyTo(spec);
+    QCOMPARE(QString::fromStdString(spec.conversion.target), QStringLiteral("deepseek"));
+    QCOMPARE(QString::fromStdString(spec.conversion.factorisation()), QStringLiteral("activations"));
+    QCOMPARE(spec.conversion.ropeWidth, 32);
+    QCOMPARE(spec.conversion.freqFold, 2);
+    QCOMPARE(QString::fromStdString(spec.kind), QStringLiteral("convert-finetune"));
+    // And back: a spec loads into the panel as it was.
+    ConversionPanel again;
+    again.setModelConfig(builtinArchitecture("smollm-135m"));
+    again.loadFrom(spec);
+    QCOMPARE(again.target(), QStringLiteral("deepseek"));
+    QCOMPARE(again.budget()->perTokenPerLayer, 32 + 48);
   }
 
   void noConversionKeepsTheOriginalCache() {

@@ -29,52 +29,6 @@ using namespace latentlab::ui;
 
 namespace {
 
-// Answers the file dialogs the window opens, in order: each path into the
-// dialog's file name field, then a click on its accept button. Counts the
-// dialogs it saw.
-class DialogAnswerer : public QObject {
-public:
-  explicit DialogAnswerer(QStringList answers) : m_answers(std::move(answers)) {
-    connect(&m_timer, &QTimer::timeout, this, [this] { poll(); });
-    m_timer.start(50);
-  }
-  int seen() const { return m_seen; }
-
-private:
-  void poll() {
-    auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
-    if (dialog == nullptr) return;
-    if (dialog == m_current) {
-      // The path is typed: press the accept button once it is enabled (a
-      // completion popup may take the first click), until the dialog closes.
-      if (++m_polls < 2) return;
-      auto* box = dialog->findChild<QDialogButtonBox*>();
-      if (box == nullptr) return;
-      for (QAbstractButton* b : box->buttons())
-        if (box->buttonRole(b) == QDialogButtonBox::AcceptRole && b->isEnabled()) QTest::mouseClick(b, Qt::LeftButton);
-      return;
-    }
-    m_current = dialog;
-    m_polls = 0;
-    ++m_seen;
-    const QString answer = m_answers.isEmpty() ? QString() : m_answers.takeFirst();
-    auto* name = dialog->findChild<QLineEdit*>(QStringLiteral("fileNameEdit"));
-    if (name == nullptr || answer.isEmpty()) {
-      dialog->reject();
-      return;
-    }
-    // The path goes in whole: typed key by key, Qt's dialog navigates (and
-    // completes) at every "/" on its own schedule. The accept button is then
-    // clicked with the mouse.
-    name->setText(answer);
-  }
-  QStringList m_answers;
-  QTimer m_timer;
-  QPointer<QFileDialog> m_current;
-  int m_seen = 0;
-  int m_polls = 0;
-};
-
 QAction* presetAction(MainWindow& w, const QString& title, const QString& scale) {
   for (QAction* a : w.findChildren<QAction*>()) {
     if (a->text().contains(title, Qt::CaseInsensitive) && a->text().contains(scale + QStringLiteral(" scale"))) return a;
@@ -131,11 +85,12 @@ private Q_SLOTS:
   }
 
   // The paper scale of "Partial-RoPE strategies" on a machine without a GPU
-  // is refused before anything is asked or queued. With eight 80 GiB GPUs
+  // is refused before anything is asked or queued. With nine 80 GiB GPUs
   // (a device list given to the window: this machine has none) it asks for
   // the SmolLM-135M and Llama-2-7B folders and the data file, remembers
   // them, shows the memory plan, and spreads the runs: one GPU per SmolLM
-  // run, three per Llama-2-7B run (ZeRO-2 needs them), the rest queued.
+  // run (five strategies and the DeepSeek-V3 target), three per Llama-2-7B
+  // run (ZeRO-2 needs them), the rest queued.
   void aPaperScalePresetAsksForItsFilesAndSpreadsOverTheGpus() {
     QTemporaryDir dir;
     const Workspace ws = openWorkspace(dir.path());
@@ -162,7 +117,7 @@ private Q_SLOTS:
     const std::uint64_t gib = std::uint64_t{1} << 30;
     w.setDevices({DeviceInfo{"cpu", "CPU", 512 * gib, 500 * gib}});
     {
-      DialogAnswerer none({});
+      uitest::DialogAnswerer none({});
       paper->trigger();
       QCOMPARE(none.seen(), 0);
     }
@@ -170,10 +125,10 @@ private Q_SLOTS:
     QCOMPARE(store.listRuns().size(), before);
 
     std::vector<DeviceInfo> node{DeviceInfo{"cpu", "CPU", 512 * gib, 500 * gib}};
-    for (int i = 0; i < 8; ++i) node.push_back(DeviceInfo{"cuda:" + std::to_string(i), "GPU", 80 * gib, 79 * gib});
+    for (int i = 0; i < 9; ++i) node.push_back(DeviceInfo{"cuda:" + std::to_string(i), "GPU", 80 * gib, 79 * gib});
     w.setDevices(node);
     {
-      DialogAnswerer answers({smol, data, llama});
+      uitest::DialogAnswerer answers({smol, data, llama});
       paper->trigger();
       QCOMPARE(answers.seen(), 3);
     }
@@ -183,7 +138,7 @@ private Q_SLOTS:
     std::vector<RunRecord> runs;
     for (const RunRecord& r : store.listRuns())
       if (r.name.find("rope") != std::string::npos) runs.push_back(r);
-    QCOMPARE(static_cast<int>(runs.size()), 10);
+    QCOMPARE(static_cast<int>(runs.size()), 12);
     int single = 0, triple = 0, queued = 0;
     QSet<QString> used;
     for (const RunRecord& r : runs) {
@@ -204,15 +159,15 @@ private Q_SLOTS:
       (devices.size() == 1 ? single : triple) += 1;
       QCOMPARE(devices.size() == 1, spec.modelDir == smol.toStdString());
     }
-    QCOMPARE(single, 5);
+    QCOMPARE(single, 6);
     QCOMPARE(triple, 1);
-    QCOMPARE(queued, 4);
+    QCOMPARE(queued, 5);
     for (const RunRecord& r : runs) w.jobs()->cancel(r.id);
     QTRY_COMPARE_WITH_TIMEOUT(w.jobs()->activeCount(), 0, 60000);
 
     // Loaded again: the paths are remembered, nothing is asked.
     {
-      DialogAnswerer none({});
+      uitest::DialogAnswerer none({});
       paper->trigger();
       QCOMPARE(none.seen(), 0);
     }

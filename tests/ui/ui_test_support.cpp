@@ -1,8 +1,13 @@
 // Helpers for the workbench tests.
 #include "ui_test_support.h"
 
+#include <QAbstractButton>
+#include <QApplication>
 #include <QCoreApplication>
+#include <QDialogButtonBox>
 #include <QFile>
+#include <QFileDialog>
+#include <QLineEdit>
 #include <QProcess>
 #include <QStandardPaths>
 #include <QTest>
@@ -60,6 +65,39 @@ bool showChart(ui::ChartView& chart, int width, int height) {
   chart.resize(width, height);
   chart.show();
   return QTest::qWaitForWindowExposed(&chart);
+}
+
+DialogAnswerer::DialogAnswerer(QStringList answers) : m_answers(std::move(answers)) {
+  connect(&m_timer, &QTimer::timeout, this, [this] { poll(); });
+  m_timer.start(50);
+}
+
+void DialogAnswerer::poll() {
+  auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+  if (dialog == nullptr) return;
+  if (dialog == m_current) {
+    // The path is typed: press the accept button once it is enabled (a
+    // completion popup may take the first click), until the dialog closes.
+    if (++m_polls < 2) return;
+    auto* box = dialog->findChild<QDialogButtonBox*>();
+    if (box == nullptr) return;
+    for (QAbstractButton* b : box->buttons())
+      if (box->buttonRole(b) == QDialogButtonBox::AcceptRole && b->isEnabled()) QTest::mouseClick(b, Qt::LeftButton);
+    return;
+  }
+  m_current = dialog;
+  m_polls = 0;
+  ++m_seen;
+  const QString answer = m_answers.isEmpty() ? QString() : m_answers.takeFirst();
+  auto* name = dialog->findChild<QLineEdit*>(QStringLiteral("fileNameEdit"));
+  if (name == nullptr || answer.isEmpty()) {
+    dialog->reject();
+    return;
+  }
+  // The path goes in whole: typed key by key, Qt's dialog navigates (and
+  // completes) at every "/" on its own schedule. The accept button is then
+  // clicked with the mouse.
+  name->setText(answer);
 }
 
 } // namespace latentlab::uitest

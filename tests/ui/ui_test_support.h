@@ -2,8 +2,14 @@
 // real-engine spec (30 steps on the Python tutorial's reST sources).
 #pragma once
 
+#include <QObject>
+#include <QPointer>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
+#include <QTimer>
+
+class QFileDialog;
 
 #include "latentlab/run_spec.h"
 #include "charts/chart_view.h"
@@ -22,5 +28,22 @@ void isolateSettings();
 ui::MainWindowOptions quietWindowOptions();
 // Shows a chart at a size and waits until it is on screen (false: it never was).
 bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
+
+// Answers the file dialogs the window opens, in order: each path into the
+// dialog's file name field, then a click on its accept button; an empty or
+// missing answer rejects the dialog. Counts the dialogs it saw.
+class DialogAnswerer : public QObject {
+public:
+  explicit DialogAnswerer(QStringList answers);
+  int seen() const { return m_seen; }
+
+private:
+  void poll();
+  QStringList m_answers;
+  QTimer m_timer;
+  QPointer<QFileDialog> m_current;
+  int m_seen = 0;
+  int m_polls = 0;
+};
 
 } // namespace latentlab::uitest

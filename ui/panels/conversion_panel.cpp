@@ -9,6 +9,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "latentlab/convert.h"
 #include "latentlab/error.h"
 #include "panels/message_banner.h"
 
@@ -31,6 +32,10 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_method = new QComboBox;
   m_method->addItem(tr("None (keep the original attention)"), QStringLiteral("none"));
   m_method->addItem(tr("MHA2MLA (partial RoPE + low-rank KV)"), QStringLiteral("mha2mla"));
+  m_method->addItem(tr("DeepSeek-V3 attention (RoRoPE + normed latent; exportable)"), QStringLiteral("deepseek"));
+  m_method->setToolTip(tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
+                          "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
+                          "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang."));
   m_strategy = new QComboBox;
   m_strategy->addItem(tr("S_2-norm"), QStringLiteral("2-norm"));
   m_strategy->addItem(tr("S_high"), QStringLiteral("high"));
@@ -47,6 +52,17 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_score = new QComboBox;
   m_score->addItem(tr("product"), QStringLiteral("product"));
   m_score->addItem(tr("sum"), QStringLiteral("sum"));
+  m_factorise = new QComboBox;
+  m_factorise->addItem(tr("SVD of the weights"), QStringLiteral("weights"));
+  m_factorise->addItem(tr("PCA of calibration activations"), QStringLiteral("activations"));
+  m_factorise->setToolTip(tr("The latent minimises the error of the projection weights, or of their outputs on "
+                             "calibration text (whitened SVD)"));
+  m_ropeWidth = spin(0, 65536, 0, tr("default (2·r·n_kv)"));
+  m_ropeWidth->setSingleStep(2);
+  m_ropeWidth->setToolTip(tr("d_R: the dims of the one RoPE key all heads share. The default holds as many RoPE "
+                             "dims as MHA2MLA at the same r, so both targets cost the same KV bytes."));
+  m_fold = spin(1, 64, 1);
+  m_fold->setToolTip(tr("FreqFold: adjacent frequency pairs folded into one group before the PCA"));
   m_calibSeqs = spin(1, 100000, 64);
   m_calibLen = spin(8, 65536, 256);
   m_context = spin(1, 1 << 20, 4096);
@@ -61,7 +77,7 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   auto* ml = new QFormLayout(methodBox);
   ml->addRow(tr("Conversion:"), m_method);
 
-  m_settingsBox = new QGroupBox(tr("MHA2MLA settings"));
+  m_settingsBox = new QGroupBox(tr("Conversion settings"));
   auto* sl = new QFormLayout(m_settingsBox);
   sl->setLabelAlignment(Qt::AlignRight);
   sl->addRow(tr("RoPE strategy:"), m_strategy);
@@ -69,6 +85,9 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   sl->addRow(tr("d_kv per KV head:"), m_dKv);
   sl->addRow(tr("SVD:"), m_svd);
   sl->addRow(tr("2-norm score:"), m_score);
+  sl->addRow(tr("RoPE key width d_R:"), m_ropeWidth);
+  sl->addRow(tr("Frequency fold:"), m_fold);
+  sl->addRow(tr("Factorise:"), m_factorise);
   sl->addRow(tr("Calibration sequences:"), m_calibSeqs);
   sl->addRow(tr("Calibration length:"), m_calibLen);
   m_ropeNote = new QLabel;
@@ -110,9 +129,17 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   layout->addStretch(1);
 
   auto changed = [this] { update(); };
+  // Each target starts on its usual factorisation: the DeepSeek target is defined by its activations.
+  connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
+    m_factorise->setCurrentIndex(m_factorise->findData(target() == QLatin1String("deepseek") ? QStringLiteral("activations")
+                                                                                              : QStringLiteral("weights")));
+  });
   connect(m_method, &QComboBox::currentIndexChanged, this, changed);
   connect(m_strategy, &QComboBox::currentIndexChanged, this, changed);
   connect(m_svd, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_factorise, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_ropeWidth, &QSpinBox::valueChanged, this, changed);
+  connect(m_fold, &QSpinBox::valueChanged, this, changed);
   connect(m_cacheDType, &QComboBox::currentIndexChanged, this, changed);
   connect(m_r, &QSpinBox::valueChanged, this, changed);
   connect(m_dKv, &QSpinBox::valueChanged, this, changed);
@@ -126,7 +153,12 @@ void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {
   update();
 }
 
-void ConversionPanel::setMethod(bool mha2mla) { m_method->setCurrentIndex(mha2mla ? 1 : 0); }
+void ConversionPanel::setMethod(bool mha2mla) { setTarget(mha2mla ? QStringLiteral("mha2mla") : QStringLiteral("none")); }
+void ConversionPanel::setTarget(const QString& target) {
+  const int i = m_method->findData(target);
+  if (i >= 0) m_method->setCurrentIndex(i);
+}
+QString ConversionPanel::target() const { return m_method->currentData().toString(); }
 void ConversionPanel::setRopeStrategy(const QString& s) {
   const int i = m_strategy->findData(s);
   if (i >= 0) m_strategy->setCurrentIndex(i);
@@ -142,11 +174,14 @@ void ConversionPanel::setContext(int contextLength, int batch) {
   m_batch->setValue(batch);
 }
 
-bool ConversionPanel::conversionEnabled() const { return m_method->currentData().toString() == QLatin1String("mha2mla"); }
+bool ConversionPanel::conversionEnabled() const { return target() != QLatin1String("none"); }
 
 KvSettings ConversionPanel::settings() const {
   KvSettings s;
-  s.method = conversionEnabled() ? KvMethod::Mha2Mla : KvMethod::None;
+  const bool deepseek = target() == QLatin1String("deepseek");
+  s.method = !conversionEnabled() ? KvMethod::None : deepseek ? KvMethod::DeepSeek : KvMethod::Mha2Mla;
+  s.ropeWidth = m_ropeWidth->value();
+  s.freqFold = m_fold->value();
   s.ropePairs = m_r->value();
   s.dKv = m_dKv->value();
   s.svd = m_svd->currentData().toString() == QLatin1String("split") ? SvdMethod::Split : SvdMethod::Joint;
@@ -168,9 +203,14 @@ QString ConversionPanel::bytesText() const {
 
 void ConversionPanel::update() {
   const bool on = conversionEnabled();
+  const bool deepseek = target() == QLatin1String("deepseek");
   m_settingsBox->setEnabled(on);
-  m_score->setEnabled(on && m_strategy->currentData().toString() == QLatin1String("2-norm"));
-  m_r->setEnabled(on && m_strategy->currentData().toString() != QLatin1String("full"));
+  m_strategy->setEnabled(on && !deepseek);
+  m_svd->setEnabled(on && !deepseek);
+  m_score->setEnabled(on && !deepseek && m_strategy->currentData().toString() == QLatin1String("2-norm"));
+  m_r->setEnabled(on && (deepseek || m_strategy->currentData().toString() != QLatin1String("full")));
+  m_ropeWidth->setEnabled(on && deepseek);
+  m_fold->setEnabled(on && deepseek);
   m_reason.clear();
   m_budget.reset();
   if (!m_config) {
@@ -220,8 +260,25 @@ void ConversionPanel::update() {
                             loc.formattedDataSize(after, 2), loc.toString(m_context->value()))
                        .arg(m_batch->value())
                        .arg(loc.formattedDataSize(before - after, 2)));
-  m_ropeNote->setText(on ? tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->headDim / 2)
-                         : QString());
+  if (on && deepseek) {
+    RoRopeLayout layout;
+    roRopeLayout(*m_config, effectiveRopeWidth(*m_config, s), s.freqFold, &layout);
+    const auto why = deepSeekExportProblem(deepSeekConvertedConfig(*m_config, s, true));
+    const QString problem = why ? QString::fromStdString(*why) : QString();
+    m_ropeNote->setText(tr("One shared RoPE key of d_R = %1 dims: %2 of %3 frequency groups (fold %4), %5 rotated "
+                           "component(s) each; latent %6 dims with an RMSNorm. %7")
+                            .arg(layout.width)
+                            .arg(layout.groups)
+                            .arg(m_config->headDim / 2 / layout.fold)
+                            .arg(layout.fold)
+                            .arg(layout.components)
+                            .arg(m_config->numKvHeads * s.dKv)
+                            .arg(problem.isEmpty() ? tr("Exportable as DeepSeek-V3.")
+                                                   : tr("Not exportable as DeepSeek-V3: %1.").arg(problem)));
+  } else {
+    m_ropeNote->setText(on ? tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->headDim / 2)
+                           : QString());
+  }
   Q_EMIT validityChanged(m_reason);
 }
 
@@ -232,6 +289,10 @@ void ConversionPanel::applyTo(RunSpec& spec) const {
     return;
   }
   spec.kind = "convert-finetune";
+  spec.conversion.target = target() == QLatin1String("deepseek") ? "deepseek" : "mha2mla";
+  spec.conversion.factorise = m_factorise->currentData().toString().toStdString();
+  spec.conversion.ropeWidth = m_ropeWidth->value();
+  spec.conversion.freqFold = m_fold->value();
   spec.conversion.ropeStrategy = m_strategy->currentData().toString().toStdString();
   spec.conversion.ropePairs = m_r->value();
   spec.conversion.dKv = m_dKv->value();
@@ -243,7 +304,12 @@ void ConversionPanel::applyTo(RunSpec& spec) const {
 
 void ConversionPanel::loadFrom(const RunSpec& spec) {
   const ConversionSpec& c = spec.conversion;
-  setMethod(c.enabled || spec.kind == "convert-finetune");
+  const bool on = c.enabled || spec.kind == "convert-finetune";
+  setTarget(!on ? QStringLiteral("none") : QString::fromStdString(c.target));
+  const int f = m_factorise->findData(QString::fromStdString(c.factorisation()));
+  if (f >= 0) m_factorise->setCurrentIndex(f);
+  m_ropeWidth->setValue(c.ropeWidth);
+  m_fold->setValue(c.freqFold);
   setRopeStrategy(QString::fromStdString(c.ropeStrategy));
   setRopePairs(c.ropePairs);
   setDKv(c.dKv);

@@ -1,7 +1,8 @@
-// Conversion tab: method (none / MHA2MLA), partial-RoPE strategy, r, d_kv,
-// SVD method, calibration, and a live KV-cache preview (per token, and for a
-// chosen context length and batch) from computeKvBudget. Impossible
-// combinations (checkKvSettings) are shown inline and block Run.
+// Conversion tab: method (none / MHA2MLA / DeepSeek-V3 attention),
+// partial-RoPE strategy, r, d_kv, SVD method, the DeepSeek target's RoPE key
+// width and fold, the factorisation, calibration, and a live KV-cache preview
+// (per token, and for a chosen context length and batch) from computeKvBudget.
+// Impossible combinations (checkKvSettings) are shown inline and block Run.
 #pragma once
 
 #include <QWidget>
@@ -27,6 +28,9 @@ public:
 
   void setModelConfig(const std::optional<ModelConfig>& cfg);
   void setMethod(bool mha2mla);
+  // "none", "mha2mla" or "deepseek".
+  void setTarget(const QString& target);
+  QString target() const;
   void setRopeStrategy(const QString& strategy);
   void setRopePairs(int r);
   void setDKv(int dKv);
@@ -58,6 +62,9 @@ private:
   QSpinBox* m_dKv = nullptr;
   QComboBox* m_svd = nullptr;
   QComboBox* m_score = nullptr;
+  QComboBox* m_factorise = nullptr;
+  QSpinBox* m_ropeWidth = nullptr;
+  QSpinBox* m_fold = nullptr;
   QSpinBox* m_calibSeqs = nullptr;
   QSpinBox* m_calibLen = nullptr;
   QSpinBox* m_context = nullptr;

@@ -55,6 +55,7 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
     QAction* cancel = menu.addAction(tr("Cancel"));
     cancel->setEnabled(status == QLatin1String("running") || status == QLatin1String("queued"));
     QAction* exportCsv = menu.addAction(tr("Export metrics as CSV…"));
+    QAction* exportModel = menu.addAction(tr("Export checkpoint as DeepSeek-V3…"));
     QAction* colour = menu.addAction(tr("Colour…"));
     menu.addSeparator();
     QAction* del = menu.addAction(tr("Delete run"));
@@ -63,6 +64,7 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
     if (chosen == retry) Q_EMIT retryRequested(id);
     else if (chosen == cancel) Q_EMIT cancelRequested(id);
     else if (chosen == exportCsv) Q_EMIT exportRequested(id);
+    else if (chosen == exportModel) Q_EMIT exportModelRequested(id);
     else if (chosen == colour) Q_EMIT colorRequested(id);
     else if (chosen == del) Q_EMIT deleteRequested(id);
   });

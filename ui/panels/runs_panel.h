@@ -27,6 +27,8 @@ Q_SIGNALS:
   void retryRequested(qint64 runId);
   void cancelRequested(qint64 runId);
   void exportRequested(qint64 runId);
+  // Export the run's newest checkpoint as a DeepSeek-V3 model folder.
+  void exportModelRequested(qint64 runId);
   void deleteRequested(qint64 runId);
   void colorRequested(qint64 runId);
 

@@ -45,6 +45,11 @@ struct RoRopeLayout {
 std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, int fold, RoRopeLayout* out);
 // d_R after its default (2 r n_kv: the RoPE dims an MHA2MLA cache holds at the same r).
 int effectiveRopeWidth(const ModelConfig& cfg, const KvSettings& s);
+// The config a DeepSeek-target conversion of `cfg` with settings `s` gives
+// (cfg.latent set, num_key_value_heads = n_h); throws Error(BadInput) when
+// the RoPE layout is impossible.
+ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s, bool activations,
+                                    bool latentNorm = true);
 
 struct KvBudget {
   std::int64_t originalPerTokenPerLayer = 0;  // elements: 2 * n_kv * d_h

@@ -16,13 +16,20 @@ inline constexpr int kRunSpecVersion = 1;
 
 struct ConversionSpec {
   bool enabled = false;                 // true for kind "convert-finetune"
-  std::string ropeStrategy = "2-norm";  // high | low | uniform | 2-norm | full
+  std::string target = "mha2mla";       // mha2mla | deepseek (docs/conversion.md)
+  std::string factorise;                // weights | activations; "" = weights (mha2mla), activations (deepseek)
+  int ropeWidth = 0;                    // deepseek: d_R; 0 = 2 r n_kv
+  int freqFold = 1;                     // deepseek: FreqFold
+  std::string ropeStrategy = "2-norm";  // mha2mla: high | low | uniform | 2-norm | full
   int ropePairs = 0;                    // r; 0 = d_h/16
   int dKv = 16;                         // latent dims per KV head
   std::string svd = "joint";            // joint | split
   std::string twoNormScore = "product"; // product | sum
   int calibSequences = 64;              // paper: 1024
   int calibSeqLen = 256;                // paper: 2048
+  bool deepseek() const { return target == "deepseek"; }
+  // The factorisation after its default.
+  std::string factorisation() const { return !factorise.empty() ? factorise : deepseek() ? "activations" : "weights"; }
 };
 
 struct DataSpec {
