@@ -150,7 +150,7 @@ int cmdInspect(int argc, char** argv) {
   }
   if (c.mla || c.latent) {
     std::printf("kv saving     %+.2f%% against %s (%s/token)\n", 100.0 * s.kv.saving,
-                c.latent ? "MHA with the same heads" : "the original",
+                c.latent && !c.latent->conversion ? "MHA with the same heads" : "the original",
                 formatBytes(static_cast<std::int64_t>(s.kv.originalBytesPerToken)).c_str());
   }
   std::printf("dtype         %s\n", dtypeName(s.weightDType));
@@ -199,7 +199,8 @@ int evalTask(const cli::Args& args) {
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
                  {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
-                  "max-length", "batch-tokens", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed"});
+                  "max-length", "batch-tokens", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed",
+                  "logits-out"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.positionals().size() == 1 && args.get("passkey") && !args.flag("help")) return cli::evalPasskey(args);
   if (args.flag("help") || args.positionals().size() != 1) {
@@ -223,6 +224,8 @@ int cmdEval(int argc, char** argv) {
         "  --batch-tokens N     --task: padded tokens per forward pass, choices of any items (default 4096)\n"
         "  --limit N            --task: score the first N items\n"
         "  --max-tokens N       evaluate at most N predicted tokens (default: all)\n"
+        "  --logits-out FILE    also write the first window's logits (float32, seq-len x vocab) and its\n"
+        "                       input ids (FILE.ids, int64): to compare with another stack's forward\n"
         "  --device D           cpu (default), cuda, cuda:N\n"
         "  --dtype T            f32 (default), bf16, f16\n"
         "  --json               print the result as JSON\n"
@@ -239,6 +242,7 @@ int cmdEval(int argc, char** argv) {
   o.maxTokens = args.getInt64("max-tokens", 0, 0, INT64_MAX);
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));
+  o.logitsOut = args.get("logits-out", "");
   StderrProgress progress(args.flag("quiet"));
   EvalResult r = evaluate(o, progress, cancelToken());
   if (args.flag("json")) {

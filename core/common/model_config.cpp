@@ -1,5 +1,6 @@
 // HF config.json <-> ModelConfig, validation and parameter counts.
 #include "latentlab/model_config.h"
+#include "common/model_config_internal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,8 +48,10 @@ DType parseDType(const std::string& name) {
 }
 
 namespace {
-
 const std::set<std::string> kSupportedModelTypes = {"llama", "qwen2", "mistral"};
+} // namespace
+
+namespace detail {
 
 // Reads `rope_theta` and the scaling of either layout: transformers 4's
 // `rope_scaling` (with `type` or `rope_type`) or transformers 5's
@@ -133,6 +136,25 @@ json ropeParametersJson(const ModelConfig& cfg) {
   return p;
 }
 
+
+std::optional<int> firstTokenId(const json& j, const std::string& key, const JsonReader& r) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  const json& v = j.at(key);
+  if (v.is_array()) {
+    if (v.empty()) return std::nullopt;
+    if (!v.at(0).is_number_integer()) r.fail(key, "must hold integers");
+    return v.at(0).get<int>();
+  }
+  return r.requireInt(key);
+}
+
+} // namespace detail
+
+namespace {
+using detail::firstTokenId;
+using detail::readRope;
+using detail::ropeParametersJson;
+
 // What the reader does with each config.json field it does not use.
 std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& j) {
   static const std::set<std::string> kUsed = {
@@ -165,16 +187,6 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
   return out;
 }
 
-std::optional<int> firstTokenId(const json& j, const std::string& key, const JsonReader& r) {
-  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
-  const json& v = j.at(key);
-  if (v.is_array()) {
-    if (v.empty()) return std::nullopt;
-    if (!v.at(0).is_number_integer()) r.fail(key, "must hold integers");
-    return v.at(0).get<int>();
-  }
-  return r.requireInt(key);
-}
 
 MlaConversion readMla(const json& m, const std::string& source) {
   JsonReader r(m, source + " latentlab_mla", ErrorCode::BadModel);
@@ -323,9 +335,13 @@ double ModelConfig::softmaxScale(int dim) const {
 }
 
 std::string ModelConfig::familyDescription() const {
-  std::string family = modelType == "qwen2" ? "Qwen2" : modelType == "mistral" ? "Mistral" : "Llama";
-  std::string out = family + " (" + architecture + "), RoPE " + ropeScaling.describe() + ", theta " +
-                    std::to_string(static_cast<long long>(ropeTheta));
+  std::string family = modelType == "qwen2"         ? "Qwen2"
+                       : modelType == "mistral"     ? "Mistral"
+                       : modelType == "deepseek_v3" ? "DeepSeek-V3, dense"
+                                                    : "Llama";
+  char theta[32];
+  std::snprintf(theta, sizeof theta, "%.10g", ropeTheta);
+  std::string out = family + " (" + architecture + "), RoPE " + ropeScaling.describe() + ", theta " + theta;
   if (slidingWindow) out += ", sliding window " + std::to_string(*slidingWindow);
   return out;
 }
@@ -376,10 +392,11 @@ ModelConfig readHfConfig(const fs::path& configJson) {
 
   ModelConfig cfg;
   cfg.modelType = r.requireString("model_type");
+  if (cfg.modelType == "deepseek_v3") return detail::readDeepSeekV3Config(j, r, source);
   if (!kSupportedModelTypes.count(cfg.modelType)) {
     throw Error(ErrorCode::Unsupported,
                 source + ": model_type '" + cfg.modelType + "' is not supported",
-                "LatentLab reads Llama-family decoders: llama, qwen2, mistral.");
+                "LatentLab reads Llama-family decoders (llama, qwen2, mistral) and dense DeepSeek-V3 (deepseek_v3).");
   }
   if (j.contains("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty() &&
       j.at("architectures").at(0).is_string()) {
@@ -449,6 +466,10 @@ ModelConfig readHfConfig(const fs::path& configJson) {
 }
 
 void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
+  if (cfg.modelType == "deepseek_v3") {
+    atomicWriteText(configJson, detail::deepSeekV3ConfigJson(cfg).dump(2) + "\n");
+    return;
+  }
   json j;
   std::string arch = cfg.architecture;
   if (cfg.mla) arch = "LatentLabMlaForCausalLM";

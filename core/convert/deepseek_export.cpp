@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "io/hf_checkpoint.h"
 #include "latentlab/convert.h"
@@ -12,13 +11,34 @@
 
 namespace latentlab {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
 // transformers' DeepseekV3RMSNorm for q_a_layernorm and kv_a_layernorm has a
-// fixed epsilon; the export scales the normed input to keep LatentLab's.
+// fixed epsilon; the export scales the normed input to keep the model's.
 constexpr double kDeepSeekLatentNormEps = 1e-6;
+
+// The model as the export writes it: DeepSeek's layout and config.
+ModelConfig exportedConfig(const ModelConfig& cfg, double theta, DType dtype) {
+  ModelConfig e = cfg;
+  e.modelType = "deepseek_v3";
+  e.architecture = "DeepseekV3ForCausalLM";
+  e.ropeTheta = theta;
+  e.torchDType = dtype;
+  e.numKvHeads = cfg.numHeads;
+  LatentAttention& a = *e.latent;
+  a.ropeInterleaved = true;
+  a.latentNormEps = kDeepSeekLatentNormEps;
+  a.scaled = false;
+  a.conversion.reset();
+  a.ropeSourcePairs.clear();
+  a.ropeSourceHeadDim = 0;
+  if (!cfg.ropeScaling.isDefault()) {
+    a.ropeSourceHeadDim = a.dRope;
+    for (int k = 0; k < a.dRope / 2; ++k) a.ropeSourcePairs.push_back(k);
+  }
+  return e;
+}
 
 // The RoPE base the exported head needs, or why there is none.
 std::optional<std::string> exportedRopeTheta(const ModelConfig& cfg, double* theta) {
@@ -54,19 +74,6 @@ torch::Tensor interleaveQueryRows(const torch::Tensor& w, int heads, int dNope, 
     out.push_back(torch::cat({v[h].narrow(0, 0, dNope), interleaveRows(v[h].narrow(0, dNope, dRope))}, 0));
   }
   return torch::cat(out, 0);
-}
-
-json ropeParameters(const ModelConfig& cfg, double theta) {
-  json r = {{"rope_type", cfg.ropeScaling.type}, {"rope_theta", theta}};
-  const RopeScaling& s = cfg.ropeScaling;
-  if (s.type == "linear") r["factor"] = s.factor;
-  if (s.type == "llama3") {
-    r["factor"] = s.factor;
-    r["low_freq_factor"] = s.lowFreqFactor;
-    r["high_freq_factor"] = s.highFreqFactor;
-    r["original_max_position_embeddings"] = s.originalMaxPositionEmbeddings;
-  }
-  return r;
 }
 
 }  // namespace
@@ -138,7 +145,10 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
 
     torch::NoGradGuard noGrad;
     const double d = cfg.hiddenSize;
-    const double normInputScale = std::sqrt(kDeepSeekLatentNormEps / cfg.rmsNormEps);
+    const double latentEps = a.latentNormEps > 0 ? a.latentNormEps : cfg.rmsNormEps;
+    const double normInputScale = std::sqrt(kDeepSeekLatentNormEps / latentEps);
+    // A model read from a DeepSeek-V3 folder is in that layout already.
+    const bool permute = !a.ropeInterleaved;
     const double qScale = a.scaled && a.qLoraRank > 0 ? std::sqrt(d / a.qLoraRank) : 1.0;
     const double kvScale = a.scaled ? std::sqrt(d / a.latentDim()) : 1.0;
     const auto type = toTorch(saveDType);
@@ -151,13 +161,14 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
         return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       };
       if (ends("self_attn.q_proj.weight") || ends("self_attn.q_b_proj.weight")) {
-        w = interleaveQueryRows(w, cfg.numHeads, a.dNope, a.dRope);
+        if (permute) w = interleaveQueryRows(w, cfg.numHeads, a.dNope, a.dRope);
       } else if (ends("self_attn.q_a_proj.weight")) {
         w = w * normInputScale;
       } else if (ends("self_attn.q_a_layernorm.weight")) {
         w = w * qScale;
       } else if (ends("self_attn.kv_a_proj_with_mqa.weight")) {
-        w = torch::cat({w.narrow(0, 0, a.dC) * normInputScale, interleaveRows(w.narrow(0, a.dC, a.dRope))}, 0);
+        auto kRope = w.narrow(0, a.dC, a.dRope);
+        w = torch::cat({w.narrow(0, 0, a.dC) * normInputScale, permute ? interleaveRows(kRope) : kRope}, 0);
       } else if (ends("self_attn.kv_a_layernorm.weight")) {
         w = w * kvScale;
       }
@@ -167,51 +178,13 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
     }
     model.reset();
 
-    json c;
-    c["architectures"] = json::array({"DeepseekV3ForCausalLM"});
-    c["model_type"] = "deepseek_v3";
-    c["vocab_size"] = cfg.vocabSize;
-    c["hidden_size"] = cfg.hiddenSize;
-    c["intermediate_size"] = cfg.intermediateSize;
-    // Dense: every layer below first_k_dense_replace has the plain MLP; the
-    // expert fields are required but unused.
-    c["first_k_dense_replace"] = cfg.numLayers;
-    c["moe_intermediate_size"] = cfg.intermediateSize;
-    c["n_routed_experts"] = 1;
-    c["n_shared_experts"] = 1;
-    c["num_experts_per_tok"] = 1;
-    c["n_group"] = 1;
-    c["topk_group"] = 1;
-    c["routed_scaling_factor"] = 1.0;
-    c["norm_topk_prob"] = true;
-    c["num_hidden_layers"] = cfg.numLayers;
-    c["num_attention_heads"] = cfg.numHeads;
-    c["num_key_value_heads"] = cfg.numHeads;
-    c["kv_lora_rank"] = a.dC;
-    c["q_lora_rank"] = a.qLoraRank > 0 ? json(a.qLoraRank) : json(nullptr);
-    c["qk_rope_head_dim"] = a.dRope;
-    c["qk_nope_head_dim"] = a.dNope;
-    c["v_head_dim"] = a.dV;
-    c["hidden_act"] = "silu";
-    c["max_position_embeddings"] = cfg.maxPositionEmbeddings;
-    c["rms_norm_eps"] = cfg.rmsNormEps;
-    c["rope_parameters"] = ropeParameters(cfg, theta);
-    c["rope_interleave"] = true;
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    c["tie_word_embeddings"] = cfg.tieWordEmbeddings;
-    if (cfg.bosTokenId) c["bos_token_id"] = *cfg.bosTokenId;
-    if (cfg.eosTokenId) c["eos_token_id"] = *cfg.eosTokenId;
-    static const char* names[] = {"float32", "float16", "bfloat16", "float64"};
-    c["dtype"] = names[static_cast<int>(saveDType)];
-    c["use_cache"] = true;
-
+    const ModelConfig exported = exportedConfig(cfg, theta, saveDType);
     progress.progress("save", 0, 1, spec.outDir.string());
     const bool replacing = fs::exists(spec.outDir, ec);
     fs::path writeTo = spec.outDir;
     if (replacing) writeTo += ".exporting-" + std::to_string(::getpid());
     fs::remove_all(writeTo, ec);
-    writeHfCheckpoint(writeTo, c.dump(2) + "\n", writes,
+    writeHfCheckpoint(writeTo, exported, writes,
                       {{"producer", "latentlab export"}, {"source", spec.modelDir.string()}},
                       std::uint64_t{4} << 30);
     copyTokenizerFiles(spec.modelDir, writeTo);

@@ -1,7 +1,6 @@
 // HF model folders: config.json + safetensors (single or sharded).
 #include "io/hf_checkpoint.h"
 
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -107,10 +106,8 @@ DType HfCheckpoint::dominantDType() const {
   return best;
 }
 
-namespace {
-void writeCheckpoint(const fs::path& dir, const std::function<void(const fs::path&)>& writeConfig,
-                     const std::vector<TensorWrite>& tensors, const std::map<std::string, std::string>& metadata,
-                     std::uint64_t maxShardBytes) {
+void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::vector<TensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     throw Error(ErrorCode::Io, dir.string() + ": output folder already exists",
@@ -124,7 +121,7 @@ void writeCheckpoint(const fs::path& dir, const std::function<void(const fs::pat
   try {
     std::map<std::string, std::string> meta = metadata;
     meta.emplace("format", "pt");
-    writeConfig(tmp / "config.json");
+    writeHfConfig(cfg, tmp / "config.json");
     std::uint64_t total = 0;
     for (const auto& t : tensors) {
       std::uint64_t n = 1;
@@ -164,19 +161,6 @@ void writeCheckpoint(const fs::path& dir, const std::function<void(const fs::pat
     fs::remove_all(tmp, ec);
     throw;
   }
-}
-
-}  // namespace
-
-void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::vector<TensorWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
-  writeCheckpoint(dir, [&](const fs::path& p) { writeHfConfig(cfg, p); }, tensors, metadata, maxShardBytes);
-}
-
-void writeHfCheckpoint(const fs::path& dir, const std::string& configJsonText, const std::vector<TensorWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata, std::uint64_t maxShardBytes) {
-  writeCheckpoint(dir, [&](const fs::path& p) { atomicWriteText(p, configJsonText); }, tensors, metadata,
-                  maxShardBytes);
 }
 
 } // namespace latentlab

@@ -47,10 +47,5 @@ void writeHfCheckpoint(const std::filesystem::path& dir, const ModelConfig& cfg,
                        const std::vector<TensorWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        std::uint64_t maxShardBytes = 0);
-// The same with config.json given as text (a checkpoint in another model's format).
-void writeHfCheckpoint(const std::filesystem::path& dir, const std::string& configJsonText,
-                       const std::vector<TensorWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata = {},
-                       std::uint64_t maxShardBytes = 0);
 
 } // namespace latentlab

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "data/token_shard.h"
+#include "common/file_util.h"
 #include "latentlab/engine.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -49,8 +50,21 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     const auto t0 = std::chrono::steady_clock::now();
     auto lastReport = t0;
     torch::NoGradGuard noGrad;
+    bool dumped = opts.logitsOut.empty();
     auto evalWindows = [&](const torch::Tensor& windows) {
       auto logits = model->forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
+      if (!dumped) {
+        dumped = true;
+        auto first = logits[0].to(torch::kCPU, torch::kFloat32).contiguous();
+        auto inputs = windows[0].narrow(0, 0, windows.size(1) - 1).to(torch::kCPU, torch::kInt64).contiguous();
+        auto dump = [](const fs::path& path, const torch::Tensor& t) {
+          atomicWrite(path, [&](int fd) { writeAll(fd, t.data_ptr(), static_cast<std::size_t>(t.nbytes()), path); });
+        };
+        dump(opts.logitsOut, first);
+        fs::path idsPath = opts.logitsOut;
+        idsPath += ".ids";
+        dump(idsPath, inputs);
+      }
       auto targets = windows.narrow(1, 1, windows.size(1) - 1).to(device);
       auto loss = torch::nn::functional::cross_entropy(
           logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), targets.reshape({-1}),

@@ -10,7 +10,8 @@
 //   paper's no-scale ablation does.
 // - The RoPE key is not normalised (DeepSeek and MLRA agree) and uses the HF
 //   rotate_half layout on its d_R dims, like the rest of LatentLab; DeepSeek's
-//   checkpoints interleave pairs instead, so their weights would need a permutation.
+//   checkpoints interleave pairs instead (rope_interleave), which a model read
+//   from a DeepSeek-V3 folder undoes on the projected query and key.
 // - Query head layout [nope; rope] per head (DeepSeek), softmax scale
 //   1/sqrt(d_nope + d_R) in every path.
 // - The cache holds the normed latent times its constant scale, i.e. exactly
@@ -49,7 +50,7 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
       m_branches(cfg.latent->branches),
       m_perBranch(cfg.latent->latentsPerBranch()),
       m_group(cfg.numHeads / cfg.latent->latentsPerBranch()),
-      m_eps(cfg.rmsNormEps),
+      m_eps(cfg.latent->latentNormEps > 0 ? cfg.latent->latentNormEps : cfg.rmsNormEps),
       m_rope(cfg.latent->ropeSourcePairs.empty()
                  ? RopeTables(cfg.latent->dRope, cfg.ropeTheta)
                  : RopeTables(cfg.latent->ropeSourceHeadDim, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings)) {
@@ -59,11 +60,12 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
   m_kvScale = a.scaled ? std::sqrt(d / a.latentDim()) : 1.0;
   m_branchScale = a.scaled ? 1.0 / std::sqrt(static_cast<double>(m_branches)) : 1.0;
   m_softmaxScale = 1.0 / std::sqrt(static_cast<double>(m_dNope + m_dRope));
+  m_interleaved = a.ropeInterleaved;
 
   const std::int64_t qk = m_dNope + m_dRope;
   if (a.qLoraRank > 0) {
     q_a_proj = register_module("q_a_proj", linear(cfg.hiddenSize, a.qLoraRank));
-    q_a_layernorm = register_module("q_a_layernorm", RmsNorm(a.qLoraRank, cfg.rmsNormEps));
+    q_a_layernorm = register_module("q_a_layernorm", RmsNorm(a.qLoraRank, m_eps));
     q_b_proj = register_module("q_b_proj", linear(a.qLoraRank, m_heads * qk));
   } else {
     q_proj = register_module("q_proj", linear(cfg.hiddenSize, m_heads * qk));
@@ -189,6 +191,17 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
   auto kv = linearForward(kv_a_proj_with_mqa, x);  // (B, T, d_c + dR)
   auto c = latentHeads(kv.narrow(-1, 0, m_dC));                                    // (B, L, T, dl)
   auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);                          // (B, 1, T, dR)
+  if (m_interleaved) {
+    // DeepSeek's layout [x0, y0, x1, y1, ...] to rotate_half's [x0, x1, ..., y0, y1, ...].
+    auto halves = [&](const torch::Tensor& t) {
+      auto sizes = t.sizes().vec();
+      sizes.back() = m_dRope / 2;
+      sizes.push_back(2);
+      return t.reshape(sizes).transpose(-1, -2).reshape(t.sizes());
+    };
+    qRope = halves(qRope);
+    kRope = halves(kRope);
+  }
   auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR) or the source's (T, d_h)
   if (m_ropeCols.defined()) {
     if (m_ropeCols.device() != x.device()) m_ropeCols = m_ropeCols.to(x.device());

@@ -41,6 +41,9 @@ struct EvalOptions {
   std::int64_t maxTokens = 0;          // 0 = the whole stream
   std::string device = "cpu";          // "cpu" | "cuda" | "cuda:N"
   DType dtype = DType::F32;
+  // Optional: the first window's logits, raw float32 (seqLen, vocab) little-endian,
+  // and its input ids as int64 in logitsOut + ".ids": for comparing with another stack.
+  std::filesystem::path logitsOut;
 };
 
 struct EvalResult {

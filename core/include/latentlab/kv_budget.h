@@ -84,7 +84,8 @@ KvSettings kvSettingsFor(const ConversionSpec& conversion);
 
 KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree = 1);
 // The cache of a model as it stands (original, converted per cfg.mla, or the
-// latent variant of cfg.latent, whose "original" is MHA with the same heads).
+// latent variant of cfg.latent, whose "original" is MHA with the same heads,
+// or for a DeepSeek-target conversion the source model's cache).
 KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree = 1);
 
 } // namespace latentlab

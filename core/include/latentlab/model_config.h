@@ -80,6 +80,12 @@ struct LatentAttention {
   // RMSNorm on the latent (kv_a_layernorm). Always on, except in the
   // exactness check of a conversion before the norm is introduced.
   bool latentNorm = true;
+  // DeepSeek's checkpoint layout: the RoPE dims of the query heads and the
+  // shared key interleave each pair's two dims ([x0, y0, x1, y1, ...])
+  // instead of keeping them half apart, and the latent norms use their own
+  // epsilon (latentNormEps; 0 = rms_norm_eps). Set on DeepSeek-V3 folders.
+  bool ropeInterleaved = false;
+  double latentNormEps = 0.0;
   // RoPE frequencies of the shared key. Empty: theta_k = rope_theta^(-2k/d_R),
   // unscaled. Otherwise pair k of the d_R/2 pairs has the frequency of pair
   // ropeSourcePairs[k] of a ropeSourceHeadDim-wide head under the config's
@@ -150,9 +156,11 @@ ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple =
 // rounded to a multiple of `multiple` (1536 and 1024 at d = 3072).
 int defaultQLoraRank(int hidden, const std::string& kind, int multiple = 8);
 
-// Reads and validates `dir/config.json`; throws Error naming the file.
+// Reads and validates `dir/config.json` (Llama-family, or dense DeepSeek-V3
+// as a latent model); throws Error naming the file.
 ModelConfig readHfConfig(const std::filesystem::path& configJson);
-// Writes cfg as an HF config.json (plus LatentLab's MLA fields when set).
+// Writes cfg as an HF config.json (plus LatentLab's MLA fields when set); a
+// model_type deepseek_v3 config as DeepSeek-V3's own config.json.
 void writeHfConfig(const ModelConfig& cfg, const std::filesystem::path& configJson);
 
 } // namespace latentlab

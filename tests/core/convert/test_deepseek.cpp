@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 #include <iostream>
 
 #include "convert/calibration_stats.h"
@@ -246,6 +247,19 @@ TEST(DeepSeekExport, TransformersLoadsTheExportAndGivesTheSameLogitsAndCachedDec
       ASSERT_TRUE(wrong.defined()) << log;
       EXPECT_GT(maxAbsDiff(mine, wrong), 1e-3) << c.name << " " << mutate;
     }
+    // LatentLab reads the export back (DeepSeek's layout undone in the layer):
+    // the same logits, the same cache per token; saved again, it stays a
+    // DeepSeek-V3 folder transformers loads.
+    auto reread = loadModel(out, torch::kCPU, torch::kFloat32);
+    EXPECT_EQ(reread->config().modelType, "deepseek_v3");
+    EXPECT_LT(maxAbsDiff(reread->forward(ids), mine), 1e-5) << c.name;
+    EXPECT_EQ(currentKvBudget(reread->config(), DType::F32).perTokenPerLayer, report.kvPerTokenPerLayer);
+    const fs::path again = root / (c.name + "-saved-again");
+    fs::remove_all(again);
+    saveModel(*reread, again, DType::F32);
+    auto theirsAgain = hfDeepSeekLogits(again, ids, cfg.vocabSize, "", &log);
+    ASSERT_TRUE(theirsAgain.defined()) << c.name << ": " << log;
+    EXPECT_LT(maxAbsDiff(theirsAgain, theirs), 1e-5) << c.name;
     // transformers' cached incremental decoding equals LatentLab's latent-cache decode.
     const std::vector<std::int32_t> prompt = {5, 17, 99, 3, 64, 12, 80, 7, 33, 41, 102, 9};
     GenerateOptions go;
@@ -259,6 +273,35 @@ TEST(DeepSeekExport, TransformersLoadsTheExportAndGivesTheSameLogitsAndCachedDec
     const auto theirIds = hfGreedy(out, prompt, 24, &log);
     ASSERT_FALSE(theirIds.empty()) << log;
     EXPECT_EQ(mineIds, theirIds) << c.name;
+  }
+}
+
+TEST(DeepSeekExport, DeepSeekFoldersWithExpertsOrBiasesAreRefusedByName) {
+  const fs::path root = scratchDir("deepseek-read");
+  const std::string base = R"({"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 2, "kv_lora_rank": 8, "q_lora_rank": null, "qk_rope_head_dim": 4,
+    "qk_nope_head_dim": 8, "v_head_dim": 8, "rope_theta": 10000.0)";
+  auto read = [&](const std::string& name, const std::string& extra) {
+    fs::create_directories(root / name);
+    std::ofstream(root / name / "config.json") << base << extra << "}";
+    return readHfConfig(root / name / "config.json");
+  };
+  const ModelConfig dense = read("dense", R"(, "first_k_dense_replace": 2)");
+  ASSERT_TRUE(dense.latent.has_value());
+  EXPECT_EQ(dense.latent->qLoraRank, 0);
+  EXPECT_TRUE(dense.latent->ropeInterleaved);
+  EXPECT_EQ(currentKvBudget(dense, DType::BF16).perTokenPerLayer, 8 + 4);
+  for (const auto& [name, extra, words] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"moe", R"(, "first_k_dense_replace": 1)", "mixture-of-experts"},
+           {"bias", R"(, "first_k_dense_replace": 2, "attention_bias": true)", "attention_bias"},
+           {"gqa", R"(, "first_k_dense_replace": 2, "num_key_value_heads": 1)", "num_key_value_heads"}}) {
+    try {
+      read(name, extra);
+      ADD_FAILURE() << name << " was read";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(words), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find((root / name / "config.json").string()), std::string::npos) << e.message();
+    }
   }
 }
 
