@@ -239,6 +239,25 @@ TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
     EXPECT_FALSE(deepSeekExportProblem(out).has_value()) << *deepSeekExportProblem(out);
   }
   EXPECT_EQ(reports["weights"].heldOutLossBefore, reports["activations"].heldOutLossBefore);
+  // eval's logits file holds the converted model's own forward of the first window.
+  EvalOptions e;
+  e.model = reports["activations"].outDir;
+  e.textFile = docs / "datastructures.rst.txt";
+  e.seqLen = 24;
+  e.maxTokens = 48;
+  e.logitsOut = root / "first-window.logits";
+  NullProgress quiet;
+  CancelToken cancel;
+  evaluate(e, quiet, cancel);
+  std::ifstream idsIn(root / "first-window.logits.ids", std::ios::binary);
+  std::vector<std::int64_t> firstIds(24);
+  idsIn.read(reinterpret_cast<char*>(firstIds.data()), 24 * sizeof(std::int64_t));
+  ASSERT_TRUE(idsIn.good());
+  auto model = loadModel(e.model, torch::kCPU, torch::kFloat32);
+  torch::NoGradGuard g;
+  auto expected = model->forward(torch::tensor(firstIds, torch::kInt64).view({1, 24}))[0];
+  auto written = readRawFloat(root / "first-window.logits", {24, model->config().vocabSize});
+  EXPECT_LT(maxAbsDiff(written, expected), 1e-6);
   for (int l = 0; l < cfg.numLayers; ++l) {
     EXPECT_LT(reports["activations"].activationError[static_cast<std::size_t>(l)],
               reports["weights"].activationError[static_cast<std::size_t>(l)])
