@@ -57,7 +57,7 @@ bool MainWindow::exportRunCheckpoint(qint64 runId, QString outDir) {
     connect(m_export, &ModelExport::finished, this, [this](bool ok, const QString& dir, const QString& message) {
       if (ok) {
         m_lastExport = tr("Exported as DeepSeek-V3 to %1").arg(QDir::toNativeSeparators(dir));
-        statusBar()->showMessage(m_lastExport + QStringLiteral(" — ") + message.section(QLatin1Char('\n'), -1));
+        statusBar()->showMessage(m_lastExport + QStringLiteral(" — ") + message.section(QLatin1Char('\n'), -1).simplified());
       } else {
         m_lastExport = tr("Export failed: %1").arg(message);
         m_banner->showMessage(MessageBanner::Level::Error, tr("The export to %1 failed").arg(dir), message);

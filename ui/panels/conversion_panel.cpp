@@ -32,7 +32,10 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_method = new QComboBox;
   m_method->addItem(tr("None (keep the original attention)"), QStringLiteral("none"));
   m_method->addItem(tr("MHA2MLA (partial RoPE + low-rank KV)"), QStringLiteral("mha2mla"));
-  m_method->addItem(tr("DeepSeek-V3 attention (RoRoPE + normed latent; exportable)"), QStringLiteral("deepseek"));
+  m_method->addItem(tr("DeepSeek-V3 (RoRoPE, exportable)"), QStringLiteral("deepseek"));
+  // The combos size to a short text: the tab keeps its width whatever the entries say.
+  m_method->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_method->setMinimumContentsLength(18);
   m_method->setToolTip(tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
                           "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
                           "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang."));
@@ -54,7 +57,7 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_score->addItem(tr("sum"), QStringLiteral("sum"));
   m_factorise = new QComboBox;
   m_factorise->addItem(tr("SVD of the weights"), QStringLiteral("weights"));
-  m_factorise->addItem(tr("PCA of calibration activations"), QStringLiteral("activations"));
+  m_factorise->addItem(tr("PCA of activations"), QStringLiteral("activations"));
   m_factorise->setToolTip(tr("The latent minimises the error of the projection weights, or of their outputs on "
                              "calibration text (whitened SVD)"));
   m_ropeWidth = spin(0, 65536, 0, tr("default (2·r·n_kv)"));
