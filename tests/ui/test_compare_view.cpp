@@ -448,11 +448,16 @@ private Q_SLOTS:
     QCOMPARE(w.chart()->baseline(), baseRun);  // the reference of difference mode
 
     QVERIFY(selectExperiment(experiments[QStringLiteral("rope-strategies")]));
-    QCOMPARE(w.chart()->runs().size(), 5);
+    QCOMPARE(w.chart()->runs().size(), 6);
     QCOMPARE(w.chart()->compareMode(), CompareMode::Curves);
-    QCOMPARE(w.comparePanel()->tableModel()->rowCount(), 5);
-    // The five strategies differ in their names and rope strategy only.
-    QCOMPARE(w.comparePanel()->tableModel()->differingFields(), QStringList{QStringLiteral("conversion.rope_strategy")});
+    QCOMPARE(w.comparePanel()->tableModel()->rowCount(), 6);
+    // The five strategies differ in their rope strategy; the sixth run is the
+    // DeepSeek target at the same r and d_kv (the same KV budget).
+    const QStringList differing = w.comparePanel()->tableModel()->differingFields();
+    QVERIFY2(differing.contains(QStringLiteral("conversion.rope_strategy")), qPrintable(differing.join(QLatin1Char(' '))));
+    QVERIFY2(differing.contains(QStringLiteral("conversion.target")), qPrintable(differing.join(QLatin1Char(' '))));
+    QVERIFY2(!differing.contains(QStringLiteral("conversion.d_kv")), qPrintable(differing.join(QLatin1Char(' '))));
+    QVERIFY2(!differing.contains(QStringLiteral("conversion.rope_pairs")), qPrintable(differing.join(QLatin1Char(' '))));
 
     // Runs across experiments: overlaid as they are.
     const QModelIndex r1 = w.runModel()->indexOfRun(1), r2 = w.runModel()->indexOfRun(12);
