@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "latentlab/progress.h"
@@ -19,6 +21,15 @@ struct LayerInputStats {
   std::int64_t tokens = 0;
   bool empty() const { return cov.empty(); }
 };
+
+// Runs the original model over `batches` (each (B, T) int64 ids) layer by
+// layer and calls visit(layer, attention, h) with each layer's attention input
+// h = input_layernorm(x) (B, T, d). Progress ("calibrate") and cancel between
+// batches; returns the tokens seen. Throws Error(BadInput) naming `what` when
+// there are no batches or a layer is not original MHA/GQA attention.
+std::int64_t forEachAttentionInput(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
+                                   const CancelToken& cancel, const std::string& what,
+                                   const std::function<void(int, LlamaAttention&, const torch::Tensor&)>& visit);
 
 // Runs the original model layer by layer over `batches` (each (B, T) int64
 // ids), progress and cancel between batches. Throws Error(BadInput) when a

@@ -1,7 +1,6 @@
 // convert(): the conversion pipeline behind the `convert` verb and the GUI's
 // conversion panel, for both targets: validate (nothing written on error),
 // load, calibrate, convert, save, and measure the held-out loss.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 
 #include "convert/converter.h"
 #include "convert/deepseek_convert.h"
+#include "convert/output_folder.h"
 #include "latentlab/engine.h"
 #include "data/token_shard.h"
 #include "latentlab/convert.h"
@@ -103,25 +103,7 @@ Prepared prepare(const ConvertSpec& spec) {
                   "convert spec calibration: sequences, sequence length and batch must be at least 1");
     }
   }
-  if (spec.outDir.empty()) throw Error(ErrorCode::BadInput, "convert spec: no output folder given");
-  std::error_code ec;
-  if (fs::exists(spec.outDir, ec)) {
-    if (!spec.force) {
-      throw Error(ErrorCode::BadInput, spec.outDir.string() + ": output folder already exists",
-                  "Choose a new folder, or pass --force to replace it.");
-    }
-    if (fs::equivalent(spec.outDir, spec.modelDir, ec)) {
-      throw Error(ErrorCode::BadInput, spec.outDir.string() + ": the output folder is the input model",
-                  "Write the converted model to a new folder.");
-    }
-    const bool replaceable = fs::is_directory(spec.outDir, ec) &&
-                             (fs::is_empty(spec.outDir, ec) || fs::exists(spec.outDir / "config.json", ec));
-    if (!replaceable) {
-      throw Error(ErrorCode::BadInput,
-                  spec.outDir.string() + ": exists and is not a model folder; --force only replaces model folders",
-                  "Choose a new folder.");
-    }
-  }
+  checkOutputFolder(spec.outDir, spec.modelDir, spec.force, "convert spec");
   return p;
 }
 
@@ -255,22 +237,11 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
 
     // Save next to the target, then swap it in, so a failure leaves the old folder.
     progress.progress("save", 0, 1, spec.outDir.string());
-    fs::path target = spec.outDir;
-    std::error_code ec;
-    const bool replacing = fs::exists(target, ec);
-    fs::path writeTo = target;
-    if (replacing) writeTo += ".converting-" + std::to_string(::getpid());
-    fs::remove_all(writeTo, ec);
-    saveModel(*converted, replacing ? writeTo : target, p.saveDType,
-              {{"producer", "latentlab convert"}, {"source", spec.modelDir.string()}});
-    copyTokenizerFiles(spec.modelDir, replacing ? writeTo : target);
-    if (replacing) {
-      fs::remove_all(target, ec);
-      if (ec) throw Error(ErrorCode::Io, target.string() + ": cannot remove the old folder: " + ec.message());
-      fs::rename(writeTo, target, ec);
-      if (ec)
-        throw Error(ErrorCode::Io, target.string() + ": cannot move the converted model into place: " + ec.message());
-    }
+    const fs::path target = spec.outDir;
+    writeReplacingFolder(target, [&](const fs::path& dir) {
+      saveModel(*converted, dir, p.saveDType, {{"producer", "latentlab convert"}, {"source", spec.modelDir.string()}});
+      copyTokenizerFiles(spec.modelDir, dir);
+    });
     endStage("save");
 
     const ModelConfig mcfg = converted->config();

@@ -64,23 +64,11 @@ ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opt
   return out;
 }
 
-std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
-                                              ProgressSink& progress, const CancelToken& cancel,
-                                              std::vector<double>* reconstructionError, const LayerInputStats* inputs,
-                                              std::vector<double>* activationError) {
-  if (opts.activations && (inputs == nullptr || inputs->empty())) {
-    throw Error(ErrorCode::Internal, "activation-aware factorisation without calibration statistics");
-  }
-  const ModelConfig& cfg = base.config();
-  const ModelConfig mcfg = convertedConfig(cfg, opts, pairs);
+std::shared_ptr<CausalLm> modelWithBaseOutsideAttention(CausalLm& base, const ModelConfig& cfg) {
   const auto& w0 = base.model->embed_tokens->weight;
-  const auto device = w0.device();
-  const auto dtype = w0.scalar_type();
-  auto out = std::make_shared<CausalLm>(mcfg);
-  out->to(device, dtype);
+  auto out = std::make_shared<CausalLm>(cfg);
+  out->to(w0.device(), w0.scalar_type());
   torch::NoGradGuard noGrad;
-
-  // Everything outside self_attn is copied by name.
   std::map<std::string, torch::Tensor> src;
   for (const auto& p : base.named_parameters(true)) src.emplace(p.key(), p.value());
   for (auto& p : out->named_parameters(true)) {
@@ -91,6 +79,21 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
     }
     p.value().copy_(it->second);
   }
+  return out;
+}
+
+std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOptions& opts, const PairSelection& pairs,
+                                              ProgressSink& progress, const CancelToken& cancel,
+                                              std::vector<double>* reconstructionError, const LayerInputStats* inputs,
+                                              std::vector<double>* activationError) {
+  if (opts.activations && (inputs == nullptr || inputs->empty())) {
+    throw Error(ErrorCode::Internal, "activation-aware factorisation without calibration statistics");
+  }
+  const ModelConfig& cfg = base.config();
+  const ModelConfig mcfg = convertedConfig(cfg, opts, pairs);
+  const auto device = base.model->embed_tokens->weight.device();
+  auto out = modelWithBaseOutsideAttention(base, mcfg);
+  torch::NoGradGuard noGrad;
 
   const int nkv = cfg.numKvHeads, dh = cfg.headDim, G = cfg.kvGroupSize();
   const int r2 = 2 * mcfg.mla->ropePairs;

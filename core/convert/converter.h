@@ -44,6 +44,10 @@ void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, b
 // The config of the converted model: cfg with the latentlab_mla block.
 ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opts, const PairSelection& pairs);
 
+// A model of `cfg` on base's device and dtype with every parameter outside
+// self_attn copied from `base` by name (the start of every conversion).
+std::shared_ptr<CausalLm> modelWithBaseOutsideAttention(CausalLm& base, const ModelConfig& cfg);
+
 // Builds the converted model from `base` (same device and dtype) with the
 // given pairs: q_proj rows reordered per head (RoPE dims first), k_rope_proj,
 // the factors and biases, everything else copied. `inputs` (optional unless

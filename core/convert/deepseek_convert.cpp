@@ -2,8 +2,8 @@
 #include "convert/deepseek_convert.h"
 
 #include <cmath>
-#include <map>
 
+#include "convert/converter.h"
 #include "convert/low_rank.h"
 #include "latentlab/error.h"
 #include "model/latent_attention.h"
@@ -52,23 +52,9 @@ std::shared_ptr<CausalLm> convertToDeepSeek(CausalLm& base, const DeepSeekOption
   const ModelConfig mcfg = deepSeekConfig(cfg, opts);
   RoRopeLayout layout;
   roRopeLayout(cfg, mcfg.latent->dRope, opts.freqFold, &layout);
-  const auto& w0 = base.model->embed_tokens->weight;
-  const auto device = w0.device();
-  const auto dtype = w0.scalar_type();
-  auto out = std::make_shared<CausalLm>(mcfg);
-  out->to(device, dtype);
+  const auto device = base.model->embed_tokens->weight.device();
+  auto out = modelWithBaseOutsideAttention(base, mcfg);
   torch::NoGradGuard noGrad;
-
-  std::map<std::string, torch::Tensor> src;
-  for (const auto& p : base.named_parameters(true)) src.emplace(p.key(), p.value());
-  for (auto& p : out->named_parameters(true)) {
-    if (p.key().find(".self_attn.") != std::string::npos) continue;
-    auto it = src.find(p.key());
-    if (it == src.end() || it->second.sizes() != p.value().sizes()) {
-      throw Error(ErrorCode::Internal, "conversion: parameter '" + p.key() + "' has no original counterpart");
-    }
-    p.value().copy_(it->second);
-  }
 
   const int nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = dh / 2, G = cfg.kvGroupSize();
   const int f = layout.fold, c = layout.components, dR = layout.width;

@@ -1,9 +1,8 @@
 // Export of a DeepSeek-target conversion or a from-scratch MLA model as a
 // DeepSeek-V3 checkpoint (docs/conversion.md, "Export").
-#include <unistd.h>
-
 #include <cmath>
 
+#include "convert/output_folder.h"
 #include "io/hf_checkpoint.h"
 #include "latentlab/convert.h"
 #include "model/torch_util.h"
@@ -118,21 +117,7 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
       throw Error(ErrorCode::BadInput, spec.modelDir.string() + ": cannot export as DeepSeek-V3: " + *why + ".",
                   cfg.mla ? "latentlab-engine convert --target deepseek --model ORIGINAL ..." : "");
     }
-    if (spec.outDir.empty()) throw Error(ErrorCode::BadInput, "export: no output folder given");
-    std::error_code ec;
-    if (fs::exists(spec.outDir, ec)) {
-      if (!spec.force) {
-        throw Error(ErrorCode::BadInput, spec.outDir.string() + ": output folder already exists",
-                    "Choose a new folder, or pass --force to replace it.");
-      }
-      if (fs::equivalent(spec.outDir, spec.modelDir, ec)) {
-        throw Error(ErrorCode::BadInput, spec.outDir.string() + ": the output folder is the model being exported");
-      }
-      if (!fs::exists(spec.outDir / "config.json", ec) && !(fs::is_directory(spec.outDir, ec) && fs::is_empty(spec.outDir, ec))) {
-        throw Error(ErrorCode::BadInput,
-                    spec.outDir.string() + ": exists and is not a model folder; --force only replaces model folders");
-      }
-    }
+    checkOutputFolder(spec.outDir, spec.modelDir, spec.force, "export");
     const DType saveDType = spec.dtype.empty() ? cfg.torchDType : parseDType(spec.dtype);
     const LatentAttention& a = *cfg.latent;
     double theta = 0.0;
@@ -180,20 +165,11 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
 
     const ModelConfig exported = exportedConfig(cfg, theta, saveDType);
     progress.progress("save", 0, 1, spec.outDir.string());
-    const bool replacing = fs::exists(spec.outDir, ec);
-    fs::path writeTo = spec.outDir;
-    if (replacing) writeTo += ".exporting-" + std::to_string(::getpid());
-    fs::remove_all(writeTo, ec);
-    writeHfCheckpoint(writeTo, exported, writes,
-                      {{"producer", "latentlab export"}, {"source", spec.modelDir.string()}},
-                      std::uint64_t{4} << 30);
-    copyTokenizerFiles(spec.modelDir, writeTo);
-    if (replacing) {
-      fs::remove_all(spec.outDir, ec);
-      if (ec) throw Error(ErrorCode::Io, spec.outDir.string() + ": cannot remove the old folder: " + ec.message());
-      fs::rename(writeTo, spec.outDir, ec);
-      if (ec) throw Error(ErrorCode::Io, spec.outDir.string() + ": cannot move the export into place: " + ec.message());
-    }
+    writeReplacingFolder(spec.outDir, [&](const fs::path& dir) {
+      writeHfCheckpoint(dir, exported, writes, {{"producer", "latentlab export"}, {"source", spec.modelDir.string()}},
+                        std::uint64_t{4} << 30);
+      copyTokenizerFiles(spec.modelDir, dir);
+    });
     progress.progress("save", 1, 1, "");
 
     ExportReport r;

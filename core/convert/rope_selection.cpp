@@ -1,6 +1,8 @@
 // RoPE pair selection: static lists and 2-norm calibration (algorithms.md §2.1).
 #include "convert/rope_selection.h"
 
+#include "convert/calibration_stats.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -57,38 +59,17 @@ PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& 
   PairNorms out;
   out.query = torch::zeros({L, nh, half}, torch::kFloat64);
   out.key = torch::zeros({L, nkv, half}, torch::kFloat64);
-  torch::NoGradGuard noGrad;
-  const auto device = model.model->embed_tokens->weight.device();
   // Pair norms of (B, T, H*dh) projections summed over tokens -> (H, half) fp64.
   auto pairNormSum = [&](const torch::Tensor& proj, int heads) {
     auto p = proj.to(torch::kFloat64).view({-1, heads, dh});       // (B*T, H, dh)
     auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_h/2
     return (a.square() + b.square()).sqrt().sum(0).cpu();          // (H, half)
   };
-  for (std::size_t i = 0; i < batches.size(); ++i) {
-    throwIfCancelled(cancel, "2-norm calibration");
-    progress.progress("calibrate", static_cast<double>(i), static_cast<double>(batches.size()), "");
-    auto ids = batches[i].to(device, torch::kInt64);
-    if (ids.dim() == 1) ids = ids.unsqueeze(0);
-    auto x = model.model->embed_tokens(ids);  // (B, T, d)
-    AttentionContext ctx;
-    ctx.rope = &model.rope();
-    for (int l = 0; l < L; ++l) {
-      auto layer = model.layer(l);
-      auto* attn = dynamic_cast<LlamaAttention*>(layer->self_attn.get());
-      if (attn == nullptr) {
-        throw Error(ErrorCode::BadInput,
-                    "2-norm calibration: layer " + std::to_string(l) + " is not original MHA/GQA attention",
-                    "Calibrate the original model, not a converted one.");
-      }
-      auto h = layer->input_layernorm(x);  // attention input
-      out.query[l] += pairNormSum(attn->q_proj(h), nh);
-      out.key[l] += pairNormSum(attn->k_proj(h), nkv);
-      x = layer->forward(x, ctx);
-    }
-    out.tokens += ids.numel();
-  }
-  progress.progress("calibrate", static_cast<double>(batches.size()), static_cast<double>(batches.size()), "");
+  out.tokens = forEachAttentionInput(model, batches, progress, cancel, "2-norm calibration",
+                                     [&](int l, LlamaAttention& attn, const torch::Tensor& h) {
+                                       out.query[l] += pairNormSum(attn.q_proj(h), nh);
+                                       out.key[l] += pairNormSum(attn.k_proj(h), nkv);
+                                     });
   out.query /= static_cast<double>(out.tokens);
   out.key /= static_cast<double>(out.tokens);
   return out;

@@ -14,6 +14,7 @@
 #include "latentlab/engine.h"
 #include "latentlab/model_config.h"
 #include "model/llama.h"
+#include "test_support.h"
 
 namespace latentlab::test {
 
@@ -110,6 +111,27 @@ inline void writeSmallTextModel(const std::filesystem::path& dir, int maxPositio
   cfg.maxPositionEmbeddings = maxPositions;
   initModel(cfg, dir, 1, DType::F32, 0.2);
   std::filesystem::copy_file(dir.parent_path() / "tokenizer.json", dir / "tokenizer.json");
+}
+
+// transformers' greedy generation (its own KV cache) of `newTokens` after
+// `prompt` for the folder `dir`, via hf_llama.py generate; `extra` adds its
+// options. The generated ids only; empty when the script failed (see `log`).
+inline std::vector<std::int32_t> hfGreedy(const std::filesystem::path& dir, const std::vector<std::int32_t>& prompt,
+                                          int newTokens, std::string* log, std::vector<std::string> extra = {}) {
+  const std::filesystem::path idsFile = dir.parent_path() / "prompt.ids";
+  const std::filesystem::path outFile = dir.parent_path() / "generated.ids";
+  writeRaw(idsFile, torch::tensor(std::vector<std::int64_t>(prompt.begin(), prompt.end()), torch::kInt64));
+  std::vector<std::string> args = {"generate",  dir.string(), idsFile.string(), outFile.string(),
+                                   "--shape",   "1," + std::to_string(prompt.size()),
+                                   "--new",     std::to_string(newTokens)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (runPython("hf_llama.py", args, log) != 0) return {};
+  std::ifstream in(outFile, std::ios::binary);
+  std::vector<std::int32_t> out;
+  std::int64_t v = 0;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) out.push_back(static_cast<std::int32_t>(v));
+  if (out.size() < prompt.size()) return {};
+  return std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
 }
 
 } // namespace latentlab::test

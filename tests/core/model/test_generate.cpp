@@ -26,23 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::int32_t> hfGreedy(const fs::path& dir, const std::vector<std::int32_t>& prompt, int newTokens,
-                                   std::string* log) {
-  const fs::path idsFile = dir.parent_path() / "prompt.ids";
-  const fs::path outFile = dir.parent_path() / "generated.ids";
-  std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
-  writeRaw(idsFile, torch::tensor(ids, torch::kInt64));
-  const std::string shape = "1," + std::to_string(prompt.size());
-  if (runPython("hf_llama.py", {"generate", dir.string(), idsFile.string(), outFile.string(), "--shape", shape, "--new",
-                                std::to_string(newTokens)},
-                log) != 0)
-    return {};
-  std::ifstream in(outFile, std::ios::binary);
-  std::vector<std::int32_t> out;
-  std::int64_t v = 0;
-  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) out.push_back(static_cast<std::int32_t>(v));
-  return std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
-}
 
 GenerateOptions greedy(const fs::path& model, int newTokens) {
   GenerateOptions o;
