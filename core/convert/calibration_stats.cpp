@@ -39,17 +39,24 @@ std::int64_t forEachAttentionInput(CausalLm& model, const std::vector<torch::Ten
   return tokens;
 }
 
-LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches,
-                                    ProgressSink& progress, const CancelToken& cancel) {
+LayerInputStats emptyInputStats(CausalLm& model) {
   const ModelConfig& cfg = model.config();
   const auto options = torch::TensorOptions(torch::kFloat64).device(model.model->embed_tokens->weight.device());
   LayerInputStats out;
   for (int l = 0; l < cfg.numLayers; ++l) out.cov.push_back(torch::zeros({cfg.hiddenSize, cfg.hiddenSize}, options));
+  return out;
+}
+
+void addAttentionInput(LayerInputStats& stats, int layer, const torch::Tensor& h) {
+  auto rows = h.reshape({-1, h.size(-1)}).to(torch::kFloat64);
+  stats.cov[static_cast<std::size_t>(layer)].add_(torch::matmul(rows.t(), rows));
+}
+
+LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches,
+                                    ProgressSink& progress, const CancelToken& cancel) {
+  LayerInputStats out = emptyInputStats(model);
   out.tokens = forEachAttentionInput(model, batches, progress, cancel, "calibration",
-                                     [&](int l, LlamaAttention&, const torch::Tensor& h) {
-                                       auto rows = h.reshape({-1, cfg.hiddenSize}).to(torch::kFloat64);
-                                       out.cov[static_cast<std::size_t>(l)].add_(torch::matmul(rows.t(), rows));
-                                     });
+                                     [&](int l, LlamaAttention&, const torch::Tensor& h) { addAttentionInput(out, l, h); });
   return out;
 }
 

@@ -31,6 +31,11 @@ std::int64_t forEachAttentionInput(CausalLm& model, const std::vector<torch::Ten
                                    const CancelToken& cancel, const std::string& what,
                                    const std::function<void(int, LlamaAttention&, const torch::Tensor&)>& visit);
 
+// Empty second moments for every layer of `model` (on its device), and the
+// one step that adds a layer's attention input h (B, T, d) to them.
+LayerInputStats emptyInputStats(CausalLm& model);
+void addAttentionInput(LayerInputStats& stats, int layer, const torch::Tensor& h);
+
 // Runs the original model layer by layer over `batches` (each (B, T) int64
 // ids), progress and cancel between batches. Throws Error(BadInput) when a
 // layer is not original MHA/GQA attention or there are no batches.

@@ -170,17 +170,15 @@ std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& 
   ConversionStats& s = stats != nullptr ? *stats : local;
   PairNorms norms;
   auto t0 = std::chrono::steady_clock::now();
-  if (opts.rope == RopeStrategy::TwoNorm) {
-    norms = calibratePairNorms(base, calibration, progress, cancel);
-    s.calibrationTokens = norms.tokens;
-  }
   // With calibration data the latent's error on the activations is reported
-  // whichever way it is factorised.
+  // whichever way it is factorised; S_2-norm collects both in one pass.
   LayerInputStats inputs;
-  if (!calibration.empty()) {
+  if (opts.rope == RopeStrategy::TwoNorm) {
+    norms = calibratePairNorms(base, calibration, progress, cancel, &inputs);
+  } else if (!calibration.empty()) {
     inputs = attentionInputStats(base, calibration, progress, cancel);
-    s.calibrationTokens = inputs.tokens;
   }
+  s.calibrationTokens = inputs.tokens;
   s.calibrateSeconds = secondsSince(t0);
   t0 = std::chrono::steady_clock::now();
   s.pairs = selectRopePairs(cfg, opts.rope, effectiveRopePairs(cfg, opts), &norms, opts.twoNormScore);

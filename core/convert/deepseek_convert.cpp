@@ -151,7 +151,7 @@ std::shared_ptr<CausalLm> convertToDeepSeek(CausalLm& base, const DeepSeekOption
       DeepSeekLayerStats s;
       s.ropeEnergyKept = keyEnergy > 0 ? keptEnergy / keyEnergy : 0.0;
       s.balance = alpha;
-      s.latentWeightError = relativeError(wkv, LowRankFactors{fac.down, fac.up});
+      s.latentWeightError = relativeError(wkv, fac);
       s.latentActError = activationError(wkv, cov, fac);
       s.normWeight = normWeight;
       layerStats->push_back(s);

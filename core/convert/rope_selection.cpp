@@ -1,8 +1,6 @@
 // RoPE pair selection: static lists and 2-norm calibration (algorithms.md §2.1).
 #include "convert/rope_selection.h"
 
-#include "convert/calibration_stats.h"
-
 #include <algorithm>
 #include <numeric>
 
@@ -49,7 +47,7 @@ const char* twoNormScoreName(TwoNormScore s) {
 }
 
 PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
-                             const CancelToken& cancel) {
+                             const CancelToken& cancel, LayerInputStats* inputs) {
   const ModelConfig& cfg = model.config();
   const int L = cfg.numLayers, nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = dh / 2;
   if (batches.empty()) {
@@ -65,11 +63,14 @@ PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& 
     auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_h/2
     return (a.square() + b.square()).sqrt().sum(0).cpu();          // (H, half)
   };
+  if (inputs != nullptr) *inputs = emptyInputStats(model);
   out.tokens = forEachAttentionInput(model, batches, progress, cancel, "2-norm calibration",
                                      [&](int l, LlamaAttention& attn, const torch::Tensor& h) {
                                        out.query[l] += pairNormSum(attn.q_proj(h), nh);
                                        out.key[l] += pairNormSum(attn.k_proj(h), nkv);
+                                       if (inputs != nullptr) addAttentionInput(*inputs, l, h);
                                      });
+  if (inputs != nullptr) inputs->tokens = out.tokens;
   out.query /= static_cast<double>(out.tokens);
   out.key /= static_cast<double>(out.tokens);
   return out;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "convert/calibration_stats.h"
 #include "latentlab/progress.h"
 #include "model/llama.h"
 
@@ -35,8 +36,10 @@ struct PairNorms {
 // Runs the original model layer by layer over `batches` (each (B, T) int64
 // ids) and averages the pair norms of q = q_proj(h), k = k_proj(h) at each
 // attention input h = input_layernorm(x). Progress and cancel between batches.
+// With `inputs`, the same pass also accumulates each layer's input second
+// moments there (calibration_stats.h), so a conversion reads its data once.
 PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
-                             const CancelToken& cancel);
+                             const CancelToken& cancel, LayerInputStats* inputs = nullptr);
 
 // S_2-norm scores (L, n_kv, d_h/2): query norms summed within each KV group,
 // combined with the key norms by product or sum.

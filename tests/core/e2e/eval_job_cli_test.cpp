@@ -77,6 +77,18 @@ std::vector<EvaluationRecord> waitForRows(const fs::path& db, std::int64_t run) 
   return rows;
 }
 
+// A job cut short: both of the task's rows are there, marked partial, with
+// some but not all of the 60,000 items.
+void expectPartialRows(const fs::path& db, std::int64_t run) {
+  const auto rows = rowsOf(db, run, "toy");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& e : rows) {
+    EXPECT_TRUE(e.partial);
+    EXPECT_GT(e.items, 0);
+    EXPECT_LT(e.items, 60000);
+  }
+}
+
 } // namespace
 
 TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
@@ -165,13 +177,7 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   RunStore store(db);
   EXPECT_EQ(store.integrityCheck(), "ok");
   EXPECT_EQ(store.run(1).status, RunStatus::Cancelled);
-  rows = rowsOf(db, 1, "toy");
-  ASSERT_EQ(rows.size(), 2u);
-  for (const auto& e : rows) {
-    EXPECT_TRUE(e.partial);
-    EXPECT_GT(e.items, 0);
-    EXPECT_LT(e.items, 60000);
-  }
+  expectPartialRows(db, 1);
 
   // Killed outright (SIGKILL): the figures last written stay, marked partial,
   // and the run is left running with a dead lease (shown crashed).
@@ -184,13 +190,7 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   RunStore after(db);
   EXPECT_EQ(after.integrityCheck(), "ok");
   EXPECT_EQ(after.run(2).status, RunStatus::Running);
-  killedRows = rowsOf(db, 2, "toy");
-  ASSERT_EQ(killedRows.size(), 2u);
-  for (const auto& e : killedRows) {
-    EXPECT_TRUE(e.partial);
-    EXPECT_GT(e.items, 0);
-    EXPECT_LT(e.items, 60000);
-  }
+  expectPartialRows(db, 2);
 }
 
 TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
