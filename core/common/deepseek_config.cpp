@@ -83,11 +83,6 @@ ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::
   a.latentNorm = true;
   a.ropeInterleaved = r.optBool("rope_interleave", true);
   a.latentNormEps = kLatentNormEps;
-  if (!cfg.ropeScaling.isDefault()) {
-    // The scaled frequencies of a d_R-wide head, as transformers computes them.
-    a.ropeSourceHeadDim = a.dRope;
-    for (int k = 0; k < a.dRope / 2; ++k) a.ropeSourcePairs.push_back(k);
-  }
   cfg.latent = a;
   cfg.headDim = a.dV % 2 == 0 ? a.dV : a.dV + 1;  // the per-head width the KV saving compares against
   for (auto it = j.begin(); it != j.end(); ++it) {

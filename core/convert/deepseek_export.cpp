@@ -30,12 +30,9 @@ ModelConfig exportedConfig(const ModelConfig& cfg, double theta, DType dtype) {
   a.latentNormEps = kDeepSeekLatentNormEps;
   a.scaled = false;
   a.conversion.reset();
+  // The standard table of a d_R-wide head at theta, scaled as the config says.
   a.ropeSourcePairs.clear();
   a.ropeSourceHeadDim = 0;
-  if (!cfg.ropeScaling.isDefault()) {
-    a.ropeSourceHeadDim = a.dRope;
-    for (int k = 0; k < a.dRope / 2; ++k) a.ropeSourcePairs.push_back(k);
-  }
   return e;
 }
 

@@ -51,9 +51,8 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
       m_perBranch(cfg.latent->latentsPerBranch()),
       m_group(cfg.numHeads / cfg.latent->latentsPerBranch()),
       m_eps(cfg.latent->latentNormEps > 0 ? cfg.latent->latentNormEps : cfg.rmsNormEps),
-      m_rope(cfg.latent->ropeSourcePairs.empty()
-                 ? RopeTables(cfg.latent->dRope, cfg.ropeTheta)
-                 : RopeTables(cfg.latent->ropeSourceHeadDim, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings)) {
+      m_rope(cfg.latent->ropeSourcePairs.empty() ? cfg.latent->dRope : cfg.latent->ropeSourceHeadDim, cfg.ropeTheta,
+             cfg.ropeScaling, cfg.maxPositionEmbeddings) {
   const LatentAttention& a = *cfg.latent;
   const double d = cfg.hiddenSize;
   m_qScale = a.scaled && a.qLoraRank > 0 ? std::sqrt(d / a.qLoraRank) : 1.0;

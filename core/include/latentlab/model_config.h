@@ -86,8 +86,9 @@ struct LatentAttention {
   // epsilon (latentNormEps; 0 = rms_norm_eps). Set on DeepSeek-V3 folders.
   bool ropeInterleaved = false;
   double latentNormEps = 0.0;
-  // RoPE frequencies of the shared key. Empty: theta_k = rope_theta^(-2k/d_R),
-  // unscaled. Otherwise pair k of the d_R/2 pairs has the frequency of pair
+  // RoPE frequencies of the shared key. Empty: theta_k = rope_theta^(-2k/d_R)
+  // under the config's RoPE scaling (DeepSeek-V3's table; LatentLab's own
+  // from-scratch configs carry none). Otherwise pair k of the d_R/2 pairs has the frequency of pair
   // ropeSourcePairs[k] of a ropeSourceHeadDim-wide head under the config's
   // rope_theta and RoPE scaling (a conversion keeps its original frequencies).
   int ropeSourceHeadDim = 0;

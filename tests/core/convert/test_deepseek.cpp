@@ -195,6 +195,21 @@ TEST(DeepSeekExport, TransformersLoadsTheExportAndGivesTheSameLogitsAndCachedDec
     cases.push_back({kv == 2 ? "gqa" : "mha-fold2", toDeepSeek(*base, o, statsFor(*base))});
   }
   {
+    // Llama-3 RoPE scaling carries over: the kept pairs' scaled frequencies are
+    // llama3's table of a d_R-wide head at theta^(d_R/d_h).
+    ModelConfig cfg = tinyConfig({.kvHeads = 2, .vocab = 256});
+    cfg.ropeScaling.type = "llama3";
+    cfg.ropeScaling.factor = 8.0;
+    cfg.ropeScaling.lowFreqFactor = 1.0;
+    cfg.ropeScaling.highFreqFactor = 4.0;
+    cfg.ropeScaling.originalMaxPositionEmbeddings = 16;
+    auto base = randomModel(cfg, torch::kFloat32, 27);
+    DeepSeekOptions o;
+    o.dKv = 8;
+    o.ropeWidth = 8;
+    cases.push_back({"gqa-llama3", toDeepSeek(*base, o, statsFor(*base))});
+  }
+  {
     ModelConfig cfg = tinyConfig({.heads = 4, .vocab = 256});
     LatentAttention la;
     la.kind = "mla";
