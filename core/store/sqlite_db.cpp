@@ -2,10 +2,13 @@
 // latentlab::Error naming the database file, the operation and SQLite's words.
 #include "store/sqlite_db.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sqlite3.h>
 #include <system_error>
+#include <thread>
 
 #include "latentlab/error.h"
 
@@ -71,8 +74,22 @@ SqliteDb::SqliteDb(const fs::path& path, bool create) : m_path(path) {
   try {
     // journal_mode answers with the mode in effect; anything but WAL means the
     // file system refused it (or the file is not a database: that throws).
-    Statement wal(*this, "PRAGMA journal_mode=WAL", "enable WAL");
-    std::string mode = wal.step() ? wal.columnText(0) : std::string();
+    // Switching a new file to WAL takes an exclusive lock. When two processes
+    // open it at once, SQLite answers one of them "locked" at once, without the
+    // busy handler (waiting could deadlock), so that one retries until the
+    // busy timeout has passed; by then the other has switched the file.
+    std::string mode;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        Statement wal(*this, "PRAGMA journal_mode=WAL", "enable WAL");
+        mode = wal.step() ? wal.columnText(0) : std::string();
+        break;
+      } catch (const StoreBusy&) {
+        if (std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 + attempt, 20)));
+      }
+    }
     if (mode != "wal") {
       throw Error(ErrorCode::Store, path.string() + ": cannot enable WAL journaling (mode is '" + mode + "')",
                   "Put the workspace on a local file system that supports shared memory.");

@@ -1,6 +1,8 @@
 // Concurrency and crash safety: a reader on its own connection while one
-// writer inserts (never busy, always a committed prefix), and a writer process
-// killed with SIGKILL mid-write (file intact, every committed batch present).
+// writer inserts (never busy, always a committed prefix), a writer process
+// killed with SIGKILL mid-write (file intact, every committed batch present),
+// and processes that open one new workspace at the same instant (as the ranks
+// of a data-parallel run do).
 #include <atomic>
 #include <csignal>
 #include <sys/wait.h>
@@ -133,6 +135,50 @@ TEST(StoreConcurrency, KillMinus9MidWriteKeepsEveryCommittedBatch) {
     EXPECT_GE(static_cast<std::int64_t>(rows.size()), committed);  // every reported batch is there
     EXPECT_EQ(rows.size() % kBatch, 0u);  // and no half batch
     committed = static_cast<std::int64_t>(rows.size());
+  }
+}
+
+// Several processes released at once onto a workspace file that does not exist
+// yet: each one creates or joins it, switches it to WAL and migrates it. None
+// may fail with "database is locked" (switching to WAL needs an exclusive lock,
+// and SQLite answers a would-be deadlock at once, without the busy handler).
+TEST(StoreConcurrency, ProcessesOpeningANewWorkspaceAtOnceAllSucceed) {
+  constexpr int kProcesses = 6;
+  for (int round = 0; round < 8; ++round) {
+    const fs::path path = freshDbPath("open-at-once-" + std::to_string(round));
+    int gate[2];
+    ASSERT_EQ(::pipe(gate), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < kProcesses; ++i) {
+      pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        ::close(gate[1]);
+        char c = 0;
+        (void)::read(gate[0], &c, 1);  // returns when the parent closes the gate
+        try {
+          RunStore store(path);
+          store.createRun(std::nullopt, "r" + std::to_string(i), "train", "{}", "cpu");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "process %d: %s\n", i, e.what());
+          ::_exit(1);
+        }
+        ::_exit(0);
+      }
+      children.push_back(child);
+    }
+    ::close(gate[0]);
+    ::close(gate[1]);  // all children wake together
+    int failed = 0;
+    for (pid_t child : children) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(child, &status, 0), child);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    EXPECT_EQ(failed, 0) << "round " << round;
+    RunStore store(path);
+    EXPECT_EQ(store.listRuns({}).size(), static_cast<std::size_t>(kProcesses)) << "round " << round;
+    EXPECT_EQ(store.integrityCheck(), "ok");
   }
 }
 

@@ -36,6 +36,14 @@ std::string rankCommand(int rank, int world, int port, const fs::path& spec, con
          shellQuote((ws / ("rank" + std::to_string(rank) + ".log")).string()) + " 2>&1";
 }
 
+// Ranks 1 and 0 of one run; the exit status is r0 * 16 + r1. When rank 0
+// fails, rank 1 is stopped at once rather than left waiting for its peer until
+// the rendezvous timeout (as a launcher does when one rank dies).
+std::string twoRankCommand(int port, const fs::path& spec, const fs::path& ws) {
+  return "( exec env " + rankCommand(1, 2, port, spec, ws) + " ) & p=$!; " + rankCommand(0, 2, port, spec, ws) +
+         "; r0=$?; if [ $r0 -ne 0 ]; then kill -KILL $p 2>/dev/null; fi; wait $p; r1=$?; exit $((r0 * 16 + r1))";
+}
+
 std::string readFile(const fs::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -65,8 +73,7 @@ TEST(DataParallel, TwoGlooRanksEqualOneRankWithTheCombinedBatch) {
   const fs::path one = writeSpec(ws, "one", spec);
 
   const int port = freeLoopbackPort();
-  const std::string both = "( " + rankCommand(1, 2, port, two, ws) + " ) & p=$!; " + rankCommand(0, 2, port, two, ws) +
-                           "; r0=$?; wait $p; r1=$?; exit $((r0 * 16 + r1))";
+  const std::string both = twoRankCommand(port, two, ws);
   std::string out;
   ASSERT_EQ(runCommand(both, &out), 0) << out << "\nrank 0:\n" << readFile(ws / "rank0.log") << "\nrank 1:\n"
                                        << readFile(ws / "rank1.log");
@@ -153,8 +160,7 @@ TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
   const fs::path one = writeSpec(ws, "one", spec);
   const int port = freeLoopbackPort();
   std::string out;
-  const std::string both = "( " + rankCommand(1, 2, port, two, ws) + " ) & p=$!; " + rankCommand(0, 2, port, two, ws) +
-                           "; r0=$?; wait $p; r1=$?; exit $((r0 * 16 + r1))";
+  const std::string both = twoRankCommand(port, two, ws);
   ASSERT_EQ(runCommand(both, &out), 0) << out << "\nrank 0:\n" << readFile(ws / "rank0.log") << "\nrank 1:\n"
                                        << readFile(ws / "rank1.log");
   ASSERT_EQ(runCommand("OMP_NUM_THREADS=1 " + engine() + " run " + shellQuote(one.string()) + " --db " +
