@@ -92,21 +92,27 @@ inline torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& i
   return torch::cat(parts, 1);
 }
 
-// An HF folder `dir` holding a randomly initialised demo-gqa of vocabulary 400
-// (init std 0.2, `maxPositions` positions) and a BPE tokenizer trained on the
-// Python tutorial that Debian ships: a small model with a real tokenizer.
-inline void writeSmallTextModel(const std::filesystem::path& dir, int maxPositions = 2048) {
+// A byte-level BPE tokenizer of `vocab` entries trained on the Python tutorial
+// that Debian ships, written to `out` (its folder is created).
+inline void trainTutorialTokenizer(const std::filesystem::path& out, int vocab) {
   BpeTrainOptions opts;
-  opts.vocabSize = 400;
+  opts.vocabSize = vocab;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) {
     files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
-  std::filesystem::create_directories(dir.parent_path());
+  std::filesystem::create_directories(out.parent_path());
   NullProgress quiet;
   CancelToken cancel;
-  trainBpeTokenizer(files, opts, dir.parent_path() / "tokenizer.json", quiet, cancel);
+  trainBpeTokenizer(files, opts, out, quiet, cancel);
+}
+
+// An HF folder `dir` holding a randomly initialised demo-gqa of vocabulary 400
+// (init std 0.2, `maxPositions` positions) and a BPE tokenizer trained on the
+// Python tutorial that Debian ships: a small model with a real tokenizer.
+inline void writeSmallTextModel(const std::filesystem::path& dir, int maxPositions = 2048) {
+  trainTutorialTokenizer(dir.parent_path() / "tokenizer.json", 400);
   ModelConfig cfg = builtinArchitecture("demo-gqa", 400);
   cfg.maxPositionEmbeddings = maxPositions;
   initModel(cfg, dir, 1, DType::F32, 0.2);

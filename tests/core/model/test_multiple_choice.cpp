@@ -26,14 +26,7 @@ namespace {
 fs::path modelWithTokenizer() {
   static const fs::path dir = [] {
     const fs::path root = scratchDir("mc-model");
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial")) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    BpeTrainOptions opts;
-    opts.vocabSize = 400;
-    NullProgress quiet;
-    CancelToken cancel;
-    trainBpeTokenizer(files, opts, root / "tokenizer.json", quiet, cancel);
+    trainTutorialTokenizer(root / "tokenizer.json", 400);
     std::string log;
     if (runPython("hf_llama.py", {"make", (root / "model").string(), "--vocab", "400", "--std", "0.3"}, &log) != 0)
       ADD_FAILURE() << log;
