@@ -70,7 +70,7 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
     q_proj = register_module("q_proj", linear(cfg.hiddenSize, m_heads * qk));
   }
   kv_a_proj_with_mqa = register_module("kv_a_proj_with_mqa", linear(cfg.hiddenSize, m_dC + m_dRope));
-  if (a.latentNorm) kv_a_layernorm = register_module("kv_a_layernorm", RmsNorm(m_dC, cfg.rmsNormEps));
+  if (a.latentNorm) kv_a_layernorm = register_module("kv_a_layernorm", RmsNorm(m_dC, m_eps));
   if (!a.ropeSourcePairs.empty()) {
     // rotate_half layout on d_R: pair k at column k and k + d_R/2.
     std::vector<std::int64_t> cols;
@@ -78,6 +78,7 @@ LatentAttentionLayer::LatentAttentionLayer(const ModelConfig& cfg, int /*layer*/
     for (int p : a.ropeSourcePairs) cols.push_back(p);
     for (int p : a.ropeSourcePairs) cols.push_back(p + half);
     m_ropeCols = torch::tensor(cols, torch::kInt64);
+    m_sourceIsModelHead = a.ropeSourceHeadDim == cfg.headDim;
   }
   kv_b_proj = register_module(
       "kv_b_proj", linear(a.latentDim(), static_cast<std::int64_t>(m_latentHeads) * m_group * (m_dNope + m_dV)));
@@ -201,7 +202,10 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
     qRope = halves(qRope);
     kRope = halves(kRope);
   }
-  auto [cos, sin] = m_rope.range(ctx.startPos, T, x.scalar_type(), x.device());    // (T, dR) or the source's (T, d_h)
+  // A conversion whose source head is the model's own uses the model's table
+  // (the same frequencies) rather than a copy per layer.
+  RopeTables& rope = m_sourceIsModelHead && ctx.rope != nullptr ? *ctx.rope : m_rope;
+  auto [cos, sin] = rope.range(ctx.startPos, T, x.scalar_type(), x.device());      // (T, dR) or the source's (T, d_h)
   if (m_ropeCols.defined()) {
     if (m_ropeCols.device() != x.device()) m_ropeCols = m_ropeCols.to(x.device());
     cos = cos.index_select(1, m_ropeCols);

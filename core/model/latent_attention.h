@@ -53,6 +53,7 @@ class LatentAttentionLayer : public AttentionModule {
   MlaDecode m_decode = MlaDecode::Absorbed;
   RopeTables m_rope;
   torch::Tensor m_ropeCols;  // conversions: the d_R columns of the source head's (T, d_h) tables
+  bool m_sourceIsModelHead = false;  // ... and that head is the model's: its RoPE table is the model's
 };
 
 // Sets the decode mode of every from-scratch latent layer of `model`.
