@@ -139,19 +139,16 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
     for (const auto& item : model->named_parameters(true)) {
       const std::string& name = item.key();
       auto w = item.value().detach();
-      auto ends = [&](const std::string& suffix) {
-        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-      };
-      if (ends("self_attn.q_proj.weight") || ends("self_attn.q_b_proj.weight")) {
+      if (name.ends_with("self_attn.q_proj.weight") || name.ends_with("self_attn.q_b_proj.weight")) {
         if (permute) w = interleaveQueryRows(w, cfg.numHeads, a.dNope, a.dRope);
-      } else if (ends("self_attn.q_a_proj.weight")) {
+      } else if (name.ends_with("self_attn.q_a_proj.weight")) {
         w = w * normInputScale;
-      } else if (ends("self_attn.q_a_layernorm.weight")) {
+      } else if (name.ends_with("self_attn.q_a_layernorm.weight")) {
         w = w * qScale;
-      } else if (ends("self_attn.kv_a_proj_with_mqa.weight")) {
+      } else if (name.ends_with("self_attn.kv_a_proj_with_mqa.weight")) {
         auto kRope = w.narrow(0, a.dC, a.dRope);
         w = torch::cat({w.narrow(0, 0, a.dC) * normInputScale, permute ? interleaveRows(kRope) : kRope}, 0);
-      } else if (ends("self_attn.kv_a_layernorm.weight")) {
+      } else if (name.ends_with("self_attn.kv_a_layernorm.weight")) {
         w = w * kvScale;
       }
       auto t = w.to(type).contiguous();

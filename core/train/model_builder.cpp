@@ -53,12 +53,9 @@ void initializeWeights(CausalLm& model, double std, bool zeroOutput) {
   torch::NoGradGuard noGrad;
   for (auto& item : model.named_parameters(true)) {
     const std::string& name = item.key();
-    auto endsWith = [&](const std::string& s) {
-      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
     if (name.find("norm") != std::string::npos) item.value().fill_(1.0);
-    else if (endsWith(".bias")) item.value().zero_();
-    else if (zeroOutput && (endsWith("o_proj.weight") || endsWith("down_proj.weight"))) item.value().zero_();
+    else if (name.ends_with(".bias")) item.value().zero_();
+    else if (zeroOutput && (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))) item.value().zero_();
     else item.value().normal_(0.0, std);
   }
 }
