@@ -45,8 +45,12 @@ bool MainWindow::exportRunCheckpoint(qint64 runId, QString outDir) {
     return false;
   }
   if (outDir.isEmpty()) {
-    const QString suggested =
+    // A folder not there yet: the engine never writes into an existing one
+    // (and an existing folder would open the dialog inside it, name empty).
+    const QString base =
         QDir(m_ws.dir).filePath(QStringLiteral("exports/run-%1-step-%2-deepseek-v3").arg(runId).arg(newest.step));
+    QString suggested = base;
+    for (int n = 2; QFileInfo::exists(suggested); ++n) suggested = base + QStringLiteral("-%1").arg(n);
     QDir().mkpath(QFileInfo(suggested).path());
     outDir = QFileDialog::getSaveFileName(this, tr("Export run #%1 as DeepSeek-V3: the new model folder").arg(runId),
                                           suggested);

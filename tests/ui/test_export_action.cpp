@@ -4,6 +4,7 @@
 // into the file dialog; the engine writes a DeepSeek-V3 folder. An MHA2MLA
 // run is refused in the banner with the reason, and nothing is asked.
 #include <QApplication>
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -118,6 +119,16 @@ private Q_SLOTS:
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QSignalSpy finished(&w, &MainWindow::exportFinished);
 
+    // An earlier export took the suggested folder: the dialog offers the next free name.
+    int step = -1;
+    {
+      RunStore store(ws.dbPath().toStdString());
+      for (const ModelChoice& c : listModelChoices(store, ws.dir))
+        if (c.run == deepseek && step < 0) step = c.step;
+    }
+    QVERIFY(step > 0);
+    const QString taken = QDir(ws.dir).filePath(QStringLiteral("exports/run-%1-step-%2-deepseek-v3").arg(deepseek).arg(step));
+    QVERIFY(QDir().mkpath(taken));
     const QString target = dir.filePath(QStringLiteral("exported-deepseek"));
     {
       uitest::DialogAnswerer answers({target});
@@ -126,6 +137,7 @@ private Q_SLOTS:
       QTRY_VERIFY_WITH_TIMEOUT(click.clicked(), 5000);
       QTRY_COMPARE_WITH_TIMEOUT(answers.seen(), 1, 5000);
       QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+      QCOMPARE(QDir::cleanPath(answers.offered().value(0)), QDir::cleanPath(taken + QStringLiteral("-2")));
     }
     QVERIFY2(finished.first().at(0).toBool(), qPrintable(w.lastExportMessage()));
     QCOMPARE(finished.first().at(1).toString(), target);

@@ -88,6 +88,7 @@ void DialogAnswerer::poll() {
   m_current = dialog;
   m_polls = 0;
   ++m_seen;
+  m_offered.push_back(dialog->selectedFiles().value(0));
   const QString answer = m_answers.isEmpty() ? QString() : m_answers.takeFirst();
   auto* name = dialog->findChild<QLineEdit*>(QStringLiteral("fileNameEdit"));
   if (name == nullptr || answer.isEmpty()) {

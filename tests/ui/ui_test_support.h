@@ -31,15 +31,17 @@ bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
 
 // Answers the file dialogs the window opens, in order: each path into the
 // dialog's file name field, then a click on its accept button; an empty or
-// missing answer rejects the dialog. Counts the dialogs it saw.
+// missing answer rejects the dialog. Counts the dialogs it saw and keeps the
+// path each one offered before it was answered.
 class DialogAnswerer : public QObject {
 public:
   explicit DialogAnswerer(QStringList answers);
   int seen() const { return m_seen; }
+  const QStringList& offered() const { return m_offered; }
 
 private:
   void poll();
-  QStringList m_answers;
+  QStringList m_answers, m_offered;
   QTimer m_timer;
   QPointer<QFileDialog> m_current;
   int m_seen = 0;
