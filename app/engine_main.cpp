@@ -108,6 +108,19 @@ int cmdInspect(int argc, char** argv) {
       j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
                   {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
     }
+    // The cache per layer kind: RoPE layers, and an MHA2MLA conversion's NoPE layers (latent only).
+    json kinds = json::array({{{"kind", "rope"},
+                               {"layers", c.numLayers - s.kv.nopeLayers},
+                               {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
+    if (s.kv.nopeLayers > 0) {
+      kinds.push_back({{"kind", "nope"}, {"layers", s.kv.nopeLayers},
+                       {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
+    }
+    j["kv_layer_kinds"] = kinds;
+    j["kv_key_scale_elements_per_token_per_layer"] = s.kv.keyScalePerTokenPerLayer;
+    j["qk_norm"] = c.qkNorm;
+    j["nope_layers"] = c.nopeLayers;
+    j["rotary_dim"] = c.ropeDim();
     if (c.latent) {
       const LatentAttention& a = *c.latent;
       j["latent"] = {{"variant", a.name()},          {"d_c", a.dC},        {"d_rope", a.dRope},
@@ -143,6 +156,15 @@ int cmdInspect(int argc, char** argv) {
   std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
               static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
               formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
+  if (s.kv.nopeLayers > 0) {
+    std::printf("kv per layer  %lld elements in each of %d RoPE layers, %lld in each of %d NoPE layers (latent only)\n",
+                static_cast<long long>(s.kv.perTokenPerLayer), c.numLayers - s.kv.nopeLayers,
+                static_cast<long long>(s.kv.nopePerTokenPerLayer), s.kv.nopeLayers);
+  }
+  if (s.kv.keyScalePerTokenPerLayer > 0) {
+    std::printf("kv key norm   %lld key-norm scales per layer included (one per KV head: QK norm kept exact)\n",
+                static_cast<long long>(s.kv.keyScalePerTokenPerLayer));
+  }
   if (s.kv.tpDegree > 1) {
     std::printf("kv per device %lld elements/token (%lld per layer) = %s/token under %d-way tensor parallelism\n",
                 static_cast<long long>(s.kv.perDevicePerToken), static_cast<long long>(s.kv.perDevicePerTokenPerLayer),

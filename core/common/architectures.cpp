@@ -1,5 +1,6 @@
-// Built-in shapes: SmolLM-135M/360M/1.7B, Llama-2-7B, the MLRA paper's
-// scale and the demo models; attention variants of a shape.
+// Built-in shapes: SmolLM-135M/360M/1.7B, Llama-2-7B, Qwen3-0.6B/1.7B/4B,
+// SmolLM3-3B, Phi-4-mini, the MLRA paper's scale and the demo models;
+// attention variants of a shape.
 #include "latentlab/architectures.h"
 
 #include <cstdlib>
@@ -28,6 +29,37 @@ ModelConfig shape(int vocab, int hidden, int inter, int layers, int heads, int k
   return c;
 }
 
+// Qwen3: QK norms, head_dim 128 whatever the width, tied at these sizes.
+ModelConfig qwen3(int hidden, int inter, int layers, int heads, bool tied) {
+  ModelConfig c = shape(151936, hidden, inter, layers, heads, 8, tied, 1e-6, 1000000.0, 40960);
+  c.modelType = "qwen3";
+  c.architecture = "Qwen3ForCausalLM";
+  c.headDim = 128;
+  c.qkNorm = true;
+  return c;
+}
+
+// SmolLM3-3B: every 4th layer without RoPE.
+ModelConfig smollm3() {
+  ModelConfig c = shape(128256, 2048, 11008, 36, 16, 4, true, 1e-6, 5000000.0, 65536);
+  c.modelType = "smollm3";
+  c.architecture = "SmolLM3ForCausalLM";
+  for (int l = 3; l < c.numLayers; l += 4) c.nopeLayers.push_back(l);
+  return c;
+}
+
+// Phi-4-mini: 96 of 128 head dims rotate, fused projections. The shape only:
+// its checkpoint's longrope factors come with the checkpoint (the shape's RoPE
+// is unscaled, at the 4k original context).
+ModelConfig phi4mini() {
+  ModelConfig c = shape(200064, 3072, 8192, 32, 24, 8, true, 1e-5, 10000.0, 4096);
+  c.modelType = "phi3";
+  c.architecture = "Phi3ForCausalLM";
+  c.rotaryDim = 96;
+  c.fusedProjections = true;
+  return c;
+}
+
 const std::map<std::string, ModelConfig>& table() {
   static const std::map<std::string, ModelConfig> t = {
       // HF SmolLM family (GQA, tied embeddings, d_h 64).
@@ -36,6 +68,12 @@ const std::map<std::string, ModelConfig>& table() {
       {"smollm-1.7b", shape(49152, 2048, 8192, 24, 32, 32, true, 1e-5, 10000.0, 2048)},
       // Llama-2-7B (MHA, d_h 128).
       {"llama-2-7b", shape(32000, 4096, 11008, 32, 32, 32, false, 1e-5, 10000.0, 4096)},
+      // The 2025-26 small open models.
+      {"qwen3-0.6b", qwen3(1024, 3072, 28, 16, true)},
+      {"qwen3-1.7b", qwen3(2048, 6144, 28, 16, true)},
+      {"qwen3-4b", qwen3(2560, 9728, 36, 32, true)},
+      {"smollm3-3b", smollm3()},
+      {"phi-4-mini", phi4mini()},
       // Demo bases pre-trained by LatentLab on CPU (d_h 32: r = 2 by default).
       {"demo-mha", shape(4096, 128, 352, 4, 4, 4, true, 1e-5, 10000.0, 1024)},
       {"demo-gqa", shape(4096, 128, 352, 4, 4, 2, true, 1e-5, 10000.0, 1024)},
@@ -135,6 +173,14 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     if (a.dRope % 2 != 0) badOption(where, opt + ".d_rope", "must be even (RoPE rotates pairs), got " + std::to_string(a.dRope));
     cfg.numKvHeads = nh;
     cfg.latent = a;
+    // A latent layer has its own RoPE key and no QK norms: a family's layer
+    // options stay with the family's own attention (MHA / GQA variants).
+    cfg.qkNorm = false;
+    cfg.nopeLayers.clear();
+    cfg.rotaryDim = 0;
+    cfg.fusedProjections = false;
+    cfg.modelType = "llama";
+    cfg.architecture = "LlamaForCausalLM";
   }
   cfg.validate(where + ".attention");
   if (o.match == "architecture") return matchParameters(cfg, countParameters(base), o.matchMultiple);

@@ -18,7 +18,7 @@ int headsPerDevice(int heads, int tpDegree) {
 
 namespace {
 int effectivePairs(const ModelConfig& cfg, const KvSettings& s) {
-  if (s.fullRope) return cfg.headDim / 2;
+  if (s.fullRope) return cfg.ropeDim() / 2;
   return s.ropePairs > 0 ? s.ropePairs : defaultRopePairs(cfg.headDim);
 }
 } // namespace
@@ -64,6 +64,18 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
   if (cfg.mla) return std::string("the model is already MLA-converted; convert its original instead");
   if (cfg.latent) return std::string("the model has latent attention from scratch; conversion needs MHA/GQA");
   if (s.method == KvMethod::DeepSeek) {
+    if (cfg.qkNorm) {
+      return std::string("the model normalises its keys (QK norm, q_norm/k_norm); DeepSeek-V3 attention has no key norm "
+                         "and its latent cannot hold one exactly: use the mha2mla target, whose cache keeps the norm exact");
+    }
+    if (!cfg.nopeLayers.empty()) {
+      return std::string("the model has layers without RoPE (no_rope_layers); the DeepSeek target's shared RoPE key "
+                         "needs RoPE in every layer: use the mha2mla target");
+    }
+    if (cfg.rotaryDim > 0) {
+      return std::string("the model rotates only part of each head (partial_rotary_factor); the DeepSeek target needs "
+                         "fully rotating heads: use the mha2mla target");
+    }
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
     if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, s), s.freqFold, nullptr)) return why;
     if (s.svd == SvdMethod::Split) return std::string("the DeepSeek target has one joint latent; use SVD_joint");
@@ -82,18 +94,22 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
     if (cfg.slidingWindow) return std::string("the model uses a sliding window, which DeepSeek-V3 attention has not");
     return std::nullopt;
   }
-  const int half = cfg.headDim / 2;
+  const int half = cfg.ropeDim() / 2;   // the pairs of the rotating dims
   if (!s.fullRope) {
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
     const int r = effectivePairs(cfg, s);
     if (r < 1) return std::string("r must be at least 1");
     if (r > half) {
+      if (cfg.rotaryDim > 0) {
+        return "r = " + std::to_string(r) + " exceeds the " + std::to_string(half) + " frequency pairs that rotate (" +
+               std::to_string(cfg.rotaryDim) + " of " + std::to_string(cfg.headDim) + " head dims)";
+      }
       return "r = " + std::to_string(r) + " exceeds d_h/2 = " + std::to_string(half) +
              " frequency pairs per head";
     }
     if (s.uniformStrategy && half % r != 0) {
-      return "S_uniform needs r to divide d_h/2 = " + std::to_string(half) + " (got r = " +
-             std::to_string(r) + ")";
+      return "S_uniform needs r to divide " + std::string(cfg.rotaryDim > 0 ? "the rotating pairs" : "d_h/2") + " = " +
+             std::to_string(half) + " (got r = " + std::to_string(r) + ")";
     }
   }
   const int r = effectivePairs(cfg, s);
@@ -181,16 +197,24 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
     const int r = effectivePairs(cfg, s);
     b.effectiveRopePairs = r;
     const std::int64_t latentPerHead = s.svd == SvdMethod::Joint ? s.dKv : 2LL * s.dKv;
-    b.perTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * (2LL * r + latentPerHead);
-    b.perDevicePerTokenPerLayer = onDevice * (2LL * r + latentPerHead);
+    // QK norm: one key-norm scale per token and KV head beside the latent (docs/conversion.md).
+    b.keyScalePerTokenPerLayer = cfg.qkNorm ? cfg.numKvHeads : 0;
+    const std::int64_t scalePerHead = cfg.qkNorm ? 1 : 0;
+    b.perTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * (2LL * r + latentPerHead + scalePerHead);
+    b.perDevicePerTokenPerLayer = onDevice * (2LL * r + latentPerHead + scalePerHead);
+    // A NoPE layer (SmolLM3) caches the latent alone.
+    b.nopeLayers = static_cast<int>(cfg.nopeLayers.size());
+    b.nopePerTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * (latentPerHead + scalePerHead);
+    b.nopePerDevicePerTokenPerLayer = onDevice * (latentPerHead + scalePerHead);
   }
-  b.perDevicePerToken = b.perDevicePerTokenPerLayer * cfg.numLayers;
+  const std::int64_t ropeLayers = cfg.numLayers - b.nopeLayers;
+  b.perDevicePerToken = b.perDevicePerTokenPerLayer * ropeLayers + b.nopePerDevicePerTokenPerLayer * b.nopeLayers;
   b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
-  b.perToken = b.perTokenPerLayer * cfg.numLayers;
+  b.perToken = b.perTokenPerLayer * ropeLayers + b.nopePerTokenPerLayer * b.nopeLayers;
   b.bytesPerToken = b.perToken * bytes;
-  b.originalBytesPerToken = b.originalPerTokenPerLayer * cfg.numLayers * bytes;
-  b.saving = static_cast<double>(b.perTokenPerLayer - b.originalPerTokenPerLayer) /
-             static_cast<double>(b.originalPerTokenPerLayer);
+  const std::int64_t originalPerToken = b.originalPerTokenPerLayer * cfg.numLayers;
+  b.originalBytesPerToken = originalPerToken * bytes;
+  b.saving = static_cast<double>(b.perToken - originalPerToken) / static_cast<double>(originalPerToken);
   return b;
 }
 
@@ -222,7 +246,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
   KvSettings s;
   s.method = KvMethod::Mha2Mla;
   s.ropePairs = cfg.mla->ropePairs;
-  s.fullRope = cfg.mla->ropePairs * 2 == cfg.headDim;
+  s.fullRope = cfg.mla->ropePairs * 2 == cfg.ropeDim();
   s.dKv = cfg.mla->dKv;
   s.svd = cfg.mla->svdMethod == "split" ? SvdMethod::Split : SvdMethod::Joint;
   return computeKvBudget(original, s, cacheDType, tpDegree);

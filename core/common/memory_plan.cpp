@@ -55,6 +55,8 @@ double layerElements(const ModelConfig& c) {
   } else {
     e += 3.0 * c.numHeads * c.headDim + 2.0 * c.numKvHeads * c.headDim;
   }
+  // QK norms (Qwen3) keep the raw and the normalised query and key.
+  if (c.qkNorm && !c.latent) e += 2.0 * (c.numHeads + c.numKvHeads) * c.headDim;
   return e;
 }
 

@@ -47,10 +47,6 @@ DType parseDType(const std::string& name) {
               "Use one of f32, bf16, f16, f64.");
 }
 
-namespace {
-const std::set<std::string> kSupportedModelTypes = {"llama", "qwen2", "mistral"};
-} // namespace
-
 namespace detail {
 
 // Reads `rope_theta` and the scaling of either layout: transformers 4's
@@ -59,8 +55,21 @@ namespace detail {
 // requires them: linear and dynamic need factor; llama3 factor,
 // low_freq_factor, high_freq_factor; yarn factor (original context, betas,
 // mscale, attention_factor optional).
+void readPartialRotary(const JsonReader& r, ModelConfig& cfg) {
+  const double f = r.requireDouble("partial_rotary_factor");
+  if (!(f > 0 && f <= 1)) r.fail("partial_rotary_factor", "must be in (0, 1]");
+  // transformers: int(head_dim * factor) dims rotate.
+  const int dims = static_cast<int>(cfg.headDim * f);
+  if (dims < 2 || dims % 2 != 0) {
+    r.fail("partial_rotary_factor", "gives " + std::to_string(dims) + " rotating dims of a " +
+                                        std::to_string(cfg.headDim) + "-dim head; it must be a positive even number");
+  }
+  cfg.rotaryDim = dims == cfg.headDim ? 0 : dims;
+}
+
 void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   cfg.ropeTheta = r.optDouble("rope_theta", 10000.0);
+  if (r.has("partial_rotary_factor")) readPartialRotary(r, cfg);
   const json* params = nullptr;
   std::string where;
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object()) {
@@ -78,15 +87,13 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   if (where == "rope_parameters") cfg.ropeTheta = p.optDouble("rope_theta", cfg.ropeTheta);
   RopeScaling& s = cfg.ropeScaling;
   s.type = p.has("rope_type") ? p.requireString("rope_type") : p.optString("type", "default");
-  static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "yarn", "llama3"};
+  if (s.type == "su") s.type = "longrope";   // Phi-3's early name, read as transformers does
+  static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
   if (!kTypes.count(s.type)) {
     throw Error(ErrorCode::Unsupported, src + ": rope_type '" + s.type + "' is not supported",
-                "LatentLab reads the RoPE variants of the Llama family: default, linear, dynamic (NTK), yarn, llama3.");
+                "LatentLab reads these RoPE variants: default, linear, dynamic (NTK), yarn, llama3, longrope.");
   }
-  if (p.has("partial_rotary_factor") && p.requireDouble("partial_rotary_factor") != 1.0) {
-    throw Error(ErrorCode::Unsupported, src + ": partial_rotary_factor " + params->at("partial_rotary_factor").dump() +
-                                            " is not supported (RoPE on every head dim only)");
-  }
+  if (p.has("partial_rotary_factor")) readPartialRotary(p, cfg);
   auto positive = [&](const char* key) {
     const double v = p.requireDouble(key);
     if (!(v > 0) || !std::isfinite(v)) p.fail(key, "must be a positive number, got " + params->at(key).dump());
@@ -111,6 +118,27 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
     if (p.has("mscale")) s.mscale = p.requireDouble("mscale");
     if (p.has("mscale_all_dim")) s.mscaleAllDim = p.requireDouble("mscale_all_dim");
     s.truncate = p.optBool("truncate", true);
+  } else if (s.type == "longrope") {
+    // transformers: the top-level original context wins; factor defaults to
+    // context / original context; the attention factor is derived from it.
+    s.originalMaxPositionEmbeddings =
+        r.has("original_max_position_embeddings") ? r.requireInt("original_max_position_embeddings")
+                                                  : p.optInt("original_max_position_embeddings", cfg.maxPositionEmbeddings);
+    if (s.originalMaxPositionEmbeddings < 1) p.fail("original_max_position_embeddings", "must be positive");
+    s.factor = p.has("factor") ? positive("factor")
+                               : static_cast<double>(cfg.maxPositionEmbeddings) / s.originalMaxPositionEmbeddings;
+    if (p.has("attention_factor")) s.attentionFactor = positive("attention_factor");
+    auto factors = [&](const char* key) {
+      std::vector<double> out;
+      if (!params->contains(key) || !params->at(key).is_array()) p.fail(key, "must be a list of numbers");
+      for (const auto& v : params->at(key)) {
+        if (!v.is_number() || !(v.get<double>() > 0)) p.fail(key, "must hold positive numbers");
+        out.push_back(v.get<double>());
+      }
+      return out;
+    };
+    s.shortFactor = factors("short_factor");
+    s.longFactor = factors("long_factor");
   }
   if ((s.type == "llama3" || s.type == "yarn") && s.originalMaxPositionEmbeddings < 1)
     p.fail("original_max_position_embeddings", "must be positive");
@@ -132,7 +160,13 @@ json ropeParametersJson(const ModelConfig& cfg) {
     if (s.attentionFactor) p["attention_factor"] = *s.attentionFactor;
     if (s.mscale) p["mscale"] = *s.mscale;
     if (s.mscaleAllDim) p["mscale_all_dim"] = *s.mscaleAllDim;
+  } else if (s.type == "longrope") {
+    p["original_max_position_embeddings"] = s.originalMaxPositionEmbeddings;
+    p["short_factor"] = s.shortFactor;
+    p["long_factor"] = s.longFactor;
+    if (s.attentionFactor) p["attention_factor"] = *s.attentionFactor;
   }
+  if (cfg.rotaryDim > 0) p["partial_rotary_factor"] = static_cast<double>(cfg.rotaryDim) / cfg.headDim;
   return p;
 }
 
@@ -162,17 +196,19 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
       "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
       "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
       "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
-      "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config"};
+      "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config",
+      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types"};
   static const std::map<std::string, std::string> kKnown = {
       {"transformers_version", "ignored (metadata)"},
       {"_name_or_path", "ignored (metadata)"},
       {"initializer_range", "ignored (initialisation only: the weights are loaded)"},
-      {"pad_token_id", "ignored (padding is not used: batches are full windows)"},
+      {"pad_token_id", "kept for the saved config.json (padding is not used: batches are full windows)"},
       {"use_cache", "ignored (LatentLab keeps a KV or latent cache when decoding)"},
       {"attention_dropout", "ignored (no dropout: the papers' recipes train without it)"},
       {"pretraining_tp", "ignored (Llama-2's tensor-parallel numerics; the same function)"},
       {"max_window_layers", "ignored (used with use_sliding_window, which is refused)"},
-      {"layer_types", "ignored (every layer is full attention)"},
+      {"resid_pdrop", "ignored (no dropout: the papers' recipes train without it)"},
+      {"embd_pdrop", "ignored (no dropout: the papers' recipes train without it)"},
       {"rope_interleave", "ignored"},
       {"output_attentions", "ignored"},
       {"output_hidden_states", "ignored"},
@@ -290,6 +326,9 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
     bad("conversion", "needs source_kv_heads and freq_fold of at least 1");
   }
   if (c.mla) bad("kind", "cannot be combined with latentlab_mla (an MHA2MLA conversion)");
+  if (c.qkNorm || !c.nopeLayers.empty() || c.rotaryDim != 0) {
+    bad("kind", "cannot be combined with QK norms, NoPE layers or partial rotary (a latent layer has its own RoPE key)");
+  }
 }
 
 } // namespace
@@ -301,6 +340,11 @@ std::string LatentAttention::name() const {
 }
 
 double RopeScaling::attentionScaling() const {
+  if (type == "longrope") {
+    if (attentionFactor) return *attentionFactor;
+    if (factor <= 1.0) return 1.0;
+    return std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(originalMaxPositionEmbeddings)));
+  }
   if (type != "yarn") return 1.0;
   if (attentionFactor) return *attentionFactor;
   auto mscaleOf = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
@@ -325,25 +369,34 @@ std::string RopeScaling::describe() const {
            num(betaSlow) + ", attention factor " + num(attentionScaling());
   } else if (type == "dynamic") {
     out += " beyond the context";
+  } else if (type == "longrope") {
+    out += ", original context " + std::to_string(originalMaxPositionEmbeddings) + ", long factors past it, attention factor " +
+           num(attentionScaling());
   }
   return out + ")";
 }
 
 double ModelConfig::softmaxScale(int dim) const {
-  const double s = ropeScaling.attentionScaling();
+  const double s = rotaryDim > 0 ? 1.0 : ropeScaling.attentionScaling();
   return s * s / std::sqrt(static_cast<double>(dim));
 }
 
+double ModelConfig::ropeTableScale() const {
+  return rotaryDim > 0 ? ropeScaling.attentionScaling() : 1.0;
+}
+
+bool ModelConfig::usesRope(int layer) const {
+  return !std::binary_search(nopeLayers.begin(), nopeLayers.end(), layer);
+}
+
 std::string ModelConfig::familyDescription() const {
-  std::string family = modelType == "qwen2"         ? "Qwen2"
-                       : modelType == "mistral"     ? "Mistral"
-                       : modelType == "deepseek_v3" ? "DeepSeek-V3, dense"
-                                                    : "Llama";
+  const detail::FamilyInfo* f = detail::findFamily(modelType);
+  std::string family = modelType == "deepseek_v3" ? "DeepSeek-V3, dense" : f != nullptr ? f->name : "Llama";
   char theta[32];
   std::snprintf(theta, sizeof theta, "%.10g", ropeTheta);
   std::string out = family + " (" + architecture + "), RoPE " + ropeScaling.describe() + ", theta " + theta;
   if (slidingWindow) out += ", sliding window " + std::to_string(*slidingWindow);
-  return out;
+  return out + detail::familyFeatures(*this);
 }
 
 void ModelConfig::validate(const std::string& source) const {
@@ -363,15 +416,38 @@ void ModelConfig::validate(const std::string& source) const {
   }
   if (rmsNormEps <= 0) bad("rms_norm_eps", "must be positive");
   if (ropeTheta <= 0) bad("rope_theta", "must be positive");
+  if (rotaryDim < 0 || rotaryDim > headDim || rotaryDim % 2 != 0) {
+    bad("partial_rotary_factor", "must leave an even number of rotating dims up to head_dim");
+  }
+  for (std::size_t i = 0; i < nopeLayers.size(); ++i) {
+    if (nopeLayers[i] < 0 || nopeLayers[i] >= numLayers || (i > 0 && nopeLayers[i] <= nopeLayers[i - 1])) {
+      bad("no_rope_layers", "must name distinct layers in [0, num_hidden_layers)");
+    }
+  }
+  if (ropeScaling.type == "longrope") {
+    const auto pairs = static_cast<std::size_t>(ropeDim() / 2);
+    if (ropeScaling.shortFactor.size() != pairs || ropeScaling.longFactor.size() != pairs) {
+      bad("rope_scaling", "longrope needs short_factor and long_factor of " + std::to_string(pairs) +
+                              " entries (one per rotating frequency pair), got " +
+                              std::to_string(ropeScaling.shortFactor.size()) + " and " +
+                              std::to_string(ropeScaling.longFactor.size()));
+    }
+  }
   if (mla) {
-    const int half = headDim / 2;
-    if (mla->ropePairs < 0 || mla->ropePairs > half) bad("latentlab_mla.rope_pairs", "must be in [0, head_dim/2]");
+    const int half = ropeDim() / 2;
+    if (mla->ropePairs < 0 || mla->ropePairs > half) bad("latentlab_mla.rope_pairs", "must be in [0, rotating dims/2]");
     if (mla->dKv <= 0) bad("latentlab_mla.d_kv", "must be positive");
     if (static_cast<int>(mla->pairs.size()) != numLayers) bad("latentlab_mla.pairs", "must have one entry per layer");
-    for (const auto& layer : mla->pairs) {
+    for (int l = 0; l < numLayers; ++l) {
+      const auto& layer = mla->pairs[static_cast<std::size_t>(l)];
       if (static_cast<int>(layer.size()) != numKvHeads) bad("latentlab_mla.pairs", "must have one entry per KV head");
+      // A NoPE layer keeps no pairs.
+      const std::size_t kept = usesRope(l) ? static_cast<std::size_t>(mla->ropePairs) : 0;
       for (const auto& head : layer) {
-        if (static_cast<int>(head.size()) != mla->ropePairs) bad("latentlab_mla.pairs", "must list rope_pairs pairs per head");
+        if (head.size() != kept) {
+          bad("latentlab_mla.pairs", "must list rope_pairs pairs per head of a RoPE layer and none in a NoPE layer (layer " +
+                                         std::to_string(l) + ")");
+        }
         for (int p : head) if (p < 0 || p >= half) bad("latentlab_mla.pairs", "has a pair index out of range");
       }
     }
@@ -393,17 +469,18 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   ModelConfig cfg;
   cfg.modelType = r.requireString("model_type");
   if (cfg.modelType == "deepseek_v3") return detail::readDeepSeekV3Config(j, r, source);
-  if (!kSupportedModelTypes.count(cfg.modelType)) {
+  const detail::FamilyInfo* family = detail::findFamily(cfg.modelType);
+  if (family == nullptr) {
     throw Error(ErrorCode::Unsupported,
                 source + ": model_type '" + cfg.modelType + "' is not supported",
-                "LatentLab reads Llama-family decoders (llama, qwen2, mistral) and dense DeepSeek-V3 (deepseek_v3).");
+                "LatentLab reads Llama-family decoders (" + detail::supportedFamilyTypes() +
+                    ") and dense DeepSeek-V3 (deepseek_v3).");
   }
   if (j.contains("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty() &&
       j.at("architectures").at(0).is_string()) {
     cfg.architecture = j.at("architectures").at(0).get<std::string>();
   } else {
-    cfg.architecture = cfg.modelType == "qwen2" ? "Qwen2ForCausalLM"
-                       : cfg.modelType == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM";
+    cfg.architecture = family->architecture;
   }
   const std::string act = r.optString("hidden_act", "silu");
   if (act != "silu") {
@@ -420,27 +497,12 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   cfg.maxPositionEmbeddings = r.optInt("max_position_embeddings", 2048);
   cfg.rmsNormEps = r.optDouble("rms_norm_eps", 1e-6);
   cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", false);
-  if (cfg.modelType == "qwen2") {
-    cfg.attentionBias = true;   // Qwen2: q/k/v carry biases, o_proj does not
-    cfg.oProjBias = false;
-    if (r.optBool("use_sliding_window", false)) {
-      throw Error(ErrorCode::Unsupported, source + ": sliding-window attention is not supported");
-    }
-  } else {
-    cfg.attentionBias = r.optBool("attention_bias", false);
-    cfg.oProjBias = cfg.attentionBias;
-  }
-  if (cfg.modelType == "mistral" && r.has("sliding_window")) {
-    // Full attention equals the window's while a sequence fits in it: runs
-    // and evals longer than the window are refused (CausalLm::forward).
-    const int window = r.requireInt("sliding_window");
-    if (window < 1) r.fail("sliding_window", "must be positive or null");
-    if (window < cfg.maxPositionEmbeddings) cfg.slidingWindow = window;
-  }
   cfg.mlpBias = r.optBool("mlp_bias", false);
   readRope(j, r, cfg);
+  detail::readFamilyFields(j, r, cfg);
   cfg.bosTokenId = firstTokenId(j, "bos_token_id", r);
   cfg.eosTokenId = firstTokenId(j, "eos_token_id", r);
+  cfg.padTokenId = firstTokenId(j, "pad_token_id", r);
   std::string dt = r.optString("torch_dtype", r.optString("dtype", "float32"));
   try {
     cfg.torchDType = parseDType(dt);
@@ -486,14 +548,15 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   j["max_position_embeddings"] = cfg.maxPositionEmbeddings;
   j["rope_theta"] = cfg.ropeTheta;
   if (!cfg.ropeScaling.isDefault()) j["rope_parameters"] = ropeParametersJson(cfg);
-  if (cfg.modelType == "mistral") j["sliding_window"] = cfg.slidingWindow ? json(*cfg.slidingWindow) : json(nullptr);
+  detail::writeFamilyFields(cfg, j);
   j["rms_norm_eps"] = cfg.rmsNormEps;
   j["tie_word_embeddings"] = cfg.tieWordEmbeddings;
   j["hidden_act"] = "silu";
-  if (cfg.modelType != "qwen2") j["attention_bias"] = cfg.attentionBias;
   j["mlp_bias"] = cfg.mlpBias;
   j["bos_token_id"] = cfg.bosTokenId ? json(*cfg.bosTokenId) : json(nullptr);
   j["eos_token_id"] = cfg.eosTokenId ? json(*cfg.eosTokenId) : json(nullptr);
+  // transformers builds the embedding with it (SmolLM3's and Phi-3's defaults lie past a small vocabulary).
+  j["pad_token_id"] = cfg.padTokenId ? json(*cfg.padTokenId) : json(nullptr);
   static const char* names[] = {"float32", "float16", "bfloat16", "float64"};
   j["torch_dtype"] = names[static_cast<int>(cfg.torchDType)];
   if (cfg.mla) {
@@ -527,6 +590,13 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
 }
 
 std::int64_t attentionParametersPerLayer(const ModelConfig& c) {
+  for (int l = 0; l < c.numLayers; ++l) {
+    if (c.usesRope(l)) return attentionParameters(c, l);
+  }
+  return attentionParameters(c, 0);
+}
+
+std::int64_t attentionParameters(const ModelConfig& c, int layer) {
   const std::int64_t d = c.hiddenSize, dh = c.headDim, nh = c.numHeads, nkv = c.numKvHeads;
   if (c.latent) {
     // q_a_proj + q_a_layernorm + q_b_proj, kv_a_proj_with_mqa + kv_a_layernorm,
@@ -543,11 +613,13 @@ std::int64_t attentionParametersPerLayer(const ModelConfig& c) {
   std::int64_t attn = d * nh * dh + nh * dh * d;            // q, o
   if (c.attentionBias) attn += nh * dh;
   if (c.oProjBias) attn += d;
+  if (c.qkNorm) attn += 2 * dh;                             // q_norm, k_norm
   if (!c.mla) {
     attn += 2 * d * nkv * dh;
     if (c.attentionBias) attn += 2 * nkv * dh;
   } else {
-    const std::int64_t r2 = 2 * c.mla->ropePairs, nope = dh - r2, dkv = c.mla->dKv;
+    // A NoPE layer keeps no RoPE key (no k_rope_proj).
+    const std::int64_t r2 = c.usesRope(layer) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, dkv = c.mla->dKv;
     attn += d * nkv * r2;                                    // k_rope_proj
     if (c.attentionBias) attn += nkv * r2 + nkv * nope + nkv * dh;  // rope, up-k, up-v biases
     if (c.mla->svdMethod == "split") {
@@ -564,8 +636,8 @@ std::int64_t attentionParametersPerLayer(const ModelConfig& c) {
 std::int64_t countParameters(const ModelConfig& c) {
   const std::int64_t d = c.hiddenSize, I = c.intermediateSize, V = c.vocabSize;
   std::int64_t mlp = 3 * d * I + (c.mlpBias ? 2 * I + d : 0);
-  std::int64_t layer = attentionParametersPerLayer(c) + mlp + 2 * d;
-  std::int64_t total = V * d + c.numLayers * layer + d;
+  std::int64_t total = V * d + d;
+  for (int l = 0; l < c.numLayers; ++l) total += attentionParameters(c, l) + mlp + 2 * d;
   if (!c.tieWordEmbeddings) total += V * d;
   return total;
 }

@@ -17,6 +17,23 @@ nlohmann::json ropeParametersJson(const ModelConfig& cfg);
 // A token id field that may be a list (the first entry is used).
 std::optional<int> firstTokenId(const nlohmann::json& j, const std::string& key, const JsonReader& r);
 
+// A Llama-family model type LatentLab reads (family_config.cpp).
+struct FamilyInfo {
+  const char* modelType;     // HF model_type: "qwen3"
+  const char* name;          // "Qwen3"
+  const char* architecture;  // transformers' class when config.json names none
+};
+const FamilyInfo* findFamily(const std::string& modelType);  // null when not supported
+std::string supportedFamilyTypes();                          // "llama, mistral, ..."
+// partial_rotary_factor of `r` (top level or inside the RoPE parameters) into cfg.rotaryDim.
+void readPartialRotary(const JsonReader& r, ModelConfig& cfg);
+// The fields in which cfg.modelType's family differs from Llama (biases,
+// windows, QK norms, NoPE layers, fused projections), after the shape and RoPE.
+void readFamilyFields(const nlohmann::json& j, const JsonReader& r, ModelConfig& cfg);
+void writeFamilyFields(const ModelConfig& cfg, nlohmann::json& j);
+// ", QK norm (...), 9 of 36 layers without RoPE (...)": the layer options in words.
+std::string familyFeatures(const ModelConfig& cfg);
+
 // A dense DeepSeek-V3 config.json (model_type deepseek_v3) as a latent model
 // in DeepSeek's layout (docs/conversion.md, "Reading DeepSeek-V3 folders").
 ModelConfig readDeepSeekV3Config(const nlohmann::json& j, const JsonReader& r, const std::string& source);

@@ -137,21 +137,30 @@ std::vector<torch::Tensor> calibrationBatches(const CalibrationSpec& c, const st
   return out;
 }
 
-std::string summarisePairs(const MlaConversion& m, int half, std::vector<int>& usage) {
+std::string summarisePairs(const ModelConfig& cfg, const MlaConversion& m, std::vector<int>& usage) {
+  const int half = cfg.ropeDim() / 2;
   usage.assign(static_cast<std::size_t>(half), 0);
   bool same = true;
-  const auto& first = m.pairs.front().front();
-  for (const auto& layer : m.pairs) {
-    for (const auto& head : layer) {
-      same = same && head == first;
+  const std::vector<int>* first = nullptr;
+  std::string nope;
+  for (int l = 0; l < cfg.numLayers; ++l) {
+    if (!cfg.usesRope(l)) {  // NoPE layers keep no pairs: their key is all latent
+      nope += " " + std::to_string(l);
+      continue;
+    }
+    for (const auto& head : m.pairs[static_cast<std::size_t>(l)]) {
+      if (first == nullptr) first = &head;
+      same = same && head == *first;
       for (int k : head) ++usage[static_cast<std::size_t>(k)];
     }
   }
   std::ostringstream s;
+  if (!nope.empty()) s << "layers without RoPE (latent only, r does not apply):" << nope << "; ";
+  if (first == nullptr) return s.str();
   s << "r=" << m.ropePairs << " of " << half << " pairs; ";
   if (same) {
     s << "same for all layers and KV heads:";
-    for (int k : first) s << ' ' << k;
+    for (int k : *first) s << ' ' << k;
   } else {
     s << "per layer and KV head; most kept:";
     std::vector<int> order(static_cast<std::size_t>(half));
@@ -251,7 +260,7 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     report.factorise = spec.factorise;
     if (mcfg.mla) {
       report.mla = *mcfg.mla;
-      report.pairsSummary = summarisePairs(report.mla, p.cfg.headDim / 2, report.pairUsage);
+      report.pairsSummary = summarisePairs(p.cfg, report.mla, report.pairUsage);
     } else {
       report.latent = *mcfg.latent;
       report.pairsSummary = summariseRoRope(*mcfg.latent, p.cfg.headDim / 2);

@@ -31,7 +31,7 @@ KvSettings kvSettings(const ConversionOptions& opts) {
 }
 
 int effectiveRopePairs(const ModelConfig& cfg, const ConversionOptions& opts) {
-  if (opts.rope == RopeStrategy::Full) return cfg.headDim / 2;
+  if (opts.rope == RopeStrategy::Full) return cfg.ropeDim() / 2;
   return opts.ropePairs > 0 ? opts.ropePairs : defaultRopePairs(cfg.headDim);
 }
 
@@ -96,7 +96,6 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
   torch::NoGradGuard noGrad;
 
   const int nkv = cfg.numKvHeads, dh = cfg.headDim, G = cfg.kvGroupSize();
-  const int r2 = 2 * mcfg.mla->ropePairs;
   const std::int64_t rank = static_cast<std::int64_t>(nkv) * opts.dKv;
   if (reconstructionError != nullptr) reconstructionError->clear();
   if (activationError != nullptr) activationError->clear();
@@ -109,11 +108,12 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
       throw Error(ErrorCode::BadInput, "conversion: layer " + std::to_string(l) + " is not original MHA/GQA attention",
                   "Convert the original checkpoint.");
     }
+    const int r2 = cfg.usesRope(l) ? 2 * mcfg.mla->ropePairs : 0;  // a NoPE layer keeps no RoPE dims
     // Row indices into q_proj / k_proj in the converted head layout.
     std::vector<std::int64_t> qRows, kRopeRows, kNopeRows;
     for (int g = 0; g < nkv; ++g) {
       const auto order =
-          MlaAttention::headDimOrder(pairs[static_cast<std::size_t>(l)][static_cast<std::size_t>(g)], dh);
+          MlaAttention::headDimOrder(pairs[static_cast<std::size_t>(l)][static_cast<std::size_t>(g)], dh, cfg.ropeDim());
       for (int j = 0; j < dh; ++j)
         (j < r2 ? kRopeRows : kNopeRows)
             .push_back(static_cast<std::int64_t>(g) * dh + order[static_cast<std::size_t>(j)]);
@@ -125,8 +125,12 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
     auto qIdx = indexTensor(qRows, device), ropeIdx = indexTensor(kRopeRows, device),
          nopeIdx = indexTensor(kNopeRows, device);
     m->q_proj->weight.copy_(a->q_proj->weight.index_select(0, qIdx));
-    m->k_rope_proj->weight.copy_(a->k_proj->weight.index_select(0, ropeIdx));
+    if (r2 > 0) m->k_rope_proj->weight.copy_(a->k_proj->weight.index_select(0, ropeIdx));
     m->o_proj->weight.copy_(a->o_proj->weight);
+    if (cfg.qkNorm) {  // the norms keep the original dim order (MlaAttention permutes their gains)
+      m->q_norm->weight.copy_(a->q_norm->weight);
+      m->k_norm->weight.copy_(a->k_norm->weight);
+    }
     if (cfg.oProjBias) m->o_proj->bias.copy_(a->o_proj->bias);
     auto wkNope = a->k_proj->weight.index_select(0, nopeIdx);  // (nkv*nope, d)
     torch::Tensor cov;
@@ -144,7 +148,7 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
     if (cfg.attentionBias) {
       // W x + b = W_up (W_down x) + b: the biases move after the up-projections.
       m->q_proj->bias.copy_(a->q_proj->bias.index_select(0, qIdx));
-      m->k_rope_proj->bias.copy_(a->k_proj->bias.index_select(0, ropeIdx));
+      if (r2 > 0) m->k_rope_proj->bias.copy_(a->k_proj->bias.index_select(0, ropeIdx));
       auto bkNope = a->k_proj->bias.index_select(0, nopeIdx);
       if (opts.svd == SvdMethod::Joint) {
         m->kv_up->bias.copy_(torch::cat({bkNope, a->v_proj->bias}));

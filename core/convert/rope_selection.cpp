@@ -49,7 +49,8 @@ const char* twoNormScoreName(TwoNormScore s) {
 PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
                              const CancelToken& cancel, LayerInputStats* inputs) {
   const ModelConfig& cfg = model.config();
-  const int L = cfg.numLayers, nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = dh / 2;
+  // Pairs of the rotating dims only (a Phi-3 head's trailing dims never rotate).
+  const int L = cfg.numLayers, nh = cfg.numHeads, nkv = cfg.numKvHeads, dh = cfg.headDim, half = cfg.ropeDim() / 2;
   if (batches.empty()) {
     throw Error(ErrorCode::BadInput, "2-norm calibration: no calibration sequences",
                 "S_2-norm needs token ids from the training data (calibration data file).");
@@ -58,16 +59,21 @@ PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& 
   out.query = torch::zeros({L, nh, half}, torch::kFloat64);
   out.key = torch::zeros({L, nkv, half}, torch::kFloat64);
   // Pair norms of (B, T, H*dh) projections summed over tokens -> (H, half) fp64.
-  auto pairNormSum = [&](const torch::Tensor& proj, int heads) {
-    auto p = proj.to(torch::kFloat64).view({-1, heads, dh});       // (B*T, H, dh)
-    auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_h/2
+  // With QK norms the pairs are measured after the norm: what RoPE turns.
+  auto pairNormSum = [&](const torch::Tensor& proj, int heads, RmsNorm norm) {
+    auto p = proj.view({proj.size(0), proj.size(1), heads, dh});   // (B, T, H, dh)
+    if (norm) p = norm->forward(p);
+    p = p.to(torch::kFloat64).view({-1, heads, dh});               // (B*T, H, dh)
+    auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_rot/2
     return (a.square() + b.square()).sqrt().sum(0).cpu();          // (H, half)
   };
   if (inputs != nullptr) *inputs = emptyInputStats(model);
   out.tokens = forEachAttentionInput(model, batches, progress, cancel, "2-norm calibration",
                                      [&](int l, LlamaAttention& attn, const torch::Tensor& h) {
-                                       out.query[l] += pairNormSum(attn.q_proj(h), nh);
-                                       out.key[l] += pairNormSum(attn.k_proj(h), nkv);
+                                       if (attn.usesRope()) {  // NoPE layers keep no pairs
+                                         out.query[l] += pairNormSum(attn.q_proj(h), nh, attn.q_norm);
+                                         out.key[l] += pairNormSum(attn.k_proj(h), nkv, attn.k_norm);
+                                       }
                                        if (inputs != nullptr) addAttentionInput(*inputs, l, h);
                                      });
   if (inputs != nullptr) inputs->tokens = out.tokens;
@@ -84,11 +90,11 @@ torch::Tensor twoNormScores(const PairNorms& norms, int kvHeads, TwoNormScore sc
 
 PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int ropePairs, const PairNorms* norms,
                               TwoNormScore score) {
-  const int half = cfg.headDim / 2;
+  const int half = cfg.ropeDim() / 2;
   const int r = strategy == RopeStrategy::Full ? half : ropePairs;
   if (r < 1 || r > half) {
-    throw Error(ErrorCode::BadInput, "r = " + std::to_string(r) + " must be in [1, d_h/2 = " + std::to_string(half) +
-                                         "] frequency pairs per head");
+    throw Error(ErrorCode::BadInput, "r = " + std::to_string(r) + " must be in [1, " + std::to_string(half) +
+                                         "] frequency pairs per head (the pairs of the rotating dims)");
   }
   std::vector<int> fixed;
   switch (strategy) {
@@ -111,7 +117,9 @@ PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int
   }
   const auto L = static_cast<std::size_t>(cfg.numLayers), nkv = static_cast<std::size_t>(cfg.numKvHeads);
   if (strategy != RopeStrategy::TwoNorm) {
-    return PairSelection(L, std::vector<std::vector<int>>(nkv, fixed));
+    PairSelection out(L, std::vector<std::vector<int>>(nkv, fixed));
+    for (int l : cfg.nopeLayers) out[static_cast<std::size_t>(l)] = std::vector<std::vector<int>>(nkv);
+    return out;
   }
   if (norms == nullptr || !norms->query.defined()) {
     throw Error(ErrorCode::BadInput, "S_2-norm needs calibration statistics",
@@ -121,6 +129,7 @@ PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int
   auto acc = scores.accessor<double, 3>();
   PairSelection out(L, std::vector<std::vector<int>>(nkv));
   for (std::size_t l = 0; l < L; ++l) {
+    if (!cfg.usesRope(static_cast<int>(l))) continue;  // a NoPE layer keeps no pairs
     for (std::size_t g = 0; g < nkv; ++g) {
       std::vector<int> order(static_cast<std::size_t>(half));
       std::iota(order.begin(), order.end(), 0);

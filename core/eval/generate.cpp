@@ -151,8 +151,17 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
       }
       if (static_cast<int>(r.generatedIds.size()) >= d.options.maxNewTokens) break;
       throwIfCancelled(cancel, "generate");
-      logits = d.model->forward(torch::tensor({static_cast<std::int64_t>(next)}, torch::kInt64).view({1, 1}).to(d.device),
-                                &cache);
+      ids64.push_back(next);
+      if (d.model->ropeRegimeChanges(cache.length(), 1)) {
+        // longrope past the original context: the whole sequence again under
+        // the long factors, as Phi-3's own generation drops its cache there.
+        cache.clear();
+        logits = d.model->forward(torch::tensor(ids64, torch::kInt64).view({1, -1}).to(d.device), &cache);
+        logits = logits.narrow(1, logits.size(1) - 1, 1);
+      } else {
+        logits = d.model->forward(
+            torch::tensor({static_cast<std::int64_t>(next)}, torch::kInt64).view({1, 1}).to(d.device), &cache);
+      }
       next = d.pick(logits.select(1, 0), gen);
     }
     r.decodeSeconds = std::chrono::duration<double>(Clock::now() - t1).count();

@@ -38,24 +38,40 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   return linearForward(down_proj, F::silu(gateUp[0]) * gateUp[1]);
 }
 
-LlamaAttention::LlamaAttention(const ModelConfig& cfg)
-    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim), m_scale(cfg.softmaxScale(cfg.headDim)) {
+LlamaAttention::LlamaAttention(const ModelConfig& cfg, int layer)
+    : m_heads(cfg.numHeads),
+      m_kvHeads(cfg.numKvHeads),
+      m_headDim(cfg.headDim),
+      m_scale(cfg.softmaxScale(cfg.headDim)),
+      m_rope(cfg.usesRope(layer)) {
   const int d = cfg.hiddenSize, q = cfg.numHeads * cfg.headDim, kv = cfg.numKvHeads * cfg.headDim;
   q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(d, q).bias(cfg.attentionBias)));
   k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
   v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
   o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(q, d).bias(cfg.oProjBias)));
+  if (cfg.qkNorm) {
+    q_norm = register_module("q_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps));
+    k_norm = register_module("k_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps));
+  }
 }
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& ctx) {
   const auto B = x.size(0), T = x.size(1);
   const auto qkv = linearForwardMany(x, {q_proj, k_proj, v_proj});
-  auto q = qkv[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);    // (B, nh, T, hd)
-  auto k = qkv[1].view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
+  auto q = qkv[0].view({B, T, m_heads, m_headDim});
+  auto k = qkv[1].view({B, T, m_kvHeads, m_headDim});
+  if (q_norm) {  // Qwen3: each head's query and key normalised before RoPE
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = q.transpose(1, 2);                                                // (B, nh, T, hd)
+  k = k.transpose(1, 2);                                                // (B, nkv, T, hd)
   auto v = qkv[2].view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
-  auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
-  q = applyRope(q, cos, sin);
-  k = applyRope(k, cos, sin);
+  if (m_rope) {
+    auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
+    q = applyRope(q, cos, sin);
+    k = applyRope(k, cos, sin);
+  }
   if (ctx.cache != nullptr) {
     k = ctx.cache->append(0, k);                                           // (B, nkv, past+T, hd)
     v = ctx.cache->append(1, v);
@@ -123,11 +139,17 @@ LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFact
 }
 
 CausalLm::CausalLm(const ModelConfig& cfg, const AttentionFactory& factory)
-    : m_cfg(cfg), m_rope(cfg.headDim, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings) {
+    : m_cfg(cfg), m_rope(cfg.ropeDim(), cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings, cfg.ropeTableScale()) {
   model = register_module("model", LlamaBackbone(cfg, factory));
   if (!cfg.tieWordEmbeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
   }
+}
+
+bool CausalLm::ropeRegimeChanges(std::int64_t cached, std::int64_t adding) const {
+  if (m_cfg.ropeScaling.type != "longrope" || cached == 0) return false;
+  const std::int64_t original = m_cfg.ropeScaling.originalMaxPositionEmbeddings;
+  return cached <= original && cached + adding > original;
 }
 
 DecoderLayer CausalLm::layer(int i) const {

@@ -35,16 +35,21 @@ public:
 };
 TORCH_MODULE(LlamaMlp);
 
-// Original MHA/GQA attention.
+// Original MHA/GQA attention of layer `layer`, with the family's options:
+// QK norms (Qwen3), no RoPE in NoPE layers (SmolLM3), RoPE on the leading
+// ropeDim() dims of each head (Phi-3).
 class LlamaAttention : public AttentionModule {
 public:
-  explicit LlamaAttention(const ModelConfig& cfg);
+  LlamaAttention(const ModelConfig& cfg, int layer);
   torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override;
+  bool usesRope() const { return m_rope; }
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};   // over head_dim, with qkNorm
 
 private:
   int m_heads, m_kvHeads, m_headDim;
-  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
+  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's (longrope's) attention factor squared
+  bool m_rope;      // false in a NoPE layer
 };
 
 using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const ModelConfig&, int layer)>;
@@ -88,6 +93,11 @@ public:
   void setRecompute(bool on) { m_recompute = on; }
   bool recompute() const { return m_recompute; }
 
+  // Whether adding `adding` tokens after `cached` cached ones crosses a RoPE
+  // regime (longrope's original context), so the cached keys would rotate
+  // with other frequencies than the new ones: decoding then recomputes the
+  // whole sequence, as transformers' Phi-3 generation does.
+  bool ropeRegimeChanges(std::int64_t cached, std::int64_t adding) const;
   const ModelConfig& config() const { return m_cfg; }
   RopeTables& rope() { return m_rope; }
   DecoderLayer layer(int i) const;

@@ -19,8 +19,8 @@ torch::nn::Linear linear(int in, int out, bool bias) {
 }
 }  // namespace
 
-std::vector<int> MlaAttention::headDimOrder(const std::vector<int>& keptPairs, int headDim) {
-  const int half = headDim / 2;
+std::vector<int> MlaAttention::headDimOrder(const std::vector<int>& keptPairs, int headDim, int ropeDim) {
+  const int half = ropeDim / 2;
   std::vector<int> order;
   std::vector<bool> used(static_cast<std::size_t>(headDim), false);
   for (int p : keptPairs) order.push_back(p);
@@ -36,14 +36,14 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
     : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim), m_scale(cfg.softmaxScale(cfg.headDim)) {
   if (!cfg.mla) throw Error(ErrorCode::Internal, "MlaAttention built for a config without latentlab_mla");
   const MlaConversion& m = *cfg.mla;
-  const int half = m_headDim / 2;
-  m_ropePairs = m.ropePairs;
+  const int half = cfg.ropeDim() / 2;
+  m_ropePairs = cfg.usesRope(layer) ? m.ropePairs : 0;  // a NoPE layer keeps no RoPE dims
   m_nope = m_headDim - 2 * m_ropePairs;
   m_latent = m_kvHeads * m.dKv;
   m_split = m.svdMethod == "split";
-  if (m_ropePairs < 1 || m_ropePairs > half) {
+  if (cfg.usesRope(layer) && (m_ropePairs < 1 || m_ropePairs > half)) {
     throw Error(ErrorCode::BadModel, "config.json latentlab_mla.rope_pairs: " + std::to_string(m_ropePairs) +
-                                         " is outside [1, head_dim/2 = " + std::to_string(half) + "]");
+                                         " is outside [1, rotating dims/2 = " + std::to_string(half) + "]");
   }
   if (layer >= static_cast<int>(m.pairs.size()) ||
       static_cast<int>(m.pairs[static_cast<std::size_t>(layer)].size()) != m_kvHeads) {
@@ -52,22 +52,24 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
                                          " KV heads");
   }
   m_pairs = m.pairs[static_cast<std::size_t>(layer)];
-  std::vector<std::int64_t> cols;
+  std::vector<std::int64_t> cols, dims;
   for (const auto& kept : m_pairs) {
     if (static_cast<int>(kept.size()) != m_ropePairs) {
       throw Error(ErrorCode::BadModel, "config.json latentlab_mla.pairs: layer " + std::to_string(layer) + " lists " +
-                                           std::to_string(kept.size()) + " pairs for a KV head, rope_pairs is " +
+                                           std::to_string(kept.size()) + " pairs for a KV head, it keeps " +
                                            std::to_string(m_ropePairs));
     }
-    auto order = headDimOrder(kept, m_headDim);
+    auto order = headDimOrder(kept, m_headDim, cfg.ropeDim());
     for (int j = 0; j < 2 * m_ropePairs; ++j) cols.push_back(order[static_cast<std::size_t>(j)]);
+    for (int j : order) dims.push_back(j);
   }
   m_ropeCols = torch::tensor(cols, torch::kInt64);
+  m_dimOrder = torch::tensor(dims, torch::kInt64);
 
   const int d = cfg.hiddenSize, dh = m_headDim, nkv = m_kvHeads, r2 = 2 * m_ropePairs;
   const bool b = cfg.attentionBias;
   q_proj = register_module("q_proj", linear(d, m_heads * dh, b));
-  k_rope_proj = register_module("k_rope_proj", linear(d, nkv * r2, b));
+  if (r2 > 0) k_rope_proj = register_module("k_rope_proj", linear(d, nkv * r2, b));
   if (m_split) {
     k_down = register_module("k_down", linear(d, m_latent, false));
     v_down = register_module("v_down", linear(d, m_latent, false));
@@ -78,6 +80,11 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
     kv_up = register_module("kv_up", linear(m_latent, nkv * m_nope + nkv * dh, b));
   }
   o_proj = register_module("o_proj", linear(m_heads * dh, d, cfg.oProjBias));
+  if (cfg.qkNorm) {
+    q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps));
+    k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps));
+    m_normEps = cfg.rmsNormEps;
+  }
 }
 
 torch::Tensor MlaAttention::upK() const {
@@ -95,6 +102,36 @@ torch::Tensor MlaAttention::upVBias() const {
   const auto& bias = m_split ? v_up->bias : kv_up->bias;
   if (!bias.defined()) return {};
   return m_split ? bias : bias.narrow(0, m_kvHeads * m_nope, m_kvHeads * m_headDim);
+}
+
+torch::Tensor MlaAttention::convertedGains(const RmsNorm& norm) {
+  if (m_dimOrder.device() != norm->weight.device()) m_dimOrder = m_dimOrder.to(norm->weight.device());
+  return norm->weight.index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh)
+}
+
+namespace {
+// x / rms(x) over the last dim in fp32 (fp64 stays fp64), cast back, as RmsNorm before its gain.
+torch::Tensor rmsNormalised(const torch::Tensor& x, double eps, torch::Tensor* scale = nullptr) {
+  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto xf = x.to(compute);
+  auto inv = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  if (scale != nullptr) *scale = inv;
+  return (xf * inv).to(x.scalar_type());
+}
+}  // namespace
+
+torch::Tensor MlaAttention::normQuery(const torch::Tensor& q) {
+  const auto B = q.size(0), T = q.size(2);
+  const std::int64_t G = m_heads / m_kvHeads;
+  auto gains = convertedGains(q_norm).view({1, m_kvHeads, 1, 1, m_headDim});  // query heads of group g share g's order
+  return (rmsNormalised(q, m_normEps).view({B, m_kvHeads, G, T, m_headDim}) * gains).view({B, m_heads, T, m_headDim});
+}
+
+std::pair<torch::Tensor, torch::Tensor> MlaAttention::normKey(const torch::Tensor& kRope, const torch::Tensor& kNope) {
+  auto k = m_ropePairs > 0 ? torch::cat({kRope, kNope}, -1) : kNope;  // (B, nkv, T, dh), converted order
+  torch::Tensor scale;
+  auto normed = rmsNormalised(k, m_normEps, &scale) * convertedGains(k_norm).unsqueeze(1);
+  return {normed, scale.to(k.scalar_type())};
 }
 
 std::pair<torch::Tensor, torch::Tensor> MlaAttention::ropeTables(AttentionContext& ctx, std::int64_t T,
@@ -133,8 +170,8 @@ torch::Tensor MlaAttention::upValues(const torch::Tensor& ctxLat) {
 }
 
 torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
-                                     const torch::Tensor& cK, const torch::Tensor& cV) {
-  const auto B = qRope.size(0), Tq = qRope.size(2), Tk = kRope.size(2);
+                                     const torch::Tensor& cK, const torch::Tensor& cV, const torch::Tensor& keyScale) {
+  const auto B = qNope.size(0), Tq = qNope.size(2), Tk = cK.size(2);
   const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs, rows = m_heads * Tq;
   const double scale = m_scale;
   // The cache slots are prefixes of buffers that grow along T: kRope (B, nkv, Tk, 2r)
@@ -142,23 +179,32 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   // views below merge leading dims without copying and every product is one bmm
   // over the cache as it lies. The softmax scale is folded into the (small) query.
   // Query heads of KV group g are consecutive, so (B, nh, Tq, .) views as (B, nkv, G*Tq, .).
-  auto keysRope = kRope.flatten(0, 1).transpose(1, 2);  // (B*nkv, 2r, Tk)
-  auto latK = cK.squeeze(1);                            // (B, Tk, lat)
-  auto latV = cV.squeeze(1);                            // (B, Tk, lat)
-  auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;  // (B*nkv, G*Tq, 2r)
-  torch::Tensor scores;                                          // (B, nh*Tq, Tk)
+  auto latK = cK.squeeze(1);  // (B, Tk, lat)
+  auto latV = cV.squeeze(1);  // (B, Tk, lat)
+  torch::Tensor scores;       // (B, nh*Tq, Tk)
   if (m_nope > 0) {
-    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});          // (B, nkv, G*Tq, nope)
-    auto wk = upK().view({m_kvHeads, m_nope, m_latent});              // (nkv, nope, lat)
+    auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});  // (B, nkv, G*Tq, nope)
+    // QK norm: the key's NoPE gains move onto the query (k_hat_nope = g * (W_up_k c) / rms).
+    if (qkNorm()) qn = qn * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1);
+    auto wk = upK().view({m_kvHeads, m_nope, m_latent});                     // (nkv, nope, lat)
     auto qAbs = torch::matmul(qn, wk).reshape({B, rows, m_latent}) * scale;  // W_up_k,g^T q: (B, nh*Tq, lat)
-    // All heads against the one shared latent, then each KV group's RoPE scores added in place.
-    scores = torch::bmm(qAbs, latK.transpose(1, 2));                                         // (B, nh*Tq, Tk)
-    scores.view({B * m_kvHeads, G * Tq, Tk}).baddbmm_(qr, keysRope);                        // (B*nkv, G*Tq, Tk)
+    // All heads against the one shared latent.
+    scores = torch::bmm(qAbs, latK.transpose(1, 2));  // (B, nh*Tq, Tk)
     auto bk = upKBias();
     if (bk.defined()) {  // q_nope . b_k: the same for every key (kept so scores match the naive path)
       scores.add_((qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1).reshape({B, rows, 1}) * scale);
     }
+    // QK norm: each key's NoPE score times its head's 1/rms, one cached scalar per token.
+    if (qkNorm()) scores.view({B, m_kvHeads, G * Tq, Tk}).mul_(keyScale.transpose(-1, -2));
+    if (r2 > 0) {
+      // Each KV group's RoPE scores added in place.
+      auto keysRope = kRope.flatten(0, 1).transpose(1, 2);              // (B*nkv, 2r, Tk)
+      auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;    // (B*nkv, G*Tq, 2r)
+      scores.view({B * m_kvHeads, G * Tq, Tk}).baddbmm_(qr, keysRope);  // (B*nkv, G*Tq, Tk)
+    }
   } else {
+    auto keysRope = kRope.flatten(0, 1).transpose(1, 2);
+    auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;
     scores = torch::bmm(qr, keysRope).view({B, rows, Tk});
   }
   const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
@@ -177,6 +223,7 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
 
 std::pair<torch::Tensor, torch::Tensor> MlaAttention::rotate(AttentionContext& ctx, const torch::Tensor& like,
                                                              const torch::Tensor& qRope, const torch::Tensor& kRope) {
+  if (m_ropePairs == 0) return {qRope, kRope};
   const auto B = qRope.size(0), T = qRope.size(2);
   auto [cosK, sinK] = ropeTables(ctx, T, like);
   // Query heads of KV group g share its tables: broadcast over the group, no repeated copy.
@@ -185,16 +232,20 @@ std::pair<torch::Tensor, torch::Tensor> MlaAttention::rotate(AttentionContext& c
   return {q.view({B, m_heads, T, 2 * m_ropePairs}), applyRope(kRope, cosK, sinK)};
 }
 
-std::array<torch::Tensor, 3> MlaAttention::appendToCache(LayerCache& cache, const torch::Tensor& kRope,
-                                                         const torch::Tensor& cK, const torch::Tensor& cV) {
-  auto kRopeAll = cache.append(0, kRope);         // (B, nkv, Tk, 2r)
-  auto cKAll = cache.append(1, cK.unsqueeze(1));  // (B, 1, Tk, lat)
-  return {kRopeAll, cKAll, m_split ? cache.append(2, cV.unsqueeze(1)) : cKAll};
+std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, const torch::Tensor& kRope,
+                                                         const torch::Tensor& cK, const torch::Tensor& cV,
+                                                         const torch::Tensor& keyScale) {
+  auto kRopeAll = m_ropePairs > 0 ? cache.append(0, kRope) : torch::Tensor();  // (B, nkv, Tk, 2r)
+  auto cKAll = cache.append(1, cK.unsqueeze(1));                                // (B, 1, Tk, lat)
+  auto cVAll = m_split ? cache.append(2, cV.unsqueeze(1)) : cKAll;
+  auto scaleAll = keyScale.defined() ? cache.append(3, keyScale) : torch::Tensor();  // (B, nkv, Tk, 1)
+  return {kRopeAll, cKAll, cVAll, scaleAll};
 }
 
 bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
-  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || x.size(1) > kFusedDecodeMaxQueries ||
-      !fusedDecodeApplies(x, x, x.size(1)))
+  // QK-norm layers scale each key's NoPE score, which the kernel does not: they run absorbed().
+  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() ||
+      x.size(1) > kFusedDecodeMaxQueries || !fusedDecodeApplies(x, x, x.size(1)))
     return false;
   if (!torch::GradMode::is_enabled()) return true;
   const auto params = parameters();
@@ -218,12 +269,12 @@ const std::vector<torch::Tensor>& MlaAttention::decodeWeights() {
       const auto wq = f64(q_proj->weight).view({nh, dh, -1});                                  // (nh, dh, d)
       const auto wk = f64(upK()).view({m_kvHeads, m_nope, m_latent}).repeat_interleave(G, 0);  // (nh, nope, lat)
       const auto wkT = wk.transpose(1, 2);                                                     // (nh, lat, nope)
-      wIn = torch::cat({wq.narrow(1, 0, r2).reshape({nh * r2, -1}),                            // RoPE rows
+      wIn = torch::cat({wq.narrow(1, 0, r2).reshape({nh * r2, wq.size(2)}),                            // RoPE rows
                         torch::matmul(wkT, wq.narrow(1, r2, m_nope)).reshape({nh * m_latent, -1})})
                 .to(type);
       if (bIn.defined()) {
         const auto bq = f64(bIn).view({nh, dh});
-        bIn = torch::cat({bq.narrow(1, 0, r2).reshape({-1}),
+        bIn = torch::cat({bq.narrow(1, 0, r2).reshape({nh * r2}),
                           torch::matmul(wkT, bq.narrow(1, r2, m_nope).unsqueeze(-1)).reshape({-1})})
                   .to(type);
       }
@@ -250,9 +301,9 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   const std::int64_t nh = m_heads, G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs;
   const auto& dw = decodeWeights();
   const auto& down = m_split ? k_down : kv_down;
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> in = {
-      {dw[0], dw[1]}, {k_rope_proj->weight, k_rope_proj->bias}, {down->weight, {}}};
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> in = {{dw[0], dw[1]}, {down->weight, {}}};
   if (m_split) in.emplace_back(v_down->weight, torch::Tensor());
+  if (r2 > 0) in.emplace_back(k_rope_proj->weight, k_rope_proj->bias);
   const auto y = linearForwardMany(x, in);
   torch::Tensor qRope, qLat, qNope;  // qLat (B, nh, T, lat) where the query is absorbed, else qNope
   if (absorbsQuery()) {
@@ -263,11 +314,12 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
     qRope = q.narrow(-1, 0, r2);
     qNope = q.narrow(-1, r2, m_nope);
   }
-  auto kRope = y[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
-  auto cK = y[2];
-  auto cV = m_split ? y[3] : cK;
+  auto cK = y[1];
+  auto cV = m_split ? y[2] : cK;
+  torch::Tensor kRope;
+  if (r2 > 0) kRope = y.back().view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
-  const auto [kRopeAll, cKAll, cVAll] = appendToCache(*ctx.cache, kRope, cK, cV);
+  const auto [kRopeAll, cKAll, cVAll, unusedScale] = appendToCache(*ctx.cache, kRope, cK, cV, {});
   if (!absorbsQuery()) {  // W_up_k,g^T q_nope, per head
     auto qn = qNope.reshape({B, m_kvHeads, G * T, m_nope});
     qLat = torch::matmul(qn, upK().view({m_kvHeads, m_nope, m_latent})).view({B, nh, T, m_latent});
@@ -276,8 +328,10 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   att.q = qLat.reshape({B, 1, nh * T, m_latent});
   att.k = cKAll;
   att.v = cVAll;
-  att.qRope = qRope.reshape({B, m_kvHeads, G * T, r2});
-  att.kRope = kRopeAll;
+  if (r2 > 0) {  // a NoPE layer attends over the latent alone
+    att.qRope = qRope.reshape({B, m_kvHeads, G * T, r2});
+    att.kRope = kRopeAll;
+  }
   att.queries = T;
   att.scale = m_scale;
   auto ctxLat = fusedDecodeAttention(att).view({B, nh, T, m_latent});  // softmax-weighted latents per head
@@ -289,28 +343,45 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   if (stepApplies(x, ctx)) return absorbedStep(x, ctx);
   const auto B = x.size(0), T = x.size(1);
   const std::int64_t r2 = 2 * m_ropePairs;
-  // (B, nh, T, dh), RoPE dims first
-  const auto proj = linearForwardMany(
-      x, m_split ? std::vector{q_proj, k_rope_proj, k_down, v_down} : std::vector{q_proj, k_rope_proj, kv_down});
-  auto q = proj[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);
-  auto qRope = q.narrow(-1, 0, r2);                                                        // (B, nh, T, 2r)
-  auto qNope = q.narrow(-1, r2, m_nope);                                                   // (B, nh, T, nope)
-  auto kRope = proj[1].view({B, T, m_kvHeads, r2}).transpose(1, 2);                        // (B, nkv, T, 2r)
+  std::vector<torch::nn::Linear> projections = {q_proj};
+  for (const auto& m : m_split ? std::vector{k_down, v_down} : std::vector{kv_down}) projections.push_back(m);
+  if (r2 > 0) projections.push_back(k_rope_proj);
+  const auto proj = linearForwardMany(x, projections);
+  auto q = proj[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);  // (B, nh, T, dh), RoPE dims first
+  if (qkNorm()) q = normQuery(q);
+  auto qRope = q.narrow(-1, 0, r2);                                  // (B, nh, T, 2r)
+  auto qNope = q.narrow(-1, r2, m_nope);                             // (B, nh, T, nope)
+  auto cK = proj[1];                                                 // (B, T, lat)
+  auto cV = m_split ? proj[2] : cK;
+  torch::Tensor kRope;                                               // (B, nkv, T, 2r)
+  if (r2 > 0) kRope = proj.back().view({B, T, m_kvHeads, r2}).transpose(1, 2);
+  // The new tokens' NoPE key and value, where they are needed: training, or the key norm.
+  torch::Tensor kNopeNew, vNew;
+  if (ctx.cache == nullptr || qkNorm()) std::tie(kNopeNew, vNew) = expand(cK, cV);
+  torch::Tensor keyScale;  // QK norm: 1/rms of each head's whole raw key (B, nkv, T, 1)
+  if (qkNorm()) {
+    auto [kHat, s] = normKey(kRope, kNopeNew);
+    if (r2 > 0) kRope = kHat.narrow(-1, 0, r2);
+    kNopeNew = kHat.narrow(-1, r2, m_nope);
+    keyScale = s;
+  }
   std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
-  auto cK = proj[2];  // (B, T, lat)
-  auto cV = m_split ? proj[3] : cK;
-  const double scale = m_scale;
+  auto keys = [&](const torch::Tensor& rope, const torch::Tensor& nope) {
+    return r2 > 0 ? torch::cat({rope, nope}, -1) : nope;
+  };
+  auto queries = r2 > 0 ? torch::cat({qRope, qNope}, -1) : qNope;
   torch::Tensor out;
   if (ctx.cache == nullptr) {
-    auto [kNope, v] = expand(cK, cV);
-    out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRope, kNope}, -1), v, scale);
+    out = causalAttention(queries, keys(kRope, kNopeNew), vNew, m_scale);
   } else {
-    const auto [kRopeAll, cKAll, cVAll] = appendToCache(*ctx.cache, kRope, cK, cV);
+    const auto [kRopeAll, cKAll, cVAll, scaleAll] = appendToCache(*ctx.cache, kRope, cK, cV, keyScale);
     if (m_decode == MlaDecode::Absorbed) {
-      out = absorbed(qRope, qNope, kRopeAll, cKAll, cVAll);
+      out = absorbed(qRope, qNope, kRopeAll, cKAll, cVAll, scaleAll);
     } else {
+      // K and V rebuilt from the cached latents (and, with QK norm, the cached key scales).
       auto [kNope, v] = expand(cKAll.squeeze(1), cVAll.squeeze(1));
-      out = causalAttention(torch::cat({qRope, qNope}, -1), torch::cat({kRopeAll, kNope}, -1), v, scale);
+      if (qkNorm()) kNope = kNope * scaleAll * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1);
+      out = causalAttention(queries, keys(kRopeAll, kNope), v, m_scale);
     }
   }
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)

@@ -22,9 +22,17 @@ enum class MlaDecode { Absorbed, Naive };
 
 // Per-head dim layout of q (rows of q_proj, per head) and of the key:
 //   [0, 2r)   RoPE dims: the kept pairs' first dims p_0 < ... < p_{r-1}, then
-//             their partners p_i + d_h/2 (rotate_half layout on 2r dims);
+//             their partners p_i + d_rot/2 (rotate_half layout on 2r dims);
 //   [2r, d_h) NoPE dims: the remaining original dims, ascending.
-// Pair p keeps its original frequency theta_p.
+// Pair p keeps its original frequency theta_p. d_rot = ropeDim() is d_h but
+// for a partially rotating head (Phi-3), whose dims past d_rot are NoPE
+// from the start. A layer without RoPE (SmolLM3's NoPE layers) has r = 0:
+// its key is all latent and its cache the latent alone.
+// QK-norm families (Qwen3): q_norm and k_norm keep their weights in the
+// original dim order; the key norm divides each head's whole raw key
+// [k_rope; W_up_k c] by its RMS, as the original model does. The decode
+// cache holds that divisor's inverse, one scalar per token and KV head,
+// beside the normalised, rotated RoPE key (docs/conversion.md, "QK norms").
 class MlaAttention : public AttentionModule {
  public:
   MlaAttention(const ModelConfig& cfg, int layer);
@@ -38,13 +46,14 @@ class MlaAttention : public AttentionModule {
   const std::vector<std::vector<int>>& pairs() const { return m_pairs; }  // [kvHead][i]
 
   // Original head dims in the converted order: RoPE dims then NoPE dims (d_h entries).
-  static std::vector<int> headDimOrder(const std::vector<int>& keptPairs, int headDim);
+  static std::vector<int> headDimOrder(const std::vector<int>& keptPairs, int headDim, int ropeDim);
 
   // Joint SVD: kv_down (n_kv*d_kv, d) and kv_up ([k_nope (n_kv*(d_h-2r)); v (n_kv*d_h)], n_kv*d_kv).
   // Split SVD: k_down/v_down (n_kv*d_kv, d), k_up (n_kv*(d_h-2r), n_kv*d_kv), v_up (n_kv*d_h, n_kv*d_kv).
   torch::nn::Linear q_proj{nullptr}, k_rope_proj{nullptr}, o_proj{nullptr};
   torch::nn::Linear kv_down{nullptr}, kv_up{nullptr};
   torch::nn::Linear k_down{nullptr}, v_down{nullptr}, k_up{nullptr}, v_up{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // QK-norm families, weights in the original dim order
 
  private:
   // cos/sin of each head's RoPE dims: (H, T, 2r) for KV heads, repeated for query heads.
@@ -54,15 +63,24 @@ class MlaAttention : public AttentionModule {
   // W_up_v,g (and its bias) on each head's softmax-weighted latent: (B, nh, T, lat) -> (B, nh, T, dh).
   torch::Tensor upValues(const torch::Tensor& ctxLat);
   torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
-                         const torch::Tensor& cK, const torch::Tensor& cV);
+                         const torch::Tensor& cK, const torch::Tensor& cV, const torch::Tensor& keyScale);
   // RoPE on the kept dims of the query heads (B, nh, T, 2r) and KV heads (B, nkv, T, 2r).
   std::pair<torch::Tensor, torch::Tensor> rotate(AttentionContext& ctx, const torch::Tensor& like,
                                                  const torch::Tensor& qRope, const torch::Tensor& kRope);
-  // Appends to the cache (slot 0 the RoPE key (B, nkv, T, 2r), slot 1 the
-  // latent (B, 1, T, lat), slot 2 the value latent, split only) and returns
-  // the cached prefixes [kRope, latent, value latent].
-  std::array<torch::Tensor, 3> appendToCache(LayerCache& cache, const torch::Tensor& kRope, const torch::Tensor& cK,
-                                             const torch::Tensor& cV);
+  // Appends to the cache (slot 0 the RoPE key (B, nkv, T, 2r) unless r = 0,
+  // slot 1 the latent (B, 1, T, lat), slot 2 the value latent, split only,
+  // slot 3 the key-norm scale (B, nkv, T, 1), QK norm only) and returns the
+  // cached prefixes [kRope, latent, value latent, key scale].
+  std::array<torch::Tensor, 4> appendToCache(LayerCache& cache, const torch::Tensor& kRope, const torch::Tensor& cK,
+                                             const torch::Tensor& cV, const torch::Tensor& keyScale);
+  // QK norm: the per-head gains of q_norm / k_norm in the converted dim order, (nkv, d_h).
+  torch::Tensor convertedGains(const RmsNorm& norm);
+  // QK norm: q (B, nh, T, d_h) in the converted layout, normalised per head.
+  torch::Tensor normQuery(const torch::Tensor& q);
+  // QK norm: the whole raw key [kRope; kNope] (B, nkv, T, d_h) normalised per
+  // head; returns the normalised key and the scale 1/rms (B, nkv, T, 1).
+  std::pair<torch::Tensor, torch::Tensor> normKey(const torch::Tensor& kRope, const torch::Tensor& kNope);
+  bool qkNorm() const { return static_cast<bool>(q_norm); }
   // Whether a step on top of the cache runs absorbedStep: absorbed decode of a
   // few queries through the CPU kernel, no autograd through any parameter.
   // Otherwise absorbed() runs LibTorch's operators.
@@ -85,11 +103,13 @@ class MlaAttention : public AttentionModule {
   torch::Tensor upVBias() const;
 
   int m_heads, m_kvHeads, m_headDim, m_ropePairs, m_nope, m_latent;
+  double m_normEps = 0.0;
   double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
   bool m_split;
   MlaDecode m_decode = MlaDecode::Absorbed;
   std::vector<std::vector<int>> m_pairs;
-  torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_h) RoPE tables
+  torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_rot) RoPE tables
+  torch::Tensor m_dimOrder;  // (n_kv * d_h) int64: original dim of each converted dim, per KV head
   DerivedWeights m_decodeWeights;
 };
 

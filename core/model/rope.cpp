@@ -24,16 +24,39 @@ RopeTables::RopeTables(int headDim, double theta) : m_headDim(headDim), m_theta(
   m_invFreq = plainInverseFrequencies(headDim, theta);
 }
 
-RopeTables::RopeTables(int headDim, double theta, const RopeScaling& scaling, int maxPositionEmbeddings)
-    : m_headDim(headDim), m_theta(theta), m_scaling(scaling), m_maxPositions(maxPositionEmbeddings) {
-  m_invFreq = inverseFrequencies(maxPositionEmbeddings);
-  m_dynamicLength = maxPositionEmbeddings;
+RopeTables::RopeTables(int headDim, double theta, const RopeScaling& scaling, int maxPositionEmbeddings,
+                       double tableScale)
+    : m_headDim(headDim),
+      m_theta(theta),
+      m_scaling(scaling),
+      m_maxPositions(maxPositionEmbeddings),
+      m_tableScale(tableScale) {
+  m_dynamicLength = regimeLength(0);
+  m_invFreq = inverseFrequencies(m_dynamicLength);
+}
+
+std::int64_t RopeTables::regimeLength(std::int64_t length) const {
+  // dynamic NTK: the longest sequence seen past the context (the context itself within it);
+  // longrope: one length in each regime (within the original context, past it).
+  if (m_scaling.type == "dynamic") return std::max<std::int64_t>(length, m_maxPositions);
+  if (m_scaling.type == "longrope") {
+    const std::int64_t original = m_scaling.originalMaxPositionEmbeddings;
+    return length > original ? original + 1 : original;
+  }
+  return m_maxPositions;
 }
 
 torch::Tensor RopeTables::inverseFrequencies(std::int64_t seqLen) const {
   const int dim = m_headDim;
   const RopeScaling& s = m_scaling;
   if (s.type == "linear") return plainInverseFrequencies(dim, m_theta) / s.factor;
+  if (s.type == "longrope") {
+    // 1 / (factor_k * base^(2k/d)): the short factors within the original context, the long ones past it.
+    const auto& factors = seqLen > s.originalMaxPositionEmbeddings ? s.longFactor : s.shortFactor;
+    auto ext = torch::tensor(std::vector<float>(factors.begin(), factors.end()), torch::kFloat32);
+    auto exponents = torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<float>(dim);
+    return 1.0 / (ext * torch::pow(torch::tensor(static_cast<float>(m_theta), torch::kFloat32), exponents));
+  }
   if (s.type == "dynamic") {
     // NTK: a larger base once the sequence outgrows the context.
     const double len = static_cast<double>(std::max<std::int64_t>(seqLen, m_maxPositions));
@@ -86,17 +109,20 @@ void RopeTables::ensure(std::int64_t length, torch::ScalarType dtype, torch::Dev
   auto pos = torch::arange(cap, torch::kInt64).to(torch::kFloat32);
   auto freqs = torch::outer(pos, m_invFreq);                       // (cap, d_h/2), fp32
   auto emb = torch::cat({freqs, freqs}, /*dim=*/-1);               // (cap, d_h)
-  m_cos = emb.cos().to(device, dtype);
-  m_sin = emb.sin().to(device, dtype);
+  // transformers: cos() * scale in fp32, then the model's dtype.
+  m_cos = (m_tableScale == 1.0 ? emb.cos() : emb.cos() * m_tableScale).to(device, dtype);
+  m_sin = (m_tableScale == 1.0 ? emb.sin() : emb.sin() * m_tableScale).to(device, dtype);
   m_capacity = cap;
 }
 
 std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, std::int64_t len,
                                                           torch::ScalarType dtype, torch::Device device) {
-  if (m_scaling.type == "dynamic") {
-    // transformers recomputes the frequencies for the longest sequence seen
-    // past the context (and returns to the original ones within it).
-    const std::int64_t length = std::max<std::int64_t>(start + len, m_maxPositions);
+  if (m_scaling.type == "dynamic" || m_scaling.type == "longrope") {
+    // transformers recomputes the frequencies for the positions of each
+    // forward: dynamic NTK for the longest sequence seen past the context
+    // (the original ones within it), longrope the long factors past the
+    // original context (the short ones within it).
+    const std::int64_t length = regimeLength(start + len);
     if (length != m_dynamicLength) {
       m_invFreq = inverseFrequencies(length);
       m_dynamicLength = length;
@@ -108,6 +134,10 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, st
 }
 
 torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const auto dims = cos.size(-1);
+  if (dims < x.size(-1)) {  // a partially rotating head: the trailing dims pass through
+    return torch::cat({applyRope(x.narrow(-1, 0, dims), cos, sin), x.narrow(-1, dims, x.size(-1) - dims)}, -1);
+  }
   const auto half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half);
   auto x2 = x.narrow(-1, half, half);

@@ -1,6 +1,7 @@
 // Key-table weight loading and saving.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -59,24 +60,37 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt) {
   LoadReport report;
   report.unusedKeys = checkCheckpoint(ckpt);
   torch::NoGradGuard noGrad;
-  std::set<std::string> expected;
-  for (const auto& e : expectedTensors(ckpt.config())) expected.insert(e.name);
+  const ModelConfig& cfg = ckpt.config();
+  std::set<std::string> expected, read;
+  for (const auto& e : expectedTensors(cfg)) expected.insert(e.name);
+  std::string fusedName;   // the fused tensor last read, for its other parts
+  torch::Tensor fused;
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
-    if (!expected.count(name)) {
+    const TensorSource src = checkpointSource(cfg, name);
+    if (!expected.count(src.name)) {
       throw Error(ErrorCode::Internal, "model parameter '" + name + "' is not in the key table");
     }
-    auto entry = ckpt.find(name);
-    auto src = readTensor(*entry);
+    torch::Tensor value;
+    if (src.fused()) {
+      if (src.name != fusedName) {
+        fused = readTensor(*ckpt.find(src.name));
+        fusedName = src.name;
+      }
+      value = fused.narrow(0, src.rowBegin, src.rows);
+    } else {
+      value = readTensor(*ckpt.find(src.name));
+    }
     torch::Tensor& dst = item.value();
-    if (src.sizes() != dst.sizes()) {
+    if (value.sizes() != dst.sizes()) {
       throw Error(ErrorCode::Internal, "parameter '" + name + "' shape differs from the key table");
     }
-    dst.copy_(src.to(dst.device(), dst.scalar_type()));
-    ++report.loaded;
+    dst.copy_(value.to(dst.device(), dst.scalar_type()));
+    read.insert(src.name);
   }
-  if (report.loaded != static_cast<int>(expected.size())) {
-    throw Error(ErrorCode::Internal, "loaded " + std::to_string(report.loaded) + " of " +
+  report.loaded = static_cast<int>(read.size());
+  if (read.size() != expected.size()) {
+    throw Error(ErrorCode::Internal, "loaded " + std::to_string(read.size()) + " of " +
                 std::to_string(expected.size()) + " tensors of the key table");
   }
   return report;
@@ -105,13 +119,38 @@ void saveModel(CausalLm& model, const fs::path& dir, DType saveDType,
     throw Error(ErrorCode::Internal, dir.string() + ": " + std::to_string(values->size()) + " values for " +
                                          std::to_string(named.size()) + " parameters");
   }
+  // Fused checkpoint tensors (Phi-3) are written where their first part stands.
+  const ModelConfig& config = model.config();
+  std::map<std::string, std::vector<std::pair<std::int64_t, torch::Tensor>>> fusedParts;
+  std::vector<std::string> order;   // checkpoint names in write order
+  std::map<std::string, torch::Tensor> whole;
   std::size_t index = 0;
   for (const auto& item : named) {
     const torch::Tensor& source = values ? (*values)[index] : item.value();
     ++index;
     auto t = source.detach().to(torch::kCPU, type).contiguous();
+    const TensorSource src = checkpointSource(config, item.key());
+    if (src.fused()) {
+      if (!fusedParts.count(src.name)) order.push_back(src.name);
+      fusedParts[src.name].emplace_back(src.rowBegin, t);
+    } else {
+      order.push_back(src.name);
+      whole[src.name] = t;
+    }
+  }
+  for (const auto& name : order) {
+    torch::Tensor t;
+    if (auto it = whole.find(name); it != whole.end()) {
+      t = it->second;
+    } else {
+      auto parts = fusedParts.at(name);
+      std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<torch::Tensor> rows;
+      for (const auto& p : parts) rows.push_back(p.second);
+      t = torch::cat(rows, 0).contiguous();
+    }
     keep.push_back(t);
-    writes.push_back({item.key(), saveDType, t.sizes().vec(), t.data_ptr()});
+    writes.push_back({name, saveDType, t.sizes().vec(), t.data_ptr()});
   }
   ModelConfig cfg = model.config();
   cfg.torchDType = saveDType;

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Reference side of the Llama engine tests, using Hugging Face transformers.
 
-  hf_llama.py make OUT --type llama|qwen2|mistral [--hidden 64 --layers 2 --heads 4 --kv-heads 2
+  hf_llama.py make OUT --type llama|qwen2|mistral|qwen3|smollm3|phi3 [--hidden 64 --layers 2 --heads 4 --kv-heads 2
                        --inter 96 --vocab 128 --tied --attention-bias --mlp-bias
                        --dtype float32 --max-shard-size 20KB --seed 0 --theta 10000 --max-pos 4096
                        --rope-type linear|dynamic|yarn|llama3 --rope-factor F --low-freq-factor L
-                       --high-freq-factor H --original-max N --attention-factor A --beta-fast B]
+                       --high-freq-factor H --original-max N --attention-factor A --beta-fast B
+                       --no-rope-layers 1,1,0,1 (smollm3) --partial-rotary F (phi3) --rope-type longrope
+                       --qk-gain LO,HI (uniform range of q_norm/k_norm weights: larger makes attention peakier)]
   hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
               [--expect-class DeepseekV3ForCausalLM: fail unless loaded as that class with no missing,
                unexpected or mismatched keys] [--mutate swap-kpe|latent-norm-one: negative controls
@@ -20,8 +22,9 @@ import torch
 
 
 def make(a):
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                              Qwen2ForCausalLM)
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
+                              Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+                              SmolLM3Config, SmolLM3ForCausalLM)
 
     torch.manual_seed(a.seed)
     common = dict(
@@ -36,7 +39,7 @@ def make(a):
         tie_word_embeddings=a.tied,
     )
     rope = {"rope_type": a.rope_type or "default", "rope_theta": a.theta}
-    if a.rope_type:
+    if a.rope_type and a.rope_type != "longrope":
         rope["factor"] = a.rope_factor
     if a.rope_type == "llama3":
         rope.update(low_freq_factor=a.low_freq_factor, high_freq_factor=a.high_freq_factor,
@@ -47,10 +50,32 @@ def make(a):
             rope["attention_factor"] = a.attention_factor
         if a.beta_fast:
             rope["beta_fast"] = a.beta_fast
+    if a.rope_type == "longrope":
+        # One factor per rotating frequency pair, distinct so that a wrong pair shows.
+        head_dim = a.head_dim or a.hidden // a.heads
+        pairs = int(head_dim * (a.partial_rotary or 1.0)) // 2
+        g = torch.Generator().manual_seed(a.seed + 1)
+        rope["short_factor"] = (1.0 + torch.rand(pairs, generator=g)).tolist()
+        rope["long_factor"] = (2.0 + 4.0 * torch.rand(pairs, generator=g)).tolist()
+    if a.partial_rotary:
+        rope["partial_rotary_factor"] = a.partial_rotary
     common["rope_parameters"] = rope
     if a.head_dim:
         common["head_dim"] = a.head_dim
-    if a.type == "qwen2":
+    if a.type == "qwen3":
+        cfg = Qwen3Config(attention_bias=a.attention_bias, **common)
+        model = Qwen3ForCausalLM(cfg)
+    elif a.type == "smollm3":
+        nope = [int(x) for x in a.no_rope_layers.split(",")] if a.no_rope_layers else None
+        cfg = SmolLM3Config(no_rope_layers=nope, pad_token_id=None, bos_token_id=None, eos_token_id=None, **common)
+        model = SmolLM3ForCausalLM(cfg)
+    elif a.type == "phi3":
+        extra = {}
+        if a.original_max:
+            extra["original_max_position_embeddings"] = a.original_max
+        cfg = Phi3Config(sliding_window=None, pad_token_id=0, **extra, **common)
+        model = Phi3ForCausalLM(cfg)
+    elif a.type == "qwen2":
         cfg = Qwen2Config(**common)
         model = Qwen2ForCausalLM(cfg)
     elif a.type == "mistral":
@@ -62,7 +87,9 @@ def make(a):
     # Larger than the default init so that every layer matters in the logits.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
+            if "q_norm" in name or "k_norm" in name:
+                p.uniform_(*(float(x) for x in a.qk_gain.split(",")))
+            elif "norm" in name:
                 p.uniform_(0.5, 1.5)
             else:
                 p.normal_(0.0, a.std)
@@ -150,6 +177,9 @@ def main():
     m.add_argument("--tied", action="store_true")
     m.add_argument("--attention-bias", action="store_true")
     m.add_argument("--mlp-bias", action="store_true")
+    m.add_argument("--no-rope-layers", default="")
+    m.add_argument("--partial-rotary", type=float, default=0.0)
+    m.add_argument("--qk-gain", default="0.5,1.5")
     m.add_argument("--dtype", default="float32")
     m.add_argument("--max-shard-size", default="")
     m.add_argument("--seed", type=int, default=0)

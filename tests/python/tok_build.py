@@ -5,7 +5,8 @@
 # the C++ tests.
 """usage: tok_build.py STYLE VOCAB OUT.json CORPUS... [--string-merges]
 
-STYLE: gpt2 | gpt2prefix | smollm | llama3 | qwen2 | llama2 | metaspace (see build())."""
+STYLE: gpt2 | gpt2prefix | smollm | llama3 | qwen2 | llama2 | metaspace (see build()), or a family that uses
+one of these pipelines with its own added tokens: qwen3 (qwen2), smollm3 (llama3), phi3 (llama2)."""
 import json
 import sys
 
@@ -103,12 +104,40 @@ def build(style, vocab, corpus):
     return tok
 
 
+# The families whose tokenizer is one of the pipelines above with added tokens of their own.
+FAMILIES = {
+    # Qwen3: the Qwen2 tokenizer with its chat and reasoning tokens (the latter not special).
+    "qwen3": ("qwen2", [AddedToken("<|im_start|>", special=True, normalized=False),
+                        AddedToken("<think>", special=False, normalized=False),
+                        AddedToken("</think>", special=False, normalized=False)]),
+    # SmolLM3: the Llama-3 tokenizer with chat and reasoning tokens.
+    "smollm3": ("llama3", [AddedToken("<|im_start|>", special=True, normalized=False),
+                           AddedToken("<|im_end|>", special=True, normalized=False),
+                           AddedToken("<think>", special=True, normalized=False)]),
+    # Phi-3: the Llama-2 tokenizer with chat tokens that strip the space after them.
+    "phi3": ("llama2", [AddedToken("<|endoftext|>", special=True, normalized=False),
+                        AddedToken("<|user|>", special=True, rstrip=True, normalized=False),
+                        AddedToken("<|assistant|>", special=True, rstrip=True, normalized=False),
+                        AddedToken("<|end|>", special=True, rstrip=True, normalized=False)]),
+}
+
+
+def build_family(style, vocab, corpus):
+    if style not in FAMILIES:
+        return build(style, vocab, corpus)
+    base, added = FAMILIES[style]
+    tok = build(base, vocab, corpus)
+    tok.add_special_tokens([t for t in added if t.special])
+    tok.add_tokens([t for t in added if not t.special])
+    return tok
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(args) < 4:
         raise SystemExit(__doc__)
     style, vocab, out, corpus = args[0], int(args[1]), args[2], args[3:]
-    tok = build(style, vocab, corpus)
+    tok = build_family(style, vocab, corpus)
     tok.save(out)
     if "--string-merges" in sys.argv:  # the older "a b" form of the merges
         with open(out, encoding="utf-8") as f:

@@ -2,6 +2,7 @@
 // shape, and impossible r / d_kv disable Run with the reason shown; the
 // DeepSeek-V3 target chosen and set with the keyboard.
 #include <QComboBox>
+#include <QFormLayout>
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
@@ -156,6 +157,62 @@ private Q_SLOTS:
     again.loadFrom(spec);
     QCOMPARE(again.target(), QStringLiteral("deepseek"));
     QCOMPARE(again.budget()->perTokenPerLayer, 32 + 48);
+  }
+
+  // The 2025-26 families, set with the keyboard: SmolLM3's NoPE layers and
+  // Qwen3's key-norm scales are counted and said; the DeepSeek target refuses
+  // a QK-norm model with the reason.
+  void familiesPreviewTheirLayerKindsAndRefuseWhatTheyCannotHold() {
+    QWidget host;
+    auto* conversion = new ConversionPanel(&host);
+    host.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&host));
+    auto field = [&](const QString& label) -> QSpinBox* {
+      for (QSpinBox* b : conversion->findChildren<QSpinBox*>()) {
+        auto* form = qobject_cast<QFormLayout*>(b->parentWidget()->layout());
+        auto* l = form ? qobject_cast<QLabel*>(form->labelForField(b)) : nullptr;
+        if (l && l->text() == label) return b;
+      }
+      return nullptr;
+    };
+    auto type = [](QSpinBox* box, const QString& text) {
+      box->setFocus();
+      box->selectAll();
+      QTest::keyClicks(box, text);
+      QTest::keyClick(box, Qt::Key_Enter);
+    };
+    auto labelsSay = [&](const QString& what) {
+      for (QLabel* l : conversion->findChildren<QLabel*>())
+        if (l->text().contains(what)) return true;
+      return false;
+    };
+    conversion->setModelConfig(builtinArchitecture("smollm3-3b"));
+    conversion->setMethod(true);
+    QSpinBox* r = field(QStringLiteral("Kept RoPE pairs r:"));
+    QSpinBox* dKv = field(QStringLiteral("d_kv per KV head:"));
+    QVERIFY(r != nullptr && dKv != nullptr);
+    type(r, QStringLiteral("8"));
+    type(dKv, QStringLiteral("16"));
+    QVERIFY2(conversion->blockReason().isEmpty(), qPrintable(conversion->blockReason()));
+    // 27 RoPE layers of 4 x (16 + 16) and 9 NoPE layers of 4 x 16, bf16.
+    QCOMPARE(conversion->budget()->bytesPerToken, static_cast<qint64>((27 * 128 + 9 * 64) * 2));
+    const QString perToken = conversion->findChild<QLabel*>(QStringLiteral("kvPerToken"))->text();
+    QVERIFY2(perToken.contains(QStringLiteral("128 per RoPE layer")) || perToken.contains(QStringLiteral("→ 128")),
+             qPrintable(perToken));
+    QVERIFY2(perToken.contains(QStringLiteral("64 per NoPE layer")), qPrintable(perToken));
+    QVERIFY(labelsSay(QStringLiteral("9 of 36 layers have no RoPE")));
+
+    conversion->setModelConfig(builtinArchitecture("qwen3-0.6b"));
+    type(r, QStringLiteral("8"));
+    type(dKv, QStringLiteral("16"));
+    // 28 layers of 8 x (16 + 16 + 1): the RoPE key, the latent and one key-norm scale per KV head.
+    QCOMPARE(conversion->budget()->bytesPerToken, static_cast<qint64>(28 * 8 * 33 * 2));
+    QVERIFY(labelsSay(QStringLiteral("QK norm kept exact: 8 key-norm scales")));
+    auto* method = conversion->findChildren<QComboBox*>().first();
+    method->setFocus();
+    QTest::keyClick(method, Qt::Key_Down);
+    QCOMPARE(conversion->target(), QStringLiteral("deepseek"));
+    QVERIFY2(conversion->blockReason().contains(QStringLiteral("key norm")), qPrintable(conversion->blockReason()));
   }
 
   void noConversionKeepsTheOriginalCache() {

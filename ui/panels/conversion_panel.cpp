@@ -248,10 +248,14 @@ void ConversionPanel::update() {
   m_banner->hide();
   const KvBudget& b = *m_budget;
   const QLocale loc;
-  m_perToken->setText(tr("%1 → %2 elements per layer · %3 → %4 per token")
-                          .arg(b.originalPerTokenPerLayer)
-                          .arg(b.perTokenPerLayer)
-                          .arg(loc.formattedDataSize(b.originalBytesPerToken, 2),
+  const QString perLayer =
+      b.nopeLayers > 0 ? tr("%1 → %2 elements per RoPE layer, %3 per NoPE layer")
+                             .arg(b.originalPerTokenPerLayer)
+                             .arg(b.perTokenPerLayer)
+                             .arg(b.nopePerTokenPerLayer)
+                       : tr("%1 → %2 elements per layer").arg(b.originalPerTokenPerLayer).arg(b.perTokenPerLayer);
+  m_perToken->setText(tr("%1 · %2 → %3 per token")
+                          .arg(perLayer, loc.formattedDataSize(b.originalBytesPerToken, 2),
                                loc.formattedDataSize(b.bytesPerToken, 2)));
   m_saving->setText(savingText());
   m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;") : QString());
@@ -279,8 +283,25 @@ void ConversionPanel::update() {
                             .arg(problem.isEmpty() ? tr("Exportable as DeepSeek-V3.")
                                                    : tr("Not exportable as DeepSeek-V3: %1.").arg(problem)));
   } else {
-    m_ropeNote->setText(on ? tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->headDim / 2)
-                           : QString());
+    QString note;
+    if (on) {
+      note = tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->ropeDim() / 2);
+      if (m_config->rotaryDim > 0) {
+        note += tr(" Only %1 of %2 head dims rotate in this model; the others are position-free already.")
+                    .arg(m_config->rotaryDim)
+                    .arg(m_config->headDim);
+      }
+      if (b.nopeLayers > 0) {
+        note += tr(" %1 of %2 layers have no RoPE: their key is all latent and r does not apply there.")
+                    .arg(b.nopeLayers)
+                    .arg(m_config->numLayers);
+      }
+      if (b.keyScalePerTokenPerLayer > 0) {
+        note += tr(" QK norm kept exact: %1 key-norm scales per layer (one per KV head) are cached.")
+                    .arg(b.keyScalePerTokenPerLayer);
+      }
+    }
+    m_ropeNote->setText(note);
   }
   Q_EMIT validityChanged(m_reason);
 }

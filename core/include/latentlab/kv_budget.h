@@ -57,8 +57,17 @@ struct KvBudget {
   std::int64_t perToken = 0;                  // elements, all layers
   std::int64_t bytesPerToken = 0;             // at the cache dtype
   std::int64_t originalBytesPerToken = 0;
-  double saving = 0.0;                        // (new - old) / old, e.g. -0.6875
+  double saving = 0.0;                        // (new - old) / old over all layers, e.g. -0.6875
   int effectiveRopePairs = 0;                 // r after defaults
+  // MHA2MLA of a family with NoPE layers (SmolLM3): perTokenPerLayer is a
+  // RoPE layer's cache, nopePerTokenPerLayer that of each of the nopeLayers
+  // layers without RoPE (the latent alone).
+  int nopeLayers = 0;
+  std::int64_t nopePerTokenPerLayer = 0;
+  std::int64_t nopePerDevicePerTokenPerLayer = 0;
+  // MHA2MLA of a QK-norm family (Qwen3): the key-norm scales in each layer's
+  // figure, one element per KV head (included in perTokenPerLayer).
+  std::int64_t keyScalePerTokenPerLayer = 0;
   // Under tensor-parallel degree tpDegree the cache is sharded by its heads
   // (KV heads; latent heads for MLA/GLA/MLRA) and each device holds
   // ceil(heads / t) of them (one when t exceeds the head count); the shared

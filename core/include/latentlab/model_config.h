@@ -19,8 +19,8 @@ DType parseDType(const std::string& name);   // "F32"/"float32"/"fp32"/... ; thr
 // RoPE frequency scaling as an HF config declares it (`rope_scaling`, or
 // transformers 5's `rope_parameters`); docs/rope_scaling.md gives the formulas.
 struct RopeScaling {
-  std::string type = "default";          // default | linear | dynamic | yarn | llama3
-  double factor = 1.0;                   // linear, dynamic, yarn, llama3
+  std::string type = "default";          // default | linear | dynamic | yarn | llama3 | longrope
+  double factor = 1.0;                   // linear, dynamic, yarn, llama3; longrope: context / original context
   double lowFreqFactor = 1.0;            // llama3
   double highFreqFactor = 4.0;           // llama3
   int originalMaxPositionEmbeddings = 0; // llama3, yarn (the pre-training context)
@@ -30,8 +30,11 @@ struct RopeScaling {
   std::optional<double> mscale;          // yarn
   std::optional<double> mscaleAllDim;    // yarn
   bool truncate = true;                  // yarn: round the correction range outwards
+  // longrope (Phi-3 / Phi-4-mini): one divisor per frequency pair, the short
+  // ones while a sequence fits the original context, the long ones past it.
+  std::vector<double> shortFactor, longFactor;
   bool isDefault() const { return type == "default"; }
-  // yarn's factor on cos and sin (so on every query-key product, squared); 1 otherwise.
+  // yarn's and longrope's factor on cos and sin (so on every query-key product, squared); 1 otherwise.
   double attentionScaling() const;
   std::string describe() const;          // "llama3 (factor 32, low 1, high 4, original 8192)"
 };
@@ -113,7 +116,7 @@ struct ModelConfig {
   int maxPositionEmbeddings = 2048;
   double ropeTheta = 10000.0;
   RopeScaling ropeScaling;
-  std::optional<int> slidingWindow;      // Mistral (and Qwen2 with use_sliding_window): tokens each query sees
+  std::optional<int> slidingWindow;      // Mistral, Phi-3: tokens each query sees (sequences past it are refused)
   double rmsNormEps = 1e-5;
   bool tieWordEmbeddings = false;
   bool attentionBias = false;            // q/k/v biases (Qwen2 has them; o has none)
@@ -121,7 +124,13 @@ struct ModelConfig {
   bool mlpBias = false;
   std::optional<int> bosTokenId;
   std::optional<int> eosTokenId;
+  std::optional<int> padTokenId;         // not used (batches are full windows); written back for transformers
   DType torchDType = DType::F32;         // the checkpoint's declared torch_dtype
+  // Layer options a family switches on in the one decoder (docs/families.md).
+  bool qkNorm = false;                   // q_norm, k_norm: RMSNorm over each head's query and key before RoPE (Qwen3)
+  std::vector<int> nopeLayers;           // layers without RoPE, ascending (SmolLM3: the zeros of no_rope_layers)
+  int rotaryDim = 0;                     // leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0 = all
+  bool fusedProjections = false;         // checkpoint keys qkv_proj and gate_up_proj (Phi-3), split in the model
   std::optional<MlaConversion> mla;      // set on MHA2MLA-converted checkpoints
   std::optional<LatentAttention> latent; // set on from-scratch MLA / GLA / MLRA models
 
@@ -130,10 +139,18 @@ struct ModelConfig {
   std::vector<std::pair<std::string, std::string>> unusedFields;
 
   int kvGroupSize() const { return numHeads / numKvHeads; }
+  // Dims of each head that rotate: RoPE frequency pair k (of ropeDim()/2)
+  // turns dims k and k + ropeDim()/2; dims from ropeDim() on never rotate.
+  int ropeDim() const { return rotaryDim > 0 ? rotaryDim : headDim; }
+  bool usesRope(int layer) const;        // false for the layers listed in nopeLayers
   // The softmax scale of the query-key products: 1/sqrt(dim) times yarn's
   // attention factor squared (it multiplies both the query's and the key's
   // cos/sin; folding it here applies it to RoPE and NoPE dims alike).
   double softmaxScale(int dim) const;
+  // A partially rotating head (Phi-3) takes that factor on its rotating dims
+  // only, as transformers does (on cos and sin): its RoPE tables carry it and
+  // softmaxScale leaves it out. 1 for fully rotating heads.
+  double ropeTableScale() const;
   // "llama (Llama-3 RoPE scaling ...)": the family and RoPE variant read.
   std::string familyDescription() const;
   // Throws Error(BadModel) naming `source` and the field when inconsistent.
@@ -144,7 +161,10 @@ struct ModelConfig {
 // when tied).
 std::int64_t countParameters(const ModelConfig& cfg);
 
-// Attention parameters of one layer (projections and attention-internal norms).
+// Attention parameters of layer `layer` (projections and attention-internal norms).
+std::int64_t attentionParameters(const ModelConfig& cfg, int layer);
+// The same for the first layer with RoPE (every layer but an MHA2MLA
+// conversion's NoPE layers, which have no RoPE key, has as many).
 std::int64_t attentionParametersPerLayer(const ModelConfig& cfg);
 
 // Parameter matching (MLRA recipe): sets the MLP width to the multiple of

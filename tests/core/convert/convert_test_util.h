@@ -17,8 +17,10 @@ namespace latentlab::test {
 
 // The original attention with RoPE applied only to the kept pairs of each KV
 // head (query heads use their group's pairs), written directly in the HF
-// layout: a kept pair k rotates dims (k, k + d_h/2) by angle pos * theta_k,
-// every other dim passes through unrotated. No permutation, no latent.
+// layout: a kept pair k rotates dims (k, k + d_rot/2) by angle pos * theta_k,
+// every other dim passes through unrotated. No permutation, no latent. With
+// the family's options as the original applies them: QK norms over the whole
+// head before RoPE, no RoPE at all in a NoPE layer, d_rot = ropeDim().
 class PartialRopeAttention : public AttentionModule {
  public:
   PartialRopeAttention(const ModelConfig& cfg, std::vector<std::vector<int>> pairs)
@@ -28,13 +30,17 @@ class PartialRopeAttention : public AttentionModule {
     k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
     v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
     o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(q, d).bias(cfg.oProjBias)));
+    if (cfg.qkNorm) {
+      q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps));
+      k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps));
+    }
   }
 
   // x (B, H, T, d_h) with head h using KV head h / groupSize's pairs; cos/sin
   // (T, d_h) are the original model's tables (column k holds pair k's angle).
   torch::Tensor rotateKept(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                            int groupSize) const {
-    const int half = m_cfg.headDim / 2;
+    const int half = m_cfg.ropeDim() / 2;
     auto out = x.clone();
     for (std::int64_t h = 0; h < x.size(1); ++h) {
       for (int k : m_pairs[static_cast<std::size_t>(h / groupSize)]) {
@@ -50,8 +56,14 @@ class PartialRopeAttention : public AttentionModule {
   torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override {
     const auto B = x.size(0), T = x.size(1);
     const int nh = m_cfg.numHeads, nkv = m_cfg.numKvHeads, dh = m_cfg.headDim;
-    auto q = q_proj(x).view({B, T, nh, dh}).transpose(1, 2);   // (B, nh, T, dh)
-    auto k = k_proj(x).view({B, T, nkv, dh}).transpose(1, 2);  // (B, nkv, T, dh)
+    auto q = q_proj(x).view({B, T, nh, dh});
+    auto k = k_proj(x).view({B, T, nkv, dh});
+    if (q_norm) {
+      q = q_norm(q);
+      k = k_norm(k);
+    }
+    q = q.transpose(1, 2);                                     // (B, nh, T, dh)
+    k = k.transpose(1, 2);                                     // (B, nkv, T, dh)
     auto v = v_proj(x).view({B, T, nkv, dh}).transpose(1, 2);
     auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
     q = rotateKept(q, cos, sin, nh / nkv);
@@ -68,6 +80,7 @@ class PartialRopeAttention : public AttentionModule {
   }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};
 
  private:
   ModelConfig m_cfg;

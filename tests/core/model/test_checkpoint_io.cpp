@@ -29,7 +29,9 @@ template <typename Fn>
 void expectError(Fn&& fn, std::initializer_list<std::string> needles) {
   try {
     fn();
-    ADD_FAILURE() << "no error was thrown";
+    std::string expected;
+    for (const auto& n : needles) expected += " '" + n + "'";
+    ADD_FAILURE() << "no error was thrown (expected one saying" << expected << ")";
   } catch (const Error& e) {
     for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << "message: " << e.message() << "\nmissing: " << n;
   }
@@ -161,8 +163,8 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   expectError([&] { HfCheckpoint ck(d); }, {"config.json", "invalid JSON"});
   // RoPE scaling: an unknown variant, yarn without its factor, a factor that is no number.
   d = fresh("ropetype");
-  editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}}; });
-  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "rope_type 'longrope' is not supported"});
+  editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}}; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "rope_type 'ntk-by-parts' is not supported"});
   d = fresh("yarnfactor");
   editConfig(d, [](json& c) { c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}}; });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_parameters", "'factor' is missing"});
@@ -239,6 +241,65 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   d = fresh("noweights");
   fs::remove(d / "model.safetensors");
   expectError([&] { HfCheckpoint ck(d); }, {"no safetensors weights"});
+}
+
+// The families' own fields: what a family does not have is refused naming the
+// file and the field, and each family's variants are read.
+TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
+  fs::path base = scratchDir("family-bad");
+  auto fresh = [&](const std::string& name, const std::string& type) {
+    fs::path d = base / name;
+    savedTiny(d);
+    editConfig(d, [&](json& c) { c["model_type"] = type; });
+    return d;
+  };
+  // longrope and partial rotary belong to Phi-3.
+  fs::path d = fresh("llama-longrope", "llama");
+  editConfig(d, [](json& c) {
+    c["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
+                         {"long_factor", json::array({2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0})}};
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "longrope is Phi-3's"});
+  d = fresh("llama-partial", "llama");
+  editConfig(d, [](json& c) { c["partial_rotary_factor"] = 0.5; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "partial_rotary_factor", "only Phi-3"});
+  // A longrope list that does not cover the rotating pairs (d_h 16, factor 0.5: 4 pairs).
+  d = fresh("phi3-factors", "phi3");
+  editConfig(d, [](json& c) {
+    c["partial_rotary_factor"] = 0.5;
+    c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", json::array({1.0, 1.0, 1.0})},
+                         {"long_factor", json::array({2.0, 2.0, 2.0, 2.0})}};
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "4 entries", "got 3 and 4"});
+  d = fresh("phi3-odd", "phi3");
+  editConfig(d, [](json& c) { c["partial_rotary_factor"] = 0.1; });  // int(16 * 0.1) = 1 dim
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "partial_rotary_factor", "positive even number"});
+  // SmolLM3's no_rope_layers: one 0/1 per layer.
+  d = fresh("smollm3-list", "smollm3");
+  editConfig(d, [](json& c) { c["no_rope_layers"] = json::array({1, 0, 1}); });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "no_rope_layers", "one 0 or 1 per layer"});
+  d = fresh("smollm3-value", "smollm3");
+  editConfig(d, [](json& c) { c["no_rope_layers"] = json::array({1, 2}); });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "no_rope_layers", "entry 1"});
+  // Sliding windows of the Qwen family.
+  d = fresh("qwen3-window", "qwen3");
+  editConfig(d, [](json& c) { c["use_sliding_window"] = true; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "use_sliding_window", "not supported"});
+  d = fresh("qwen3-layers", "qwen3");
+  editConfig(d, [](json& c) { c["layer_types"] = json::array({"full_attention", "sliding_attention"}); });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "layer_types", "sliding_attention"});
+  // A Qwen3 folder without its QK-norm weights.
+  d = fresh("qwen3-norms", "qwen3");
+  expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"q_norm.weight", "missing"});
+  // Read: SmolLM3's default layers without RoPE (every 4th) and Phi-3's fused tensors.
+  d = fresh("smollm3-default", "smollm3");
+  editConfig(d, [](json& c) {
+    c["num_hidden_layers"] = 2;
+    c["no_rope_layer_interval"] = 2;
+  });
+  EXPECT_EQ(readHfConfig(d / "config.json").nopeLayers, std::vector<int>{1});
+  d = fresh("phi3-unfused", "phi3");
+  expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"qkv_proj.weight", "missing"});
 }
 
 // Mistral's sliding window equals full attention while a sequence fits in

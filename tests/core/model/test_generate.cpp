@@ -41,7 +41,12 @@ TEST(Generate, GreedyIdsEqualTransformersGenerate) {
   ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
   for (const auto& [name, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"gqa", {}},
-           {"llama3", {"--rope-type", "llama3", "--rope-factor", "8", "--original-max", "16", "--max-pos", "256"}}}) {
+           {"llama3", {"--rope-type", "llama3", "--rope-factor", "8", "--original-max", "16", "--max-pos", "256"}},
+           {"qwen3", {"--type", "qwen3", "--head-dim", "32", "--qk-gain", "1.5,3"}},
+           {"smollm3", {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,1,1,0", "--tied"}},
+           // longrope switches to its long factors once the 12 + 40 positions pass 32.
+           {"phi4mini", {"--type", "phi3", "--partial-rotary", "0.75", "--rope-type", "longrope", "--original-max", "32",
+                         "--max-pos", "256", "--tied"}}}) {
     const fs::path dir = scratchDir("gen-" + name) / "model";
     std::vector<std::string> args = {"make", dir.string(), "--std", "0.3"};
     args.insert(args.end(), extra.begin(), extra.end());

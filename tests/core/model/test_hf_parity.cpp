@@ -70,11 +70,16 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
             << v.batch << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
   // MHA2MLA at full rank with every RoPE pair kept is the same model: its
   // logits equal transformers' for every family and RoPE variant.
+  // (Exact where the latent holds the rank of every layer's [W_k_nope; W_v]:
+  // not so in a NoPE layer or past a partially rotating head's rotating dims
+  // at these sizes, which test_convert's Families suite checks instead.)
   const ModelConfig& c = model->config();
   ConversionOptions full;
   full.rope = RopeStrategy::Full;
-  full.dKv = std::min(c.numKvHeads * c.headDim, c.hiddenSize) / c.numKvHeads;
-  if (full.dKv * c.numKvHeads >= std::min(c.numKvHeads * c.headDim, c.hiddenSize)) {
+  const int ropeRank = std::min(c.numKvHeads * (2 * c.headDim - c.ropeDim()), c.hiddenSize);
+  const int nopeRank = c.nopeLayers.empty() ? 0 : std::min(2 * c.numKvHeads * c.headDim, c.hiddenSize);
+  full.dKv = ropeRank / c.numKvHeads;
+  if (full.dKv * c.numKvHeads >= std::max(ropeRank, nopeRank)) {
     auto mla = convertModel(*model, full);
     const double converted = maxAbsDiff(mla->forward(ids), theirs);
     EXPECT_LT(converted, 1e-4) << v.name << ": converted at full rank";
@@ -112,7 +117,24 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"mistral_gqa_no_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "1", "--theta", "1000000"}},
                       Variant{"qwen25_biases_tied", {"--type", "qwen2", "--heads", "4", "--kv-heads", "2", "--tied",
                                                      "--theta", "1000000"}},
-                      Variant{"llama2_mha", {"--heads", "4", "--kv-heads", "4"}}),
+                      Variant{"llama2_mha", {"--heads", "4", "--kv-heads", "4"}},
+                      // The 2025-26 families: QK norms with large gains (peaky attention) and an
+                      // explicit head_dim (Qwen3), NoPE layers (SmolLM3), partial rotary with
+                      // fused projections and longrope in both regimes (Phi-3 / Phi-4-mini).
+                      Variant{"qwen3_gqa_qk_norm_head_dim",
+                              {"--type", "qwen3", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--qk-gain",
+                               "1.5,3", "--tied", "--theta", "1000000"}},
+                      Variant{"qwen3_mha_qk_norm", {"--type", "qwen3", "--heads", "4", "--kv-heads", "4", "--qk-gain", "1.5,3"}},
+                      Variant{"smollm3_nope_layers",
+                              {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,0,1,0", "--theta", "2000000",
+                               "--tied"}},
+                      Variant{"phi3_partial_rotary", {"--type", "phi3", "--partial-rotary", "0.75"}},
+                      Variant{"phi4mini_longrope_past_original",
+                              {"--type", "phi3", "--partial-rotary", "0.5", "--rope-type", "longrope", "--original-max",
+                               "512", "--max-pos", "4096", "--tied"},
+                              1, 2100},
+                      Variant{"phi3_longrope_within_original",
+                              {"--type", "phi3", "--rope-type", "longrope", "--original-max", "2048", "--max-pos", "8192"}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
@@ -131,6 +153,55 @@ TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
     auto theirs = hfLogitsSized(dir, ids, s.vocab, &log);
     ASSERT_TRUE(theirs.defined()) << log;
     EXPECT_LT(maxAbsDiff(model->forward(ids), theirs), 1e-4);
+  }
+}
+
+// The families LatentLab saves (a fine-tune of a Qwen3, SmolLM3 or Phi-3
+// model) load in transformers as the family's own class with the same logits:
+// QK norms, the NoPE layer list, Phi-3's fused tensors and its longrope.
+TEST(HfParity, LatentLabWrittenFamilyCheckpointsLoadInTransformers) {
+  ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
+  auto family = [](const std::string& type, const std::string& arch) {
+    ModelConfig c = tinyConfig({.kvHeads = 2, .layers = 3});
+    c.modelType = type;
+    c.architecture = arch;
+    c.maxPositionEmbeddings = 256;
+    return c;
+  };
+  ModelConfig qwen3 = family("qwen3", "Qwen3ForCausalLM");
+  qwen3.qkNorm = true;
+  qwen3.headDim = 24;
+  ModelConfig smollm3 = family("smollm3", "SmolLM3ForCausalLM");
+  smollm3.nopeLayers = {1};
+  smollm3.tieWordEmbeddings = true;
+  ModelConfig phi3 = family("phi3", "Phi3ForCausalLM");
+  phi3.fusedProjections = true;
+  phi3.rotaryDim = 8;
+  phi3.ropeScaling.type = "longrope";
+  phi3.ropeScaling.originalMaxPositionEmbeddings = 32;
+  phi3.ropeScaling.factor = 8;
+  phi3.ropeScaling.shortFactor = {1.0, 1.5, 2.0, 1.2};
+  phi3.ropeScaling.longFactor = {3.0, 4.5, 2.5, 6.0};
+  for (const ModelConfig& cfg : {qwen3, smollm3, phi3}) {
+    auto model = randomModel(cfg, torch::kFloat32, 5);
+    fs::path dir = scratchDir("ours-" + cfg.modelType) / "model";
+    saveModel(*model, dir, DType::F32);
+    torch::manual_seed(3);
+    auto ids = torch::randint(0, 128, {1, 64}, torch::kInt64);  // past Phi-3's original context of 32
+    torch::NoGradGuard g;
+    std::string log;
+    const fs::path idsFile = dir.parent_path() / "ids", outFile = dir.parent_path() / "logits";
+    writeRaw(idsFile, ids);
+    ASSERT_EQ(runPython("hf_llama.py", {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape", "1,64",
+                                        "--expect-class", cfg.architecture},
+                        &log),
+              0)
+        << log;
+    auto theirs = readRawFloat(outFile, {1, 64, 128});
+    ASSERT_TRUE(theirs.defined());
+    EXPECT_LT(maxAbsDiff(model->forward(ids), theirs), 1e-4) << cfg.modelType;
+    const ModelConfig back = loadModel(dir, torch::kCPU, torch::kFloat32)->config();
+    EXPECT_EQ(back.familyDescription(), cfg.familyDescription()) << cfg.modelType;
   }
 }
 

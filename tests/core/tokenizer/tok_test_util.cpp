@@ -173,6 +173,8 @@ std::vector<std::string> fixedCases() {
       "xyzzy plugh axyzzy xyzzyb plughplugh",
       "x <|lstrip|> y <|rstrip|>  z",
       "<|begin_of_text|>Hello<|end_of_text|>",
+      "<|im_start|>user\nWhy?<|im_end|>\n<think>\nBecause.\n</think>\n\nSo.",
+      "<|user|>  What is it? <|end|>\n<|assistant|> It is.<|end|><|endoftext|>",
       "\u00A0non-breaking\u3000ideographic\u2028line sep\u0085next",
       "ſ 'ſ x'ſ’s x'ſab 'Sab 'LLama 'REd 'VEry 'Mx 'Tx 'Dx 'ſ1",
       "!!!???...---***",
