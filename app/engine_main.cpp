@@ -107,6 +107,10 @@ int cmdInspect(int argc, char** argv) {
     if (c.mla) {
       j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
                   {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
+      if (c.mla->official) {
+        j["mla"]["official_layout"] = c.mla->official->format;
+        j["mla"]["official_version"] = c.mla->official->version;
+      }
     }
     // The cache per layer kind: RoPE layers, and an MHA2MLA conversion's NoPE layers (latent only).
     json kinds = json::array({{{"kind", "rope"},
@@ -144,8 +148,11 @@ int cmdInspect(int argc, char** argv) {
   std::printf("rope          theta %g   context %d\n", c.ropeTheta, c.maxPositionEmbeddings);
   for (const auto& [field, what] : c.unusedFields) std::printf("config field  %s: %s\n", field.c_str(), what.c_str());
   if (c.mla) {
-    std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s\n", c.mla->ropeStrategy.c_str(),
-                c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str());
+    std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s%s\n", c.mla->ropeStrategy.c_str(),
+                c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str(),
+                !c.mla->official                ? ""
+                : c.mla->official->format == 2 ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"
+                                                : "   (official MHA2MLA checkpoint, first-release \"RoPE\"/\"SVD\" layout)");
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;

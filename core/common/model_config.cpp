@@ -197,7 +197,7 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
       "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
       "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
       "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config",
-      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types"};
+      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types", "mha2mla", "RoPE", "SVD"};
   static const std::map<std::string, std::string> kKnown = {
       {"transformers_version", "ignored (metadata)"},
       {"_name_or_path", "ignored (metadata)"},
@@ -437,8 +437,11 @@ void ModelConfig::validate(const std::string& source) const {
     const int half = ropeDim() / 2;
     if (mla->ropePairs < 0 || mla->ropePairs > half) bad("latentlab_mla.rope_pairs", "must be in [0, rotating dims/2]");
     if (mla->dKv <= 0) bad("latentlab_mla.d_kv", "must be positive");
-    if (static_cast<int>(mla->pairs.size()) != numLayers) bad("latentlab_mla.pairs", "must have one entry per layer");
-    for (int l = 0; l < numLayers; ++l) {
+    const bool pending = mla->official && mla->pairs.empty();   // an official 2-norm checkpoint before loading
+    if (!pending && static_cast<int>(mla->pairs.size()) != numLayers) {
+      bad("latentlab_mla.pairs", "must have one entry per layer");
+    }
+    for (int l = 0; l < numLayers && !pending; ++l) {
       const auto& layer = mla->pairs[static_cast<std::size_t>(l)];
       if (static_cast<int>(layer.size()) != numKvHeads) bad("latentlab_mla.pairs", "must have one entry per KV head");
       // A NoPE layer keeps no pairs.
@@ -515,6 +518,7 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   if (j.contains("latentlab_latent") && !j.at("latentlab_latent").is_null()) {
     cfg.latent = readLatent(j.at("latentlab_latent"), source);
   }
+  if (!cfg.mla) detail::readOfficialMha2Mla(j, r, cfg);
   cfg.unusedFields = unusedConfigFields(j);
   if (j.contains("quantization_config") && !j.at("quantization_config").is_null()) {
     throw Error(ErrorCode::Unsupported, source + ": quantization_config: quantized checkpoints are not supported",

@@ -34,6 +34,11 @@ void writeFamilyFields(const ModelConfig& cfg, nlohmann::json& j);
 // ", QK norm (...), 9 of 36 layers without RoPE (...)": the layer options in words.
 std::string familyFeatures(const ModelConfig& cfg);
 
+// The official MHA2MLA code's block ("mha2mla", or "RoPE" and "SVD") into
+// cfg.mla with cfg.mla->official set (official_mha2mla.cpp); nothing when the
+// config has neither (or marks a baseline fine-tune).
+void readOfficialMha2Mla(const nlohmann::json& j, const JsonReader& r, ModelConfig& cfg);
+
 // A dense DeepSeek-V3 config.json (model_type deepseek_v3) as a latent model
 // in DeepSeek's layout (docs/conversion.md, "Reading DeepSeek-V3 folders").
 ModelConfig readDeepSeekV3Config(const nlohmann::json& j, const JsonReader& r, const std::string& source);

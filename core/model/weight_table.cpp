@@ -22,6 +22,40 @@ void appendLatentTensors(const LatentAttention& la, const ModelConfig& c, const 
   out.push_back({a + "kv_b_proj.weight", S{la.latentHeads * G * (la.dNope + la.dV), la.latentDim()}});
   out.push_back({a + "o_proj.weight", S{d, nh * la.dV}});
 }
+// The official MHA2MLA code's names for LatentLab's converted attention
+// (docs/official_mha2mla.md): format 2 k_r_proj and kv_proj.{down_kv | down_k,
+// down_v, up_k, up_v}; format 1 W_k_r, W_down_k (, W_down_v), W_up_k, W_up_v.
+struct OfficialNames {
+  std::string kRope, down, downK, downV, upK, upV;
+};
+OfficialNames officialNames(int format) {
+  if (format == 1) return {"W_k_r", "W_down_k", "W_down_k", "W_down_v", "W_up_k", "W_up_v"};
+  return {"k_r_proj", "kv_proj.down_kv", "kv_proj.down_k", "kv_proj.down_v", "kv_proj.up_k", "kv_proj.up_v"};
+}
+
+
+// An official MHA2MLA checkpoint's attention (names of officialNames()).
+void appendOfficialTensors(const ModelConfig& c, const std::string& a, std::int64_t r2, std::int64_t lat,
+                           std::vector<ExpectedTensor>& out) {
+  using S = std::vector<std::int64_t>;
+  const std::int64_t d = c.hiddenSize, dh = c.headDim, nkv = c.numKvHeads, nope = dh - r2;
+  const OfficialNames n = officialNames(c.mla->official->format);
+  const bool b = c.attentionBias;
+  out.push_back({a + n.kRope + ".weight", S{nkv * r2, d}});
+  if (b) out.push_back({a + n.kRope + ".bias", S{nkv * r2}});
+  if (c.mla->svdMethod == "split") {
+    out.push_back({a + n.downK + ".weight", S{lat, d}});
+    out.push_back({a + n.downV + ".weight", S{lat, d}});
+  } else {
+    out.push_back({a + n.down + ".weight", S{lat, d}});
+  }
+  out.push_back({a + n.upK + ".weight", S{nkv * nope, lat}});
+  out.push_back({a + n.upV + ".weight", S{nkv * dh, lat}});
+  if (b) {
+    out.push_back({a + n.upK + ".bias", S{nkv * nope}});
+    out.push_back({a + n.upV + ".bias", S{nkv * dh}});
+  }
+}
 }  // namespace
 
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
@@ -51,11 +85,15 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
       } else {
         // A NoPE layer (SmolLM3) keeps no RoPE key.
         const std::int64_t r2 = c.usesRope(l) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, lat = nkv * c.mla->dKv;
-        if (r2 > 0) {
+        if (c.mla->official) {
+          appendOfficialTensors(c, a, r2, lat, out);
+        } else if (r2 > 0) {
           out.push_back({a + "k_rope_proj.weight", S{nkv * r2, d}});
           if (c.attentionBias) out.push_back({a + "k_rope_proj.bias", S{nkv * r2}});
         }
-        if (c.mla->svdMethod == "split") {
+        if (c.mla->official) {
+          // (the official names above)
+        } else if (c.mla->svdMethod == "split") {
           out.push_back({a + "k_down.weight", S{lat, d}});
           out.push_back({a + "v_down.weight", S{lat, d}});
           out.push_back({a + "k_up.weight", S{nkv * nope, lat}});
@@ -98,12 +136,70 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
   return out;
 }
 
+namespace {
+
+// The official checkpoint's rows of LatentLab's q_proj (per head: RoPE dims,
+// then NoPE dims). Format 2 stores every head's RoPE rows first, then every
+// head's NoPE rows, each in ascending dim order (LatentLab's order within a
+// head); format 1 keeps the original rows, reordered here by each KV group's pairs.
+std::vector<std::int64_t> officialQueryRows(const ModelConfig& c, int layer) {
+  const std::int64_t nh = c.numHeads, dh = c.headDim, r2 = 2 * c.mla->ropePairs, G = c.kvGroupSize();
+  std::vector<std::int64_t> rows;
+  for (std::int64_t h = 0; h < nh; ++h) {
+    if (c.mla->official->format == 2) {
+      for (std::int64_t j = 0; j < r2; ++j) rows.push_back(h * r2 + j);
+      for (std::int64_t j = 0; j < dh - r2; ++j) rows.push_back(nh * r2 + h * (dh - r2) + j);
+    } else {
+      const auto& kept = c.mla->pairs.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(h / G));
+      // Kept dims: each kept pair's first dim, then its partner; then the rest ascending.
+      std::vector<bool> used(static_cast<std::size_t>(dh), false);
+      std::vector<std::int64_t> order;
+      for (int p : kept) order.push_back(p);
+      for (int p : kept) order.push_back(p + dh / 2);
+      for (auto i : order) used[static_cast<std::size_t>(i)] = true;
+      for (std::int64_t i = 0; i < dh; ++i)
+        if (!used[static_cast<std::size_t>(i)]) order.push_back(i);
+      for (auto i : order) rows.push_back(h * dh + i);
+    }
+  }
+  return rows;
+}
+
+TensorSource officialSource(const ModelConfig& c, const std::string& parameter) {
+  const std::string marker = ".self_attn.";
+  const auto at = parameter.find(marker);
+  if (at == std::string::npos) return {{{parameter}}};
+  const std::string prefix = parameter.substr(0, at + marker.size());
+  const std::string local = parameter.substr(at + marker.size());  // "q_proj.weight"
+  const bool bias = local.ends_with(".bias");
+  const std::string kind = bias ? ".bias" : ".weight";
+  const OfficialNames n = officialNames(c.mla->official->format);
+  auto one = [&](const std::string& name) { return TensorSource{{TensorPart{prefix + name + kind}}}; };
+  if (local.starts_with("q_proj.")) {
+    const int layer = std::stoi(parameter.substr(parameter.find("layers.") + 7));
+    TensorPart p{prefix + "q_proj" + kind};
+    p.gather = officialQueryRows(c, layer);
+    return {{p}};
+  }
+  if (local.starts_with("k_rope_proj.")) return one(n.kRope);
+  if (local.starts_with("kv_down.")) return one(n.down);
+  if (local.starts_with("kv_up.")) return {{TensorPart{prefix + n.upK + kind}, TensorPart{prefix + n.upV + kind}}};
+  if (local.starts_with("k_down.")) return one(n.downK);
+  if (local.starts_with("v_down.")) return one(n.downV);
+  if (local.starts_with("k_up.")) return one(n.upK);
+  if (local.starts_with("v_up.")) return one(n.upV);
+  return {{{parameter}}};
+}
+
+}  // namespace
+
 TensorSource checkpointSource(const ModelConfig& c, const std::string& parameter) {
-  if (!c.fusedProjections) return {parameter};
+  if (c.mla && c.mla->official) return officialSource(c, parameter);
+  if (!c.fusedProjections) return {{{parameter}}};
   auto fusedPart = [&](const std::string& suffix, const std::string& fused, std::int64_t begin, std::int64_t rows,
                        TensorSource* out) {
     if (!parameter.ends_with(suffix)) return false;
-    *out = {parameter.substr(0, parameter.size() - suffix.size()) + fused, begin, rows};
+    *out = {{TensorPart{parameter.substr(0, parameter.size() - suffix.size()) + fused, begin, rows}}};
     return true;
   };
   const std::int64_t q = static_cast<std::int64_t>(c.numHeads) * c.headDim;
@@ -118,7 +214,7 @@ TensorSource checkpointSource(const ModelConfig& c, const std::string& parameter
   if (fusedPart("mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0, I, &s) ||
       fusedPart("mlp.up_proj.weight", "mlp.gate_up_proj.weight", I, I, &s))
     return s;
-  return {parameter};
+  return {{{parameter}}};
 }
 
 bool isIgnorableKey(const std::string& name) {

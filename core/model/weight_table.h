@@ -20,13 +20,23 @@ struct ExpectedTensor {
 // gate_up_proj where the model has q/k/v_proj and gate/up_proj).
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig& cfg);
 
-// Where a model parameter lies in the checkpoint: a whole tensor, or rows
-// [rowBegin, rowBegin + rows) of a fused one.
-struct TensorSource {
+// Where a model parameter lies in the checkpoint: one whole tensor, or the
+// rows of one or more tensors stacked in order, each part a tensor's rows
+// [rowBegin, rowBegin + rows) (Phi-3's fused projections) or the rows listed in
+// `gather` (an official MHA2MLA q_proj in its own row order).
+struct TensorPart {
+  TensorPart(std::string tensor, std::int64_t begin = 0, std::int64_t count = -1)
+      : name(std::move(tensor)), rowBegin(begin), rows(count) {}
   std::string name;
   std::int64_t rowBegin = 0;
-  std::int64_t rows = -1;  // -1: the whole tensor
-  bool fused() const { return rows >= 0; }
+  std::int64_t rows = -1;             // -1: every row
+  std::vector<std::int64_t> gather;   // when set: these rows, in this order
+};
+struct TensorSource {
+  std::vector<TensorPart> parts;
+  bool whole() const { return parts.size() == 1 && parts[0].rows < 0 && parts[0].gather.empty(); }
+  // One part that is a row block of a fused tensor (what saving fuses back).
+  bool fusedBlock() const { return parts.size() == 1 && parts[0].rows >= 0 && parts[0].gather.empty(); }
 };
 TensorSource checkpointSource(const ModelConfig& cfg, const std::string& parameter);
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "latentlab/error.h"
+#include "model/official_mha2mla.h"
 #include "model/torch_util.h"
 #include "model/weight_table.h"
 
@@ -56,37 +57,45 @@ torch::Tensor readTensor(const HfCheckpoint::Entry& entry) {
   return out;
 }
 
-LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt) {
+LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const ModelConfig* layout) {
   LoadReport report;
   report.unusedKeys = checkCheckpoint(ckpt);
   torch::NoGradGuard noGrad;
-  const ModelConfig& cfg = ckpt.config();
+  const ModelConfig& cfg = layout != nullptr ? *layout : ckpt.config();
   std::set<std::string> expected, read;
-  for (const auto& e : expectedTensors(cfg)) expected.insert(e.name);
-  std::string fusedName;   // the fused tensor last read, for its other parts
-  torch::Tensor fused;
+  for (const auto& e : expectedTensors(ckpt.config())) expected.insert(e.name);
+  std::string lastName;   // the tensor last read, for the other parameters that share it
+  torch::Tensor last;
+  auto tensor = [&](const std::string& name) {
+    if (name != lastName) {
+      last = readTensor(*ckpt.find(name));
+      lastName = name;
+    }
+    read.insert(name);
+    return last;
+  };
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
     const TensorSource src = checkpointSource(cfg, name);
-    if (!expected.count(src.name)) {
-      throw Error(ErrorCode::Internal, "model parameter '" + name + "' is not in the key table");
-    }
-    torch::Tensor value;
-    if (src.fused()) {
-      if (src.name != fusedName) {
-        fused = readTensor(*ckpt.find(src.name));
-        fusedName = src.name;
+    std::vector<torch::Tensor> rows;
+    for (const TensorPart& part : src.parts) {
+      if (!expected.count(part.name)) {
+        throw Error(ErrorCode::Internal, "model parameter '" + name + "' reads '" + part.name + "', not in the key table");
       }
-      value = fused.narrow(0, src.rowBegin, src.rows);
-    } else {
-      value = readTensor(*ckpt.find(src.name));
+      torch::Tensor t = tensor(part.name);
+      if (!part.gather.empty()) {
+        t = t.index_select(0, torch::tensor(part.gather, torch::kInt64));
+      } else if (part.rows >= 0) {
+        t = t.narrow(0, part.rowBegin, part.rows);
+      }
+      rows.push_back(t);
     }
+    torch::Tensor value = rows.size() == 1 ? rows[0] : torch::cat(rows, 0);
     torch::Tensor& dst = item.value();
     if (value.sizes() != dst.sizes()) {
       throw Error(ErrorCode::Internal, "parameter '" + name + "' shape differs from the key table");
     }
     dst.copy_(value.to(dst.device(), dst.scalar_type()));
-    read.insert(src.name);
   }
   report.loaded = static_cast<int>(read.size());
   if (read.size() != expected.size()) {
@@ -100,9 +109,14 @@ std::shared_ptr<CausalLm> loadModel(const fs::path& dir, torch::Device device, t
                                     LoadReport* report) {
   HfCheckpoint ckpt(dir);
   checkCheckpoint(ckpt);   // fail before allocating anything
-  auto model = std::make_shared<CausalLm>(ckpt.config());
+  // An official MHA2MLA checkpoint: its pairs resolved, its tensors read into
+  // LatentLab's layout, and the model's own config LatentLab's (what it saves).
+  const ModelConfig layout = resolveOfficialPairs(ckpt.config(), dir);
+  ModelConfig own = layout;
+  if (own.mla) own.mla->official.reset();
+  auto model = std::make_shared<CausalLm>(own);
   model->to(device, dtype);
-  LoadReport r = loadWeights(*model, ckpt);
+  LoadReport r = loadWeights(*model, ckpt, &layout);
   if (report != nullptr) *report = r;
   model->eval();
   return model;
@@ -130,12 +144,15 @@ void saveModel(CausalLm& model, const fs::path& dir, DType saveDType,
     ++index;
     auto t = source.detach().to(torch::kCPU, type).contiguous();
     const TensorSource src = checkpointSource(config, item.key());
-    if (src.fused()) {
-      if (!fusedParts.count(src.name)) order.push_back(src.name);
-      fusedParts[src.name].emplace_back(src.rowBegin, t);
+    if (src.fusedBlock()) {
+      const TensorPart& part = src.parts[0];
+      if (!fusedParts.count(part.name)) order.push_back(part.name);
+      fusedParts[part.name].emplace_back(part.rowBegin, t);
+    } else if (src.whole()) {
+      order.push_back(src.parts[0].name);
+      whole[src.parts[0].name] = t;
     } else {
-      order.push_back(src.name);
-      whole[src.name] = t;
+      throw Error(ErrorCode::Internal, dir.string() + ": parameter '" + item.key() + "' has no layout to save in");
     }
   }
   for (const auto& name : order) {

@@ -26,7 +26,9 @@ struct LoadReport {
 std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt);
 
 // Copies every parameter of `model` from the checkpoint (converting dtype).
-LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt);
+// `layout` (default: the checkpoint's config) is the config that maps
+// parameters to its tensors, with an official MHA2MLA checkpoint's pairs resolved.
+LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const ModelConfig* layout = nullptr);
 
 // Opens `dir`, builds the model for its config and loads it on device/dtype.
 std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Device device,

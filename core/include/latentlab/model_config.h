@@ -39,6 +39,15 @@ struct RopeScaling {
   std::string describe() const;          // "llama3 (factor 32, low 1, high 4, original 8192)"
 };
 
+// A checkpoint written by the official MHA2MLA code (docs/official_mha2mla.md):
+// its config block and tensor names, read as an MHA2MLA conversion. Loading
+// maps its tensors onto LatentLab's layout; what it saves is LatentLab's.
+struct OfficialMha2Mla {
+  int format = 2;               // 1: "RoPE"/"SVD" blocks, W_* tensors; 2: the "mha2mla" block, k_r_proj / kv_proj.*
+  std::string version;          // its partial-RoPE version as written ("2-norm"; format 1: "4")
+  std::string rankFile;         // 2-norm: format 2's rank tensor, format 1's score tensor (as config.json names it)
+};
+
 // MHA2MLA fields of a converted checkpoint (absent on an original model).
 struct MlaConversion {
   std::string ropeStrategy;              // "high", "low", "uniform", "2-norm", "full"
@@ -47,7 +56,9 @@ struct MlaConversion {
   std::string svdMethod = "joint";       // "joint" or "split"
   std::string twoNormScore;              // "product" / "sum" (2-norm only)
   // Kept RoPE pairs per layer and KV head: [layer][kvHead][i], ascending.
+  // Empty until loading for an official 2-norm checkpoint (its rank file decides).
   std::vector<std::vector<std::vector<int>>> pairs;
+  std::optional<OfficialMha2Mla> official;   // read from the official code's layout
 };
 
 // Where a DeepSeek-target conversion (docs/conversion.md) came from and how it
