@@ -1,5 +1,5 @@
 // Built-in shapes: SmolLM-135M/360M/1.7B, Llama-2-7B, Qwen3-0.6B/1.7B/4B,
-// SmolLM3-3B, Phi-4-mini, the MLRA paper's scale and the demo models;
+// SmolLM3-3B, Phi-4-mini, Gemma-3-1B, Qwen3-30B-A3B, the MLRA paper's scale and the demo models;
 // attention variants of a shape.
 #include "latentlab/architectures.h"
 
@@ -60,6 +60,39 @@ ModelConfig phi4mini() {
   return c;
 }
 
+// Gemma-3-1B (text): one KV head of 256, every 6th layer global, the others
+// windowed to 512 tokens at RoPE base 10,000.
+ModelConfig gemma3(int hidden, int inter, int layers, int heads, int kv, int window) {
+  ModelConfig c = shape(262144, hidden, inter, layers, heads, kv, true, 1e-6, 1000000.0, 32768);
+  c.modelType = "gemma3_text";
+  c.architecture = "Gemma3ForCausalLM";
+  c.headDim = 256;
+  c.qkNorm = c.normPlusOne = c.sandwichNorms = c.scaleEmbeddings = c.geluTanh = true;
+  c.queryScalar = 256.0;
+  c.slidingWindow = window;
+  for (int l = 0; l < layers; ++l) {
+    if ((l + 1) % 6 != 0) c.slidingLayers.push_back(l);
+  }
+  c.localRopeTheta = 10000.0;
+  return c;
+}
+
+// Qwen3-30B-A3B: 8 of 128 experts of width 768 per token in every layer.
+ModelConfig qwen3Moe() {
+  ModelConfig c = shape(151936, 2048, 6144, 48, 32, 4, false, 1e-6, 1000000.0, 40960);
+  c.modelType = "qwen3_moe";
+  c.architecture = "Qwen3MoeForCausalLM";
+  c.headDim = 128;
+  c.qkNorm = true;
+  MoeConfig m;
+  m.experts = 128;
+  m.topK = 8;
+  m.intermediate = 768;
+  m.normTopK = true;
+  c.moe = m;
+  return c;
+}
+
 const std::map<std::string, ModelConfig>& table() {
   static const std::map<std::string, ModelConfig> t = {
       // HF SmolLM family (GQA, tied embeddings, d_h 64).
@@ -74,6 +107,8 @@ const std::map<std::string, ModelConfig>& table() {
       {"qwen3-4b", qwen3(2560, 9728, 36, 32, true)},
       {"smollm3-3b", smollm3()},
       {"phi-4-mini", phi4mini()},
+      {"gemma-3-1b", gemma3(1152, 6912, 26, 4, 1, 512)},
+      {"qwen3-30b-a3b", qwen3Moe()},
       // Demo bases pre-trained by LatentLab on CPU (d_h 32: r = 2 by default).
       {"demo-mha", shape(4096, 128, 352, 4, 4, 4, true, 1e-5, 10000.0, 1024)},
       {"demo-gqa", shape(4096, 128, 352, 4, 4, 2, true, 1e-5, 10000.0, 1024)},
@@ -175,10 +210,18 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     cfg.latent = a;
     // A latent layer has its own RoPE key and no QK norms: a family's layer
     // options stay with the family's own attention (MHA / GQA variants).
+    // The rest of the decoder becomes Llama's too, as its config.json is written.
     cfg.qkNorm = false;
     cfg.nopeLayers.clear();
     cfg.rotaryDim = 0;
     cfg.fusedProjections = false;
+    cfg.slidingWindow.reset();
+    cfg.slidingLayers.clear();
+    cfg.localRopeTheta.reset();
+    cfg.queryScalar.reset();
+    cfg.normPlusOne = cfg.sandwichNorms = cfg.scaleEmbeddings = cfg.geluTanh = false;
+    cfg.finalLogitSoftcap.reset();
+    cfg.moe.reset();
     cfg.modelType = "llama";
     cfg.architecture = "LlamaForCausalLM";
   }

@@ -3,6 +3,8 @@
 // Llama, read into the layer options of ModelConfig and written back as the
 // family's own config.json (docs/families.md).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "common/model_config_internal.h"
@@ -15,9 +17,10 @@ namespace {
 
 const std::vector<FamilyInfo>& families() {
   static const std::vector<FamilyInfo> kFamilies = {
-      {"llama", "Llama", "LlamaForCausalLM"},       {"mistral", "Mistral", "MistralForCausalLM"},
-      {"qwen2", "Qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3", "Qwen3ForCausalLM"},
-      {"smollm3", "SmolLM3", "SmolLM3ForCausalLM"}, {"phi3", "Phi-3", "Phi3ForCausalLM"},
+      {"llama", "Llama", "LlamaForCausalLM"},          {"mistral", "Mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2", "Qwen2ForCausalLM"},          {"qwen3", "Qwen3", "Qwen3ForCausalLM"},
+      {"smollm3", "SmolLM3", "SmolLM3ForCausalLM"},    {"phi3", "Phi-3", "Phi3ForCausalLM"},
+      {"gemma3_text", "Gemma-3", "Gemma3ForCausalLM"}, {"qwen3_moe", "Qwen3-MoE", "Qwen3MoeForCausalLM"},
   };
   return kFamilies;
 }
@@ -75,6 +78,97 @@ void readNopeLayers(const json& j, const JsonReader& r, ModelConfig& cfg) {
   }
 }
 
+// Gemma-3 (text): QK norms and every norm (1 + w) in fp32, the sandwich of
+// four norms per layer, embeddings times sqrt(d), GeGLU, the softmax scale
+// query_pre_attn_scalar^-1/2, windowed layers (layer_types, else every layer
+// but each sliding_window_pattern-th) at their own RoPE base.
+void readGemma3(const json& j, const JsonReader& r, ModelConfig& cfg) {
+  if (r.optBool("use_bidirectional_attention", false)) {
+    r.fail("use_bidirectional_attention", "is true: bidirectional attention (an embedding model) is not supported");
+  }
+  if (!cfg.geluTanh) r.fail("hidden_activation", "must be gelu_pytorch_tanh for Gemma-3");
+  cfg.qkNorm = true;
+  cfg.normPlusOne = true;
+  cfg.sandwichNorms = true;
+  cfg.scaleEmbeddings = true;
+  cfg.queryScalar = r.optDouble("query_pre_attn_scalar", 256.0);
+  if (!(*cfg.queryScalar > 0)) r.fail("query_pre_attn_scalar", "must be positive");
+  if (j.contains("final_logit_softcapping") && !j.at("final_logit_softcapping").is_null()) {
+    cfg.finalLogitSoftcap = r.requireDouble("final_logit_softcapping");
+    if (!(*cfg.finalLogitSoftcap > 0)) r.fail("final_logit_softcapping", "must be positive or null");
+  }
+  const int window = r.optInt("sliding_window", 4096);
+  if (window < 1) r.fail("sliding_window", "must be positive");
+  cfg.slidingWindow = window;
+  cfg.slidingLayers.clear();
+  if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+    const json& types = j.at("layer_types");
+    if (!types.is_array() || static_cast<int>(types.size()) != cfg.numLayers) {
+      r.fail("layer_types", "must name one type per layer (" + std::to_string(cfg.numLayers) + " layers)");
+    }
+    for (int l = 0; l < cfg.numLayers; ++l) {
+      const json& t = types.at(static_cast<std::size_t>(l));
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type == "sliding_attention")
+        cfg.slidingLayers.push_back(l);
+      else if (type != "full_attention")
+        r.fail("layer_types", "holds '" + type + "'");
+    }
+  } else {
+    const int pattern = r.optInt("sliding_window_pattern", r.optInt("_sliding_window_pattern", 6));
+    if (pattern < 1) r.fail("sliding_window_pattern", "must be positive");
+    for (int l = 0; l < cfg.numLayers; ++l) {
+      if ((l + 1) % pattern != 0) cfg.slidingLayers.push_back(l);
+    }
+  }
+  if (cfg.slidingLayers.empty()) cfg.slidingWindow.reset();  // every layer full attention
+  // The windowed layers' base: rope_parameters.sliding_attention (plain RoPE
+  // only), else rope_local_base_freq; RoPE scaling is the full layers' alone.
+  double local = r.optDouble("rope_local_base_freq", 10000.0);
+  if (j.contains("rope_parameters") && j.at("rope_parameters").is_object() &&
+      j.at("rope_parameters").contains("sliding_attention")) {
+    JsonReader lr(j.at("rope_parameters").at("sliding_attention"), r.source() + " rope_parameters.sliding_attention",
+                  ErrorCode::BadModel);
+    const std::string type = lr.optString("rope_type", "default");
+    if (type != "default") lr.fail("rope_type", "is '" + type + "'; the windowed layers' RoPE must be plain");
+    local = lr.optDouble("rope_theta", local);
+  }
+  if (!(local > 0)) r.fail("rope_local_base_freq", "must be positive");
+  cfg.localRopeTheta = local;
+}
+
+// Qwen3-MoE: Qwen3's attention and a sparse MLP in the layers it names.
+void readQwen3Moe(const json& j, const JsonReader& r, ModelConfig& cfg) {
+  MoeConfig m;
+  const char* expertsField =
+      r.has("num_experts") ? "num_experts" : "num_local_experts";  // transformers 5 writes the latter
+  m.experts = r.requireInt(expertsField);
+  m.topK = r.requireInt("num_experts_per_tok");
+  m.intermediate = r.requireInt("moe_intermediate_size");
+  m.normTopK = r.optBool("norm_topk_prob", false);
+  m.sparseStep = r.optInt("decoder_sparse_step", 1);
+  if (m.experts < 1) r.fail(expertsField, "must be positive");
+  if (m.topK < 1 || m.topK > m.experts) {
+    r.fail("num_experts_per_tok", "must be in [1, " + std::to_string(m.experts) + "] (the experts there are)");
+  }
+  if (m.intermediate < 1) r.fail("moe_intermediate_size", "must be positive");
+  if (m.sparseStep < 1) r.fail("decoder_sparse_step", "must be positive");
+  if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
+    const json& list = j.at("mlp_only_layers");
+    if (!list.is_array()) r.fail("mlp_only_layers", "must be a list of layer indices");
+    for (const auto& v : list) {
+      if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= cfg.numLayers) {
+        r.fail("mlp_only_layers", "holds " + v.dump() + ", not a layer index");
+      }
+      m.denseLayers.push_back(v.get<int>());
+    }
+    std::sort(m.denseLayers.begin(), m.denseLayers.end());
+    m.denseLayers.erase(std::unique(m.denseLayers.begin(), m.denseLayers.end()), m.denseLayers.end());
+  }
+  cfg.moe = m;
+  cfg.qkNorm = true;
+}
+
 }  // namespace
 
 const FamilyInfo* findFamily(const std::string& modelType) {
@@ -102,8 +196,10 @@ void readFamilyFields(const json& j, const JsonReader& r, ModelConfig& cfg) {
     cfg.qkNorm = true;  // q_norm, k_norm over each head before RoPE
     cfg.oProjBias = cfg.attentionBias;
   }
-  if (type == "qwen2" || type == "qwen3" || type == "smollm3") refuseSlidingLayers(j, r);
+  if (type == "qwen2" || type == "qwen3" || type == "smollm3" || type == "qwen3_moe") refuseSlidingLayers(j, r);
+  if (type == "qwen3_moe") readQwen3Moe(j, r, cfg);
   if (type == "mistral" || type == "phi3") readWindow(r, cfg);
+  if (type == "gemma3_text") readGemma3(j, r, cfg);
   if (type == "smollm3") readNopeLayers(j, r, cfg);
   if (type == "phi3") {
     cfg.fusedProjections = true;
@@ -122,7 +218,7 @@ void readFamilyFields(const json& j, const JsonReader& r, ModelConfig& cfg) {
 void writeFamilyFields(const ModelConfig& cfg, json& j) {
   const std::string& type = cfg.modelType;
   if (type != "qwen2") j["attention_bias"] = cfg.attentionBias;
-  if (type == "qwen2" || type == "qwen3" || type == "smollm3") {
+  if (type == "qwen2" || type == "qwen3" || type == "smollm3" || type == "qwen3_moe") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
   }
@@ -134,6 +230,37 @@ void writeFamilyFields(const ModelConfig& cfg, json& j) {
     j["no_rope_layers"] = list;
   }
   if (cfg.rotaryDim > 0) j["partial_rotary_factor"] = static_cast<double>(cfg.rotaryDim) / cfg.headDim;
+  if (cfg.moe) {
+    j["num_experts"] = cfg.moe->experts;
+    j["num_experts_per_tok"] = cfg.moe->topK;
+    j["moe_intermediate_size"] = cfg.moe->intermediate;
+    j["norm_topk_prob"] = cfg.moe->normTopK;
+    j["decoder_sparse_step"] = cfg.moe->sparseStep;
+    j["mlp_only_layers"] = cfg.moe->denseLayers;
+    j["output_router_logits"] = false;
+  }
+  if (type == "gemma3_text") {
+    j.erase("hidden_act");
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    const double scalar = cfg.queryScalar ? *cfg.queryScalar : 256.0;  // transformers wants an integer
+    j["query_pre_attn_scalar"] = scalar == std::floor(scalar) ? json(static_cast<int>(scalar)) : json(scalar);
+    j["final_logit_softcapping"] = cfg.finalLogitSoftcap ? json(*cfg.finalLogitSoftcap) : json(nullptr);
+    j["attn_logit_softcapping"] = nullptr;
+    j["use_bidirectional_attention"] = false;
+    j["sliding_window"] = cfg.slidingWindow ? *cfg.slidingWindow : cfg.maxPositionEmbeddings;
+    json types = json::array();
+    for (int l = 0; l < cfg.numLayers; ++l)
+      types.push_back(cfg.windowOf(l) > 0 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+    // RoPE per layer type, as transformers 5 writes it.
+    json full = cfg.ropeScaling.isDefault() ? json{{"rope_type", "default"}, {"rope_theta", cfg.ropeTheta}}
+                                            : ropeParametersJson(cfg);
+    j["rope_parameters"] = {
+        {"full_attention", full},
+        {"sliding_attention",
+         {{"rope_type", "default"}, {"rope_theta", cfg.localRopeTheta ? *cfg.localRopeTheta : 10000.0}}}};
+    j.erase("rope_theta");
+  }
   if (cfg.ropeScaling.type == "longrope") {
     j["original_max_position_embeddings"] = cfg.ropeScaling.originalMaxPositionEmbeddings;
   }
@@ -153,6 +280,28 @@ std::string familyFeatures(const ModelConfig& cfg) {
     add("RoPE on " + std::to_string(cfg.rotaryDim) + " of " + std::to_string(cfg.headDim) + " head dims");
   }
   if (cfg.fusedProjections) add("fused qkv_proj and gate_up_proj (split in the model)");
+  if (cfg.normPlusOne) add("norms x/rms * (1 + w) in fp32, four per layer");
+  if (cfg.scaleEmbeddings) add("embeddings x sqrt(hidden)");
+  if (cfg.geluTanh) add("GeGLU (gelu, tanh)");
+  if (cfg.queryScalar) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "softmax scale 1/sqrt(%g)", *cfg.queryScalar);
+    add(buf);
+  }
+  if (!cfg.slidingLayers.empty()) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%zu of %d layers windowed, RoPE base %g there", cfg.slidingLayers.size(),
+                  cfg.numLayers, cfg.localRopeTheta ? *cfg.localRopeTheta : cfg.ropeTheta);
+    add(buf);
+  }
+  if (cfg.finalLogitSoftcap) add("logits soft-capped at " + std::to_string(*cfg.finalLogitSoftcap));
+  if (cfg.moe) {
+    int sparse = 0;
+    for (int l = 0; l < cfg.numLayers; ++l) sparse += cfg.sparseLayer(l) ? 1 : 0;
+    add("mixture of experts: " + std::to_string(cfg.moe->topK) + " of " + std::to_string(cfg.moe->experts) +
+        " experts of width " + std::to_string(cfg.moe->intermediate) + " per token in " + std::to_string(sparse) +
+        " of " + std::to_string(cfg.numLayers) + " layers" + (cfg.moe->normTopK ? ", weights renormalised" : ""));
+  }
   return out;
 }
 

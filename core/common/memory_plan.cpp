@@ -43,6 +43,9 @@ Widths widthsFor(const std::string& precision) {
 double layerElements(const ModelConfig& c) {
   const double h = c.hiddenSize, I = c.intermediateSize;
   double e = 5 * h + 4 * I;   // two norms with the residual stream, the gated MLP
+  if (c.sparseLayer(0)) {     // Qwen3-MoE: each token through top-k experts, the router's probabilities
+    e += -4 * I + c.moe->topK * (4.0 * c.moe->intermediate + 2 * h) + 2.0 * c.moe->experts;
+  }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
     const double nh = c.numHeads, dn = a.dNope, dv = a.dV, dr = a.dRope;
@@ -55,8 +58,10 @@ double layerElements(const ModelConfig& c) {
   } else {
     e += 3.0 * c.numHeads * c.headDim + 2.0 * c.numKvHeads * c.headDim;
   }
-  // QK norms (Qwen3) keep the raw and the normalised query and key.
+  // QK norms (Qwen3, Gemma-3) keep the raw and the normalised query and key;
+  // Gemma's two further norms per layer their inputs and outputs.
   if (c.qkNorm && !c.latent) e += 2.0 * (c.numHeads + c.numKvHeads) * c.headDim;
+  if (c.sandwichNorms) e += 4 * h;
   return e;
 }
 

@@ -75,6 +75,12 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object()) {
     params = &j.at("rope_parameters");
     where = "rope_parameters";
+    // Per layer type (Gemma-3): the full-attention layers' RoPE here, the
+    // windowed layers' base in readFamilyFields.
+    if (params->contains("full_attention") && params->at("full_attention").is_object()) {
+      params = &params->at("full_attention");
+      where = "rope_parameters.full_attention";
+    }
   }
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
     if (!j.at("rope_scaling").is_object()) r.fail("rope_scaling", "must be an object or null");
@@ -84,7 +90,7 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   if (params == nullptr) return;
   const std::string src = r.source() + " " + where;
   JsonReader p(*params, src, ErrorCode::BadModel);
-  if (where == "rope_parameters") cfg.ropeTheta = p.optDouble("rope_theta", cfg.ropeTheta);
+  if (where.starts_with("rope_parameters")) cfg.ropeTheta = p.optDouble("rope_theta", cfg.ropeTheta);
   RopeScaling& s = cfg.ropeScaling;
   s.type = p.has("rope_type") ? p.requireString("rope_type") : p.optString("type", "default");
   if (s.type == "su") s.type = "longrope";   // Phi-3's early name, read as transformers does
@@ -192,12 +198,15 @@ using detail::ropeParametersJson;
 // What the reader does with each config.json field it does not use.
 std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& j) {
   static const std::set<std::string> kUsed = {
-      "model_type", "architectures", "hidden_act", "vocab_size", "hidden_size", "intermediate_size",
+      "model_type", "architectures", "hidden_act", "hidden_activation", "vocab_size", "hidden_size", "intermediate_size",
       "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
       "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
       "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
       "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config",
-      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types", "mha2mla", "RoPE", "SVD"};
+      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types", "mha2mla", "RoPE", "SVD",
+      "query_pre_attn_scalar", "final_logit_softcapping", "rope_local_base_freq", "sliding_window_pattern",
+      "_sliding_window_pattern", "use_bidirectional_attention", "num_experts", "num_local_experts",
+      "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
   static const std::map<std::string, std::string> kKnown = {
       {"transformers_version", "ignored (metadata)"},
       {"_name_or_path", "ignored (metadata)"},
@@ -207,6 +216,10 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
       {"attention_dropout", "ignored (no dropout: the papers' recipes train without it)"},
       {"pretraining_tp", "ignored (Llama-2's tensor-parallel numerics; the same function)"},
       {"max_window_layers", "ignored (used with use_sliding_window, which is refused)"},
+      {"attn_logit_softcapping", "ignored (transformers' Gemma-3 attention does not apply it either)"},
+      {"cache_implementation", "ignored (a generation setting of transformers)"},
+      {"router_aux_loss_coef", "ignored (fine-tuning trains without the load-balancing loss)"},
+      {"output_router_logits", "ignored (fine-tuning trains without the load-balancing loss)"},
       {"resid_pdrop", "ignored (no dropout: the papers' recipes train without it)"},
       {"embd_pdrop", "ignored (no dropout: the papers' recipes train without it)"},
       {"rope_interleave", "ignored"},
@@ -326,8 +339,9 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
     bad("conversion", "needs source_kv_heads and freq_fold of at least 1");
   }
   if (c.mla) bad("kind", "cannot be combined with latentlab_mla (an MHA2MLA conversion)");
-  if (c.qkNorm || !c.nopeLayers.empty() || c.rotaryDim != 0) {
-    bad("kind", "cannot be combined with QK norms, NoPE layers or partial rotary (a latent layer has its own RoPE key)");
+  if (c.qkNorm || !c.nopeLayers.empty() || c.rotaryDim != 0 || c.slidingWindow) {
+    bad("kind", "cannot be combined with QK norms, NoPE layers, partial rotary or sliding windows (a latent layer "
+                "has its own RoPE key and attends to every token)");
   }
 }
 
@@ -378,7 +392,7 @@ std::string RopeScaling::describe() const {
 
 double ModelConfig::softmaxScale(int dim) const {
   const double s = rotaryDim > 0 ? 1.0 : ropeScaling.attentionScaling();
-  return s * s / std::sqrt(static_cast<double>(dim));
+  return s * s / std::sqrt(queryScalar ? *queryScalar : static_cast<double>(dim));
 }
 
 double ModelConfig::ropeTableScale() const {
@@ -387,6 +401,19 @@ double ModelConfig::ropeTableScale() const {
 
 bool ModelConfig::usesRope(int layer) const {
   return !std::binary_search(nopeLayers.begin(), nopeLayers.end(), layer);
+}
+
+bool ModelConfig::sparseLayer(int layer) const {
+  if (!moe || moe->experts < 1) return false;
+  if (std::binary_search(moe->denseLayers.begin(), moe->denseLayers.end(), layer)) return false;
+  return (layer + 1) % moe->sparseStep == 0;
+}
+
+int ModelConfig::windowOf(int layer) const {
+  if (!slidingWindow) return 0;
+  if (slidingLayers.empty() || std::binary_search(slidingLayers.begin(), slidingLayers.end(), layer))
+    return *slidingWindow;
+  return 0;
 }
 
 std::string ModelConfig::familyDescription() const {
@@ -474,10 +501,13 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   if (cfg.modelType == "deepseek_v3") return detail::readDeepSeekV3Config(j, r, source);
   const detail::FamilyInfo* family = detail::findFamily(cfg.modelType);
   if (family == nullptr) {
-    throw Error(ErrorCode::Unsupported,
-                source + ": model_type '" + cfg.modelType + "' is not supported",
-                "LatentLab reads Llama-family decoders (" + detail::supportedFamilyTypes() +
-                    ") and dense DeepSeek-V3 (deepseek_v3).");
+    const std::string hint =
+        cfg.modelType == "gemma3"
+            ? "This is the multimodal Gemma-3 (vision tower included); LatentLab reads its text model, model_type "
+              "gemma3_text (Gemma3ForCausalLM)."
+            : "LatentLab reads Llama-family decoders (" + detail::supportedFamilyTypes() +
+                  ") and dense DeepSeek-V3 (deepseek_v3).";
+    throw Error(ErrorCode::Unsupported, source + ": model_type '" + cfg.modelType + "' is not supported", hint);
   }
   if (j.contains("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty() &&
       j.at("architectures").at(0).is_string()) {
@@ -485,9 +515,14 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   } else {
     cfg.architecture = family->architecture;
   }
-  const std::string act = r.optString("hidden_act", "silu");
-  if (act != "silu") {
-    throw Error(ErrorCode::Unsupported, source + ": hidden_act '" + act + "' is not supported (silu only)");
+  // transformers reads hidden_act (Gemma: hidden_activation) through ACT2FN.
+  const std::string actField = r.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string act = r.optString(actField, "silu");
+  if (act == "gelu_pytorch_tanh") {
+    cfg.geluTanh = true;
+  } else if (act != "silu") {
+    throw Error(ErrorCode::Unsupported, source + ": " + actField + " '" + act +
+                                            "' is not supported (silu, or gelu_pytorch_tanh)");
   }
   cfg.vocabSize = r.requireInt("vocab_size");
   cfg.hiddenSize = r.requireInt("hidden_size");
@@ -499,7 +534,7 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   cfg.headDim = r.optInt("head_dim", cfg.hiddenSize / cfg.numHeads);
   cfg.maxPositionEmbeddings = r.optInt("max_position_embeddings", 2048);
   cfg.rmsNormEps = r.optDouble("rms_norm_eps", 1e-6);
-  cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", false);
+  cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", cfg.modelType == "gemma3_text");  // Gemma's default: tied
   cfg.mlpBias = r.optBool("mlp_bias", false);
   readRope(j, r, cfg);
   detail::readFamilyFields(j, r, cfg);
@@ -555,7 +590,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   detail::writeFamilyFields(cfg, j);
   j["rms_norm_eps"] = cfg.rmsNormEps;
   j["tie_word_embeddings"] = cfg.tieWordEmbeddings;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = cfg.geluTanh ? "gelu_pytorch_tanh" : "silu";
   j["mlp_bias"] = cfg.mlpBias;
   j["bos_token_id"] = cfg.bosTokenId ? json(*cfg.bosTokenId) : json(nullptr);
   j["eos_token_id"] = cfg.eosTokenId ? json(*cfg.eosTokenId) : json(nullptr);
@@ -641,7 +676,13 @@ std::int64_t countParameters(const ModelConfig& c) {
   const std::int64_t d = c.hiddenSize, I = c.intermediateSize, V = c.vocabSize;
   std::int64_t mlp = 3 * d * I + (c.mlpBias ? 2 * I + d : 0);
   std::int64_t total = V * d + d;
-  for (int l = 0; l < c.numLayers; ++l) total += attentionParameters(c, l) + mlp + 2 * d;
+  const std::int64_t norms = (c.sandwichNorms ? 4 : 2) * d;   // Gemma: pre/post feed-forward norms too
+  for (int l = 0; l < c.numLayers; ++l) {
+    // A sparse layer: the router and every expert's SwiGLU.
+    const std::int64_t ffn =
+        c.sparseLayer(l) ? c.moe->experts * (d + 3 * d * static_cast<std::int64_t>(c.moe->intermediate)) : mlp;
+    total += attentionParameters(c, l) + ffn + norms;
+  }
   if (!c.tieWordEmbeddings) total += V * d;
   return total;
 }

@@ -66,6 +66,13 @@ HfCheckpoint::HfCheckpoint(const fs::path& dir) : m_dir(dir) {
     }
     throw Error(ErrorCode::BadCheckpoint, dir.string() + ": no safetensors weights found", hint);
   }
+  // Mixture-of-experts weights in transformers' fused in-memory layout (3-D
+  // experts.gate_up_proj) rather than one set per expert.
+  if (m_config.moe) {
+    for (const auto& [name, e] : m_entries) {
+      if (name.ends_with(".mlp.experts.gate_up_proj")) m_config.moe->fusedExperts = true;
+    }
+  }
 }
 
 std::optional<HfCheckpoint::Entry> HfCheckpoint::find(const std::string& name) const {

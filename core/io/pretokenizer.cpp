@@ -12,6 +12,11 @@ namespace {
 const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 const char* const kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k (Phi-4-mini): letters split at case changes, numbers of up to three digits.
+const char* const kO200kRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -79,9 +84,11 @@ void parseStep(const nlohmann::json& j, const std::string& source, const std::st
       else if (re == kQwen2Regex) {
         step.pattern = PatternKind::Llama3;
         step.maxDigits = 1;
+      } else if (re == kO200kRegex) {
+        step.pattern = PatternKind::O200k;
       } else {
         throw Error(ErrorCode::Unsupported, source + ": pre-tokenizer Split regex '" + re + "' is not supported",
-                    "LatentLab recognises the GPT-2, Llama-3 and Qwen2 pre-tokenizer patterns only.");
+                    "LatentLab recognises the GPT-2, Llama-3, Qwen2 and o200k (Phi-4-mini) pre-tokenizer patterns.");
       }
     } else {
       bad(source, path + ".pattern", "must hold a \"String\" or a \"Regex\"");
@@ -189,6 +196,8 @@ void findSegments(const PreTokStep& step, std::string_view s, std::vector<Segmen
         e = matchGpt2(s, i);
       else if (step.pattern == PatternKind::Llama3)
         e = matchLlama3(s, i, step.maxDigits);
+      else if (step.pattern == PatternKind::O200k)
+        e = matchO200k(s, i);
       else {
         std::size_t next = i;
         if (unicode::isNumber(unicode::nextCodePoint(s, next))) e = next;

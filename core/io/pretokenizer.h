@@ -17,6 +17,7 @@ enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext
 enum class PatternKind {
   Gpt2,     // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   Llama3,   // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|...
+  O200k,    // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|... (Phi-4-mini)
   Digit,    // one \p{N} code point (the Digits pre-tokenizer)
   Literal,  // a plain string (Split with {"String": ...})
 };
@@ -47,6 +48,7 @@ struct PreTokStep {
 // End of the regex match starting at s[i] (i itself when nothing matches).
 std::size_t matchGpt2(std::string_view s, std::size_t i);
 std::size_t matchLlama3(std::string_view s, std::size_t i, int maxDigits);
+std::size_t matchO200k(std::string_view s, std::size_t i);
 
 // Appends the matches and the gaps between them covering s (HF find_matches).
 void findSegments(const PreTokStep& step, std::string_view s, std::vector<Segment>& out);

@@ -1,5 +1,5 @@
-// Scanners for the GPT-2 and Llama-3 pre-tokenizer regexes with the exact
-// leftmost-first, greedy, backtracking semantics of Oniguruma.
+// Scanners for the GPT-2, Llama-3 and o200k (Phi-4-mini) pre-tokenizer
+// regexes with the exact leftmost-first, greedy, backtracking semantics of Oniguruma.
 #include "io/pretokenizer.h"
 #include "io/unicode_tables.h"
 #include "io/unicode_text.h"
@@ -7,10 +7,15 @@
 namespace latentlab::tok {
 namespace {
 
-using unicode::classOf;
+using unicode::kBasic;
 using unicode::kLetter;
+using unicode::kLowerish;
 using unicode::kNumber;
 using unicode::kSpace;
+using unicode::kUpperish;
+
+// \p{L}, \p{N} and \s bits only (the scanners of GPT-2 and Llama-3 test them alone).
+std::uint8_t classOf(char32_t cp) { return unicode::classOf(cp) & kBasic; }
 
 char32_t peek(std::string_view s, std::size_t i, std::size_t& next) {
   next = i;
@@ -90,7 +95,95 @@ std::size_t contraction(std::string_view s, std::size_t i, bool ignoreCase) {
   return i;
 }
 
+// [U]*[L]+ from j, U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}]:
+// the greedy U run, then the greedy L run; with no L after it, the U run
+// gives back code points until one of them is also in L (which then ends
+// the L run, the next being no L). npos when no split matches.
+std::size_t upperThenLower(std::string_view s, std::size_t j) {
+  const std::size_t n = s.size(), none = std::string_view::npos;
+  std::size_t a = j, lastBoth = none;
+  while (a < n) {
+    std::size_t next;
+    const std::uint8_t c = unicode::classOf(peek(s, a, next));
+    if ((c & kUpperish) == 0) break;
+    if (c & kLowerish) lastBoth = next;
+    a = next;
+  }
+  std::size_t b = a;
+  while (b < n) {
+    std::size_t next;
+    if ((unicode::classOf(peek(s, b, next)) & kLowerish) == 0) break;
+    b = next;
+  }
+  return b > a ? b : lastBoth;
+}
+
+// [U]+[L]*: npos without a U at j.
+std::size_t upperAndLower(std::string_view s, std::size_t j) {
+  const std::size_t n = s.size();
+  std::size_t a = j;
+  while (a < n) {
+    std::size_t next;
+    if ((unicode::classOf(peek(s, a, next)) & kUpperish) == 0) break;
+    a = next;
+  }
+  if (a == j) return std::string_view::npos;
+  while (a < n) {
+    std::size_t next;
+    if ((unicode::classOf(peek(s, a, next)) & kLowerish) == 0) break;
+    a = next;
+  }
+  return a;
+}
+
 }  // namespace
+
+std::size_t matchO200k(std::string_view s, std::size_t i) {
+  const std::size_t n = s.size(), none = std::string_view::npos;
+  std::size_t j1;
+  const char32_t cp0 = peek(s, i, j1);
+  const std::uint8_t c0 = classOf(cp0);
+  // [^\r\n\p{L}\p{N}]? before the letters of the first two alternatives.
+  const bool prefix = cp0 != '\r' && cp0 != '\n' && (c0 & (kLetter | kNumber)) == 0;
+  auto withContraction = [&](std::size_t e) {
+    if (e < n && s[e] == '\'') return contraction(s, e, /*ignoreCase=*/true);
+    return e;
+  };
+  // [P]?[U]*[L]+('s...)?  then  [P]?[U]+[L]*('s...)?, each with the prefix first.
+  for (auto letters : {upperThenLower, upperAndLower}) {
+    if (prefix && j1 < n) {
+      if (std::size_t e = letters(s, j1); e != none) return withContraction(e);
+    }
+    if (std::size_t e = letters(s, i); e != none) return withContraction(e);
+  }
+  // \p{N}{1,3}
+  if (c0 & kNumber) {
+    std::size_t e = j1;
+    for (int d = 1; d < 3 && e < n; ++d) {
+      std::size_t next;
+      if ((classOf(peek(s, e, next)) & kNumber) == 0) break;
+      e = next;
+    }
+    return e;
+  }
+  // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+  std::uint8_t c1 = 0xFF;
+  std::size_t j2 = j1;
+  if (j1 < n) c1 = classOf(peek(s, j1, j2));
+  std::size_t e = none;
+  if (cp0 == ' ' && c1 == 0)
+    e = runOther(s, j2);
+  else if (c0 == 0)
+    e = runOther(s, j1);
+  if (e != none) {
+    while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/')) ++e;
+    return e;
+  }
+  // \s*[\r\n]+ then \s+(?!\S) then \s+
+  SpaceRun r = spaceRun(s, i);
+  if (r.lastNl != none) return r.lastNl;
+  return trailingSpace(r, n);
+}
 
 std::size_t matchGpt2(std::string_view s, std::size_t i) {
   std::size_t n = s.size();

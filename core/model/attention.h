@@ -13,7 +13,7 @@
 namespace latentlab {
 
 struct AttentionContext {
-  RopeTables* rope = nullptr;
+  RopeTables* rope = nullptr;    // this layer's tables (a windowed Gemma-3 layer has its own base)
   std::int64_t startPos = 0;     // position of the first token of x
   LayerCache* cache = nullptr;   // decode cache of this layer, or null (training)
 };
@@ -26,8 +26,9 @@ public:
 
 // Scaled dot-product attention over (B, H, Tq, D) queries and (B, Hk, Tk, D)
 // keys/values with causal masking aligned to the end (the queries are the last
-// Tq of Tk positions). Hk may divide H (GQA).
-torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              double scale);
+// Tq of Tk positions). Hk may divide H (GQA). With a window W > 0 each query
+// sees only the last W keys up to itself (sliding-window attention).
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                              std::int64_t window = 0);
 
 } // namespace latentlab

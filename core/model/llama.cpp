@@ -14,20 +14,23 @@
 namespace latentlab {
 namespace F = torch::nn::functional;
 
-RmsNormImpl::RmsNormImpl(int dim, double eps) : m_eps(eps) {
-  weight = register_parameter("weight", torch::ones({dim}));
+RmsNormImpl::RmsNormImpl(int dim, double eps, bool plusOne) : m_eps(eps), m_plusOne(plusOne) {
+  // A (1 + w) norm starts as the identity at w = 0.
+  weight = register_parameter("weight", plusOne ? torch::zeros({dim}) : torch::ones({dim}));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  // fp32 statistics (fp64 stays fp64), result cast back like HF's LlamaRMSNorm.
+  // fp32 statistics (fp64 stays fp64), result cast back like HF's LlamaRMSNorm;
+  // Gemma's norm multiplies by (1 + w) in fp32 before the cast.
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   auto xf = x.to(compute);
   auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
   xf = xf * torch::rsqrt(var + m_eps);
+  if (m_plusOne) return (xf * (weight.to(compute) + 1.0)).to(x.scalar_type());
   return weight * xf.to(x.scalar_type());
 }
 
-LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias) {
+LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTanh) : m_geluTanh(geluTanh) {
   gate_proj = register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
   up_proj = register_module("up_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
   down_proj = register_module("down_proj", torch::nn::Linear(torch::nn::LinearOptions(intermediate, hidden).bias(bias)));
@@ -35,7 +38,36 @@ LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias) {
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   const auto gateUp = linearForwardMany(x, {gate_proj, up_proj});
-  return linearForward(down_proj, F::silu(gateUp[0]) * gateUp[1]);
+  const auto act = m_geluTanh ? F::gelu(gateUp[0], F::GELUFuncOptions().approximate("tanh")) : F::silu(gateUp[0]);
+  return linearForward(down_proj, act * gateUp[1]);
+}
+
+SparseMoeImpl::SparseMoeImpl(int hidden, const MoeConfig& moe) : m_topK(moe.topK), m_normTopK(moe.normTopK) {
+  gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(hidden, moe.experts).bias(false)));
+  experts = register_module("experts", torch::nn::ModuleList());
+  for (int e = 0; e < moe.experts; ++e) experts->push_back(LlamaMlp(hidden, moe.intermediate, false));
+}
+
+torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
+  const auto shape = x.sizes().vec();
+  auto flat = x.reshape({-1, x.size(-1)});                                     // (N, d)
+  const auto compute = flat.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto probs = torch::softmax(linearForward(gate, flat).to(compute), -1);      // (N, E), fp32
+  auto [weights, chosen] = probs.topk(m_topK, -1);                            // (N, k), most probable first
+  if (m_normTopK) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  weights = weights.to(flat.scalar_type());
+  auto out = torch::zeros_like(flat);
+  // Each expert runs once over the tokens that chose it.
+  const auto counts = torch::bincount(chosen.reshape({-1}), {}, static_cast<std::int64_t>(experts->size())).cpu();
+  for (std::int64_t e = 0; e < static_cast<std::int64_t>(experts->size()); ++e) {
+    if (counts[e].item<std::int64_t>() == 0) continue;
+    auto hit = (chosen == e).nonzero();                                       // (n_e, 2): token, slot
+    auto tokens = hit.select(1, 0);
+    auto w = weights.index({tokens, hit.select(1, 1)}).unsqueeze(1);          // (n_e, 1)
+    auto y = experts->ptr<LlamaMlpImpl>(static_cast<std::size_t>(e))->forward(flat.index_select(0, tokens));
+    out.index_add_(0, tokens, y * w);
+  }
+  return out.view(shape);
 }
 
 LlamaAttention::LlamaAttention(const ModelConfig& cfg, int layer)
@@ -43,15 +75,16 @@ LlamaAttention::LlamaAttention(const ModelConfig& cfg, int layer)
       m_kvHeads(cfg.numKvHeads),
       m_headDim(cfg.headDim),
       m_scale(cfg.softmaxScale(cfg.headDim)),
-      m_rope(cfg.usesRope(layer)) {
+      m_rope(cfg.usesRope(layer)),
+      m_window(cfg.windowOf(layer)) {
   const int d = cfg.hiddenSize, q = cfg.numHeads * cfg.headDim, kv = cfg.numKvHeads * cfg.headDim;
   q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(d, q).bias(cfg.attentionBias)));
   k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
   v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
   o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(q, d).bias(cfg.oProjBias)));
   if (cfg.qkNorm) {
-    q_norm = register_module("q_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps));
-    k_norm = register_module("k_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps));
+    q_norm = register_module("q_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps, cfg.normPlusOne));
+    k_norm = register_module("k_norm", RmsNorm(cfg.headDim, cfg.rmsNormEps, cfg.normPlusOne));
   }
 }
 
@@ -76,20 +109,34 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     k = ctx.cache->append(0, k);                                           // (B, nkv, past+T, hd)
     v = ctx.cache->append(1, v);
   }
-  auto out = causalAttention(q, k, v, m_scale);
+  auto out = causalAttention(q, k, v, m_scale, m_window);
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention) {
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention, int layer) {
+  const auto norm = [&] { return RmsNorm(cfg.hiddenSize, cfg.rmsNormEps, cfg.normPlusOne); };
   self_attn = register_module("self_attn", std::move(attention));
-  mlp = register_module("mlp", LlamaMlp(cfg.hiddenSize, cfg.intermediateSize, cfg.mlpBias));
-  input_layernorm = register_module("input_layernorm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
-  post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
+  if (cfg.sparseLayer(layer)) {
+    moe = register_module("mlp", SparseMoe(cfg.hiddenSize, *cfg.moe));
+  } else {
+    mlp = register_module("mlp", LlamaMlp(cfg.hiddenSize, cfg.intermediateSize, cfg.mlpBias, cfg.geluTanh));
+  }
+  input_layernorm = register_module("input_layernorm", norm());
+  post_attention_layernorm = register_module("post_attention_layernorm", norm());
+  if (cfg.sandwichNorms) {
+    pre_feedforward_layernorm = register_module("pre_feedforward_layernorm", norm());
+    post_feedforward_layernorm = register_module("post_feedforward_layernorm", norm());
+  }
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, AttentionContext& ctx) {
+  const auto ffn = [&](const torch::Tensor& in) { return moe ? moe(in) : mlp(in); };
+  if (pre_feedforward_layernorm) {  // Gemma: each sublayer's output normalised before the residual add
+    auto h = x + post_attention_layernorm(self_attn->forward(input_layernorm(x), ctx));
+    return h + post_feedforward_layernorm(ffn(pre_feedforward_layernorm(h)));
+  }
   auto h = x + self_attn->forward(input_layernorm(x), ctx);
-  return h + mlp(post_attention_layernorm(h));
+  return h + ffn(post_attention_layernorm(h));
 }
 
 namespace {
@@ -134,12 +181,13 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
 LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocabSize, cfg.hiddenSize));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int i = 0; i < cfg.numLayers; ++i) layers->push_back(DecoderLayer(cfg, factory(cfg, i)));
-  norm = register_module("norm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps));
+  for (int i = 0; i < cfg.numLayers; ++i) layers->push_back(DecoderLayer(cfg, factory(cfg, i), i));
+  norm = register_module("norm", RmsNorm(cfg.hiddenSize, cfg.rmsNormEps, cfg.normPlusOne));
 }
 
 CausalLm::CausalLm(const ModelConfig& cfg, const AttentionFactory& factory)
     : m_cfg(cfg), m_rope(cfg.ropeDim(), cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings, cfg.ropeTableScale()) {
+  if (cfg.localRopeTheta) m_localRope.emplace(cfg.ropeDim(), *cfg.localRopeTheta);  // unscaled, as transformers
   model = register_module("model", LlamaBackbone(cfg, factory));
   if (!cfg.tieWordEmbeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
@@ -160,19 +208,14 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
   AttentionContext ctx;
   ctx.rope = &m_rope;
   ctx.startPos = cache != nullptr ? cache->length() : 0;
-  if (m_cfg.slidingWindow && ctx.startPos + ids.size(1) > *m_cfg.slidingWindow) {
-    // Within the window, full causal attention is the window's; past it the
-    // model would need sliding-window masks, which LatentLab does not build.
-    throw Error(ErrorCode::Unsupported,
-                "config.json sliding_window " + std::to_string(*m_cfg.slidingWindow) + ": a sequence of " +
-                    std::to_string(ctx.startPos + ids.size(1)) + " tokens exceeds the attention window",
-                "Use sequences (seq_len, prompt plus generation) of at most " +
-                    std::to_string(*m_cfg.slidingWindow) + " tokens.");
-  }
   auto x = model->embed_tokens(ids);                                        // (B, T, d)
+  if (m_cfg.scaleEmbeddings) {  // Gemma: sqrt(d), rounded to the weights' dtype first
+    x = x * torch::tensor(std::sqrt(static_cast<double>(m_cfg.hiddenSize)), torch::kFloat32).to(x.scalar_type());
+  }
   const bool recompute = m_recompute && cache == nullptr && torch::GradMode::is_enabled();
   for (int i = 0; i < m_cfg.numLayers; ++i) {
     ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
+    ctx.rope = m_localRope && m_cfg.windowOf(i) > 0 ? &*m_localRope : &m_rope;
     DecoderLayerImpl* layer = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i)).get();
     if (!recompute) {
       x = layer->forward(x, ctx);
@@ -193,8 +236,12 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
 }
 
 torch::Tensor CausalLm::logitsFromHidden(const torch::Tensor& h) {
-  if (lm_head) return linearForward(lm_head, h);
-  return linearForward(h, model->embed_tokens->weight);
+  auto logits = lm_head ? linearForward(lm_head, h) : linearForward(h, model->embed_tokens->weight);
+  if (m_cfg.finalLogitSoftcap) {  // c * tanh(logits / c)
+    const double c = *m_cfg.finalLogitSoftcap;
+    logits = torch::tanh(logits / c) * c;
+  }
+  return logits;
 }
 
 torch::Tensor CausalLm::forward(const torch::Tensor& ids, KvCache* cache) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "latentlab/model_config.h"
 #include "model/attention.h"
@@ -16,24 +17,51 @@
 
 namespace latentlab {
 
+// x / rms(x) * w with fp32 statistics, cast back before the weight (Llama);
+// with plusOne, x / rms(x) * (1 + w) entirely in fp32, then cast (Gemma).
 class RmsNormImpl : public torch::nn::Module {
 public:
-  RmsNormImpl(int dim, double eps);
+  RmsNormImpl(int dim, double eps, bool plusOne = false);
   torch::Tensor forward(const torch::Tensor& x);
+  // The factor each dim is multiplied by after normalising: w, or 1 + w.
+  torch::Tensor gain() const { return m_plusOne ? weight + 1.0 : weight; }
+  bool plusOne() const { return m_plusOne; }
   torch::Tensor weight;
 
 private:
   double m_eps;
+  bool m_plusOne;
 };
 TORCH_MODULE(RmsNorm);
 
+// down(act(gate(x)) * up(x)): SwiGLU (silu), or GeGLU (gelu, tanh) for Gemma.
 class LlamaMlpImpl : public torch::nn::Module {
 public:
-  LlamaMlpImpl(int hidden, int intermediate, bool bias);
+  LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTanh = false);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+private:
+  bool m_geluTanh;
 };
 TORCH_MODULE(LlamaMlp);
+
+// Qwen3-MoE's sparse MLP: router logits gate(x) in the model's dtype, softmax
+// over every expert in fp32, the top-k probabilities (renormalised with
+// normTopK) cast back and weighting the chosen experts' SwiGLU outputs.
+// Named like the checkpoint: mlp.gate, mlp.experts.{e}.{gate,up,down}_proj.
+class SparseMoeImpl : public torch::nn::Module {
+public:
+  SparseMoeImpl(int hidden, const MoeConfig& moe);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate{nullptr};
+  torch::nn::ModuleList experts{nullptr};
+
+private:
+  int m_topK;
+  bool m_normTopK;
+};
+TORCH_MODULE(SparseMoe);
 
 // Original MHA/GQA attention of layer `layer`, with the family's options:
 // QK norms (Qwen3), no RoPE in NoPE layers (SmolLM3), RoPE on the leading
@@ -50,6 +78,7 @@ private:
   int m_heads, m_kvHeads, m_headDim;
   double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's (longrope's) attention factor squared
   bool m_rope;      // false in a NoPE layer
+  int m_window;     // sliding window, 0 for full causal attention
 };
 
 using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const ModelConfig&, int layer)>;
@@ -58,11 +87,16 @@ std::shared_ptr<AttentionModule> makeAttention(const ModelConfig& cfg, int layer
 
 class DecoderLayerImpl : public torch::nn::Module {
 public:
-  DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention);
+  DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention, int layer = 0);
   torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx);
   std::shared_ptr<AttentionModule> self_attn;
   LlamaMlp mlp{nullptr};
+  SparseMoe moe{nullptr};   // in place of mlp in a sparse layer (registered as "mlp")
+  // Llama: x + attn(input_layernorm(x)), then h + mlp(post_attention_layernorm(h)).
+  // Gemma's sandwich: post_attention_layernorm on the attention's output, and
+  // pre_ / post_feedforward_layernorm around the MLP.
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  RmsNorm pre_feedforward_layernorm{nullptr}, post_feedforward_layernorm{nullptr};
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -109,6 +143,7 @@ public:
 private:
   ModelConfig m_cfg;
   RopeTables m_rope;
+  std::optional<RopeTables> m_localRope;   // Gemma-3's windowed layers: their own base
   bool m_recompute = false;
 };
 

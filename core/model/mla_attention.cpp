@@ -33,7 +33,11 @@ std::vector<int> MlaAttention::headDimOrder(const std::vector<int>& keptPairs, i
 }
 
 MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
-    : m_heads(cfg.numHeads), m_kvHeads(cfg.numKvHeads), m_headDim(cfg.headDim), m_scale(cfg.softmaxScale(cfg.headDim)) {
+    : m_heads(cfg.numHeads),
+      m_kvHeads(cfg.numKvHeads),
+      m_headDim(cfg.headDim),
+      m_scale(cfg.softmaxScale(cfg.headDim)),
+      m_window(cfg.windowOf(layer)) {
   if (!cfg.mla) throw Error(ErrorCode::Internal, "MlaAttention built for a config without latentlab_mla");
   const MlaConversion& m = *cfg.mla;
   const int half = cfg.ropeDim() / 2;
@@ -81,8 +85,8 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
   }
   o_proj = register_module("o_proj", linear(m_heads * dh, d, cfg.oProjBias));
   if (cfg.qkNorm) {
-    q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps));
-    k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps));
+    q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps, cfg.normPlusOne));
+    k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps, cfg.normPlusOne));
     m_normEps = cfg.rmsNormEps;
   }
 }
@@ -106,17 +110,21 @@ torch::Tensor MlaAttention::upVBias() const {
 
 torch::Tensor MlaAttention::convertedGains(const RmsNorm& norm) {
   if (m_dimOrder.device() != norm->weight.device()) m_dimOrder = m_dimOrder.to(norm->weight.device());
-  return norm->weight.index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh)
+  return norm->gain().index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh): w, or 1 + w
 }
 
 namespace {
-// x / rms(x) over the last dim in fp32 (fp64 stays fp64), cast back, as RmsNorm before its gain.
-torch::Tensor rmsNormalised(const torch::Tensor& x, double eps, torch::Tensor* scale = nullptr) {
+// x / rms(x) over the last dim in fp32 (fp64 stays fp64) times `gains`, as
+// RmsNorm computes it: cast back before the gains (Llama), or after them
+// (Gemma's plusOne norm). `scale` receives 1/rms.
+torch::Tensor rmsNormalised(const torch::Tensor& x, double eps, const torch::Tensor& gains, bool gainsInFp32,
+                            torch::Tensor* scale = nullptr) {
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   auto xf = x.to(compute);
   auto inv = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   if (scale != nullptr) *scale = inv;
-  return (xf * inv).to(x.scalar_type());
+  if (gainsInFp32) return (xf * inv * gains.to(compute)).to(x.scalar_type());
+  return (xf * inv).to(x.scalar_type()) * gains;
 }
 }  // namespace
 
@@ -124,13 +132,14 @@ torch::Tensor MlaAttention::normQuery(const torch::Tensor& q) {
   const auto B = q.size(0), T = q.size(2);
   const std::int64_t G = m_heads / m_kvHeads;
   auto gains = convertedGains(q_norm).view({1, m_kvHeads, 1, 1, m_headDim});  // query heads of group g share g's order
-  return (rmsNormalised(q, m_normEps).view({B, m_kvHeads, G, T, m_headDim}) * gains).view({B, m_heads, T, m_headDim});
+  return rmsNormalised(q.view({B, m_kvHeads, G, T, m_headDim}), m_normEps, gains, q_norm->plusOne())
+      .view({B, m_heads, T, m_headDim});
 }
 
 std::pair<torch::Tensor, torch::Tensor> MlaAttention::normKey(const torch::Tensor& kRope, const torch::Tensor& kNope) {
   auto k = m_ropePairs > 0 ? torch::cat({kRope, kNope}, -1) : kNope;  // (B, nkv, T, dh), converted order
   torch::Tensor scale;
-  auto normed = rmsNormalised(k, m_normEps, &scale) * convertedGains(k_norm).unsqueeze(1);
+  auto normed = rmsNormalised(k, m_normEps, convertedGains(k_norm).unsqueeze(1), k_norm->plusOne(), &scale);
   return {normed, scale.to(k.scalar_type())};
 }
 
@@ -169,9 +178,17 @@ torch::Tensor MlaAttention::upValues(const torch::Tensor& ctxLat) {
   return out.view({B, m_heads, T, m_headDim});
 }
 
-torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
-                                     const torch::Tensor& cK, const torch::Tensor& cV, const torch::Tensor& keyScale) {
-  const auto B = qNope.size(0), Tq = qNope.size(2), Tk = cK.size(2);
+torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::Tensor& qNopeIn,
+                                     const torch::Tensor& kRopeIn, const torch::Tensor& cKIn, const torch::Tensor& cVIn,
+                                     const torch::Tensor& keyScaleIn) {
+  const auto Tq = qNopeIn.size(2);
+  // A windowed layer: only the cache's last `window + Tq - 1` tokens can be seen.
+  const std::int64_t start =
+      m_window > 0 ? std::max<std::int64_t>(0, cKIn.size(2) - Tq - m_window + 1) : std::int64_t{0};
+  auto recent = [&](const torch::Tensor& t) { return t.defined() && start > 0 ? t.narrow(2, start, t.size(2) - start) : t; };
+  const auto &qRope = qRopeIn, &qNope = qNopeIn;
+  const auto kRope = recent(kRopeIn), cK = recent(cKIn), cV = recent(cVIn), keyScale = recent(keyScaleIn);
+  const auto B = qNope.size(0), Tk = cK.size(2);
   const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs, rows = m_heads * Tq;
   const double scale = m_scale;
   // The cache slots are prefixes of buffers that grow along T: kRope (B, nkv, Tk, 2r)
@@ -209,11 +226,13 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Te
   }
   const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   scores = scores.to(compute).view({B, m_heads, Tq, Tk});  // (B, nh, Tq, Tk)
-  if (Tq > 1) {  // query i sits at position Tk - Tq + i
+  if (Tq > 1) {  // query i sits at position Tk - Tq + i; a window hides keys W or more behind it
     auto opts = torch::TensorOptions().dtype(torch::kInt64).device(scores.device());
     auto rowPos = torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq);
     auto cols = torch::arange(Tk, opts).unsqueeze(0);
-    scores = scores.masked_fill(cols > rowPos, -std::numeric_limits<double>::infinity());
+    auto hidden = cols > rowPos;
+    if (m_window > 0) hidden = hidden.logical_or(cols <= rowPos - m_window);
+    scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
   }
   auto probs = torch::softmax(scores, -1).to(latV.scalar_type()).view({B, rows, Tk});  // (B, nh*Tq, Tk)
   // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
@@ -244,8 +263,9 @@ std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, cons
 
 bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
   // QK-norm layers scale each key's NoPE score, which the kernel does not: they run absorbed().
+  // A windowed layer takes one query at a time there (the kernel has no window mask).
   if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() ||
-      x.size(1) > kFusedDecodeMaxQueries || !fusedDecodeApplies(x, x, x.size(1)))
+      x.size(1) > kFusedDecodeMaxQueries || (m_window > 0 && x.size(1) > 1) || !fusedDecodeApplies(x, x, x.size(1)))
     return false;
   if (!torch::GradMode::is_enabled()) return true;
   const auto params = parameters();
@@ -319,7 +339,13 @@ torch::Tensor MlaAttention::absorbedStep(const torch::Tensor& x, AttentionContex
   torch::Tensor kRope;
   if (r2 > 0) kRope = y.back().view({B, T, m_kvHeads, r2}).transpose(1, 2);  // (B, nkv, T, 2r)
   std::tie(qRope, kRope) = rotate(ctx, x, qRope, kRope);
-  const auto [kRopeAll, cKAll, cVAll, unusedScale] = appendToCache(*ctx.cache, kRope, cK, cV, {});
+  auto [kRopeAll, cKAll, cVAll, unusedScale] = appendToCache(*ctx.cache, kRope, cK, cV, {});
+  if (m_window > 0 && cKAll.size(2) > m_window) {  // one query: the window is the cache's last W tokens
+    const auto from = cKAll.size(2) - m_window;
+    cKAll = cKAll.narrow(2, from, m_window);
+    cVAll = cVAll.narrow(2, from, m_window);
+    if (kRopeAll.defined()) kRopeAll = kRopeAll.narrow(2, from, m_window);
+  }
   if (!absorbsQuery()) {  // W_up_k,g^T q_nope, per head
     auto qn = qNope.reshape({B, m_kvHeads, G * T, m_nope});
     qLat = torch::matmul(qn, upK().view({m_kvHeads, m_nope, m_latent})).view({B, nh, T, m_latent});
@@ -372,7 +398,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   auto queries = r2 > 0 ? torch::cat({qRope, qNope}, -1) : qNope;
   torch::Tensor out;
   if (ctx.cache == nullptr) {
-    out = causalAttention(queries, keys(kRope, kNopeNew), vNew, m_scale);
+    out = causalAttention(queries, keys(kRope, kNopeNew), vNew, m_scale, m_window);
   } else {
     const auto [kRopeAll, cKAll, cVAll, scaleAll] = appendToCache(*ctx.cache, kRope, cK, cV, keyScale);
     if (m_decode == MlaDecode::Absorbed) {
@@ -381,7 +407,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
       // K and V rebuilt from the cached latents (and, with QK norm, the cached key scales).
       auto [kNope, v] = expand(cKAll.squeeze(1), cVAll.squeeze(1));
       if (qkNorm()) kNope = kNope * scaleAll * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1);
-      out = causalAttention(queries, keys(kRopeAll, kNope), v, m_scale);
+      out = causalAttention(queries, keys(kRopeAll, kNope), v, m_scale, m_window);
     }
   }
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)

@@ -105,6 +105,7 @@ class MlaAttention : public AttentionModule {
   int m_heads, m_kvHeads, m_headDim, m_ropePairs, m_nope, m_latent;
   double m_normEps = 0.0;
   double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
+  int m_window;     // sliding window (Gemma-3's windowed layers, Mistral), 0 for full causal attention
   bool m_split;
   MlaDecode m_decode = MlaDecode::Absorbed;
   std::vector<std::vector<int>> m_pairs;

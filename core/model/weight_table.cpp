@@ -116,20 +116,38 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
       out.push_back({a + "k_norm.weight", S{dh}});
     }
     const std::string m = p + "mlp.";
-    if (c.fusedProjections) {
+    if (c.sparseLayer(l)) {  // Qwen3-MoE: the router and each expert's SwiGLU (or the two fused 3-D tensors)
+      const std::int64_t E = c.moe->experts, Im = c.moe->intermediate;
+      out.push_back({m + "gate.weight", S{E, d}});
+      if (c.moe->fusedExperts) {
+        out.push_back({m + "experts.gate_up_proj", S{E, 2 * Im, d}});
+        out.push_back({m + "experts.down_proj", S{E, d, Im}});
+      } else {
+        for (std::int64_t e = 0; e < E; ++e) {
+          const std::string x = m + "experts." + std::to_string(e) + ".";
+          out.push_back({x + "gate_proj.weight", S{Im, d}});
+          out.push_back({x + "up_proj.weight", S{Im, d}});
+          out.push_back({x + "down_proj.weight", S{d, Im}});
+        }
+      }
+    } else if (c.fusedProjections) {
       out.push_back({m + "gate_up_proj.weight", S{2 * I, d}});
     } else {
       out.push_back({m + "gate_proj.weight", S{I, d}});
       out.push_back({m + "up_proj.weight", S{I, d}});
     }
-    out.push_back({m + "down_proj.weight", S{d, I}});
-    if (c.mlpBias) {
+    if (!c.sparseLayer(l)) out.push_back({m + "down_proj.weight", S{d, I}});
+    if (c.mlpBias && !c.sparseLayer(l)) {
       out.push_back({m + "gate_proj.bias", S{I}});
       out.push_back({m + "up_proj.bias", S{I}});
       out.push_back({m + "down_proj.bias", S{d}});
     }
     out.push_back({p + "input_layernorm.weight", S{d}});
     out.push_back({p + "post_attention_layernorm.weight", S{d}});
+    if (c.sandwichNorms) {
+      out.push_back({p + "pre_feedforward_layernorm.weight", S{d}});
+      out.push_back({p + "post_feedforward_layernorm.weight", S{d}});
+    }
   }
   out.push_back({"model.norm.weight", S{d}});
   if (!c.tieWordEmbeddings) out.push_back({"lm_head.weight", S{V, d}});
@@ -194,6 +212,24 @@ TensorSource officialSource(const ModelConfig& c, const std::string& parameter) 
 }  // namespace
 
 TensorSource checkpointSource(const ModelConfig& c, const std::string& parameter) {
+  if (c.moe && c.moe->fusedExperts) {
+    // experts.gate_up_proj [E, 2 Im, d] holds expert e's gate rows then up rows; experts.down_proj [E, d, Im].
+    const auto at = parameter.find(".mlp.experts.");
+    if (at != std::string::npos) {
+      const std::string prefix = parameter.substr(0, at + 13);  // "...mlp.experts."
+      const std::string rest = parameter.substr(at + 13);       // "3.gate_proj.weight"
+      const std::int64_t e = std::stoll(rest.substr(0, rest.find('.')));
+      const std::int64_t Im = c.moe->intermediate;
+      TensorPart part(prefix + (rest.find("down_proj") != std::string::npos ? "down_proj" : "gate_up_proj"));
+      part.select = e;
+      if (rest.find("gate_proj") != std::string::npos) part.rows = Im;
+      if (rest.find("up_proj") != std::string::npos && rest.find("gate_up") == std::string::npos) {
+        part.rowBegin = Im;
+        part.rows = Im;
+      }
+      return {{part}};
+    }
+  }
   if (c.mla && c.mla->official) return officialSource(c, parameter);
   if (!c.fusedProjections) return {{{parameter}}};
   auto fusedPart = [&](const std::string& suffix, const std::string& fused, std::int64_t begin, std::int64_t rows,

@@ -31,12 +31,17 @@ struct TensorPart {
   std::int64_t rowBegin = 0;
   std::int64_t rows = -1;             // -1: every row
   std::vector<std::int64_t> gather;   // when set: these rows, in this order
+  std::int64_t select = -1;           // >= 0: entry `select` of a 3-D tensor's first dim, before the rows
 };
 struct TensorSource {
   std::vector<TensorPart> parts;
-  bool whole() const { return parts.size() == 1 && parts[0].rows < 0 && parts[0].gather.empty(); }
+  bool whole() const {
+    return parts.size() == 1 && parts[0].rows < 0 && parts[0].gather.empty() && parts[0].select < 0;
+  }
   // One part that is a row block of a fused tensor (what saving fuses back).
-  bool fusedBlock() const { return parts.size() == 1 && parts[0].rows >= 0 && parts[0].gather.empty(); }
+  bool fusedBlock() const {
+    return parts.size() == 1 && parts[0].rows >= 0 && parts[0].gather.empty() && parts[0].select < 0;
+  }
 };
 TensorSource checkpointSource(const ModelConfig& cfg, const std::string& parameter);
 

@@ -83,6 +83,7 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const
         throw Error(ErrorCode::Internal, "model parameter '" + name + "' reads '" + part.name + "', not in the key table");
       }
       torch::Tensor t = tensor(part.name);
+      if (part.select >= 0) t = t.select(0, part.select);
       if (!part.gather.empty()) {
         t = t.index_select(0, torch::tensor(part.gather, torch::kInt64));
       } else if (part.rows >= 0) {
@@ -114,6 +115,7 @@ std::shared_ptr<CausalLm> loadModel(const fs::path& dir, torch::Device device, t
   const ModelConfig layout = resolveOfficialPairs(ckpt.config(), dir);
   ModelConfig own = layout;
   if (own.mla) own.mla->official.reset();
+  if (own.moe) own.moe->fusedExperts = false;   // saved one set per expert, as transformers saves them
   auto model = std::make_shared<CausalLm>(own);
   model->to(device, dtype);
   LoadReport r = loadWeights(*model, ckpt, &layout);

@@ -53,7 +53,8 @@ void initializeWeights(CausalLm& model, double std, bool zeroOutput) {
   torch::NoGradGuard noGrad;
   for (auto& item : model.named_parameters(true)) {
     const std::string& name = item.key();
-    if (name.find("norm") != std::string::npos) item.value().fill_(1.0);
+    // Norms start as the identity: w = 1, or w = 0 for Gemma's (1 + w).
+    if (name.find("norm") != std::string::npos) item.value().fill_(model.config().normPlusOne ? 0.0 : 1.0);
     else if (name.ends_with(".bias")) item.value().zero_();
     else if (zeroOutput && (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))) item.value().zero_();
     else item.value().normal_(0.0, std);

@@ -41,11 +41,6 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
   } else {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
     const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
-    if (model.config.slidingWindow && spec.data.seqLen > *model.config.slidingWindow) {
-      bad("data.seq_len", std::to_string(spec.data.seqLen) + " exceeds the sliding_window (" +
-                              std::to_string(*model.config.slidingWindow) + ") of " + spec.modelDir + "/config.json",
-          "LatentLab runs full attention, which equals the window's only within it.");
-    }
     if (spec.conversion.enabled) {
       const KvSettings kv = kvSettingsFor(spec.conversion);
       if (model.config.mla || model.config.latent) {

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Reference side of the Llama engine tests, using Hugging Face transformers.
 
-  hf_llama.py make OUT --type llama|qwen2|mistral|qwen3|smollm3|phi3 [--hidden 64 --layers 2 --heads 4 --kv-heads 2
+  hf_llama.py make OUT --type llama|qwen2|mistral|qwen3|smollm3|phi3|gemma3|qwen3_moe [--hidden 64 --layers 2 --heads 4 --kv-heads 2
                        --inter 96 --vocab 128 --tied --attention-bias --mlp-bias
                        --dtype float32 --max-shard-size 20KB --seed 0 --theta 10000 --max-pos 4096
                        --rope-type linear|dynamic|yarn|llama3 --rope-factor F --low-freq-factor L
                        --high-freq-factor H --original-max N --attention-factor A --beta-fast B
                        --no-rope-layers 1,1,0,1 (smollm3) --partial-rotary F (phi3) --rope-type longrope
-                       --qk-gain LO,HI (uniform range of q_norm/k_norm weights: larger makes attention peakier)]
+                       --qk-gain LO,HI (uniform range of q_norm/k_norm weights: larger makes attention peakier)
+                       --window W (mistral, phi3, gemma3) --layer-types s,s,f (gemma3) --query-scalar S
+                       --local-theta T --softcap C
+                       --experts E --top-k K --moe-inter I --norm-topk --mlp-only-layers 1,3 --sparse-step S
+                       --fused-experts (qwen3_moe; the last writes transformers' 3-D expert tensors)]
   hf_llama.py logits DIR IDS.bin OUT.bin      (int64 ids (B, T) with --shape B,T; float32 logits out)
               [--expect-class DeepseekV3ForCausalLM: fail unless loaded as that class with no missing,
                unexpected or mismatched keys] [--mutate swap-kpe|latent-norm-one: negative controls
@@ -22,7 +26,8 @@ import torch
 
 
 def make(a):
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
+    from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                              MistralForCausalLM, Phi3Config,
                               Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
                               SmolLM3Config, SmolLM3ForCausalLM)
 
@@ -62,7 +67,25 @@ def make(a):
     common["rope_parameters"] = rope
     if a.head_dim:
         common["head_dim"] = a.head_dim
-    if a.type == "qwen3":
+    if a.type == "qwen3_moe":
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+        only = [int(x) for x in a.mlp_only_layers.split(",")] if a.mlp_only_layers else []
+        cfg = Qwen3MoeConfig(num_experts=a.experts, num_experts_per_tok=a.top_k, moe_intermediate_size=a.moe_inter,
+                             norm_topk_prob=a.norm_topk, mlp_only_layers=only, decoder_sparse_step=a.sparse_step,
+                             attention_bias=a.attention_bias, **common)
+        model = Qwen3MoeForCausalLM(cfg)
+    elif a.type == "gemma3":
+        # RoPE per layer type: the scaling (if any) on the full layers, the local base on the windowed ones.
+        nested = {"full_attention": rope, "sliding_attention": {"rope_type": "default", "rope_theta": a.local_theta}}
+        common["rope_parameters"] = nested
+        types = None
+        if a.layer_types:
+            types = ["sliding_attention" if t == "s" else "full_attention" for t in a.layer_types.split(",")]
+        cfg = Gemma3TextConfig(sliding_window=a.window or 4096, layer_types=types, query_pre_attn_scalar=a.query_scalar,
+                               final_logit_softcapping=a.softcap or None, hidden_activation="gelu_pytorch_tanh",
+                               pad_token_id=0, bos_token_id=2, eos_token_id=1, **common)
+        model = Gemma3ForCausalLM(cfg)
+    elif a.type == "qwen3":
         cfg = Qwen3Config(attention_bias=a.attention_bias, **common)
         model = Qwen3ForCausalLM(cfg)
     elif a.type == "smollm3":
@@ -73,13 +96,13 @@ def make(a):
         extra = {}
         if a.original_max:
             extra["original_max_position_embeddings"] = a.original_max
-        cfg = Phi3Config(sliding_window=None, pad_token_id=0, **extra, **common)
+        cfg = Phi3Config(sliding_window=a.window or None, pad_token_id=0, **extra, **common)
         model = Phi3ForCausalLM(cfg)
     elif a.type == "qwen2":
         cfg = Qwen2Config(**common)
         model = Qwen2ForCausalLM(cfg)
     elif a.type == "mistral":
-        cfg = MistralConfig(sliding_window=None, **common)
+        cfg = MistralConfig(sliding_window=a.window or None, **common)
         model = MistralForCausalLM(cfg)
     else:
         cfg = LlamaConfig(attention_bias=a.attention_bias, mlp_bias=a.mlp_bias, **common)
@@ -98,6 +121,8 @@ def make(a):
     kwargs = {}
     if a.max_shard_size:
         kwargs["max_shard_size"] = a.max_shard_size
+    if a.fused_experts:  # transformers' in-memory layout of the experts (3-D tensors)
+        kwargs["save_original_format"] = False
     model.save_pretrained(a.out, safe_serialization=True, **kwargs)
 
 
@@ -177,6 +202,18 @@ def main():
     m.add_argument("--tied", action="store_true")
     m.add_argument("--attention-bias", action="store_true")
     m.add_argument("--mlp-bias", action="store_true")
+    m.add_argument("--experts", type=int, default=4)
+    m.add_argument("--top-k", type=int, default=2)
+    m.add_argument("--moe-inter", type=int, default=32)
+    m.add_argument("--norm-topk", action="store_true")
+    m.add_argument("--mlp-only-layers", default="")
+    m.add_argument("--sparse-step", type=int, default=1)
+    m.add_argument("--fused-experts", action="store_true")
+    m.add_argument("--window", type=int, default=0)
+    m.add_argument("--layer-types", default="", help="gemma3: s (sliding) or f (full) per layer, comma-separated")
+    m.add_argument("--query-scalar", type=int, default=256)
+    m.add_argument("--local-theta", type=float, default=10000.0)
+    m.add_argument("--softcap", type=float, default=0.0)
     m.add_argument("--no-rope-layers", default="")
     m.add_argument("--partial-rotary", type=float, default=0.0)
     m.add_argument("--qk-gain", default="0.5,1.5")

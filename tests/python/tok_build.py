@@ -5,7 +5,7 @@
 # the C++ tests.
 """usage: tok_build.py STYLE VOCAB OUT.json CORPUS... [--string-merges]
 
-STYLE: gpt2 | gpt2prefix | smollm | llama3 | qwen2 | llama2 | metaspace (see build()), or a family that uses
+STYLE: gpt2 | gpt2prefix | smollm | llama3 | qwen2 | phi4mini | llama2 | metaspace | gemma3 (see build()), or a family that uses
 one of these pipelines with its own added tokens: qwen3 (qwen2), smollm3 (llama3), phi3 (llama2)."""
 import json
 import sys
@@ -17,6 +17,10 @@ LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# o200k (Phi-4-mini's tokenizer.json): letters split at case changes, up to three digits.
+O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+         r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+         r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPACE = "\u2581"
 
 
@@ -54,9 +58,38 @@ def sentencepiece_style(style, vocab, corpus):
     return tok
 
 
+def gemma_style(vocab, corpus):
+    """Gemma-3: spaces replaced by U+2581 (no prefix), a Split on " " that finds none, BPE with byte
+    fallback over whole segments, <pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, the 256 <0xNN> tokens,
+    then the merges; "<bos> $A"; chat tokens added. Merges are learnt on words split at U+2581."""
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+    draft = Tokenizer(models.BPE(unk_token="<unk>"))
+    draft.normalizer = normalizers.Replace(" ", SPACE)
+    draft.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True)
+    draft.train(corpus, trainers.BpeTrainer(vocab_size=vocab - 256, min_frequency=2, special_tokens=specials,
+                                            show_progress=False))
+    trained = json.loads(draft.to_str())["model"]
+    ordered = specials + ["<0x%02X>" % b for b in range(256)]
+    ordered += [t for t, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]) if t not in specials]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(ordered)}, merges=merges, unk_token="<unk>",
+                               fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", SPACE)
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, normalized=False) for t in specials])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
+                                                       special_tokens=[("<bos>", 2)])
+    tok.add_special_tokens([AddedToken("<start_of_turn>", normalized=False),
+                            AddedToken("<end_of_turn>", normalized=False)])
+    return tok
+
+
 def build(style, vocab, corpus):
     if style in ("llama2", "metaspace"):
         return sentencepiece_style(style, vocab, corpus)
+    if style == "gemma3":
+        return gemma_style(vocab, corpus)
     if style == "qwen2":
         tok = Tokenizer(models.BPE())
         tok.normalizer = normalizers.NFC()
@@ -65,6 +98,13 @@ def build(style, vocab, corpus):
             pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
         ])
         specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    elif style == "phi4mini":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(O200K), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ])
+        specials = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"]
     elif style == "llama3":
         tok = Tokenizer(models.BPE(ignore_merges=True))
         tok.pre_tokenizer = pre_tokenizers.Sequence([

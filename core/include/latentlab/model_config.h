@@ -114,6 +114,24 @@ struct LatentAttention {
   std::string name() const;                                        // "mla", "gla-2", "mlra-4"
 };
 
+// A sparse mixture-of-experts MLP (Qwen3-MoE): a router (mlp.gate) scores
+// `experts` SwiGLU experts of width `intermediate` per token and the `topK`
+// most probable run, their outputs weighted by the router's probabilities
+// (renormalised over the chosen ones with normTopK). Layer l is sparse unless
+// it is listed in denseLayers or (l + 1) is not a multiple of sparseStep;
+// dense layers keep the plain MLP of intermediate_size.
+struct MoeConfig {
+  int experts = 0;
+  int topK = 0;
+  int intermediate = 0;          // moe_intermediate_size
+  bool normTopK = false;         // norm_topk_prob
+  int sparseStep = 1;            // decoder_sparse_step
+  std::vector<int> denseLayers;  // mlp_only_layers, ascending
+  // The checkpoint holds each layer's experts as two 3-D tensors
+  // (experts.gate_up_proj, experts.down_proj) instead of one set per expert.
+  bool fusedExperts = false;
+};
+
 struct ModelConfig {
   std::string modelType = "llama";       // HF model_type
   std::string architecture = "LlamaForCausalLM";
@@ -127,7 +145,11 @@ struct ModelConfig {
   int maxPositionEmbeddings = 2048;
   double ropeTheta = 10000.0;
   RopeScaling ropeScaling;
-  std::optional<int> slidingWindow;      // Mistral, Phi-3: tokens each query sees (sequences past it are refused)
+  // Sliding-window attention: each query of a windowed layer sees the last
+  // `slidingWindow` keys, itself included (Mistral and Phi-3: every layer;
+  // Gemma-3: the layers in slidingLayers).
+  std::optional<int> slidingWindow;
+  std::vector<int> slidingLayers;        // ascending; empty with a window: every layer is windowed
   double rmsNormEps = 1e-5;
   bool tieWordEmbeddings = false;
   bool attentionBias = false;            // q/k/v biases (Qwen2 has them; o has none)
@@ -142,6 +164,18 @@ struct ModelConfig {
   std::vector<int> nopeLayers;           // layers without RoPE, ascending (SmolLM3: the zeros of no_rope_layers)
   int rotaryDim = 0;                     // leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0 = all
   bool fusedProjections = false;         // checkpoint keys qkv_proj and gate_up_proj (Phi-3), split in the model
+  // Gemma-3: RMSNorm as x/rms(x) * (1 + w) all in fp32; norms on the attention
+  // and MLP outputs too (pre/post feed-forward); embeddings times sqrt(d);
+  // GeGLU (tanh); softmax scale query_pre_attn_scalar^-1/2; its windowed
+  // layers rotate at their own base; logits soft-capped when set.
+  bool normPlusOne = false;
+  bool sandwichNorms = false;
+  bool scaleEmbeddings = false;
+  bool geluTanh = false;                 // MLP activation gelu (tanh approximation) instead of silu
+  std::optional<double> queryScalar;     // query_pre_attn_scalar
+  std::optional<double> localRopeTheta;  // RoPE base of the windowed layers (rope_local_base_freq)
+  std::optional<double> finalLogitSoftcap;
+  std::optional<MoeConfig> moe;          // Qwen3-MoE's sparse MLP
   std::optional<MlaConversion> mla;      // set on MHA2MLA-converted checkpoints
   std::optional<LatentAttention> latent; // set on from-scratch MLA / GLA / MLRA models
 
@@ -154,6 +188,9 @@ struct ModelConfig {
   // turns dims k and k + ropeDim()/2; dims from ropeDim() on never rotate.
   int ropeDim() const { return rotaryDim > 0 ? rotaryDim : headDim; }
   bool usesRope(int layer) const;        // false for the layers listed in nopeLayers
+  // The window of layer `layer`'s attention, or 0 for full causal attention.
+  int windowOf(int layer) const;
+  bool sparseLayer(int layer) const;     // layer `layer` has the mixture-of-experts MLP
   // The softmax scale of the query-key products: 1/sqrt(dim) times yarn's
   // attention factor squared (it multiplies both the query's and the key's
   // cos/sin; folding it here applies it to RoPE and NoPE dims alike).

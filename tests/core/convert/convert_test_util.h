@@ -23,16 +23,16 @@ namespace latentlab::test {
 // head before RoPE, no RoPE at all in a NoPE layer, d_rot = ropeDim().
 class PartialRopeAttention : public AttentionModule {
  public:
-  PartialRopeAttention(const ModelConfig& cfg, std::vector<std::vector<int>> pairs)
-      : m_cfg(cfg), m_pairs(std::move(pairs)) {
+  PartialRopeAttention(const ModelConfig& cfg, std::vector<std::vector<int>> pairs, int layer = 0)
+      : m_cfg(cfg), m_pairs(std::move(pairs)), m_window(cfg.windowOf(layer)) {
     const int d = cfg.hiddenSize, dh = cfg.headDim, q = cfg.numHeads * dh, kv = cfg.numKvHeads * dh;
     q_proj = register_module("q_proj", torch::nn::Linear(torch::nn::LinearOptions(d, q).bias(cfg.attentionBias)));
     k_proj = register_module("k_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
     v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(cfg.attentionBias)));
     o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(q, d).bias(cfg.oProjBias)));
     if (cfg.qkNorm) {
-      q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps));
-      k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps));
+      q_norm = register_module("q_norm", RmsNorm(dh, cfg.rmsNormEps, cfg.normPlusOne));
+      k_norm = register_module("k_norm", RmsNorm(dh, cfg.rmsNormEps, cfg.normPlusOne));
     }
   }
 
@@ -74,6 +74,7 @@ class PartialRopeAttention : public AttentionModule {
     // yarn's attention factor scales every query-key product, RoPE and NoPE dims alike.
     auto scores = torch::matmul(q, k.transpose(-1, -2)) * m_cfg.softmaxScale(dh);
     auto mask = torch::ones({T, T}, torch::kBool).triu(1);
+    if (m_window > 0) mask = mask.logical_or(torch::ones({T, T}, torch::kBool).tril(-m_window));  // keys W or more back
     scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
     auto out = torch::matmul(torch::softmax(scores, -1), v);  // (B, nh, T, dh)
     return o_proj(out.transpose(1, 2).reshape({B, T, nh * dh}));
@@ -85,12 +86,13 @@ class PartialRopeAttention : public AttentionModule {
  private:
   ModelConfig m_cfg;
   std::vector<std::vector<int>> m_pairs;
+  int m_window;
 };
 
 // A CausalLm with PartialRopeAttention layers carrying base's weights.
 inline std::shared_ptr<CausalLm> partialRopeReference(CausalLm& base, const PairSelection& pairs) {
   auto ref = std::make_shared<CausalLm>(base.config(), [&](const ModelConfig& c, int layer) {
-    return std::make_shared<PartialRopeAttention>(c, pairs[static_cast<std::size_t>(layer)]);
+    return std::make_shared<PartialRopeAttention>(c, pairs[static_cast<std::size_t>(layer)], layer);
   });
   ref->to(base.model->embed_tokens->weight.scalar_type());
   torch::NoGradGuard g;

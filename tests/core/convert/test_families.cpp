@@ -55,12 +55,44 @@ ModelConfig phi3Config(int kvHeads) {
   return c;
 }
 
+// Gemma-3: (1 + w) norms (QK norms among them), the sandwich, scaled
+// embeddings, GeGLU, softmax scale 1/sqrt(20), layers 0 and 2 windowed to 8
+// tokens at their own RoPE base, logits soft-capped.
+ModelConfig gemma3Config(int kvHeads) {
+  ModelConfig c = tinyConfig({.kvHeads = kvHeads, .layers = 3});
+  c.modelType = "gemma3_text";
+  c.architecture = "Gemma3ForCausalLM";
+  c.headDim = 24;
+  c.qkNorm = c.normPlusOne = c.sandwichNorms = c.scaleEmbeddings = c.geluTanh = true;
+  c.queryScalar = 20.0;
+  c.slidingWindow = 8;
+  c.slidingLayers = {0, 2};
+  c.ropeTheta = 1e6;
+  c.localRopeTheta = 1e4;
+  c.finalLogitSoftcap = 30.0;
+  c.tieWordEmbeddings = true;
+  return c;
+}
+
+// Qwen3-MoE: Qwen3's attention, layers 0 and 2 of 3 with 4 experts (top 2).
+ModelConfig qwen3MoeConfig(int kvHeads) {
+  ModelConfig c = qwen3Config(kvHeads);
+  c.numLayers = 3;
+  c.modelType = "qwen3_moe";
+  c.architecture = "Qwen3MoeForCausalLM";
+  c.moe = MoeConfig{.experts = 4, .topK = 2, .intermediate = 16, .normTopK = true, .sparseStep = 1, .denseLayers = {1}};
+  return c;
+}
+
 std::vector<Family> families() {
   return {{"qwen3-gqa", qwen3Config(2), 4},
           {"qwen3-mha", qwen3Config(4), 3},
           {"smollm3-mha", smollm3Config(4), 2},
           {"smollm3-gqa", smollm3Config(2), 2},
-          {"phi3-gqa", phi3Config(2), 2}};
+          {"phi3-gqa", phi3Config(2), 2},
+          {"gemma3-gqa", gemma3Config(2), 3},
+          {"gemma3-mqa", gemma3Config(1), 4},
+          {"qwen3moe-gqa", qwen3MoeConfig(2), 4}};
 }
 
 // Random weights with QK-norm gains spread over [1, 3], so that the norms
@@ -246,6 +278,34 @@ TEST(Families, ConvertedModelsSaveAndReloadWithTheirLayerOptions) {
       EXPECT_TRUE(ckpt.find("model.layers.0.self_attn.k_rope_proj.weight").has_value());
     }
   }
+}
+
+// A converted Qwen3-MoE fine-tunes: every expert a token chose, the router
+// and the latent receive gradients, and AdamW steps lower the loss on a batch.
+TEST(Families, ConvertedMixtureOfExpertsFineTunes) {
+  const ModelConfig cfg = qwen3MoeConfig(2);
+  auto base = familyModel(cfg, torch::kFloat32, 12);
+  auto mla = convertModel(*base, mlaOptions(RopeStrategy::High, 2, 4));
+  mla->train();
+  torch::optim::AdamW opt(mla->parameters(), torch::optim::AdamWOptions(3e-3));
+  auto batch = windows(128, 4, 16, 13);
+  double first = 0, last = 0;
+  for (int step = 0; step < 12; ++step) {
+    opt.zero_grad();
+    auto loss = languageModelLoss(*mla, batch);
+    loss.backward();
+    if (step == 0) {
+      first = loss.item<double>();
+      for (const auto& p : mla->named_parameters()) {
+        if (p.key().find("mlp.gate.weight") != std::string::npos || p.key().find("kv_down") != std::string::npos) {
+          EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
+        }
+      }
+    }
+    opt.step();
+    last = loss.item<double>();
+  }
+  EXPECT_LT(last, first - 0.1) << "loss " << first << " -> " << last;
 }
 
 TEST(Families, DeepSeekTargetRefusesLayerOptionsItCannotHold) {

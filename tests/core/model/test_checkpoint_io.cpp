@@ -291,6 +291,48 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   // A Qwen3 folder without its QK-norm weights.
   d = fresh("qwen3-norms", "qwen3");
   expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"q_norm.weight", "missing"});
+  // Gemma-3: the multimodal type, bidirectional attention, the wrong activation, a layer list of the wrong length.
+  d = fresh("gemma3-vision", "gemma3");
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "model_type 'gemma3'"});
+  auto gemma = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    fs::path g = fresh(name, "gemma3_text");
+    editConfig(g, [&](json& c) {
+      c["hidden_activation"] = "gelu_pytorch_tanh";
+      edit(c);
+    });
+    return g;
+  };
+  d = gemma("gemma3-bidi", [](json& c) { c["use_bidirectional_attention"] = true; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "use_bidirectional_attention"});
+  d = gemma("gemma3-act", [](json& c) { c["hidden_activation"] = "silu"; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "hidden_activation", "gelu_pytorch_tanh"});
+  d = gemma("gemma3-types", [](json& c) { c["layer_types"] = json::array({"sliding_attention"}); });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "layer_types", "one type per layer"});
+  d = gemma("gemma3-local", [](json& c) {
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                            {"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  });
+  expectError([&] { HfCheckpoint ck(d); }, {"rope_parameters.sliding_attention", "rope_type", "plain"});
+  // Qwen3-MoE: a config of experts over weights without them, more experts per token than there are.
+  auto moe = [&](const std::string& name, int perToken) {
+    // A Qwen3 folder (QK norms and all) whose config then asks for experts.
+    ModelConfig q = tinyConfig({});
+    q.modelType = "qwen3";
+    q.qkNorm = true;
+    fs::path m = base / name;
+    saveModel(*randomModel(q, torch::kFloat32, 1), m, DType::F32);
+    editConfig(m, [&](json& c) {
+      c["model_type"] = "qwen3_moe";
+      c["num_experts"] = 4;
+      c["num_experts_per_tok"] = perToken;
+      c["moe_intermediate_size"] = 16;
+    });
+    return m;
+  };
+  d = moe("moe-weights", 2);
+  expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"model.layers.0.mlp.gate.weight", "missing"});
+  d = moe("moe-topk", 5);
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "num_experts_per_tok", "[1, 4]"});
   // Read: SmolLM3's default layers without RoPE (every 4th) and Phi-3's fused tensors.
   d = fresh("smollm3-default", "smollm3");
   editConfig(d, [](json& c) {
@@ -302,26 +344,31 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"qkv_proj.weight", "missing"});
 }
 
-// Mistral's sliding window equals full attention while a sequence fits in
-// it; a longer sequence is refused naming the field, never silently computed
-// with full attention.
-TEST(CheckpointIo, MistralSlidingWindowHoldsWithinTheWindowAndIsRefusedBeyond) {
+// Mistral's sliding window: within it the model is the full-attention one,
+// past it each query sees the last `sliding_window` keys, and decoding through
+// the cache (one token at a time and in chunks) equals the whole-sequence
+// forward. (test_hf_parity compares both with transformers.)
+TEST(CheckpointIo, MistralSlidingWindowAppliesPastTheWindowAndInTheCache) {
   fs::path d = scratchDir("window") / "m";
   savedTiny(d);
   editConfig(d, [](json& c) {
     c["model_type"] = "mistral";
     c["architectures"] = json::array({"MistralForCausalLM"});
-    c["sliding_window"] = 32;
+    c["sliding_window"] = 16;
     c["max_position_embeddings"] = 4096;
   });
   auto model = loadModel(d, torch::kCPU, torch::kFloat32);
   ASSERT_TRUE(model->config().slidingWindow.has_value());
-  torch::NoGradGuard g;
-  auto ids = torch::randint(0, model->config().vocabSize, {1, 40}, torch::kInt64);
-  EXPECT_EQ(model->forward(ids.narrow(1, 0, 32)).size(1), 32);
-  expectError([&] { model->forward(ids); }, {"sliding_window 32", "40 tokens"});
   editConfig(d, [](json& c) { c["sliding_window"] = nullptr; });
-  EXPECT_EQ(loadModel(d, torch::kCPU, torch::kFloat32)->forward(ids).size(1), 40);
+  auto full = loadModel(d, torch::kCPU, torch::kFloat32);
+  torch::NoGradGuard g;
+  auto ids = torch::randint(0, model->config().vocabSize, {2, 40}, torch::kInt64);
+  const auto windowed = model->forward(ids);
+  const auto plain = full->forward(ids);
+  EXPECT_LT(maxAbsDiff(windowed.narrow(1, 0, 16), plain.narrow(1, 0, 16)), 1e-5);  // within the window
+  EXPECT_GT(maxAbsDiff(windowed.narrow(1, 16, 24), plain.narrow(1, 16, 24)), 1e-3);  // past it
+  KvCache cache(model->numLayers());
+  EXPECT_LT(maxAbsDiff(decodeIncrementally(*model, ids, cache), windowed), 1e-4);
 }
 
 TEST(CheckpointIo, SavingIntoAnExistingFolderIsRefusedAndLeavesItIntact) {

@@ -44,6 +44,10 @@ TEST(Generate, GreedyIdsEqualTransformersGenerate) {
            {"llama3", {"--rope-type", "llama3", "--rope-factor", "8", "--original-max", "16", "--max-pos", "256"}},
            {"qwen3", {"--type", "qwen3", "--head-dim", "32", "--qk-gain", "1.5,3"}},
            {"smollm3", {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,1,1,0", "--tied"}},
+           // Gemma-3 with a window of 16 over the 52 positions.
+           {"gemma3", {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "16", "--tied",
+                       "--theta", "1000000"}},
+           {"qwen3_moe", {"--type", "qwen3_moe", "--layers", "3", "--mlp-only-layers", "1", "--norm-topk"}},
            // longrope switches to its long factors once the 12 + 40 positions pass 32.
            {"phi4mini", {"--type", "phi3", "--partial-rotary", "0.75", "--rope-type", "longrope", "--original-max", "32",
                          "--max-pos", "256", "--tied"}}}) {

@@ -68,8 +68,9 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   EXPECT_LT(maxAbsDiff(ours.narrow(1, late, 100), theirs.narrow(1, late, 100)), 1e-4);
   std::cout << "[ parity ] " << v.name << ": max |logit diff| vs transformers " << maxAbsDiff(ours, theirs) << " over "
             << v.batch << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
-  // MHA2MLA at full rank with every RoPE pair kept is the same model: its
-  // logits equal transformers' for every family and RoPE variant.
+  // MHA2MLA at full rank with every RoPE pair kept is the same model: in fp64
+  // its logits equal the original's (so transformers' as above) for every
+  // family and RoPE variant.
   // (Exact where the latent holds the rank of every layer's [W_k_nope; W_v]:
   // not so in a NoPE layer or past a partially rotating head's rotating dims
   // at these sizes, which test_convert's Families suite checks instead.)
@@ -80,11 +81,13 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   const int nopeRank = c.nopeLayers.empty() ? 0 : std::min(2 * c.numKvHeads * c.headDim, c.hiddenSize);
   full.dKv = ropeRank / c.numKvHeads;
   if (full.dKv * c.numKvHeads >= std::max(ropeRank, nopeRank)) {
-    auto mla = convertModel(*model, full);
-    const double converted = maxAbsDiff(mla->forward(ids), theirs);
-    EXPECT_LT(converted, 1e-4) << v.name << ": converted at full rank";
+    auto m64 = loadModel(dir, torch::kCPU, torch::kFloat64);
+    auto mla = convertModel(*m64, full);
+    const auto convertedLogits = mla->forward(ids);
+    EXPECT_LT(maxAbsDiff(convertedLogits, m64->forward(ids)), 1e-8) << v.name << ": converted at full rank (fp64)";
+    const double converted = maxAbsDiff(convertedLogits, theirs);
     std::cout << "[ parity ] " << v.name << ": converted (full RoPE, full rank d_kv " << full.dKv
-              << ") vs transformers " << converted << "\n";
+              << ", fp64) vs transformers (fp32) " << converted << "\n";
   }
 }
 
@@ -133,6 +136,25 @@ INSTANTIATE_TEST_SUITE_P(
                               {"--type", "phi3", "--partial-rotary", "0.5", "--rope-type", "longrope", "--original-max",
                                "512", "--max-pos", "4096", "--tied"},
                               1, 2100},
+                      // Windows: Mistral's on every layer, Gemma-3's on its sliding layers (with
+                      // their own RoPE base), sequences well past the window.
+                      Variant{"mistral_sliding_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "2", "--window", "100"}},
+                      Variant{"gemma3_windows_qk_norm_softcap",
+                              {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "64",
+                               "--head-dim", "24", "--query-scalar", "20", "--qk-gain", "0.5,2", "--tied", "--theta",
+                               "1000000", "--softcap", "30"}},
+                      Variant{"gemma3_mqa_linear_global",
+                              {"--type", "gemma3", "--layers", "4", "--heads", "4", "--kv-heads", "1", "--layer-types",
+                               "s,s,s,f", "--window", "128", "--tied", "--theta", "1000000", "--rope-type", "linear",
+                               "--rope-factor", "8"}},
+                      // Qwen3-MoE: experts per token renormalised or not, a dense layer between
+                      // sparse ones, every other layer sparse, and the experts as 3-D tensors.
+                      Variant{"qwen3_moe_norm_topk_dense_layer",
+                              {"--type", "qwen3_moe", "--layers", "3", "--mlp-only-layers", "1", "--norm-topk",
+                               "--experts", "6", "--top-k", "2", "--qk-gain", "1.5,3"}},
+                      Variant{"qwen3_moe_sparse_step_fused_experts",
+                              {"--type", "qwen3_moe", "--layers", "4", "--sparse-step", "2", "--experts", "4",
+                               "--top-k", "3", "--fused-experts"}},
                       Variant{"phi3_longrope_within_original",
                               {"--type", "phi3", "--rope-type", "longrope", "--original-max", "2048", "--max-pos", "8192"}}),
     [](const auto& info) { return info.param.name; });
@@ -156,9 +178,10 @@ TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
   }
 }
 
-// The families LatentLab saves (a fine-tune of a Qwen3, SmolLM3 or Phi-3
-// model) load in transformers as the family's own class with the same logits:
-// QK norms, the NoPE layer list, Phi-3's fused tensors and its longrope.
+// The families LatentLab saves (a fine-tune of a Qwen3, SmolLM3, Phi-3,
+// Gemma-3 or Qwen3-MoE model) load in transformers as the family's own class with the same
+// logits: QK norms, the NoPE layer list, Phi-3's fused tensors and its
+// longrope, Gemma-3's norms, windows and RoPE per layer type, Qwen3-MoE's experts.
 TEST(HfParity, LatentLabWrittenFamilyCheckpointsLoadInTransformers) {
   ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
   auto family = [](const std::string& type, const std::string& arch) {
@@ -182,7 +205,23 @@ TEST(HfParity, LatentLabWrittenFamilyCheckpointsLoadInTransformers) {
   phi3.ropeScaling.factor = 8;
   phi3.ropeScaling.shortFactor = {1.0, 1.5, 2.0, 1.2};
   phi3.ropeScaling.longFactor = {3.0, 4.5, 2.5, 6.0};
-  for (const ModelConfig& cfg : {qwen3, smollm3, phi3}) {
+  ModelConfig qwen3moe = family("qwen3_moe", "Qwen3MoeForCausalLM");
+  qwen3moe.qkNorm = true;
+  qwen3moe.moe = MoeConfig{.experts = 4, .topK = 2, .intermediate = 24, .normTopK = true, .sparseStep = 1,
+                           .denseLayers = {1}};
+  ModelConfig gemma3 = family("gemma3_text", "Gemma3ForCausalLM");
+  gemma3.headDim = 24;
+  gemma3.qkNorm = gemma3.normPlusOne = gemma3.sandwichNorms = gemma3.scaleEmbeddings = gemma3.geluTanh = true;
+  gemma3.queryScalar = 20.0;
+  gemma3.slidingWindow = 16;
+  gemma3.slidingLayers = {0, 2};
+  gemma3.ropeTheta = 1e6;
+  gemma3.localRopeTheta = 1e4;
+  gemma3.tieWordEmbeddings = true;
+  gemma3.bosTokenId = 2;
+  gemma3.eosTokenId = 1;
+  gemma3.padTokenId = 0;
+  for (const ModelConfig& cfg : {qwen3, smollm3, phi3, gemma3, qwen3moe}) {
     auto model = randomModel(cfg, torch::kFloat32, 5);
     fs::path dir = scratchDir("ours-" + cfg.modelType) / "model";
     saveModel(*model, dir, DType::F32);

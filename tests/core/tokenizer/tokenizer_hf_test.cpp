@@ -138,7 +138,7 @@ TEST_P(HfTokenizerTest, InvalidUtf8IsRepairedLikePythonReplace) {
 INSTANTIATE_TEST_SUITE_P(Styles, HfTokenizerTest,
                          ::testing::Values("gpt2", "gpt2prefix", "smollm", "llama3", "qwen2", "llama2", "metaspace",
                                            // Families on those pipelines, with their own added tokens.
-                                           "qwen3", "smollm3", "phi3"));
+                                           "qwen3", "smollm3", "phi3", "gemma3", "phi4mini"));
 
 TEST(HfTokenizer, StringFormOfMergesLoadsIdentically) {
   ASSERT_EQ(peerProblem(), "");

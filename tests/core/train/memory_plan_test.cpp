@@ -113,7 +113,30 @@ ModelConfig variant(const ModelConfig& c, const std::string& attention) {
   return attentionVariant(c, attention, o, "test");
 }
 
+// The families' layer options on the test shape.
+ModelConfig family(ModelConfig c, const std::string& which) {
+  c.qkNorm = true;
+  if (which == "gemma3") {
+    c.normPlusOne = c.sandwichNorms = c.scaleEmbeddings = c.geluTanh = true;
+    c.queryScalar = 32.0;
+    c.slidingWindow = 48;
+    c.slidingLayers = {0, 1};
+    c.localRopeTheta = 10000.0;
+  }
+  if (which == "moe") c.moe = MoeConfig{.experts = 8, .topK = 2, .intermediate = 130, .normTopK = true, .sparseStep = 1, .denseLayers = {}};
+  return c;
+}
+
 } // namespace
+
+// The new families' parameter counts equal the published totals of their
+// built-in shapes (the planner's weights, the Training tab's figure).
+TEST(MemoryPlan, BuiltInShapesOfTheNewFamiliesCountTheirPublishedParameters) {
+  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-0.6b")), 596049920);      // Qwen3-0.6B
+  EXPECT_EQ(countParameters(builtinArchitecture("smollm3-3b")), 3075098624);     // SmolLM3-3B
+  EXPECT_EQ(countParameters(builtinArchitecture("gemma-3-1b")), 999885952);      // Gemma-3-1B
+  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-30b-a3b")), 30532122624); // Qwen3-30B-A3B, every expert
+}
 
 TEST(MemoryPlan, PredictsTheMeasuredPeakWithinFifteenPercent) {
   const ModelConfig base = testShape();
@@ -134,6 +157,12 @@ TEST(MemoryPlan, PredictsTheMeasuredPeakWithinFifteenPercent) {
       {"mla recompute", variant(base, "mla"), "fp32", 4, 96, true},
       {"gla-2", variant(base, "gla-2")},
       {"mlra-4", variant(base, "mlra-4")},
+      // The 2025-26 families' layers: QK norms, Gemma's norms and GeGLU, a sparse MLP.
+      {"qwen3", family(base, "qwen3")},
+      {"gemma3", family(base, "gemma3")},
+      {"gemma3 bf16", family(base, "gemma3"), "bf16"},
+      {"qwen3-moe", family(base, "moe")},
+      {"qwen3-moe recompute", family(base, "moe"), "fp32", 4, 96, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
