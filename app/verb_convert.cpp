@@ -71,8 +71,18 @@ int cmdConvert(int argc, char** argv) {
   s.force = args.flag("force");
   if (args.flag("check")) {
     KvBudget b = checkConvertSpec(s);
-    std::printf("kv cache %lld elements/token (%lld per layer), saving %+.2f%%\n", static_cast<long long>(b.perToken),
-                static_cast<long long>(b.perTokenPerLayer), 100.0 * b.saving);
+    std::printf("kv cache %lld elements/token (%lld per layer", static_cast<long long>(b.perToken),
+                static_cast<long long>(b.perTokenPerLayer));
+    if (b.nopeLayers > 0) {
+      std::printf(" with RoPE, %lld in each of %d layers without", static_cast<long long>(b.nopePerTokenPerLayer),
+                  b.nopeLayers);
+    }
+    if (b.keyScalePerTokenPerLayer > 0) {
+      std::printf(", %lld key-norm scales included", static_cast<long long>(b.keyScalePerTokenPerLayer));
+    }
+    std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %+.2f%%\n",
+                static_cast<long long>(b.originalBytesPerToken), static_cast<long long>(b.bytesPerToken),
+                100.0 * b.saving);
     return 0;
   }
   StderrProgress progress(args.flag("quiet"));

@@ -18,11 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string readWholeFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string readWholeFile(const fs::path& path) { return readPromptFile(path); }
 
 } // namespace
 

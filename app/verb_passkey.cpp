@@ -51,7 +51,7 @@ int evalPasskey(const Args& args) {
     }
     return d;
   });
-  o.trials = args.getInt("trials", 3, 1, 100000);
+  o.trials = args.getInt("trials", 3, 1, kMaxPasskeyTrials);
   o.seed = static_cast<std::uint64_t>(args.getInt64("seed", 0, 0, INT64_MAX));
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));

@@ -74,11 +74,12 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
   validateRunSpec(spec, specPath.string());
   RunSpec checked = spec;
   checked.outDir.clear();   // a check does not claim the run folder
-  preflightRunSpec(checked, specPath.string());
+  preflightRunSpec(checked, specPath.string(), fs::current_path());   // out_dir cleared: no folder is judged
   std::int64_t sourceParameters = 0;
   const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
   const std::int64_t free = available ? parseBytes(*available) : availableBytesOn(spec.device, listDevices());
-  const MemoryPlan plan = planMemory(cfg, spec, free, sourceParameters);
+  const MemoryPlan plan = spec.kind == "eval" ? planInferenceMemory(cfg, spec, free)
+                                               : planMemory(cfg, spec, free, sourceParameters);
   if (asJson) {
     json j = planJson(plan);
     j["spec"] = specPath.string();
@@ -135,7 +136,7 @@ int cmdRun(int argc, char** argv) {
     // touched: a spec that cannot run registers no run.
     const fs::path specPath = args.positionals()[0];
     newSpec = loadRunSpec(specPath);
-    preflightRunSpec(*newSpec, specPath.string());
+    preflightRunSpec(*newSpec, specPath.string(), args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db));
     if (!args.flag("ignore-memory-plan") && dist.worldSize == 1) {
       const std::string why = memoryPlanVerdict(*newSpec, args.get("device", newSpec->device));
       if (!why.empty()) throw Error(ErrorCode::BadSpec, specPath.string() + ": " + why, kMemoryHint);
@@ -145,6 +146,16 @@ int cmdRun(int argc, char** argv) {
   if (newSpec) {
     const fs::path specPath = args.positionals()[0];
     const RunSpec& spec = *newSpec;
+    if (spec.evaluatesRun > 0) {  // the run an eval job scores must be there before the job is registered
+      try {
+        store.run(spec.evaluatesRun);
+      } catch (const Error&) {
+        throw Error(ErrorCode::BadSpec,
+                    specPath.string() + ": evaluates.run " + std::to_string(spec.evaluatesRun) + " is not a run of " +
+                        db.string(),
+                    "Name a run of this workspace (runs list).");
+      }
+    }
     specJson = runSpecToJson(spec);
     // Rank 0 registers the run; the other ranks learn its ID when they join it.
     if (dist.writesMetrics()) {
@@ -177,7 +188,10 @@ int cmdRun(int argc, char** argv) {
   watchStdinForCancel();
   StderrProgress progress(args.flag("quiet") || !dist.writesMetrics());
   RunResult r = runJob(store, runId, env, progress, cancelToken());
-  if (r.status == RunStatus::Failed) std::fprintf(stderr, "error: run %lld failed: %s\n", static_cast<long long>(runId), r.error.c_str());
+  if (r.status == RunStatus::Failed) {
+    std::fprintf(stderr, "error: run %lld %s: %s\n", static_cast<long long>(runId), r.notStarted ? "not started" : "failed",
+                 r.error.c_str());
+  }
   return exitCodeFor(r.status);
 }
 
@@ -193,9 +207,23 @@ int cmdRuns(int argc, char** argv) {
         "summary, events and artifacts, or exports all its metrics as CSV.\n");
     return args.flag("help") ? 0 : 1;
   }
-  RunStore store(*args.get("db"), StoreOpen::MustExist);
+  // Reading verbs never write: they work on a read-only filesystem too.
+  RunStore store(*args.get("db"), StoreOpen::ReadOnly);
   const std::string& sub = pos[0];
   const double now = storeNow();
+  if (sub == "list" || sub == "show") {  // a damaged file is said, not listed as if whole
+    std::string check;
+    try {
+      check = store.quickCheck();
+    } catch (const Error& e) {
+      check = e.message();
+    }
+    if (check != "ok") {
+      std::fprintf(stderr, "warning: %s is damaged (%s); what follows may be incomplete. Restore it from a backup "
+                           "or recover it with `sqlite3 FILE .recover`.\n",
+                   args.get("db")->c_str(), check.c_str());
+    }
+  }
   if (sub == "list") {
     RunFilter filter;
     if (args.get("experiment")) filter.experimentId = args.getInt64("experiment", 0, 1, INT64_MAX);

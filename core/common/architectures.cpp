@@ -170,6 +170,10 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
   if (!v) badOption(where, "attention", "must be mha, gqa, mla, gla-<k>, mlra-2 or mlra-4, got '" + attention + "'");
   const std::string opt = "attention_options";
   if (o.matchMultiple < 1) badOption(where, opt + ".match_multiple", "must be at least 1");
+  if (base.moe) {
+    badOption(where, "attention", "variants of a mixture-of-experts shape are not supported: the variants compare "
+                                  "dense decoders at matched parameters");
+  }
   ModelConfig cfg = base;
   cfg.mla.reset();
   cfg.latent.reset();
@@ -221,7 +225,6 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     cfg.queryScalar.reset();
     cfg.normPlusOne = cfg.sandwichNorms = cfg.scaleEmbeddings = cfg.geluTanh = false;
     cfg.finalLogitSoftcap.reset();
-    cfg.moe.reset();
     cfg.modelType = "llama";
     cfg.architecture = "LlamaForCausalLM";
   }

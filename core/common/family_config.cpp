@@ -17,10 +17,14 @@ namespace {
 
 const std::vector<FamilyInfo>& families() {
   static const std::vector<FamilyInfo> kFamilies = {
-      {"llama", "Llama", "LlamaForCausalLM"},          {"mistral", "Mistral", "MistralForCausalLM"},
-      {"qwen2", "Qwen2", "Qwen2ForCausalLM"},          {"qwen3", "Qwen3", "Qwen3ForCausalLM"},
-      {"smollm3", "SmolLM3", "SmolLM3ForCausalLM"},    {"phi3", "Phi-3", "Phi3ForCausalLM"},
-      {"gemma3_text", "Gemma-3", "Gemma3ForCausalLM"}, {"qwen3_moe", "Qwen3-MoE", "Qwen3MoeForCausalLM"},
+      {"llama", "Llama", "LlamaForCausalLM"},
+      {"mistral", "Mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3", "Qwen3ForCausalLM"},
+      {"smollm3", "SmolLM3", "SmolLM3ForCausalLM", /*tied=*/true, /*ropeTheta=*/2000000.0},
+      {"phi3", "Phi-3", "Phi3ForCausalLM", /*tied=*/false, /*ropeTheta=*/10000.0, /*rmsNormEps=*/1e-5},
+      {"gemma3_text", "Gemma-3", "Gemma3ForCausalLM", /*tied=*/true, /*ropeTheta=*/1000000.0},
+      {"qwen3_moe", "Qwen3-MoE", "Qwen3MoeForCausalLM"},
   };
   return kFamilies;
 }
@@ -97,9 +101,11 @@ void readGemma3(const json& j, const JsonReader& r, ModelConfig& cfg) {
     cfg.finalLogitSoftcap = r.requireDouble("final_logit_softcapping");
     if (!(*cfg.finalLogitSoftcap > 0)) r.fail("final_logit_softcapping", "must be positive or null");
   }
+  // null: transformers gives the sliding layers no window at all.
+  const bool noWindow = j.contains("sliding_window") && j.at("sliding_window").is_null();
   const int window = r.optInt("sliding_window", 4096);
-  if (window < 1) r.fail("sliding_window", "must be positive");
-  cfg.slidingWindow = window;
+  if (window < 1) r.fail("sliding_window", "must be positive or null");
+  if (!noWindow) cfg.slidingWindow = window;
   cfg.slidingLayers.clear();
   if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
     const json& types = j.at("layer_types");
@@ -121,7 +127,10 @@ void readGemma3(const json& j, const JsonReader& r, ModelConfig& cfg) {
       if ((l + 1) % pattern != 0) cfg.slidingLayers.push_back(l);
     }
   }
-  if (cfg.slidingLayers.empty()) cfg.slidingWindow.reset();  // every layer full attention
+  if (cfg.slidingLayers.empty() || noWindow) {  // every layer full attention
+    cfg.slidingWindow.reset();
+    cfg.slidingLayers.clear();
+  }
   // The windowed layers' base: rope_parameters.sliding_attention (plain RoPE
   // only), else rope_local_base_freq; RoPE scaling is the full layers' alone.
   double local = r.optDouble("rope_local_base_freq", 10000.0);
@@ -203,7 +212,12 @@ void readFamilyFields(const json& j, const JsonReader& r, ModelConfig& cfg) {
   if (type == "smollm3") readNopeLayers(j, r, cfg);
   if (type == "phi3") {
     cfg.fusedProjections = true;
-    if (cfg.attentionBias || r.optBool("mlp_bias", false)) r.fail("attention_bias", "must be false for Phi-3");
+    if (cfg.attentionBias) r.fail("attention_bias", "must be false for Phi-3 (its fused projections have no bias)");
+    if (cfg.mlpBias) r.fail("mlp_bias", "must be false for Phi-3 (its fused projections have no bias)");
+    const std::string& rope = cfg.ropeScaling.type;
+    if (rope != "default" && rope != "longrope") {
+      r.fail("rope_scaling", "is '" + rope + "'; Phi-3 uses default RoPE or longrope");
+    }
   }
   if (cfg.rotaryDim != 0 && type != "phi3") {
     r.fail("partial_rotary_factor", std::string("is below 1, which only Phi-3 models use: a ") +

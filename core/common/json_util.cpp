@@ -1,7 +1,7 @@
 // Typed JSON field access with field-naming errors.
 #include "common/json_util.h"
 
-#include <fstream>
+#include "common/file_util.h"
 
 namespace latentlab {
 
@@ -18,13 +18,8 @@ nlohmann::json parseJson(const std::string& text, const std::string& source, Err
 
 void forEachJsonLine(const std::filesystem::path& path, ErrorCode code, const std::string& hint,
                      const std::function<void(const nlohmann::json& line, const std::string& where)>& fn) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open");
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  forEachLine(path, [&](std::string_view line, int number) {
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
     const std::string where = path.string() + ":" + std::to_string(number);
     nlohmann::json j;
     try {
@@ -33,7 +28,7 @@ void forEachJsonLine(const std::filesystem::path& path, ErrorCode code, const st
       throw Error(code, where + ": not valid JSON: " + e.what(), hint);
     }
     fn(j, where);
-  }
+  });
 }
 
 bool JsonReader::has(const std::string& key) const {

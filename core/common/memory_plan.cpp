@@ -43,8 +43,11 @@ Widths widthsFor(const std::string& precision) {
 double layerElements(const ModelConfig& c) {
   const double h = c.hiddenSize, I = c.intermediateSize;
   double e = 5 * h + 4 * I;   // two norms with the residual stream, the gated MLP
-  if (c.sparseLayer(0)) {     // Qwen3-MoE: each token through top-k experts, the router's probabilities
-    e += -4 * I + c.moe->topK * (4.0 * c.moe->intermediate + 2 * h) + 2.0 * c.moe->experts;
+  if (c.moe) {                // Qwen3-MoE: each token through top-k experts, the router's probabilities
+    int sparse = 0;
+    for (int l = 0; l < c.numLayers; ++l) sparse += c.sparseLayer(l) ? 1 : 0;
+    const double share = c.numLayers > 0 ? static_cast<double>(sparse) / c.numLayers : 0.0;  // of the layers
+    e += share * (-4 * I + c.moe->topK * (4.0 * c.moe->intermediate + 2 * h) + 2.0 * c.moe->experts);
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
@@ -235,6 +238,37 @@ MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int6
     if (!plan.fits()) plan.suggestion = suggestSettings(trained, spec, availableBytes, sourceParameters, plan);
   }
   return plan;
+}
+
+MemoryPlan planInferenceMemory(const ModelConfig& c, const RunSpec& spec, std::int64_t available) {
+  MemoryPlan p;
+  const std::vector<std::string> devices = deviceList(spec.device);
+  p.cuda = !devices.empty() && devices.front().rfind("cuda", 0) == 0;
+  p.precision = "fp32 (inference)";
+  p.parameters = countParameters(c);
+  p.availableBytes = available;
+  p.peakPhase = "inference";
+  const double bytes = 4;  // evaluation runs the weights in fp32
+  p.items.push_back({"weights", static_cast<std::int64_t>(bytes * static_cast<double>(p.parameters)),
+                     "4 B x " + count(static_cast<double>(p.parameters)) + " parameters"});
+  // Multiple choice: one batch of requests (4,096 tokens), its hidden states
+  // and its logits in fp32 with their fp64 log-softmax.
+  if (!spec.evalTasks.empty()) {
+    const double tokens = 4096, V = c.vocabSize, h = c.hiddenSize;
+    p.items.push_back({"multiple-choice batch", static_cast<std::int64_t>(tokens * (12 * V + 8 * h)),
+                       count(tokens) + " tokens x (logits fp32 + log-softmax fp64 + hidden states)"});
+  }
+  // Passkey: the cache of the longest prompt and its answer, and one step's logits.
+  if (!spec.passkey.file.empty() && !spec.passkey.lengths.empty()) {
+    const int longest = *std::max_element(spec.passkey.lengths.begin(), spec.passkey.lengths.end()) + 8;
+    const KvBudget kv = currentKvBudget(c, DType::F32);
+    p.items.push_back({"passkey cache", kv.bytesPerToken * longest,
+                       std::to_string(longest) + " tokens x " + std::to_string(kv.bytesPerToken) + " B"});
+    p.items.push_back({"passkey prefill", static_cast<std::int64_t>(static_cast<double>(longest) * 4 * (c.vocabSize + 8.0 * c.hiddenSize)),
+                       std::to_string(longest) + " tokens x (logits + hidden states) fp32"});
+  }
+  for (const MemoryItem& i : p.items) p.peakBytes += i.bytes;
+  return p;
 }
 
 ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParameters) {

@@ -68,7 +68,7 @@ void readPartialRotary(const JsonReader& r, ModelConfig& cfg) {
 }
 
 void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
-  cfg.ropeTheta = r.optDouble("rope_theta", 10000.0);
+  cfg.ropeTheta = r.optDouble("rope_theta", cfg.ropeTheta);
   if (r.has("partial_rotary_factor")) readPartialRotary(r, cfg);
   const json* params = nullptr;
   std::string where;
@@ -93,7 +93,8 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   if (where.starts_with("rope_parameters")) cfg.ropeTheta = p.optDouble("rope_theta", cfg.ropeTheta);
   RopeScaling& s = cfg.ropeScaling;
   s.type = p.has("rope_type") ? p.requireString("rope_type") : p.optString("type", "default");
-  if (s.type == "su") s.type = "longrope";   // Phi-3's early name, read as transformers does
+  // Phi-3's early names, read as transformers does.
+  if (s.type == "su" || (cfg.modelType == "phi3" && s.type == "yarn")) s.type = "longrope";
   static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
   if (!kTypes.count(s.type)) {
     throw Error(ErrorCode::Unsupported, src + ": rope_type '" + s.type + "' is not supported",
@@ -127,8 +128,10 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
   } else if (s.type == "longrope") {
     // transformers: the top-level original context wins; factor defaults to
     // context / original context; the attention factor is derived from it.
+    // (Phi-3's config class holds a top-level 4096 by default, which transformers prefers to a nested value.)
     s.originalMaxPositionEmbeddings =
         r.has("original_max_position_embeddings") ? r.requireInt("original_max_position_embeddings")
+        : cfg.modelType == "phi3"                 ? 4096
                                                   : p.optInt("original_max_position_embeddings", cfg.maxPositionEmbeddings);
     if (s.originalMaxPositionEmbeddings < 1) p.fail("original_max_position_embeddings", "must be positive");
     s.factor = p.has("factor") ? positive("factor")
@@ -441,6 +444,7 @@ void ModelConfig::validate(const std::string& source) const {
     bad("num_attention_heads", "(" + std::to_string(numHeads) +
         ") is not divisible by num_key_value_heads (" + std::to_string(numKvHeads) + ")");
   }
+  if (maxPositionEmbeddings <= 0) bad("max_position_embeddings", "must be positive");
   if (rmsNormEps <= 0) bad("rms_norm_eps", "must be positive");
   if (ropeTheta <= 0) bad("rope_theta", "must be positive");
   if (rotaryDim < 0 || rotaryDim > headDim || rotaryDim % 2 != 0) {
@@ -528,13 +532,16 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   cfg.hiddenSize = r.requireInt("hidden_size");
   cfg.intermediateSize = r.requireInt("intermediate_size");
   cfg.numLayers = r.requireInt("num_hidden_layers");
+  // No model has more; a larger count would only allocate per-layer tables before any check.
+  if (cfg.numLayers > 65536) r.fail("num_hidden_layers", "is " + std::to_string(cfg.numLayers) + ", more than 65536");
   cfg.numHeads = r.requireInt("num_attention_heads");
   cfg.numKvHeads = r.optInt("num_key_value_heads", cfg.numHeads);
   if (cfg.numHeads <= 0) r.fail("num_attention_heads", "must be positive");
   cfg.headDim = r.optInt("head_dim", cfg.hiddenSize / cfg.numHeads);
   cfg.maxPositionEmbeddings = r.optInt("max_position_embeddings", 2048);
-  cfg.rmsNormEps = r.optDouble("rms_norm_eps", 1e-6);
-  cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", cfg.modelType == "gemma3_text");  // Gemma's default: tied
+  cfg.rmsNormEps = r.optDouble("rms_norm_eps", family->rmsNormEps);
+  cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", family->tied);
+  cfg.ropeTheta = family->ropeTheta;  // the family's default where config.json gives none
   cfg.mlpBias = r.optBool("mlp_bias", false);
   readRope(j, r, cfg);
   detail::readFamilyFields(j, r, cfg);
@@ -701,6 +708,9 @@ int defaultQLoraRank(int hidden, const std::string& kind, int multiple) {
 
 ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple) {
   if (multiple < 1) throw Error(ErrorCode::BadInput, "parameter matching: the MLP width multiple must be positive");
+  if (cfg.moe) {
+    throw Error(ErrorCode::BadInput, "parameter matching: a mixture-of-experts model has no one MLP width to match");
+  }
   if (cfg.latent && cfg.latent->qLoraRank == 0) {
     cfg.latent->qLoraRank = defaultQLoraRank(cfg.hiddenSize, cfg.latent->kind, multiple);
   }

@@ -22,6 +22,10 @@ struct FamilyInfo {
   const char* modelType;     // HF model_type: "qwen3"
   const char* name;          // "Qwen3"
   const char* architecture;  // transformers' class when config.json names none
+  // transformers' defaults for fields config.json may leave out.
+  bool tied = false;         // tie_word_embeddings
+  double ropeTheta = 10000.0;
+  double rmsNormEps = 1e-6;
 };
 const FamilyInfo* findFamily(const std::string& modelType);  // null when not supported
 std::string supportedFamilyTypes();                          // "llama, mistral, ..."

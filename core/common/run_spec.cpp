@@ -1,5 +1,6 @@
 // RunSpec JSON (versioned), validation, and the learning-rate schedules.
 #include "latentlab/run_spec.h"
+#include "latentlab/passkey.h"
 
 #include <algorithm>
 #include <cmath>
@@ -280,7 +281,8 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.passkey.depths.empty()) bad(source, "passkey.depths", "must list at least one depth");
     for (double d : s.passkey.depths)
       if (!(d >= 0 && d <= 1)) bad(source, "passkey.depths", "must each be in [0, 1]");
-    if (s.passkey.trials < 1) bad(source, "passkey.trials", "must be at least 1");
+    if (s.passkey.trials < 1 || s.passkey.trials > kMaxPasskeyTrials)
+      bad(source, "passkey.trials", "must be in [1, " + std::to_string(kMaxPasskeyTrials) + "]");
   }
   if (s.kind == "pretrain" && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
   if (s.kind != "pretrain" && s.modelDir.empty()) bad(source, "model_dir", "is required for kind " + s.kind);

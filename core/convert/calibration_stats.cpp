@@ -20,10 +20,10 @@ std::int64_t forEachAttentionInput(CausalLm& model, const std::vector<torch::Ten
     progress.progress("calibrate", static_cast<double>(i), static_cast<double>(batches.size()), "");
     auto ids = batches[i].to(device, torch::kInt64);
     if (ids.dim() == 1) ids = ids.unsqueeze(0);
-    auto x = model.model->embed_tokens(ids);  // (B, T, d)
+    auto x = model.embed(ids);  // (B, T, d), as the model's own forward starts
     AttentionContext ctx;
-    ctx.rope = &model.rope();
     for (int l = 0; l < model.numLayers(); ++l) {
+      ctx.rope = &model.ropeFor(l);
       auto layer = model.layer(l);
       auto* attn = dynamic_cast<LlamaAttention*>(layer->self_attn.get());
       if (attn == nullptr) {

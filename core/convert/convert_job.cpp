@@ -247,10 +247,14 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     // Save next to the target, then swap it in, so a failure leaves the old folder.
     progress.progress("save", 0, 1, spec.outDir.string());
     const fs::path target = spec.outDir;
-    writeReplacingFolder(target, [&](const fs::path& dir) {
+    const auto leftover = writeReplacingFolder(target, [&](const fs::path& dir) {
       saveModel(*converted, dir, p.saveDType, {{"producer", "latentlab convert"}, {"source", spec.modelDir.string()}});
       copyTokenizerFiles(spec.modelDir, dir);
     });
+    if (leftover) {
+      progress.log(LogLevel::Warning, "the old folder could not be removed completely; what is left of it is at " +
+                                          leftover->string());
+    }
     endStage("save");
 
     const ModelConfig mcfg = converted->config();

@@ -159,11 +159,15 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
 
     const ModelConfig exported = exportedConfig(cfg, theta, saveDType);
     progress.progress("save", 0, 1, spec.outDir.string());
-    writeReplacingFolder(spec.outDir, [&](const fs::path& dir) {
+    const auto leftover = writeReplacingFolder(spec.outDir, [&](const fs::path& dir) {
       writeHfCheckpoint(dir, exported, writes, {{"producer", "latentlab export"}, {"source", spec.modelDir.string()}},
                         std::uint64_t{4} << 30);
       copyTokenizerFiles(spec.modelDir, dir);
     });
+    if (leftover) {
+      progress.log(LogLevel::Warning, "the old folder could not be removed completely; what is left of it is at " +
+                                          leftover->string());
+    }
     progress.progress("save", 1, 1, "");
 
     ExportReport r;

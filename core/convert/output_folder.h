@@ -1,10 +1,11 @@
 // The output folder of a conversion or an export: checked before any work,
 // and written beside the old one then swapped in, so a failure leaves the
-// old folder as it was.
+// old folder as it was and no half-written folder at its name.
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace latentlab {
@@ -15,9 +16,12 @@ namespace latentlab {
 void checkOutputFolder(const std::filesystem::path& out, const std::filesystem::path& source, bool force,
                        const std::string& what);
 
-// Calls write(dir) with `target` itself, or, when `target` exists, with a
-// sibling that then replaces it.
-void writeReplacingFolder(const std::filesystem::path& target,
-                          const std::function<void(const std::filesystem::path&)>& write);
+// Calls write(dir) with a sibling folder `target.writing-PID`, syncs it and
+// renames it to `target`. An existing `target` is swapped out, never deleted
+// before the new folder has its name: on any failure the temporary folder is
+// removed and the old `target` is whole. Returns where the old folder was left
+// when it could not be removed after the swap (the new model is in place then).
+std::optional<std::filesystem::path> writeReplacingFolder(
+    const std::filesystem::path& target, const std::function<void(const std::filesystem::path&)>& write);
 
 }  // namespace latentlab

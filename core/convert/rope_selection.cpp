@@ -107,8 +107,9 @@ PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int
       break;
     case RopeStrategy::Uniform:
       if (half % r != 0) {
-        throw Error(ErrorCode::BadInput, "S_uniform needs r to divide d_h/2 = " + std::to_string(half) +
-                                             " (got r = " + std::to_string(r) + ")");
+        throw Error(ErrorCode::BadInput, "S_uniform needs r to divide " +
+                                             std::string(cfg.rotaryDim > 0 ? "the rotating pairs" : "d_h/2") +
+                                             " = " + std::to_string(half) + " (got r = " + std::to_string(r) + ")");
       }
       for (int k = 0; k < half; k += half / r) fixed.push_back(k);
       break;

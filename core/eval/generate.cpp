@@ -3,6 +3,8 @@
 // generator — streaming the decoded text and stopping at EOS.
 #include "latentlab/generate.h"
 
+#include "common/file_util.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
@@ -25,10 +27,13 @@ std::vector<std::string> readPrompts(const fs::path& jsonl) {
   forEachJsonLine(jsonl, ErrorCode::BadInput, hint, [&](const nlohmann::json& j, const std::string& where) {
     if (!j.is_object() || !j.contains("prompt") || !j.at("prompt").is_string())
       throw Error(ErrorCode::BadInput, where + ": needs a string field \"prompt\"", hint);
+    if (j.at("prompt").get<std::string>().empty()) throw Error(ErrorCode::BadInput, where + ": the prompt is empty", hint);
     prompts.push_back(j.at("prompt").get<std::string>());
   });
   return prompts;
 }
+
+std::string readPromptFile(const fs::path& path) { return readFileBounded(path, 256ULL << 20); }
 
 double GenerateResult::prefillTokensPerSecond() const {
   return prefillSeconds > 0 ? static_cast<double>(promptIds.size()) / prefillSeconds : 0.0;
@@ -48,10 +53,16 @@ struct Generator::Impl {
 
   // The next token from the last position's logits (1, vocab).
   std::int32_t pick(const torch::Tensor& logits, at::Generator& gen) const {
-    auto l = logits.to(torch::kCPU, torch::kFloat32).reshape({-1});
+    auto l = logits.to(torch::kCPU, torch::kFloat64).reshape({-1});
     if (options.temperature <= 0) return static_cast<std::int32_t>(l.argmax().item<std::int64_t>());
-    l = l / options.temperature;
-    const auto ninf = -std::numeric_limits<float>::infinity();
+    if (!torch::isfinite(l).all().item<bool>()) {
+      throw Error(ErrorCode::Numeric, "generate: the model's logits are not finite (inf or nan)",
+                  "The weights or the dtype overflowed; try --dtype f32.");
+    }
+    // Shifted so the largest is 0 before dividing: a tiny temperature (1e-300)
+    // then sends the others to -inf instead of overflowing to inf/nan.
+    l = (l - l.max()) / options.temperature;
+    const auto ninf = -std::numeric_limits<double>::infinity();
     if (options.topK > 0 && options.topK < l.size(0)) {
       const auto kth = std::get<0>(l.topk(options.topK)).min();
       l = l.masked_fill(l < kth, ninf);
@@ -115,6 +126,16 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
                                            std::to_string(vocab) + ")");
     }
   }
+  const int context = d.model->config().maxPositionEmbeddings;
+  if (static_cast<std::int64_t>(promptIds.size()) + d.options.maxNewTokens > context) {
+    throw Error(ErrorCode::BadInput,
+                "the prompt (" + std::to_string(promptIds.size()) + " tokens) and " +
+                    std::to_string(d.options.maxNewTokens) + " new tokens exceed the model's context of " +
+                    std::to_string(context) + " tokens (" + (d.options.model / "config.json").string() +
+                    " max_position_embeddings)",
+                "Shorten the prompt or ask for fewer new tokens.");
+  }
+  throwIfCancelled(cancel, "generate");
   GenerateResult r;
   r.promptIds = promptIds;
   return withTorchErrors("generate", [&] {

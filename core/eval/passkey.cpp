@@ -1,6 +1,8 @@
 // The passkey test; see latentlab/passkey.h.
 #include "latentlab/passkey.h"
 
+#include "common/file_util.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "latentlab/generate.h"
+#include "model/cpu_block_cache.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -22,16 +25,14 @@ constexpr const char* kIntro =
     "A pass key is hidden somewhere in the long text below. Find it and remember it: you will be asked for it at "
     "the end.";
 constexpr const char* kQuestion = " What is the pass key? The pass key is";
-constexpr int kAnswerTokens = 8;
+constexpr int kAnswerTokens = kPasskeyAnswerTokens;
 
 std::string needle(const std::string& key) {
   return " The pass key is " + key + ". Remember it. " + key + " is the pass key.";
 }
 
 std::string readText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, path.string() + ": cannot open the haystack file");
-  std::string text(std::istreambuf_iterator<char>(in), {});
+  std::string text = readFileBounded(path, 256ULL << 20);  // a regular file of at most 256 MiB
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     throw Error(ErrorCode::BadInput, path.string() + ": the haystack file has no text");
   }
@@ -140,18 +141,39 @@ PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, 
   const auto total = static_cast<std::int64_t>(options.lengths.size() * options.depths.size()) * options.trials;
   std::int64_t done = 0;
   for (int length : options.lengths) {
+    releaseCpuBlockCache();  // the blocks of the last length fit no prompt of this one
     for (double depth : options.depths) {
+      if (options.skipCell && options.skipCell(length, depth)) {
+        for (int t = 0; t < options.trials; ++t) digits(rng);  // the same keys for the cells after it
+        done += options.trials;
+        continue;
+      }
       PasskeyCell cell;
       cell.length = length;
       cell.depth = depth;
+      // Cancelled inside the cell: what it scored so far is handed over, marked partial.
+      const auto keepPartial = [&] {
+        if (cell.trials.empty() || !options.onCell) return;
+        cell.partial = true;
+        options.onCell(cell);
+      };
       for (int t = 0; t < options.trials; ++t) {
-        throwIfCancelled(cancel, "passkey test");
+        if (cancel.requested()) {
+          keepPartial();
+          throwIfCancelled(cancel, "passkey test");
+        }
         PasskeyTrial trial;
         trial.key = std::to_string(digits(rng));
         const PasskeyPrompt prompt = buildPrompt(tok, filler, length, depth, trial.key, options.model);
         trial.keyPosition = prompt.keyPosition;
         trial.promptTokens = static_cast<std::int64_t>(prompt.ids.size());
-        std::vector<std::int32_t> answerIds = answer(prompt.ids, kAnswerTokens);
+        std::vector<std::int32_t> answerIds;
+        try {
+          answerIds = answer(prompt.ids, kAnswerTokens);
+        } catch (const Error& e) {
+          if (e.code() == ErrorCode::Cancelled) keepPartial();
+          throw;
+        }
         if (answerIds.size() > static_cast<std::size_t>(kAnswerTokens)) answerIds.resize(kAnswerTokens);
         trial.answer = tok.decode(answerIds, /*skipSpecial=*/true);
         trial.correct = passkeyAnswered(trial.answer, trial.key);

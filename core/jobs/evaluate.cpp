@@ -19,6 +19,14 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
   return withTorchErrors("eval", [&]() {
     if (opts.seqLen < 1) throw Error(ErrorCode::BadInput, "--seq-len must be at least 1");
     if (opts.batchSize < 1) throw Error(ErrorCode::BadInput, "--batch must be at least 1");
+    const fs::path configJson = opts.model / "config.json";
+    const int context = readHfConfig(configJson).maxPositionEmbeddings;
+    if (opts.seqLen > context) {  // refused before the weights are loaded
+      throw Error(ErrorCode::BadInput,
+                  "--seq-len " + std::to_string(opts.seqLen) + " exceeds the model's context of " +
+                      std::to_string(context) + " tokens (" + configJson.string() + " max_position_embeddings)",
+                  "Evaluate windows of at most the model's context.");
+    }
     const auto device = parseDevice(opts.device);
     LoadReport report;
     auto model = loadModel(opts.model, device, toTorch(opts.dtype), &report);

@@ -5,8 +5,11 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 #include <new>
@@ -41,14 +44,19 @@ class BlockCache final : public c10::Allocator {
       }
       return {data, data, &BlockCache::deleteSmall, c10::Device(c10::DeviceType::CPU)};
     }
-    const std::size_t size = (n + kGranule - 1) / kGranule * kGranule;
+    std::size_t size = (n + kGranule - 1) / kGranule * kGranule;
     void* p = nullptr;
     {
+      // The smallest cached block that holds `size` and wastes less than half
+      // of itself: shrinking requests (scoring longest-first) reuse the larger
+      // blocks of earlier ones instead of adding a new size to the cache.
       std::lock_guard<std::mutex> lock(m_mutex);
-      auto it = m_free.find(size);
-      if (it != m_free.end() && !it->second.empty()) {
-        p = it->second.back();
-        it->second.pop_back();
+      auto it = m_free.lower_bound(size);
+      if (it != m_free.end() && it->first < 2 * size) {
+        p = it->second->p;
+        size = it->first;
+        m_lru.erase(it->second);
+        m_free.erase(it);
         m_cached -= size;
         ++m_stats.hits;
       } else {
@@ -68,6 +76,8 @@ class BlockCache final : public c10::Allocator {
       m_live[p] = size;
       m_liveBytes += size;
       m_peakLive = std::max(m_peakLive, m_liveBytes);
+      m_largeLive += size;
+      m_largeHigh = std::max(m_largeHigh, m_largeLive);
     }
     return {p, p, &BlockCache::deleteBlock, c10::Device(c10::DeviceType::CPU)};
   }
@@ -79,35 +89,50 @@ class BlockCache final : public c10::Allocator {
 
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
-  // Returns a large block to the cache; false when `p` is not one.
+  // Returns a large block to the cache; false when `p` is not one. The cache
+  // then gives back its least recently freed blocks until it holds at most
+  // the bound and at most the most bytes the large tensors held at once since
+  // it was last emptied: it keeps what the job needs again, never a block of
+  // every size a job passed through (requests that grow leave their smaller
+  // blocks behind).
   bool release(void* p) {
-    std::size_t size = 0;
+    std::vector<void*> dropped;
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       auto it = m_live.find(p);
       if (it == m_live.end()) return false;
-      size = it->second;
+      const std::size_t size = it->second;
       m_live.erase(it);
       m_liveBytes -= size;
-      if (m_cached + size <= m_maxCached) {
-        m_free[size].push_back(p);
-        m_cached += size;
-        return true;
+      m_largeLive -= size;
+      m_lru.push_back({p, size});
+      m_free.emplace(size, std::prev(m_lru.end()));
+      m_cached += size;
+      const std::size_t limit = std::min(m_maxCached, m_largeHigh);
+      while (m_cached > limit) {
+        const FreeBlock oldest = m_lru.front();
+        auto [first, last] = m_free.equal_range(oldest.size);
+        while (first != last && first->second != m_lru.begin()) ++first;
+        m_free.erase(first);
+        m_lru.pop_front();
+        m_cached -= oldest.size;
+        dropped.push_back(oldest.p);
       }
     }
-    std::free(p);
+    for (void* q : dropped) std::free(q);
     return true;
   }
 
   void releaseAll() {
-    std::map<std::size_t, std::vector<void*>> blocks;
+    std::list<FreeBlock> blocks;
     {
       std::lock_guard<std::mutex> lock(m_mutex);
-      blocks.swap(m_free);
+      blocks.swap(m_lru);
+      m_free.clear();
       m_cached = 0;
+      m_largeHigh = m_largeLive;
     }
-    for (auto& [size, list] : blocks)
-      for (void* p : list) std::free(p);
+    for (const FreeBlock& b : blocks) std::free(b.p);
   }
 
   CpuBlockCacheStats stats() {
@@ -129,6 +154,12 @@ class BlockCache final : public c10::Allocator {
   static void deleteSmall(void* p);
   static void deleteAny(void* p);
   void setEnabled(bool on) { m_enabled.store(on); }
+  std::size_t setLimit(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    const std::size_t old = m_maxCached;
+    m_maxCached = bytes;
+    return old;
+  }
   void setCountSmall(bool on) { m_countSmall.store(on); }
 
  private:
@@ -141,12 +172,19 @@ class BlockCache final : public c10::Allocator {
   c10::Allocator* m_fallback;
   std::size_t m_maxCached;
   std::mutex m_mutex;
-  std::map<std::size_t, std::vector<void*>> m_free;  // rounded size -> freed blocks
+  struct FreeBlock {
+    void* p;
+    std::size_t size;
+  };
+  std::list<FreeBlock> m_lru;                                           // freed blocks, oldest first
+  std::multimap<std::size_t, std::list<FreeBlock>::iterator> m_free;  // rounded size -> freed block
   std::unordered_map<void*, std::size_t> m_live;     // blocks handed out -> rounded size
   std::unordered_map<void*, SmallBlock> m_small;     // counted small blocks -> the fallback's block
   std::size_t m_cached = 0;
   std::size_t m_liveBytes = 0;
   std::size_t m_peakLive = 0;
+  std::size_t m_largeLive = 0;  // large blocks handed out
+  std::size_t m_largeHigh = 0;  // the most m_largeLive reached since the cache was last emptied
   CpuBlockCacheStats m_stats;
 };
 
@@ -184,8 +222,25 @@ bool BlockCache::releaseSmall(void* p) {
 
 }  // namespace
 
+namespace {
+// MemAvailable of /proc/meminfo in bytes, 0 when unknown.
+std::size_t availableMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<std::size_t>(kib) * 1024;
+}
+}  // namespace
+
 void installCpuBlockCache(std::size_t maxCachedBytes) {
   std::call_once(g_once, [&] {
+    // At most an eighth of the memory available when the engine starts.
+    if (const std::size_t free = availableMemory(); free > 0) maxCachedBytes = std::min(maxCachedBytes, free / 8);
     g_cache = new BlockCache(c10::GetDefaultCPUAllocator(), maxCachedBytes);
     // Priority above the default's (0) so that LibTorch's later registrations at 0 do not replace it.
     c10::SetCPUAllocator(g_cache, /*priority=*/1);
@@ -210,6 +265,13 @@ void releaseCpuBlockCache() {
 
 void setCpuBlockCacheCountsSmallBlocks(bool on) {
   if (g_cache != nullptr) g_cache->setCountSmall(on);
+}
+
+std::size_t setCpuBlockCacheLimit(std::size_t bytes) {
+  if (g_cache == nullptr) return 0;
+  const std::size_t old = g_cache->setLimit(bytes);
+  g_cache->releaseAll();
+  return old;
 }
 
 void setCpuBlockCacheEnabled(bool enabled) {

@@ -5,8 +5,13 @@
 // B*T*V floats, 200 MB for SmolLM at B4 T256) faults in and zero-fills its
 // large tensors again: the train benchmark saw 16% of a SmolLM step in the
 // kernel clearing pages. This allocator hands blocks of 1 MiB and more back
-// from a cache of freed blocks of the same rounded size, keeping at most a
-// bounded number of bytes; smaller blocks go to LibTorch's default allocator.
+// from a cache of freed blocks (the smallest that holds a request, up to twice
+// its size); smaller blocks go to LibTorch's default allocator. The cache
+// holds at most the installer's bound (and an eighth of the memory available
+// at start), and never more than the large tensors held at once since it was
+// last emptied, so the process's large blocks stay within twice what the job
+// needs; past that it frees its least recently freed blocks first. Passes
+// whose sizes change (evaluation batches) empty it when they end.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +42,9 @@ void resetCpuBlockCachePeak();
 // every byte LibTorch holds on the CPU: for measuring memory against the
 // planner's prediction. Off (the default) costs nothing.
 void setCpuBlockCacheCountsSmallBlocks(bool on);
+// Sets the most freed bytes kept (dropping what is cached now) and returns
+// the bound it replaces; 0 when the cache is not installed.
+std::size_t setCpuBlockCacheLimit(std::size_t bytes);
 // Off: new large blocks come from LibTorch's default allocator, as without the
 // cache (blocks already handed out still come back to it). For the benchmark's
 // before/after and the tests.

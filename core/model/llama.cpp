@@ -42,10 +42,11 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   return linearForward(down_proj, act * gateUp[1]);
 }
 
-SparseMoeImpl::SparseMoeImpl(int hidden, const MoeConfig& moe) : m_topK(moe.topK), m_normTopK(moe.normTopK) {
+SparseMoeImpl::SparseMoeImpl(int hidden, const MoeConfig& moe, bool geluTanh)
+    : m_topK(moe.topK), m_normTopK(moe.normTopK) {
   gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(hidden, moe.experts).bias(false)));
   experts = register_module("experts", torch::nn::ModuleList());
-  for (int e = 0; e < moe.experts; ++e) experts->push_back(LlamaMlp(hidden, moe.intermediate, false));
+  for (int e = 0; e < moe.experts; ++e) experts->push_back(LlamaMlp(hidden, moe.intermediate, false, geluTanh));
 }
 
 torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
@@ -59,8 +60,9 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
   auto out = torch::zeros_like(flat);
   // Each expert runs once over the tokens that chose it.
   const auto counts = torch::bincount(chosen.reshape({-1}), {}, static_cast<std::int64_t>(experts->size())).cpu();
+  const auto count = counts.accessor<std::int64_t, 1>();  // one copy to the host, not one per expert
   for (std::int64_t e = 0; e < static_cast<std::int64_t>(experts->size()); ++e) {
-    if (counts[e].item<std::int64_t>() == 0) continue;
+    if (count[e] == 0) continue;
     auto hit = (chosen == e).nonzero();                                       // (n_e, 2): token, slot
     auto tokens = hit.select(1, 0);
     auto w = weights.index({tokens, hit.select(1, 1)}).unsqueeze(1);          // (n_e, 1)
@@ -117,7 +119,7 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<Atten
   const auto norm = [&] { return RmsNorm(cfg.hiddenSize, cfg.rmsNormEps, cfg.normPlusOne); };
   self_attn = register_module("self_attn", std::move(attention));
   if (cfg.sparseLayer(layer)) {
-    moe = register_module("mlp", SparseMoe(cfg.hiddenSize, *cfg.moe));
+    moe = register_module("mlp", SparseMoe(cfg.hiddenSize, *cfg.moe, cfg.geluTanh));
   } else {
     mlp = register_module("mlp", LlamaMlp(cfg.hiddenSize, cfg.intermediateSize, cfg.mlpBias, cfg.geluTanh));
   }
@@ -208,14 +210,11 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
   AttentionContext ctx;
   ctx.rope = &m_rope;
   ctx.startPos = cache != nullptr ? cache->length() : 0;
-  auto x = model->embed_tokens(ids);                                        // (B, T, d)
-  if (m_cfg.scaleEmbeddings) {  // Gemma: sqrt(d), rounded to the weights' dtype first
-    x = x * torch::tensor(std::sqrt(static_cast<double>(m_cfg.hiddenSize)), torch::kFloat32).to(x.scalar_type());
-  }
+  auto x = embed(ids);                                                      // (B, T, d)
   const bool recompute = m_recompute && cache == nullptr && torch::GradMode::is_enabled();
   for (int i = 0; i < m_cfg.numLayers; ++i) {
     ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
-    ctx.rope = m_localRope && m_cfg.windowOf(i) > 0 ? &*m_localRope : &m_rope;
+    ctx.rope = &ropeFor(i);
     DecoderLayerImpl* layer = model->layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i)).get();
     if (!recompute) {
       x = layer->forward(x, ctx);
@@ -233,6 +232,14 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
     for (int i = 0; i < m_cfg.numLayers; ++i) cache->layer(i).advance(ids.size(1));
   }
   return model->norm(x);
+}
+
+torch::Tensor CausalLm::embed(const torch::Tensor& ids) {
+  auto x = model->embed_tokens(ids);
+  if (m_cfg.scaleEmbeddings) {  // Gemma: sqrt(d), rounded to the weights' dtype first
+    x = x * torch::tensor(std::sqrt(static_cast<double>(m_cfg.hiddenSize)), torch::kFloat32).to(x.scalar_type());
+  }
+  return x;
 }
 
 torch::Tensor CausalLm::logitsFromHidden(const torch::Tensor& h) {

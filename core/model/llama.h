@@ -23,8 +23,6 @@ class RmsNormImpl : public torch::nn::Module {
 public:
   RmsNormImpl(int dim, double eps, bool plusOne = false);
   torch::Tensor forward(const torch::Tensor& x);
-  // The factor each dim is multiplied by after normalising: w, or 1 + w.
-  torch::Tensor gain() const { return m_plusOne ? weight + 1.0 : weight; }
   bool plusOne() const { return m_plusOne; }
   torch::Tensor weight;
 
@@ -52,7 +50,7 @@ TORCH_MODULE(LlamaMlp);
 // Named like the checkpoint: mlp.gate, mlp.experts.{e}.{gate,up,down}_proj.
 class SparseMoeImpl : public torch::nn::Module {
 public:
-  SparseMoeImpl(int hidden, const MoeConfig& moe);
+  SparseMoeImpl(int hidden, const MoeConfig& moe, bool geluTanh = false);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear gate{nullptr};
   torch::nn::ModuleList experts{nullptr};
@@ -134,6 +132,10 @@ public:
   bool ropeRegimeChanges(std::int64_t cached, std::int64_t adding) const;
   const ModelConfig& config() const { return m_cfg; }
   RopeTables& rope() { return m_rope; }
+  // The tables layer `layer` rotates with (a windowed Gemma-3 layer's own base).
+  RopeTables& ropeFor(int layer) { return m_localRope && m_cfg.windowOf(layer) > 0 ? *m_localRope : m_rope; }
+  // ids (B, T) -> the first layer's input (B, T, d): the embedding, Gemma's scaled by sqrt(d).
+  torch::Tensor embed(const torch::Tensor& ids);
   DecoderLayer layer(int i) const;
   int numLayers() const { return m_cfg.numLayers; }
 

@@ -69,6 +69,18 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
   }
   m_ropeCols = torch::tensor(cols, torch::kInt64);
   m_dimOrder = torch::tensor(dims, torch::kInt64);
+  // A partially rotating head with a RoPE attention factor a (Phi-4-mini's
+  // longrope): every rotating pair's products carry a^2 (a on cos and sin of
+  // both the query and the key). The pairs the conversion drops keep it as a
+  // query scale; the dims that never rotated carry none.
+  if (const double a = cfg.ropeTableScale(); a != 1.0) {
+    std::vector<double> scale;
+    for (std::size_t j = 0; j < dims.size(); ++j) {
+      if (static_cast<int>(j % static_cast<std::size_t>(m_headDim)) < 2 * m_ropePairs) continue;  // RoPE dims: tables
+      scale.push_back(dims[j] < cfg.ropeDim() ? a * a : 1.0);
+    }
+    m_qNopeScale = torch::tensor(scale, torch::kFloat64).view({m_kvHeads, m_nope});
+  }
 
   const int d = cfg.hiddenSize, dh = m_headDim, nkv = m_kvHeads, r2 = 2 * m_ropePairs;
   const bool b = cfg.attentionBias;
@@ -109,8 +121,11 @@ torch::Tensor MlaAttention::upVBias() const {
 }
 
 torch::Tensor MlaAttention::convertedGains(const RmsNorm& norm) {
-  if (m_dimOrder.device() != norm->weight.device()) m_dimOrder = m_dimOrder.to(norm->weight.device());
-  return norm->gain().index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh): w, or 1 + w
+  const auto& w = norm->weight;
+  if (m_dimOrder.device() != w.device()) m_dimOrder = m_dimOrder.to(w.device());
+  // w in its dtype, or Gemma's 1 + w in fp32 (fp64 stays fp64), as RmsNorm computes them.
+  const auto gain = norm->plusOne() ? w.to(w.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32) + 1.0 : w;
+  return gain.index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh)
 }
 
 namespace {
@@ -124,7 +139,7 @@ torch::Tensor rmsNormalised(const torch::Tensor& x, double eps, const torch::Ten
   auto inv = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   if (scale != nullptr) *scale = inv;
   if (gainsInFp32) return (xf * inv * gains.to(compute)).to(x.scalar_type());
-  return (xf * inv).to(x.scalar_type()) * gains;
+  return (xf * inv).to(x.scalar_type()) * gains.to(x.scalar_type());
 }
 }  // namespace
 
@@ -202,7 +217,7 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::
   if (m_nope > 0) {
     auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});  // (B, nkv, G*Tq, nope)
     // QK norm: the key's NoPE gains move onto the query (k_hat_nope = g * (W_up_k c) / rms).
-    if (qkNorm()) qn = qn * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1);
+    if (qkNorm()) qn = qn * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1).to(qn.scalar_type());
     auto wk = upK().view({m_kvHeads, m_nope, m_latent});                     // (nkv, nope, lat)
     auto qAbs = torch::matmul(qn, wk).reshape({B, rows, m_latent}) * scale;  // W_up_k,g^T q: (B, nh*Tq, lat)
     // All heads against the one shared latent.
@@ -264,7 +279,7 @@ std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, cons
 bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
   // QK-norm layers scale each key's NoPE score, which the kernel does not: they run absorbed().
   // A windowed layer takes one query at a time there (the kernel has no window mask).
-  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() ||
+  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() || m_qNopeScale.defined() ||
       x.size(1) > kFusedDecodeMaxQueries || (m_window > 0 && x.size(1) > 1) || !fusedDecodeApplies(x, x, x.size(1)))
     return false;
   if (!torch::GradMode::is_enabled()) return true;
@@ -377,6 +392,12 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   if (qkNorm()) q = normQuery(q);
   auto qRope = q.narrow(-1, 0, r2);                                  // (B, nh, T, 2r)
   auto qNope = q.narrow(-1, r2, m_nope);                             // (B, nh, T, nope)
+  if (m_qNopeScale.defined()) {  // query heads of group g take g's scales
+    const std::int64_t G = m_heads / m_kvHeads;
+    qNope = (qNope.reshape({B, m_kvHeads, G, T, m_nope}) *
+             m_qNopeScale.to(qNope.device(), qNope.scalar_type()).view({1, m_kvHeads, 1, 1, m_nope}))
+                .view({B, m_heads, T, m_nope});
+  }
   auto cK = proj[1];                                                 // (B, T, lat)
   auto cV = m_split ? proj[2] : cK;
   torch::Tensor kRope;                                               // (B, nkv, T, 2r)
@@ -406,7 +427,9 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
     } else {
       // K and V rebuilt from the cached latents (and, with QK norm, the cached key scales).
       auto [kNope, v] = expand(cKAll.squeeze(1), cVAll.squeeze(1));
-      if (qkNorm()) kNope = kNope * scaleAll * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1);
+      if (qkNorm()) {
+        kNope = kNope * scaleAll * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1).to(kNope.scalar_type());
+      }
       out = causalAttention(queries, keys(kRopeAll, kNope), v, m_scale, m_window);
     }
   }

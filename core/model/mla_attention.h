@@ -111,6 +111,7 @@ class MlaAttention : public AttentionModule {
   std::vector<std::vector<int>> m_pairs;
   torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_rot) RoPE tables
   torch::Tensor m_dimOrder;  // (n_kv * d_h) int64: original dim of each converted dim, per KV head
+  torch::Tensor m_qNopeScale;  // (n_kv, nope) fp64: a^2 on the dropped rotating pairs' query dims, or undefined
   DerivedWeights m_decodeWeights;
 };
 

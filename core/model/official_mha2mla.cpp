@@ -7,6 +7,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "common/file_util.h"
 #include "latentlab/error.h"
 
 namespace latentlab {
@@ -27,8 +28,8 @@ fs::path locate(const std::string& named, const fs::path& dir, const std::string
 }
 
 torch::Tensor readPickled(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = readFileBounded(path, 64ULL << 20);
+  std::vector<char> bytes(text.begin(), text.end());
   try {
     torch::IValue v = torch::pickle_load(bytes);
     if (!v.isTensor()) throw Error(ErrorCode::BadModel, path.string() + ": holds no tensor");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/file_util.h"
 #include "latentlab/error.h"
 #include "model/official_mha2mla.h"
 #include "model/torch_util.h"
@@ -22,6 +23,24 @@ std::string shapeText(const std::vector<std::int64_t>& s) {
 } // namespace
 
 std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt) {
+  // Bound what the key table allocates by what the files hold: every layer has
+  // tensors of its own, so a config with more layers than the files have
+  // tensors is refused before the table is built.
+  const auto names = ckpt.names();
+  const int layers = ckpt.config().numLayers;
+  if (static_cast<std::size_t>(layers) > names.size()) {
+    throw Error(ErrorCode::BadCheckpoint,
+                ckpt.dir().string() + ": config.json num_hidden_layers is " + std::to_string(layers) +
+                    " but the weights hold " + std::to_string(names.size()) + " tensors",
+                "The weights do not match config.json (wrong model, or an incomplete download).");
+  }
+  const std::string last = "model.layers." + std::to_string(layers - 1) + ".";
+  if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(last, 0) == 0; })) {
+    throw Error(ErrorCode::BadCheckpoint,
+                ckpt.dir().string() + ": config.json num_hidden_layers is " + std::to_string(layers) +
+                    " but the weights have no tensor of layer " + std::to_string(layers - 1),
+                "The weights do not match config.json (wrong model, or an incomplete download).");
+  }
   const auto expected = expectedTensors(ckpt.config());
   std::set<std::string> used;
   for (const auto& e : expected) {
@@ -180,10 +199,10 @@ void copyTokenizerFiles(const fs::path& from, const fs::path& to) {
   static const char* kFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                  "generation_config.json"};
   for (const char* name : kFiles) {
-    std::error_code ec;
-    if (!fs::exists(from / name, ec)) continue;
-    fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error(ErrorCode::Io, (to / name).string() + ": cannot copy: " + ec.message());
+    // Only regular files of the model folder itself (a link out of it, /proc, a
+    // device or a FIFO is refused), written like every other file: in full or not at all.
+    const auto bytes = readModelFile(from, name);
+    if (bytes) atomicWriteText(to / name, *bytes);
   }
 }
 

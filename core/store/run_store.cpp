@@ -192,8 +192,20 @@ void RunStore::Impl::requireRun(std::int64_t runId) {
 }
 
 RunStore::RunStore(const std::filesystem::path& path, StoreOpen mode)
-    : m_impl(std::make_shared<Impl>(path, mode == StoreOpen::CreateIfMissing)) {
-  migrateStore(m_impl->db, storeMigrations());
+    : m_impl(std::make_shared<Impl>(path, mode == StoreOpen::CreateIfMissing, mode == StoreOpen::ReadOnly)) {
+  if (mode != StoreOpen::ReadOnly) {
+    migrateStore(m_impl->db, storeMigrations());
+  } else if (schemaVersion() != latestStoreVersion()) {
+    throw Error(ErrorCode::Store,
+                path.string() + ": schema version " + std::to_string(schemaVersion()) + ", this engine reads " +
+                    std::to_string(latestStoreVersion()),
+                "Open it writable once (any run command or the workbench) to upgrade it.");
+  }
+}
+
+std::string RunStore::quickCheck() const {
+  Statement st(m_impl->db, "PRAGMA quick_check(1)", "quick check");
+  return st.step() ? st.columnText(0) : std::string("no answer");
 }
 
 RunStore::~RunStore() = default;
@@ -378,7 +390,7 @@ std::string RunStore::acquireRun(std::int64_t id) {
   const bool mine = r.pid && *r.pid == self.pid && (r.ownerHost.empty() || r.ownerHost == self.host) &&
                     r.ownerStart == self.startToken;
   if (lease.state == LeaseState::Live && !mine) {
-    throw Error(ErrorCode::Store,
+    throw LeaseHeld(ErrorCode::Store,
                 path().string() + ": run " + std::to_string(id) + " is already being run by " + lease.owner,
                 "One engine runs a run at a time. Wait for it, or cancel it first (a dead engine's lease is "
                 "taken over automatically).");
@@ -482,17 +494,31 @@ int RunStore::deleteArtifacts(std::int64_t runId, std::string_view artifactPath)
   return m_impl->db.changes();
 }
 
-void RunStore::addEvaluation(const EvaluationRecord& e) {
-  requireText(e.task, "evaluation task");
-  requireText(e.metric, "evaluation metric");
-  m_impl->requireRun(e.runId);
-  Statement st(m_impl->db,
-               "INSERT OR REPLACE INTO evaluations(run_id, step, task, metric, value, stderr, items, partial, created_at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               "add evaluation");
-  st.bind(1, e.runId).bind(2, e.step).bind(3, std::string_view(e.task)).bind(4, std::string_view(e.metric));
-  st.bind(5, e.value).bind(6, e.stderrValue).bind(7, e.items).bind(8, static_cast<std::int64_t>(e.partial ? 1 : 0));
-  st.bind(9, storeNow()).run();
+void RunStore::addEvaluation(const EvaluationRecord& e) { addEvaluations({e}); }
+
+void RunStore::addEvaluations(const std::vector<EvaluationRecord>& rows) {
+  for (const auto& e : rows) {
+    requireText(e.task, "evaluation task");
+    requireText(e.metric, "evaluation metric");
+    m_impl->requireRun(e.runId);
+  }
+  // All of one result or none; a partial result never replaces a complete
+  // one or a partial one of more items.
+  Transaction tx(m_impl->db);
+  for (const auto& e : rows) {
+    Statement st(m_impl->db,
+                 "INSERT INTO evaluations(run_id, step, task, metric, value, stderr, items, partial, created_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                 "ON CONFLICT(run_id, step, task, metric) DO UPDATE SET value = excluded.value, "
+                 "stderr = excluded.stderr, items = excluded.items, partial = excluded.partial, "
+                 "created_at = excluded.created_at "
+                 "WHERE excluded.partial = 0 OR (evaluations.partial = 1 AND excluded.items >= evaluations.items)",
+                 "add evaluation");
+    st.bind(1, e.runId).bind(2, e.step).bind(3, std::string_view(e.task)).bind(4, std::string_view(e.metric));
+    st.bind(5, e.value).bind(6, e.stderrValue).bind(7, e.items).bind(8, static_cast<std::int64_t>(e.partial ? 1 : 0));
+    st.bind(9, storeNow()).run();
+  }
+  tx.commit();
 }
 
 std::vector<EvaluationRecord> RunStore::listEvaluations(std::int64_t runId) const {

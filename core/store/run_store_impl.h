@@ -11,7 +11,7 @@
 namespace latentlab {
 
 struct RunStore::Impl {
-  Impl(const std::filesystem::path& path, bool create) : db(path, create) {}
+  Impl(const std::filesystem::path& path, bool create, bool readOnly = false) : db(path, create, readOnly) {}
   SqliteDb db;
 
   // Error(Store) "<db>: run <id> not found".

@@ -3,6 +3,7 @@
 #include "store/sqlite_db.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -44,7 +45,8 @@ std::string hintFor(int rc) {
 
 } // namespace
 
-SqliteDb::SqliteDb(const fs::path& path, bool create) : m_path(path) {
+SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(path) {
+  if (readOnly) create = false;
   if (!create) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
@@ -61,8 +63,20 @@ SqliteDb::SqliteDb(const fs::path& path, bool create) : m_path(path) {
                   "Choose a writable location for the workspace database.");
     }
   }
-  int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+  int flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | (create ? SQLITE_OPEN_CREATE : 0) |
+              SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
+  if (rc == SQLITE_OK && readOnly) {
+    // A WAL database on a read-only filesystem cannot get its -shm file: read
+    // it as immutable then (no other writer can be at work there anyway).
+    rc = sqlite3_exec(m_db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      sqlite3_close_v2(m_db);
+      m_db = nullptr;
+      const std::string uri = "file:" + path.string() + "?immutable=1";
+      rc = sqlite3_open_v2(uri.c_str(), &m_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    }
+  }
   if (rc != SQLITE_OK) {
     std::string msg = m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
     sqlite3_close_v2(m_db);
@@ -71,6 +85,16 @@ SqliteDb::SqliteDb(const fs::path& path, bool create) : m_path(path) {
   }
   sqlite3_extended_result_codes(m_db, 1);
   sqlite3_busy_timeout(m_db, kBusyTimeoutMs);
+  if (readOnly) {
+    try {
+      exec("PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768;", "configure connection");
+    } catch (...) {
+      sqlite3_close_v2(m_db);
+      m_db = nullptr;
+      throw;
+    }
+    return;
+  }
   try {
     // journal_mode answers with the mode in effect; anything but WAL means the
     // file system refused it (or the file is not a database: that throws).
@@ -132,6 +156,11 @@ void SqliteDb::setBusyTimeout(int ms) {
 
 void SqliteDb::fail(int rc, std::string_view what) const {
   std::string msg = m_path.string() + ": " + std::string(what) + ": ";
+  // A full disk shows up as an I/O error of the journal or WAL file: say what it is.
+  const int sysErr = m_db != nullptr ? sqlite3_system_errno(m_db) : 0;
+  if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL) && (sysErr == ENOSPC || sysErr == EDQUOT)) {
+    throw Error(ErrorCode::Store, msg + "disk full (no space left on device)", hintFor(SQLITE_FULL));
+  }
   msg += m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
   msg += " (";
   msg += sqlite3_errstr(rc);

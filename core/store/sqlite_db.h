@@ -22,7 +22,9 @@ public:
   static constexpr int kBusyTimeoutMs = 5000;
 
   // create=false: the file must exist (Error(Store) naming it otherwise).
-  explicit SqliteDb(const std::filesystem::path& path, bool create = true);  // throws Error(Store / Io)
+  // throws Error(Store / Io). readOnly: no writes, no journal switch (a
+  // database on a read-only filesystem or medium can still be read).
+  explicit SqliteDb(const std::filesystem::path& path, bool create = true, bool readOnly = false);
   ~SqliteDb();
   SqliteDb(const SqliteDb&) = delete;
   SqliteDb& operator=(const SqliteDb&) = delete;

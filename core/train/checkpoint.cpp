@@ -105,6 +105,39 @@ std::string specHash(const std::string& text) {
   return buf;
 }
 
+fs::path resolveRunDir(const std::string& outDir, const fs::path& workspace, std::int64_t runId) {
+  if (outDir.empty()) return workspace / "runs" / std::to_string(runId);
+  const auto bad = [&](const std::string& problem) {
+    throw Error(ErrorCode::BadSpec, "out_dir '" + outDir + "': " + problem,
+                "Leave out_dir empty (the run gets WORKSPACE/runs/ID), name a folder inside the workspace's runs/, "
+                "or an empty folder made for this run.");
+  };
+  fs::path p(outDir);
+  if (p.is_relative()) p = workspace / p;  // relative to the workspace, never to the current folder
+  std::error_code ec;
+  const fs::path ws = fs::weakly_canonical(fs::absolute(workspace), ec);
+  const fs::path dir = fs::weakly_canonical(fs::absolute(p), ec);
+  const auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto i = inner.begin();
+    for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+      if (o->empty()) continue;  // a trailing separator
+      if (i == inner.end() || *i != *o) return false;
+    }
+    return true;
+  };
+  if (within(ws, dir)) bad("is the workspace or a folder that holds it (" + dir.string() + ")");
+  if (within(dir, ws / "runs") && dir != ws / "runs") return dir;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) bad(dir.string() + " is not a folder");
+    if (!fs::is_empty(dir, ec) && !fs::exists(dir / kOwnerFile, ec)) {
+      bad(dir.string() + " is outside the workspace's runs/ folder and not empty");
+    }
+    return dir;
+  }
+  bad(dir.string() + " is outside the workspace's runs/ folder and does not exist; make it (empty) first");
+  return dir;  // not reached: bad() throws
+}
+
 void requireFreeRunDir(const fs::path& runDir) {
   std::error_code ec;
   if (fs::exists(runDir / kOwnerFile, ec)) {

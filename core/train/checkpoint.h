@@ -44,6 +44,14 @@ struct TrainerState {
   std::optional<RunIdentity> owner;  // set on load; written from saveCheckpoint's identity
 };
 
+// The run folder of run `runId` for a spec's out_dir: empty gives
+// WORKSPACE/runs/ID; a relative path is taken inside the workspace. Refused
+// (Error BadSpec naming out_dir): the workspace itself or any folder that
+// holds it ("/" included), and outside the workspace's runs/ area anything
+// but an existing empty folder or one holding this run's owner.json.
+std::filesystem::path resolveRunDir(const std::string& outDir, const std::filesystem::path& workspace,
+                                    std::int64_t runId);
+
 // Makes `runDir` the folder of run `id`: a folder with owner.json of another
 // run, or with checkpoints but no owner.json, is refused (Error(BadCheckpoint)
 // naming both runs); an empty or missing folder is claimed (owner.json

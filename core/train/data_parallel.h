@@ -56,6 +56,9 @@ public:
 private:
   // Applies `op` to `tensors` in flat buckets of at most kBucketElements per dtype.
   void bucketed(const std::vector<torch::Tensor>& tensors, bool broadcastOp);
+  // Runs one collective; a lost peer becomes Error(Device) naming the group's endpoint.
+  template <class F>
+  auto guarded(const char* op, F&& fn) -> decltype(fn());
 
   DistEnv m_env;
   torch::Device m_device;

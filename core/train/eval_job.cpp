@@ -13,6 +13,8 @@
 #include "latentlab/multiple_choice.h"
 #include "latentlab/passkey.h"
 
+#include <set>
+
 namespace latentlab {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -20,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, const std::string& task,
                        const ChoiceEvalResult& r, bool partial) {
+  std::vector<EvaluationRecord> rows;
   for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
     EvaluationRecord e;
     e.runId = run;
@@ -30,8 +33,9 @@ void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, con
     e.stderrValue = err;
     e.items = r.items;
     e.partial = partial;
-    store.addEvaluation(e);
+    rows.push_back(e);
   }
+  store.addEvaluations(rows);   // acc and acc_norm together or not at all
 }
 
 namespace {
@@ -94,7 +98,18 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     e.metric = passkeyMetricName(c.length, c.depth);
     e.value = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
     e.items = static_cast<std::int64_t>(c.trials.size());
+    e.partial = c.partial;
     store.addEvaluation(e);
+  };
+  // Resuming: what is already stored complete at this step is not scored again.
+  std::set<std::string> done;
+  if (env.resume) {
+    for (const auto& e : store.listEvaluations(target)) {
+      if (e.step == step && !e.partial) done.insert(e.task + "/" + e.metric);
+    }
+  }
+  const auto complete = [&](const std::string& task, const std::string& metric) {
+    return done.count(task + "/" + metric) > 0;
   };
 
   json summary = {{"model", spec.modelDir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
@@ -109,6 +124,11 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
       const EvalTaskSpec& t = spec.evalTasks[k];
       const auto n = static_cast<std::int64_t>(taskItems[k].size());
       jobProgress.beginPart(t.limit > 0 ? std::min(t.limit, n) : n);
+      if (complete(t.name, "acc") && complete(t.name, "acc_norm")) {
+        progress.log(LogLevel::Info, t.name + ": already scored, kept");
+        tasks[t.name] = {{"resumed", true}};
+        continue;
+      }
       auto lastWrite = Clock::now();
       const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, jobProgress, cancel, [&](const ChoiceEvalResult& sofar) {
         if (Clock::now() - lastWrite < std::chrono::seconds(2) || sofar.items == 0) return;
@@ -137,9 +157,11 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     p.trials = spec.passkey.trials;
     p.seed = spec.passkey.seed;
     p.device = device;
+    p.skipCell = [&](int length, double depth) { return complete("passkey", passkeyMetricName(length, depth)); };
     p.onCell = [&](const PasskeyCell& c) {
       recordCell(c);
-      cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()}, {"trials", c.trials.size()}});
+      cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()}, {"trials", c.trials.size()},
+                       {"partial", c.partial}});
     };
     jobProgress.beginPart(static_cast<std::int64_t>(p.lengths.size() * p.depths.size()) * p.trials);
     try {

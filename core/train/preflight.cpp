@@ -4,6 +4,7 @@
 
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
+#include "latentlab/passkey.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
 #include "latentlab/multiple_choice.h"
@@ -13,7 +14,7 @@
 namespace latentlab {
 namespace fs = std::filesystem;
 
-void preflightRunSpec(const RunSpec& spec, const std::string& source) {
+void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::path& workspace) {
   auto bad = [&](const std::string& field, const std::string& problem, const std::string& hint = {}) {
     throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem, hint);
   };
@@ -27,7 +28,16 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
     }
   } else if (spec.kind == "eval") {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
-    inspectModel(spec.modelDir);   // config.json and every weight's header
+    const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
+    const int context = model.config.maxPositionEmbeddings;
+    for (std::size_t k = 0; k < spec.passkey.lengths.size() && !spec.passkey.file.empty(); ++k) {
+      if (spec.passkey.lengths[k] + kPasskeyAnswerTokens > context) {
+        bad("passkey.lengths[" + std::to_string(k) + "]",
+            std::to_string(spec.passkey.lengths[k]) + " with the " + std::to_string(kPasskeyAnswerTokens) +
+                " answer tokens exceeds the model's context of " + std::to_string(context) + " (" + spec.modelDir +
+                "/config.json max_position_embeddings)");
+      }
+    }
     if (!fs::is_regular_file(fs::path(spec.modelDir) / "tokenizer.json", ec))
       bad("model_dir", "'" + spec.modelDir + "' has no tokenizer.json; evaluation needs the model's tokenizer");
     if (!spec.passkey.file.empty() && !fs::is_regular_file(spec.passkey.file, ec))
@@ -59,7 +69,7 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source) {
     if (!fs::is_regular_file(spec.evalTasks[k].file, ec))
       bad("eval_tasks[" + std::to_string(k) + "].file", "'" + spec.evalTasks[k].file + "' is not a file");
   }
-  if (!spec.outDir.empty()) requireFreeRunDir(spec.outDir);
+  if (!spec.outDir.empty()) requireFreeRunDir(resolveRunDir(spec.outDir, workspace, 0));
 }
 
 } // namespace latentlab

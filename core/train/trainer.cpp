@@ -2,6 +2,7 @@
 // data, build the model, (resume,) train with AdamW + schedule, evaluate,
 // checkpoint, and record everything in the run store.
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -167,7 +168,7 @@ RunResult Trainer::run() {
                   kMemoryHint);
     }
   }
-  runDir = spec.outDir.empty() ? env.workspace / "runs" / std::to_string(runId) : fs::path(spec.outDir);
+  runDir = resolveRunDir(spec.outDir, env.workspace, runId);
   // The run folder is this run's alone (owner.json): a folder of another run,
   // database or deleted namesake is refused before anything is read from it.
   // The hash is of the spec as stored with the run (fixed at registration), so
@@ -529,9 +530,10 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
     try {
       const std::string takenFrom = store.acquireRun(runId);
       if (!takenFrom.empty()) progress.log(LogLevel::Warning, "took over the stale lease of " + takenFrom);
-    } catch (const Error& e) {
+    } catch (const LeaseHeld& e) {
       // Another live engine owns the run: leave its status and files alone.
       result.status = RunStatus::Failed;
+      result.notStarted = true;
       result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
       emit(env, {{"event", "log"}, {"level", "error"}, {"message", result.error}});
       return result;
@@ -559,9 +561,29 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   }
   if (!writer) return result;   // rank 0 records the outcome of the job
   keeper.reset();
-  store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
-  if (!result.error.empty()) store.addEvent(runId, "error", result.error);
-  store.releaseRun(runId);
+  // The outcome is recorded even when the store cannot be written for a while
+  // (a full disk): retried until it can, for up to two minutes.
+  const auto recordOutcome = [&] {
+    store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
+    if (!result.error.empty()) store.addEvent(runId, "error", result.error);
+    store.releaseRun(runId);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      recordOutcome();
+      break;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Store || std::chrono::steady_clock::now() > deadline) throw;
+      if (attempt == 0) {
+        emit(env, {{"event", "log"}, {"level", "warning"},
+                   {"message", "run " + std::to_string(runId) + " ended " + runStatusName(result.status) +
+                                   "; the store cannot be written (" + e.message() +
+                                   "), retrying until it can"}});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(4000, 250 << std::min(attempt, 4))));
+    }
+  }
   json st = {{"event", "status"}, {"run", runId}, {"status", runStatusName(result.status)}};
   if (!result.error.empty()) st["error"] = result.error;
   emit(env, st);

@@ -48,6 +48,8 @@ struct GenerateResult {
 // The prompts of a JSONL file, one {"prompt": "..."} a line (errors name the
 // file, the line and the field).
 std::vector<std::string> readPrompts(const std::filesystem::path& jsonl);
+// A whole prompt file: a regular file of at most 256 MiB (errors name it).
+std::string readPromptFile(const std::filesystem::path& path);
 
 // Receives the text as it is produced (whole UTF-8 characters only).
 using TextSink = std::function<void(std::string_view piece)>;

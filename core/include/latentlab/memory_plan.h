@@ -49,6 +49,11 @@ struct MemoryPlan {
 MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int64_t availableBytes,
                       std::int64_t sourceParameters = 0);
 
+// The plan of an eval job (spec.kind "eval"): inference, so the weights in
+// fp32 and the working set of its tasks and passkey grid, with no optimizer,
+// gradients or training activations.
+MemoryPlan planInferenceMemory(const ModelConfig& model, const RunSpec& spec, std::int64_t availableBytes);
+
 // The model config a spec trains, read from what is cheap: the built-in
 // architecture (with its attention variant) or the model folder's
 // config.json (with the conversion's dims). Throws Error naming the file or

@@ -17,6 +17,11 @@ namespace latentlab {
 
 struct PasskeyCell;
 
+// Tokens a passkey answer may take (the prompt plus these fit the context).
+inline constexpr int kPasskeyAnswerTokens = 8;
+// The most keys a cell takes (the CLI and run specs alike).
+inline constexpr int kMaxPasskeyTrials = 100000;
+
 // What answers a prompt: the generated token ids for the prompt's ids, at
 // most `maxNewTokens` of them. Empty: the model's own greedy generation.
 using PasskeyAnswerer = std::function<std::vector<std::int32_t>(const std::vector<std::int32_t>& promptIds, int maxNewTokens)>;
@@ -31,7 +36,12 @@ struct PasskeyOptions {
   std::string device = "cpu";
   DType dtype = DType::F32;
   PasskeyAnswerer answerer;         // for scripted answers in tests; empty = the model
-  std::function<void(const PasskeyCell&)> onCell;   // each cell once all its trials are done
+  // Each cell once all its trials are done, or with the trials done so far
+  // (marked partial) when the test is cancelled inside it.
+  std::function<void(const PasskeyCell&)> onCell;
+  // Cells to leave out (already stored); their keys are still drawn, so the
+  // other cells hide the same keys as in an uninterrupted run.
+  std::function<bool(int length, double depth)> skipCell;
 };
 
 struct PasskeyTrial {
@@ -46,6 +56,7 @@ struct PasskeyCell {
   int length = 0;
   double depth = 0;
   std::vector<PasskeyTrial> trials;
+  bool partial = false;   // cancelled before all its trials
   int correct() const;
 };
 

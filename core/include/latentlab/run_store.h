@@ -9,10 +9,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "latentlab/error.h"
 #include <string_view>
 #include <vector>
 
 namespace latentlab {
+
+// acquireRun's refusal: another live engine owns the run (its status and
+// files are left alone; the run did not fail).
+class LeaseHeld : public Error {
+public:
+  using Error::Error;
+};
+
 
 enum class RunStatus { Queued, Running, Completed, Failed, Cancelled, Crashed };
 
@@ -171,6 +181,7 @@ private:
 enum class StoreOpen {
   CreateIfMissing,   // creates the file and its folders (the GUI, `run SPEC`)
   MustExist,         // Error(Store) naming the path when there is no such file (readers)
+  ReadOnly,          // as MustExist, and never written (runs list/show/export): works on a read-only filesystem
 };
 
 // A connection to one store file, created (with its parent folders) if
@@ -192,6 +203,9 @@ public:
   int schemaVersion() const;             // PRAGMA user_version
   static int latestSchemaVersion();      // the newest migration this code knows
   std::string integrityCheck() const;    // "ok" or SQLite's report
+  // SQLite's quick check ("ok", or the first problem found): a damaged page is
+  // found in the time of one pass over the file.
+  std::string quickCheck() const;
   std::string storeId() const;           // random id of this database, fixed at creation
   // How long a statement waits for another connection's write lock before it
   // fails with a busy error (default 5 s). The engine waits minutes.
@@ -238,8 +252,12 @@ public:
   std::vector<ArtifactRecord> listArtifacts(std::int64_t runId) const;
   int deleteArtifacts(std::int64_t runId, std::string_view artifactPath);  // rows removed
 
-  // Evaluations: a repeated (run, step, task, metric) replaces the earlier row.
+  // Evaluations: a repeated (run, step, task, metric) replaces the earlier row,
+  // except that a partial row never replaces a complete one or a partial one
+  // of more items. addEvaluations writes its rows in one transaction (the
+  // metrics of one result: all or none).
   void addEvaluation(const EvaluationRecord& evaluation);
+  void addEvaluations(const std::vector<EvaluationRecord>& evaluations);
   std::vector<EvaluationRecord> listEvaluations(std::int64_t runId) const;   // by task, metric, step
 
   void addTag(std::int64_t runId, std::string_view tag);     // idempotent

@@ -40,6 +40,7 @@ struct JobEnvironment {
 struct RunResult {
   RunStatus status = RunStatus::Completed;
   std::string error;                      // set when failed
+  bool notStarted = false;                // another engine holds the run: nothing was done or recorded
   std::int64_t steps = 0;                 // steps completed
   std::int64_t tokens = 0;
   double finalTrainLoss = 0;
@@ -52,7 +53,8 @@ struct RunResult {
 // architecture, a readable model folder (config.json and weight headers), a
 // possible conversion for that model, existing data and tokenizer files, an
 // out_dir that belongs to no other run. Throws Error naming the field and file.
-void preflightRunSpec(const RunSpec& spec, const std::string& source);
+// `workspace` places a relative out_dir and bounds where out_dir may be.
+void preflightRunSpec(const RunSpec& spec, const std::string& source, const std::filesystem::path& workspace);
 
 // Empty when the memory plan (latentlab/memory_plan.h) fits `device` or its
 // free memory is unknown; else what the plan needs against what is free and

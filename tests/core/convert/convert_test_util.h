@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -68,6 +69,19 @@ class PartialRopeAttention : public AttentionModule {
     auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
     q = rotateKept(q, cos, sin, nh / nkv);
     k = rotateKept(k, cos, sin, 1);
+    // A partially rotating head's attention factor a stays on the rotating pairs
+    // that lose their rotation (a^2 on their products, as when they rotated).
+    if (const double a = m_cfg.ropeTableScale(); a != 1.0) {
+      const int half = m_cfg.ropeDim() / 2;
+      for (std::int64_t h = 0; h < nh; ++h) {
+        const auto& kept = m_pairs[static_cast<std::size_t>(h / (nh / nkv))];
+        for (int p = 0; p < half; ++p) {
+          if (std::find(kept.begin(), kept.end(), p) != kept.end()) continue;
+          q.select(1, h).select(-1, p).mul_(a * a);
+          q.select(1, h).select(-1, p + half).mul_(a * a);
+        }
+      }
+    }
     // Plain softmax attention with an explicit causal mask and GQA repeat.
     k = k.repeat_interleave(nh / nkv, 1);
     v = v.repeat_interleave(nh / nkv, 1);

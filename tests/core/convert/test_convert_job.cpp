@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -11,6 +12,7 @@
 #include "latentlab/convert.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "common/file_util.h"
 #include "model/weights.h"
 #include "test_support.h"
 
@@ -193,6 +195,165 @@ TEST(ConvertJob, ForceReplacesAnExistingModelFolder) {
   notModel.force = true;
   expectRejected(notModel, ErrorCode::BadInput, "not a model folder");
   EXPECT_TRUE(fs::exists(other / "todo.txt"));
+}
+
+namespace {
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out[fs::relative(e.path(), dir).string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return out;
+}
+
+// Siblings a write leaves behind (temporary, partial or old folders).
+std::vector<std::string> leftovers(const fs::path& parent) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(parent)) {
+    const std::string name = e.path().filename().string();
+    for (const char* mark : {".writing-", ".partial-", ".tmp.", ".old-"})
+      if (name.find(mark) != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+// chattr +i / -i on `path`, where the filesystem and the user allow it.
+bool setImmutable(const fs::path& path, bool on) {
+  const std::string cmd = std::string("chattr ") + (on ? "+i " : "-i ") + "'" + path.string() + "' 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+// --force swaps the new folder in by renames: a folder that cannot be written
+// beside the old one (its parent immutable) fails with the old folder byte
+// for byte as it was and nothing left behind; an old folder holding a file
+// that cannot be deleted is replaced all the same, what remains of it set
+// aside and said.
+TEST(ConvertJob, ForceNeverDeletesTheOldFolderBeforeTheNewOneIsInPlace) {
+  auto base = savedBase("convert_force_immutable", {.kvHeads = 4});
+  auto root = base.parent_path() / "models";
+  auto out = root / "out";
+  fs::create_directories(root);
+  NullProgress progress;
+  CancelToken cancel;
+  convert(spec(base, out, "high", 2, 4), progress, cancel);
+  std::ofstream(out / "tokenizer.json") << "{}";
+  const auto before = snapshot(out);
+  if (!setImmutable(root, true)) GTEST_SKIP() << "chattr +i is not permitted here (needs root on ext4/xfs)";
+  auto again = spec(base, out, "uniform", 4, 8);
+  again.force = true;
+  EXPECT_THROW(convert(again, progress, cancel), Error);
+  setImmutable(root, false);
+  EXPECT_EQ(snapshot(out), before) << "the old folder changed";
+  EXPECT_TRUE(leftovers(root).empty());
+  // An immutable file inside the old folder: the replace succeeds, the file stays aside.
+  ASSERT_TRUE(setImmutable(out / "tokenizer.json", true));
+  struct LogSink final : ProgressSink {
+    std::string warnings;
+    void progress(std::string_view, double, double, std::string_view) override {}
+    void log(LogLevel level, std::string_view m) override {
+      if (level == LogLevel::Warning) warnings += std::string(m);
+    }
+  } sink;
+  convert(again, sink, cancel);
+  EXPECT_EQ(readHfConfig(out / "config.json").mla->ropeStrategy, "uniform");
+  EXPECT_NE(sink.warnings.find("could not be removed"), std::string::npos) << sink.warnings;
+  for (const auto& name : leftovers(root)) {
+    setImmutable(root / name / "tokenizer.json", false);
+    fs::remove_all(root / name);
+  }
+}
+
+// A disk that fills while the folder is written (the weights, then the
+// tokenizer files) leaves no target folder and says "disk full"; with --force
+// the old folder stays as it was.
+TEST(ConvertJob, AFullDiskLeavesNoFolderAndKeepsTheOldOne) {
+  auto base = savedBase("convert_full_disk", {.kvHeads = 4});
+  std::ofstream(base / "tokenizer.json") << std::string(200000, 'x');
+  auto out = base.parent_path() / "out";
+  NullProgress progress;
+  CancelToken cancel;
+  // Enough for the weights and config.json, not for the tokenizer.
+  const auto weights = fs::file_size(base / "model.safetensors");
+  for (bool force : {false, true}) {
+    std::map<std::string, std::string> before;
+    if (force) {
+      convert(spec(base, out, "high", 2, 4), progress, cancel);
+      before = snapshot(out);
+    }
+    auto s = spec(base, out, "low", 2, 4);
+    s.force = force;
+    setWriteBudgetForTesting(static_cast<long long>(weights) + 50000);
+    try {
+      convert(s, progress, cancel);
+      ADD_FAILURE() << "no error on a full disk";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("disk full"), std::string::npos) << e.message();
+    }
+    setWriteBudgetForTesting(-1);
+    if (force) {
+      EXPECT_EQ(snapshot(out), before);
+    } else {
+      EXPECT_FALSE(fs::exists(out));
+    }
+    EXPECT_TRUE(leftovers(base.parent_path()).empty());
+  }
+}
+
+// A real filesystem that fills: a 3 MiB tmpfs (where mounting is permitted).
+TEST(ConvertJob, AFullTmpfsLeavesNoFolder) {
+  auto base = savedBase("convert_tmpfs", {.kvHeads = 4});
+  std::ofstream(base / "tokenizer.json") << std::string(3 << 20, 'x');
+  const auto mnt = base.parent_path() / "small";
+  fs::create_directories(mnt);
+  if (std::system(("mount -t tmpfs -o size=3m tmpfs '" + mnt.string() + "' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "mounting a tmpfs is not permitted here; the write-budget test covers the same path";
+  }
+  NullProgress progress;
+  CancelToken cancel;
+  try {
+    convert(spec(base, mnt / "out", "high", 2, 4), progress, cancel);
+    ADD_FAILURE() << "no error on a full tmpfs";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("disk full"), std::string::npos) << e.message();
+  }
+  EXPECT_FALSE(fs::exists(mnt / "out"));
+  EXPECT_TRUE(leftovers(mnt).empty());
+  std::system(("umount '" + mnt.string() + "'").c_str());
+}
+
+// Links in a model folder that lead out of it (a secret, /proc) are refused
+// naming the link, and nothing of them is written.
+TEST(ConvertJob, LinksOutOfTheModelFolderAreNotCopied) {
+  auto base = savedBase("convert_links", {.kvHeads = 4});
+  const fs::path secret = base.parent_path() / "secret.txt";
+  std::ofstream(secret) << "password=hunter2";
+  NullProgress progress;
+  CancelToken cancel;
+  for (const auto& [name, target] : std::vector<std::pair<std::string, fs::path>>{
+           {"tokenizer.json", secret}, {"generation_config.json", "/proc/self/environ"}}) {
+    fs::create_symlink(target, base / name);
+    auto out = base.parent_path() / ("out-" + name);
+    try {
+      convert(spec(base, out, "high", 2, 4), progress, cancel);
+      ADD_FAILURE() << name << ": a link out of the folder was copied";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(name), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("outside the model folder"), std::string::npos) << e.message();
+    }
+    EXPECT_FALSE(fs::exists(out));
+    fs::remove(base / name);
+  }
+  // A link inside the folder is fine, and a Hugging Face cache snapshot's links into its blobs.
+  std::ofstream(base / "real-tokenizer.json") << "{}";
+  fs::create_symlink("real-tokenizer.json", base / "tokenizer.json");
+  convert(spec(base, base.parent_path() / "out-inside", "high", 2, 4), progress, cancel);
+  EXPECT_EQ(readTextFile(base.parent_path() / "out-inside" / "tokenizer.json"), "{}");
 }
 
 }  // namespace latentlab::test

@@ -55,6 +55,19 @@ ModelConfig phi3Config(int kvHeads) {
   return c;
 }
 
+// Phi-4-mini's RoPE: longrope past an original context of 8 (attention factor
+// sqrt(2) on the 12 rotating dims of 16).
+ModelConfig phi4miniConfig(int kvHeads) {
+  ModelConfig c = phi3Config(kvHeads);
+  c.maxPositionEmbeddings = 64;
+  c.ropeScaling.type = "longrope";
+  c.ropeScaling.originalMaxPositionEmbeddings = 8;
+  c.ropeScaling.factor = 8;
+  c.ropeScaling.shortFactor = {1.0, 1.3, 1.7, 2.0, 1.1, 1.5};
+  c.ropeScaling.longFactor = {2.0, 3.5, 5.0, 2.5, 6.0, 4.0};
+  return c;
+}
+
 // Gemma-3: (1 + w) norms (QK norms among them), the sandwich, scaled
 // embeddings, GeGLU, softmax scale 1/sqrt(20), layers 0 and 2 windowed to 8
 // tokens at their own RoPE base, logits soft-capped.
@@ -74,6 +87,13 @@ ModelConfig gemma3Config(int kvHeads) {
   return c;
 }
 
+// A window of 4 tokens, so that the chunks of decodeIncrementally start past it.
+ModelConfig gemma3Window4() {
+  ModelConfig c = gemma3Config(1);
+  c.slidingWindow = 4;
+  return c;
+}
+
 // Qwen3-MoE: Qwen3's attention, layers 0 and 2 of 3 with 4 experts (top 2).
 ModelConfig qwen3MoeConfig(int kvHeads) {
   ModelConfig c = qwen3Config(kvHeads);
@@ -90,8 +110,9 @@ std::vector<Family> families() {
           {"smollm3-mha", smollm3Config(4), 2},
           {"smollm3-gqa", smollm3Config(2), 2},
           {"phi3-gqa", phi3Config(2), 2},
+          {"phi4mini-longrope", phi4miniConfig(2), 2},
           {"gemma3-gqa", gemma3Config(2), 3},
-          {"gemma3-mqa", gemma3Config(1), 4},
+          {"gemma3-mqa-window4", gemma3Window4(), 4},
           {"qwen3moe-gqa", qwen3MoeConfig(2), 4}};
 }
 
@@ -183,7 +204,16 @@ TEST(Families, AbsorbedDecodeEqualsNaiveDecodeAndTheTrainingForwardAtLowRank) {
     setMlaDecode(*mla, MlaDecode::Naive);
     auto naive = decodeIncrementally(*mla, ids, naiveCache);
     EXPECT_LT(maxAbsDiff(absorbed, naive), 1e-10) << f.name;
-    EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << f.name;
+    if (f.cfg.ropeScaling.type == "longrope") {
+      // longrope rotates the first 8 positions with its short factors when they
+      // are cached alone, the whole forward with its long ones: the chunk that
+      // crosses the original context is compared with the forward of its prefix.
+      auto prefix = mla->forward(ids.narrow(1, 0, 11));
+      EXPECT_LT(maxAbsDiff(absorbed.narrow(1, 0, 7), mla->forward(ids.narrow(1, 0, 7))), 1e-10) << f.name;
+      EXPECT_GT(maxAbsDiff(absorbed.narrow(1, 7, 4), prefix.narrow(1, 7, 4)), 1e-6) << f.name;
+    } else {
+      EXPECT_LT(maxAbsDiff(absorbed, full), 1e-10) << f.name;
+    }
     EXPECT_GT(maxAbsDiff(full, base->forward(ids)), 1e-3) << f.name << ": low rank should change the model";
     // The cache holds exactly the documented elements per token (float64 here).
     KvSettings kv;
@@ -306,6 +336,71 @@ TEST(Families, ConvertedMixtureOfExpertsFineTunes) {
     last = loss.item<double>();
   }
   EXPECT_LT(last, first - 0.1) << "loss " << first << " -> " << last;
+}
+
+// Calibration sees what the model's own forward feeds each attention layer
+// (Gemma's scaled embeddings, its windowed layers' own RoPE base): the inputs
+// recorded by attention layers inside CausalLm::forward equal those the
+// calibration pass visits.
+namespace {
+class RecordingAttention : public LlamaAttention {
+ public:
+  RecordingAttention(const ModelConfig& cfg, int layer, std::vector<torch::Tensor>* seen)
+      : LlamaAttention(cfg, layer), m_seen(seen) {}
+  torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override {
+    m_seen->push_back(x.clone());
+    return LlamaAttention::forward(x, ctx);
+  }
+
+ private:
+  std::vector<torch::Tensor>* m_seen;
+};
+}  // namespace
+
+TEST(Families, CalibrationSeesTheInputsOfTheModelsOwnForward) {
+  for (const ModelConfig& cfg : {gemma3Config(2), qwen3Config(2), smollm3Config(2)}) {
+    auto base = familyModel(cfg, torch::kFloat64, 14);
+    std::vector<torch::Tensor> seen;
+    CausalLm recorder(cfg, [&](const ModelConfig& c, int layer) {
+      return std::make_shared<RecordingAttention>(c, layer, &seen);
+    });
+    recorder.to(torch::kFloat64);
+    {
+      torch::NoGradGuard g;
+      auto src = base->named_parameters(true);
+      for (auto& p : recorder.named_parameters(true)) p.value().copy_(src[p.key()]);
+    }
+    auto batches = randomBatches(128, 1, 2, 20, 15);
+    torch::NoGradGuard g;
+    recorder.forward(batches[0]);
+    NullProgress progress;
+    CancelToken cancel;
+    std::vector<torch::Tensor> visited(static_cast<std::size_t>(cfg.numLayers));
+    forEachAttentionInput(*base, batches, progress, cancel, "test",
+                          [&](int l, LlamaAttention&, const torch::Tensor& h) { visited[static_cast<std::size_t>(l)] = h; });
+    ASSERT_EQ(seen.size(), visited.size());
+    for (std::size_t l = 0; l < seen.size(); ++l) {
+      EXPECT_LT(maxAbsDiff(seen[l], visited[l]), 1e-12) << cfg.modelType << " layer " << l;
+    }
+  }
+}
+
+// In bf16 a converted QK-norm model's absorbed decode stays with its own
+// training forward (the key scales and Gemma's (1 + w) gains rounded once).
+TEST(Families, Bf16AbsorbedDecodeOfQkNormConversionsStaysWithTheForward) {
+  for (const ModelConfig& cfg : {qwen3Config(2), gemma3Config(2)}) {
+    auto base = familyModel(cfg, torch::kFloat32, 16);
+    auto mla = convertModel(*base, mlaOptions(RopeStrategy::High, 3, 4));
+    mla->to(torch::kBFloat16);
+    torch::NoGradGuard g;
+    torch::manual_seed(17);
+    auto ids = torch::randint(0, 128, {1, 20}, torch::kInt64);
+    auto full = mla->forward(ids).to(torch::kFloat32);
+    KvCache cache(cfg.numLayers);
+    auto absorbed = decodeIncrementally(*mla, ids, cache).to(torch::kFloat32);
+    const double scale = full.abs().max().item<double>();
+    EXPECT_LT(maxAbsDiff(absorbed, full), 0.05 * std::max(1.0, scale)) << cfg.modelType << " max |logit| " << scale;
+  }
 }
 
 TEST(Families, DeepSeekTargetRefusesLayerOptionsItCannotHold) {

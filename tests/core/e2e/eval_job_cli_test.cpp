@@ -219,8 +219,59 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
   // A malformed line names the file and the line.
   EXPECT_EQ(runSpec(evalSpec(dir / "bad.jsonl")), 1);
   EXPECT_NE(out.find("bad.jsonl:2"), std::string::npos) << out;
+  // Found before registration: a run that is not there, a passkey length past
+  // the 512-token context, more trials than any cell takes.
+  std::ofstream(dir / "good.jsonl") << "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"gold\": 0}\n";
+  RunSpec absentRun = evalSpec(dir / "good.jsonl");
+  absentRun.evaluatesRun = 999;
+  EXPECT_EQ(runSpec(absentRun), 1);
+  EXPECT_NE(out.find("evaluates.run 999"), std::string::npos) << out;
+  RunSpec tooLong = evalSpec(dir / "good.jsonl");
+  tooLong.passkey.file = kHaystack;
+  tooLong.passkey.lengths = {256, 600};
+  EXPECT_EQ(runSpec(tooLong), 1);
+  EXPECT_NE(out.find("passkey.lengths[1]"), std::string::npos) << out;
+  RunSpec manyTrials = evalSpec(dir / "good.jsonl");
+  manyTrials.passkey.file = kHaystack;
+  manyTrials.passkey.trials = 10000000;
+  EXPECT_EQ(runSpec(manyTrials), 1);
+  EXPECT_NE(out.find("passkey.trials"), std::string::npos) << out;
   RunStore store(db, StoreOpen::CreateIfMissing);
   EXPECT_TRUE(store.listRuns().empty());
+  // run --check plans an eval job as inference.
+  writeFile(dir / "spec.json", runSpecToJson(evalSpec(dir / "good.jsonl")));
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --check", &out), 0)
+      << out;
+  EXPECT_NE(out.find("inference"), std::string::npos) << out;
+  EXPECT_EQ(out.find("optimizer"), std::string::npos) << out;
+}
+
+// Stopped and resumed, and stopped again sooner: the stored partial figures
+// never shrink (the earlier, larger partial stays until more items are scored).
+TEST(EvalJob, AResumedJobNeverShrinksItsStoredPartial) {
+  const fs::path dir = scratchDir("eval-job-resume");
+  writeTask(dir / "big.jsonl", 60000);
+  const fs::path db = dir / "runs.db";
+  writeFile(dir / "eval.json", runSpecToJson(evalSpec(dir / "big.jsonl")));
+  const pid_t first = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "a.log");
+  std::vector<EvaluationRecord> rows = waitForRows(db, 1);
+  ASSERT_FALSE(rows.empty());
+  // Let it score some more (two more writes), then stop it.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  ::kill(first, SIGTERM);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  const std::int64_t before = rowsOf(db, 1, "toy").at(0).items;
+  ASSERT_GT(before, 0);
+  // The same run again, stopped at its first write.
+  const pid_t second = spawnEngine({"run", "--db", db.string(), "--run", "1", "--quiet"}, dir / "b.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ::kill(second, SIGTERM);
+  ::waitpid(second, &status, 0);
+  for (const auto& e : rowsOf(db, 1, "toy")) {
+    EXPECT_GE(e.items, before) << e.metric << ": a smaller partial replaced a larger one";
+    EXPECT_TRUE(e.partial);
+  }
 }
 
 } // namespace latentlab::test

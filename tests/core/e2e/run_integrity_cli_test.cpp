@@ -58,6 +58,8 @@ TEST(RunIntegrityCli, OneEngineAtATimeAndAKilledEnginesLeaseIsTakenOver) {
   // A second engine on the same run is refused and changes nothing.
   ASSERT_EQ(runCommand(engine("run --quiet --db " + shellQuote(db.string()) + " --run 1"), &out), 1) << out;
   EXPECT_TRUE(contains(out, "already being run by engine pid " + std::to_string(first))) << out;
+  EXPECT_TRUE(contains(out, "error: run 1 not started:")) << out;   // refused, not failed
+  EXPECT_FALSE(contains(out, "run 1 failed")) << out;
   {
     RunStore store(db);
     EXPECT_EQ(store.run(1).pid, static_cast<std::int64_t>(first));
@@ -197,3 +199,68 @@ TEST(RunIntegrityCli, AFullDiskIsAnErrorNotAnAbort) {
 }
 
 } // namespace latentlab::test
+
+namespace latentlab::test {
+
+// The store on a filesystem that is read-only or full, and a damaged file:
+// the reading verbs work read-only, a full disk is named a full disk, a
+// damaged page is warned about. (A tmpfs is mounted where that is permitted.)
+TEST(RunIntegrityCli, ReadOnlyFullAndDamagedStoresAreSaidAsSuch) {
+  const fs::path dir = scratchDir("store-media");
+  const fs::path mnt = dir / "media";
+  fs::create_directories(mnt);
+  if (std::system(("mount -t tmpfs -o size=1m tmpfs '" + mnt.string() + "' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "mounting a tmpfs is not permitted here";
+  }
+  const fs::path db = mnt / "runs.db";
+  std::int64_t id = 0;
+  {
+    RunStore store(db);
+    id = store.createRun(std::nullopt, "r", "pretrain", "{}", "cpu");
+    auto w = store.metricWriter(id);
+    for (int s = 0; s < 100; ++s) w.add("train/loss", s, s, s, 1.0);
+    w.flush();
+  }
+  std::string out;
+  // Full: metric rows until the 1 MiB filesystem has no room left.
+  {
+    RunStore store(db);
+    auto w = store.metricWriter(id);
+    std::string message;
+    try {
+      for (int s = 100; s < 2000000; ++s) {
+        w.add("train/loss", s, s, s, 1.0);
+        if (s % 5000 == 0) w.flush();
+      }
+    } catch (const Error& e) {
+      message = e.message();
+    }
+    EXPECT_NE(message.find("full"), std::string::npos) << message;
+    EXPECT_EQ(message.find("disk I/O error"), std::string::npos) << message;
+  }
+  // Read-only: list and show still answer.
+  ASSERT_EQ(std::system(("mount -o remount,ro '" + mnt.string() + "'").c_str()), 0);
+  EXPECT_EQ(runCommand(engine("runs list --db " + shellQuote(db.string())), &out), 0) << out;
+  EXPECT_TRUE(contains(out, " r")) << out;
+  EXPECT_EQ(runCommand(engine("runs show " + std::to_string(id) + " --db " + shellQuote(db.string())), &out), 0) << out;
+  std::system(("umount '" + mnt.string() + "'").c_str());
+  // Damaged: a page of a copy overwritten; the listing warns.
+  const fs::path damaged = dir / "damaged.db";
+  {
+    RunStore store(damaged);
+    const auto r = store.createRun(std::nullopt, "d", "pretrain", "{}", "cpu");
+    auto w = store.metricWriter(r);
+    for (int s = 0; s < 20000; ++s) w.add("train/loss", s, s, s, 1.0);
+    w.flush();
+  }
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 * 5);
+    const std::string junk(4096, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  runCommand(engine("runs list --db " + shellQuote(damaged.string())), &out);
+  EXPECT_TRUE(contains(out, "is damaged")) << out;
+}
+
+}  // namespace latentlab::test

@@ -2,6 +2,10 @@
 // must fail with a message naming the file and the problem.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <chrono>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -174,6 +178,24 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   d = fresh("ropefactor");
   editConfig(d, [](json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", "four"}}; });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_scaling", "'factor' must be a number"});
+  // Sizes that cannot be: no context at all.
+  d = fresh("context");
+  editConfig(d, [](json& c) { c["max_position_embeddings"] = 0; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "max_position_embeddings", "must be positive"});
+  // Far more layers than the weights hold: refused at once, before any per-layer table is built.
+  for (long long layers : {10000000LL, 2147483647LL, 60000LL}) {
+    d = fresh("layers" + std::to_string(layers));
+    editConfig(d, [&](json& c) { c["num_hidden_layers"] = layers; });
+    struct rusage before {};
+    ::getrusage(RUSAGE_SELF, &before);
+    const auto t0 = std::chrono::steady_clock::now();
+    expectError([&] { inspectModel(d); }, {"num_hidden_layers"});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    struct rusage after {};
+    ::getrusage(RUSAGE_SELF, &after);
+    EXPECT_LT(seconds, 1.0) << layers;
+    EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 200 * 1024) << layers << " layers grew the peak (KiB)";
+  }
   // Heads not divisible by KV heads.
   d = fresh("heads");
   editConfig(d, [](json& c) { c["num_key_value_heads"] = 3; });
@@ -333,6 +355,30 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   expectError([&] { loadModel(d, torch::kCPU, torch::kFloat32); }, {"model.layers.0.mlp.gate.weight", "missing"});
   d = moe("moe-topk", 5);
   expectError([&] { HfCheckpoint ck(d); }, {"config.json", "num_experts_per_tok", "[1, 4]"});
+  // Defaults where a field is left out, as transformers' config classes have them:
+  // SmolLM3 tied with theta 2e6, Gemma-3 without windows when sliding_window is
+  // null, Phi-3's "yarn" read as longrope with a 4096 original context.
+  d = fresh("smollm3-defaults", "smollm3");
+  editConfig(d, [](json& c) {
+    c.erase("tie_word_embeddings");
+    c.erase("rope_theta");
+  });
+  EXPECT_TRUE(readHfConfig(d / "config.json").tieWordEmbeddings);
+  EXPECT_EQ(readHfConfig(d / "config.json").ropeTheta, 2000000.0);
+  d = gemma("gemma3-nowindow", [](json& c) { c["sliding_window"] = nullptr; });
+  EXPECT_FALSE(readHfConfig(d / "config.json").slidingWindow.has_value());
+  EXPECT_EQ(readHfConfig(d / "config.json").windowOf(0), 0);
+  d = fresh("phi3-yarn", "phi3");
+  editConfig(d, [](json& c) {
+    c["rope_scaling"] = {{"type", "yarn"}, {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
+                         {"long_factor", json::array({2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0})},
+                         {"original_max_position_embeddings", 64}};
+  });
+  EXPECT_EQ(readHfConfig(d / "config.json").ropeScaling.type, "longrope");
+  EXPECT_EQ(readHfConfig(d / "config.json").ropeScaling.originalMaxPositionEmbeddings, 4096);
+  d = fresh("phi3-mlp-bias", "phi3");
+  editConfig(d, [](json& c) { c["mlp_bias"] = true; });
+  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "'mlp_bias'", "Phi-3"});
   // Read: SmolLM3's default layers without RoPE (every 4th) and Phi-3's fused tensors.
   d = fresh("smollm3-default", "smollm3");
   editConfig(d, [](json& c) {
@@ -354,7 +400,7 @@ TEST(CheckpointIo, MistralSlidingWindowAppliesPastTheWindowAndInTheCache) {
   editConfig(d, [](json& c) {
     c["model_type"] = "mistral";
     c["architectures"] = json::array({"MistralForCausalLM"});
-    c["sliding_window"] = 16;
+    c["sliding_window"] = 6;   // the decode test's chunk of 4 at position 7 starts past it
     c["max_position_embeddings"] = 4096;
   });
   auto model = loadModel(d, torch::kCPU, torch::kFloat32);
@@ -365,8 +411,8 @@ TEST(CheckpointIo, MistralSlidingWindowAppliesPastTheWindowAndInTheCache) {
   auto ids = torch::randint(0, model->config().vocabSize, {2, 40}, torch::kInt64);
   const auto windowed = model->forward(ids);
   const auto plain = full->forward(ids);
-  EXPECT_LT(maxAbsDiff(windowed.narrow(1, 0, 16), plain.narrow(1, 0, 16)), 1e-5);  // within the window
-  EXPECT_GT(maxAbsDiff(windowed.narrow(1, 16, 24), plain.narrow(1, 16, 24)), 1e-3);  // past it
+  EXPECT_LT(maxAbsDiff(windowed.narrow(1, 0, 6), plain.narrow(1, 0, 6)), 1e-5);    // within the window
+  EXPECT_GT(maxAbsDiff(windowed.narrow(1, 6, 34), plain.narrow(1, 6, 34)), 1e-3);    // past it
   KvCache cache(model->numLayers());
   EXPECT_LT(maxAbsDiff(decodeIncrementally(*model, ids, cache), windowed), 1e-4);
 }

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "model/cpu_block_cache.h"
 
 namespace latentlab::test {
@@ -91,4 +94,60 @@ TEST(CpuBlockCache, CountedSmallBlocksAddToTheLiveBytes) {
   }
 }
 
+// Requests that shrink pass by pass (multiple-choice batches scored longest
+// first) reuse the larger blocks freed before them, so the cache holds one
+// block, not one of every size.
+TEST(CpuBlockCache, ShrinkingRequestsReuseLargerBlocksAndTheCacheStaysSmall) {
+  installCpuBlockCache();
+  releaseCpuBlockCache();
+  const auto before = cpuBlockCacheStats();
+  for (int mib = 64; mib >= 2; --mib) {
+    auto t = torch::empty({static_cast<std::int64_t>(mib) << 18});  // mib MiB of floats
+    t.fill_(1.0f);
+  }
+  const auto after = cpuBlockCacheStats();
+  // A new block at each halving only: 64, 32, 16, 8, 4 and 2 MiB.
+  EXPECT_EQ(after.misses - before.misses, 6);
+  EXPECT_EQ(after.hits - before.hits, 57);
+  EXPECT_LE(after.cachedBytes, 64 << 20) << "never more than the 64 MiB held at once";
+  // A block more than twice the request is not handed out for it.
+  releaseCpuBlockCache();
+  { auto big = torch::empty({16 << 18}); }
+  const auto misses = cpuBlockCacheStats().misses;
+  { auto small = torch::empty({4 << 18}); }
+  EXPECT_EQ(cpuBlockCacheStats().misses, misses + 1);
+  releaseCpuBlockCache();
+}
+
+// Past its bound the cache frees its least recently freed blocks first, and
+// never holds more than the bound.
+TEST(CpuBlockCache, TheBoundFreesTheOldestBlocksFirst) {
+  installCpuBlockCache();
+  const std::size_t old = setCpuBlockCacheLimit(std::size_t{40} << 20);
+  {
+    std::vector<torch::Tensor> held;
+    for (int mib : {2, 4, 8, 16, 32}) held.push_back(torch::empty({static_cast<std::int64_t>(mib) << 18}));
+    held.clear();  // freed 2, 4, 8, 16, 32 MiB in that order
+  }
+  const auto s = cpuBlockCacheStats();
+  EXPECT_EQ(s.cachedBytes, 32 << 20) << "2, 4, 8 and 16 MiB went to make room for the 32 MiB block";
+  setCpuBlockCacheLimit(old);
+  EXPECT_EQ(cpuBlockCacheStats().cachedBytes, 0);
+}
+
+// Requests that grow step by step (batches of more and more rows) leave
+// their smaller blocks behind: the cache holds no more than the tensors did
+// at their most, not one block of every size.
+TEST(CpuBlockCache, GrowingRequestsLeaveNoTrailOfSmallerBlocks) {
+  installCpuBlockCache();
+  releaseCpuBlockCache();
+  std::int64_t most = 0;
+  for (int step = 0; step < 100; ++step) {
+    auto t = torch::empty({(std::int64_t{8} << 18) + step * (std::int64_t{1} << 16)});  // 8 MiB, then 256 KiB more a step
+    t.fill_(1.0f);
+    most = std::max<std::int64_t>(most, t.nbytes());
+  }
+  EXPECT_LE(cpuBlockCacheStats().cachedBytes, most + (std::int64_t{1} << 16));
+  releaseCpuBlockCache();
+}
 }  // namespace latentlab::test

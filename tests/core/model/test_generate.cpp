@@ -199,6 +199,14 @@ TEST(Generate, PromptFilesNameTheLineAtFault) {
   const fs::path dir = scratchDir("gen-prompts");
   std::ofstream(dir / "p.jsonl") << "{\"prompt\": \"one\"}\n\n{\"prompt\": \"two\"}\n";
   EXPECT_EQ(readPrompts(dir / "p.jsonl"), (std::vector<std::string>{"one", "two"}));
+  std::ofstream(dir / "empty.jsonl") << "{\"prompt\": \"one\"}\n{\"prompt\": \"\"}\n";
+  try {
+    readPrompts(dir / "empty.jsonl");
+    ADD_FAILURE() << "an empty prompt was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("empty.jsonl:2: the prompt is empty"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(readPromptFile("/dev/zero"), Error);
   std::ofstream(dir / "bad.jsonl") << "{\"prompt\": \"one\"}\n{\"text\": 3}\n";
   try {
     readPrompts(dir / "bad.jsonl");
@@ -206,6 +214,40 @@ TEST(Generate, PromptFilesNameTheLineAtFault) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("bad.jsonl:2"), std::string::npos) << e.message();
   }
+}
+
+// Prompts (with the tokens asked for) past the model's context are refused
+// before any work; a tiny temperature is the greedy choice, not inf/nan.
+TEST(Generate, PromptsPastTheContextAreRefusedAndTinyTemperaturesSample) {
+  const fs::path dir = scratchDir("gen-context") / "model";
+  std::string log;
+  ASSERT_EQ(runPython("hf_llama.py", {"make", dir.string(), "--std", "0.3", "--max-pos", "64"}, &log), 0) << log;
+  GenerateOptions o = greedy(dir, 8);
+  Generator gen(o);
+  CancelToken cancel;
+  try {
+    gen.generateIds(std::vector<std::int32_t>(60, 5), {}, cancel);
+    ADD_FAILURE() << "60 + 8 tokens in a context of 64 were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("exceed the model's context of 64"), std::string::npos) << e.message();
+  }
+  // Perplexity windows past the context are refused the same way.
+  EvalOptions e;
+  e.model = dir;
+  e.seqLen = 100000;
+  e.tokenFile = dir / "model.safetensors";  // never read: refused first
+  NullProgress quiet;
+  try {
+    evaluate(e, quiet, cancel);
+    ADD_FAILURE() << "--seq-len 100000 in a context of 64 was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(err.message().find("max_position_embeddings"), std::string::npos) << err.message();
+  }
+  o.temperature = 1e-300;
+  o.stopAtEos = false;
+  const auto tiny = Generator(o).generateIds({5, 17, 99}, {}, cancel);
+  o.temperature = 0;
+  EXPECT_EQ(tiny.generatedIds, Generator(o).generateIds({5, 17, 99}, {}, cancel).generatedIds);
 }
 
 } // namespace latentlab::test

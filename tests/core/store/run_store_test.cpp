@@ -1,5 +1,6 @@
 // Experiments, runs and their status transitions, summaries, pid/heartbeat,
 // events, artifacts, tags, and cascading deletes.
+#include "store/run_store_impl.h"
 #include "store_test_util.h"
 
 namespace latentlab {
@@ -225,6 +226,51 @@ TEST(RunStoreCrud, DeletingARunOrExperimentCascades) {
   EXPECT_EQ(store.metricCount(other), 10u);
   EXPECT_EQ(store.listEvents(other).size(), 1u);
   EXPECT_EQ(store.tags(other), (std::vector<std::string>{"t"}));
+  EXPECT_EQ(store.integrityCheck(), "ok");
+}
+
+// A partial result never replaces a complete one or a partial one of more
+// items; a complete one replaces anything; the two metrics of one result
+// are written together or not at all (a full database keeps neither).
+TEST(RunStoreEvaluations, PartialsNeverShrinkAndBothMetricsCommitTogether) {
+  const auto path = freshDbPath("evaluations");
+  RunStore store(path);
+  const auto id = store.createRun(std::nullopt, "eval", "eval", "{}", "cpu");
+  auto row = [&](const std::string& metric, double value, std::int64_t items, bool partial) {
+    EvaluationRecord e;
+    e.runId = id;
+    e.task = "arc";
+    e.metric = metric;
+    e.value = value;
+    e.items = items;
+    e.partial = partial;
+    return e;
+  };
+  auto itemsOf = [&](const std::string& metric) {
+    for (const auto& e : store.listEvaluations(id))
+      if (e.metric == metric) return std::make_pair(e.items, e.partial);
+    return std::make_pair(std::int64_t{-1}, false);
+  };
+  store.addEvaluations({row("acc", 0.5, 107, true), row("acc_norm", 0.6, 107, true)});
+  store.addEvaluations({row("acc", 0.4, 78, true), row("acc_norm", 0.4, 78, true)});   // a resumed job, fewer items so far
+  EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{107}, true));
+  store.addEvaluations({row("acc", 0.45, 150, true), row("acc_norm", 0.5, 150, true)});
+  EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{150}, true));
+  store.addEvaluations({row("acc", 0.47, 200, false), row("acc_norm", 0.52, 200, false)});
+  store.addEvaluations({row("acc", 0.1, 300, true), row("acc_norm", 0.1, 300, true)});  // partial after complete: kept out
+  EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{200}, false));
+  store.addEvaluations({row("acc", 0.3, 50, false), row("acc_norm", 0.3, 50, false)});  // a new complete run replaces
+  EXPECT_EQ(itemsOf("acc_norm"), std::make_pair(std::int64_t{50}, false));
+
+  // A database that cannot grow: neither metric of the next result is written.
+  SqliteDb& db = RunStoreAccess::db(store);
+  const std::int64_t pages = db.queryInt("PRAGMA page_count", "test");
+  db.queryInt(("PRAGMA max_page_count = " + std::to_string(pages)).c_str(), "test");
+  std::vector<EvaluationRecord> many;
+  for (int k = 0; k < 400; ++k) many.push_back(row("metric_" + std::to_string(k) + std::string(200, 'x'), k, 1, false));
+  EXPECT_EQ(storeErrorOf([&] { store.addEvaluations(many); }).code(), ErrorCode::Store);
+  db.queryInt("PRAGMA max_page_count = 1073741823", "test");
+  EXPECT_EQ(store.listEvaluations(id).size(), 2u);
   EXPECT_EQ(store.integrityCheck(), "ok");
 }
 

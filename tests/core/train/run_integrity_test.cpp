@@ -108,7 +108,7 @@ TEST(RunIntegrity, AnOutDirHoldingAnotherRunIsRefusedAndLeftUntouched) {
   thief.outDir = ws.runDir(a).string();
   // The CLI refuses it before registering anything ...
   try {
-    preflightRunSpec(thief, "thief.json");
+    preflightRunSpec(thief, "thief.json", ws.dir);
     ADD_FAILURE() << "preflight accepted another run's folder";
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.message(), "out_dir belongs to run " + std::to_string(a))) << e.message();
@@ -122,6 +122,48 @@ TEST(RunIntegrity, AnOutDirHoldingAnotherRunIsRefusedAndLeftUntouched) {
   EXPECT_EQ(ws.store.metricCount(b), 0u);
   EXPECT_EQ(snapshot(ws.runDir(a)), before);
   EXPECT_EQ(ws.store.run(a).status, RunStatus::Completed);
+}
+
+// out_dir stays in its place: "/", /etc, the workspace itself and a folder
+// holding it are refused before and after registration with nothing written;
+// a relative out_dir lies inside the workspace, never the current folder; an
+// empty folder made for the run is taken.
+TEST(RunIntegrity, OutDirMustBeInsideTheRunsAreaOrAnEmptyFolder) {
+  Workspace ws("outdir-bounds");
+  const fs::path outside = scratchDir("outdir-bounds-outside");
+  std::ofstream(outside / "keep.txt") << "keep me";
+  for (const std::string& dir :
+       {std::string("/"), std::string("/etc"), ws.dir.string(), ws.dir.parent_path().string(), outside.string()}) {
+    RunSpec spec = smallRun(2, 1);
+    spec.outDir = dir;
+    try {
+      preflightRunSpec(spec, "spec.json", ws.dir);
+      ADD_FAILURE() << dir << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.message(), "out_dir")) << e.message();
+    }
+    const auto id = ws.add(spec);
+    const RunResult r = ws.run(id);
+    EXPECT_EQ(r.status, RunStatus::Failed) << dir;
+    EXPECT_TRUE(contains(r.error, "out_dir")) << r.error;
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "owner.json")) << dir;
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "checkpoints")) << dir;
+  }
+  EXPECT_EQ(readTextFile(outside / "keep.txt"), "keep me");
+  // Relative: inside the workspace's runs area.
+  RunSpec relative = smallRun(2, 1);
+  relative.outDir = "runs/named";
+  const auto a = ws.add(relative);
+  const RunResult ra = ws.run(a);
+  ASSERT_EQ(ra.status, RunStatus::Completed) << ra.error;
+  EXPECT_TRUE(fs::exists(ws.dir / "runs" / "named" / "owner.json"));
+  // An empty folder outside, made for the run.
+  const fs::path empty = scratchDir("outdir-bounds-empty");
+  RunSpec elsewhere = smallRun(2, 1);
+  elsewhere.outDir = empty.string();
+  const auto b = ws.add(elsewhere);
+  EXPECT_EQ(ws.run(b).status, RunStatus::Completed);
+  EXPECT_TRUE(fs::exists(empty / "owner.json"));
 }
 
 TEST(RunIntegrity, TwoDatabasesSharingAWorkspaceNeverAdoptEachOthersCheckpoints) {

@@ -337,7 +337,7 @@ TEST(Trainer, BadEvalTasksNameTheField) {
   }
   spec.evalTasks = {taskSpec("a", "/no/such/file.jsonl")};
   try {
-    preflightRunSpec(parseRunSpec(runSpecToJson(spec), "s.json"), "s.json");
+    preflightRunSpec(parseRunSpec(runSpecToJson(spec), "s.json"), "s.json", fs::temp_directory_path());
     ADD_FAILURE() << "a missing task file was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("eval_tasks[0].file"), std::string::npos) << e.message();
