@@ -178,7 +178,7 @@ int cmdInspect(int argc, char** argv) {
                 formatBytes(static_cast<std::int64_t>(s.kv.perDeviceBytesPerToken)).c_str(), s.kv.tpDegree);
   }
   if (c.mla || c.latent) {
-    std::printf("kv saving     %+.2f%% against %s (%s/token)\n", 100.0 * s.kv.saving,
+    std::printf("kv saving     %.2f%% against %s (%s/token)\n", s.kv.saving == 0.0 ? 0.0 : -100.0 * s.kv.saving,
                 c.latent && !c.latent->conversion ? "MHA with the same heads" : "the original",
                 formatBytes(static_cast<std::int64_t>(s.kv.originalBytesPerToken)).c_str());
   }

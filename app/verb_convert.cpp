@@ -80,9 +80,9 @@ int cmdConvert(int argc, char** argv) {
     if (b.keyScalePerTokenPerLayer > 0) {
       std::printf(", %lld key-norm scales included", static_cast<long long>(b.keyScalePerTokenPerLayer));
     }
-    std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %+.2f%%\n",
+    std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %.2f%%\n",
                 static_cast<long long>(b.originalBytesPerToken), static_cast<long long>(b.bytesPerToken),
-                100.0 * b.saving);
+                b.saving == 0.0 ? 0.0 : -100.0 * b.saving);
     return 0;
   }
   StderrProgress progress(args.flag("quiet"));

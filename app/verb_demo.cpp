@@ -54,7 +54,7 @@ int cmdDemo(int argc, char** argv) {
       progress.log(LogLevel::Info, "run " + std::to_string(id) + ": " + spec.name);
       RunResult r = runJob(store, id, env, progress, cancelToken());
       if (r.status == RunStatus::Cancelled) return 2;
-      if (r.status != RunStatus::Completed) throw Error(ErrorCode::Internal, "demo run '" + spec.name + "' failed: " + r.error);
+      if (r.status != RunStatus::Completed) throw Error(ErrorCode::Internal, "demo run '" + spec.name + "' failed: " + r.errorText());
     }
   }
   std::printf("%-5s %-10s %-28s %10s %10s\n", "run", "status", "name", "train", "val");

@@ -13,6 +13,7 @@
 #include "latentlab/distributed.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "latentlab/events.h"
 #include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -181,7 +182,7 @@ int cmdRun(int argc, char** argv) {
     std::fflush(stdout);
   };
   if (dist.writesMetrics()) {
-    env.lines(json{{"event", "hello"}, {"protocol", 1}, {"run", runId}, {"pid", static_cast<long long>(::getpid())}}.dump());
+    env.lines(eventLine(EngineEvent::hello(runId, static_cast<std::int64_t>(::getpid()))));
   } else {
     env.lines = nullptr;   // one event stream per job: rank 0's
   }
@@ -190,7 +191,7 @@ int cmdRun(int argc, char** argv) {
   RunResult r = runJob(store, runId, env, progress, cancelToken());
   if (r.status == RunStatus::Failed) {
     std::fprintf(stderr, "error: run %lld %s: %s\n", static_cast<long long>(runId), r.notStarted ? "not started" : "failed",
-                 r.error.c_str());
+                 r.errorText().c_str());
   }
   return exitCodeFor(r.status);
 }

@@ -52,6 +52,7 @@
 #include "panels/model_panel.h"
 #include "panels/runs_panel.h"
 #include "panels/training_panel.h"
+#include "panels/wheel_guard.h"
 #include "preset_loader.h"
 
 namespace latentlab::ui {
@@ -92,6 +93,7 @@ QWidget* padded(QWidget* w, bool scrolls = true) {
 MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QWidget* parent)
     : QMainWindow(parent), m_ws(workspace), m_options(std::move(options)) {
   ensureResourcesLoaded();
+  WheelGuard::install();   // before the panels' fields are polished
   setWindowTitle(tr("LatentLab — %1").arg(QDir::toNativeSeparators(m_ws.dir)));
   setWindowIcon(QIcon(QStringLiteral(":/icons/latentlab.svg")));
   m_store = std::make_shared<RunStore>(m_ws.dbPath().toStdString());
@@ -174,6 +176,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
     initial.architecture = kDemoArch;
   }
   m_training->setSpec(initial);
+  m_conversion->setConvertible(m_model->usesFolder());
   m_conversion->setModelConfig(m_model->config());
   m_training->setBaseModel(m_model->usesFolder() ? std::nullopt : m_model->config());
   updateRunBlock();
@@ -351,6 +354,7 @@ void MainWindow::updateRunBlock() {
 
 void MainWindow::wire() {
   connect(m_model, &ModelPanel::modelChanged, this, [this] {
+    m_conversion->setConvertible(m_model->usesFolder());
     m_conversion->setModelConfig(m_model->config());
     m_training->setBaseModel(m_model->usesFolder() ? std::nullopt : m_model->config());
     updateRunBlock();

@@ -144,8 +144,10 @@ KvSettings kvSettingsFor(const ConversionSpec& conversion) {
   kv.ropePairs = conversion.ropePairs;
   kv.dKv = conversion.dKv;
   kv.svd = conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
-  kv.fullRope = conversion.ropeStrategy == "full";
-  kv.uniformStrategy = conversion.ropeStrategy == "uniform";
+  // The RoPE strategy is the MHA2MLA method's: the DeepSeek target's RoPE key
+  // is d_R wide (from r) whatever the strategy says.
+  kv.fullRope = !conversion.deepseek() && conversion.ropeStrategy == "full";
+  kv.uniformStrategy = !conversion.deepseek() && conversion.ropeStrategy == "uniform";
   return kv;
 }
 

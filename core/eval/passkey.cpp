@@ -80,16 +80,6 @@ int PasskeyCell::correct() const {
   return n;
 }
 
-std::string passkeyMetricName(int length, double depth) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "len=%d,depth=%g", length, depth);
-  return buf;
-}
-
-bool parsePasskeyMetricName(const std::string& metric, int& length, double& depth) {
-  return std::sscanf(metric.c_str(), "len=%d,depth=%lf", &length, &depth) == 2;
-}
-
 bool passkeyAnswered(const std::string& answer, const std::string& key) {
   std::size_t i = 0;
   while (i < answer.size() && std::isdigit(static_cast<unsigned char>(answer[i])) == 0) ++i;

@@ -9,63 +9,10 @@
 #include "latentlab/error.h"
 #include "model/official_mha2mla.h"
 #include "model/torch_util.h"
-#include "model/weight_table.h"
+#include "io/weight_table.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
-
-namespace {
-std::string shapeText(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-} // namespace
-
-std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt) {
-  // Bound what the key table allocates by what the files hold: every layer has
-  // tensors of its own, so a config with more layers than the files have
-  // tensors is refused before the table is built.
-  const auto names = ckpt.names();
-  const int layers = ckpt.config().numLayers;
-  if (static_cast<std::size_t>(layers) > names.size()) {
-    throw Error(ErrorCode::BadCheckpoint,
-                ckpt.dir().string() + ": config.json num_hidden_layers is " + std::to_string(layers) +
-                    " but the weights hold " + std::to_string(names.size()) + " tensors",
-                "The weights do not match config.json (wrong model, or an incomplete download).");
-  }
-  const std::string last = "model.layers." + std::to_string(layers - 1) + ".";
-  if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(last, 0) == 0; })) {
-    throw Error(ErrorCode::BadCheckpoint,
-                ckpt.dir().string() + ": config.json num_hidden_layers is " + std::to_string(layers) +
-                    " but the weights have no tensor of layer " + std::to_string(layers - 1),
-                "The weights do not match config.json (wrong model, or an incomplete download).");
-  }
-  const auto expected = expectedTensors(ckpt.config());
-  std::set<std::string> used;
-  for (const auto& e : expected) {
-    auto entry = ckpt.find(e.name);
-    if (!entry) {
-      throw Error(ErrorCode::BadCheckpoint, ckpt.dir().string() + ": tensor '" + e.name + "' is missing",
-                  "The weights do not match config.json (wrong model, or an incomplete download).");
-    }
-    const TensorInfo& t = *entry->info;
-    if (!t.dtype) {
-      throw Error(ErrorCode::BadCheckpoint, entry->file->path().string() + ": tensor '" + e.name + "' has dtype " +
-                  t.dtypeName + "; expected F32, F16 or BF16");
-    }
-    if (t.shape != e.shape) {
-      throw Error(ErrorCode::BadCheckpoint, entry->file->path().string() + ": tensor '" + e.name + "' has shape " +
-                  shapeText(t.shape) + " but config.json implies " + shapeText(e.shape));
-    }
-    used.insert(e.name);
-  }
-  std::vector<std::string> unused;
-  for (const auto& name : ckpt.names()) {
-    if (!used.count(name)) unused.push_back(name);
-  }
-  return unused;
-}
 
 torch::Tensor readTensor(const HfCheckpoint::Entry& entry) {
   const TensorInfo& t = *entry.info;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/hf_checkpoint.h"
+#include "io/weight_table.h"
 #include "model/llama.h"
 
 namespace latentlab {
@@ -19,11 +20,6 @@ struct LoadReport {
   int loaded = 0;
   std::vector<std::string> unusedKeys;     // in the checkpoint, not in the model
 };
-
-// Checks the checkpoint against expectedTensors(cfg) (names, shapes, float
-// dtypes) without copying weights; throws Error(BadCheckpoint) naming the
-// folder and the tensor. Returns the unused keys.
-std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt);
 
 // Copies every parameter of `model` from the checkpoint (converting dtype).
 // `layout` (default: the checkpoint's config) is the config that maps

@@ -1,6 +1,6 @@
-// runJob: the training loop of one run, top to bottom: read the spec, prepare
-// data, build the model, (resume,) train with AdamW + schedule, evaluate,
-// checkpoint, and record everything in the run store.
+// trainRun: the training of one run (pretrain, finetune, convert-finetune):
+// prepare data, build the model, (resume,) train with AdamW + schedule,
+// evaluate, checkpoint, and record everything in the run store.
 #include <chrono>
 #include <thread>
 #include <cmath>
@@ -23,7 +23,9 @@
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/device_memory.h"
-#include "train/eval_job.h"
+#include "eval/task_scoring.h"
+#include "latentlab/events.h"
+#include "train/trainer.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -36,8 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-void emit(const JobEnvironment& env, const json& j) {
-  if (env.lines) env.lines(j.dump());
+void emit(const JobEnvironment& env, const EngineEvent& e) {
+  if (env.lines) env.lines(eventLine(e));
 }
 
 torch::Tensor toTensor(const Batch& b, torch::Device device) {
@@ -121,16 +123,81 @@ std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
 
 namespace {
 
-struct Trainer {
+// One training run, as named steps: the process group and the memory check,
+// the run folder, data, model and optimiser, resume, the step loop (with
+// validation, checkpoints and task scores), and the summary. Every rank runs
+// the same steps; rank 0 (the writer) alone writes the store and checkpoints.
+class Trainer {
+public:
+  Trainer(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
+          const CancelToken& cancel, RunSpec spec)
+      : store(store), runId(runId), env(env), progress(progress), cancel(cancel), spec(std::move(spec)) {}
+
+  RunResult run();
+
+private:
+  void joinProcessGroup();
+  void checkMemoryPlan() const;
+  void openRunFolder();
+  void loadData();
+  void buildModel();
+  void resume();
+  void startFromTheSameParameters();
+  void prepareTaskScoring();
+  void trainSteps();
+  bool step();   // false when the run failed at this step
+  void finish();
+  void writeSummary();
+  void checkpoint(bool scoreEvalTasks);
+  void scoreTasks(const fs::path& modelDir);
+  void validate();
+  void failAtStep(ErrorCode code, const std::string& what, const std::string& advice);
+  double wallNow() const;
+  void addMetric(const char* name, double value, double wall);
+
   RunStore& store;
   std::int64_t runId;
   const JobEnvironment& env;
   ProgressSink& progress;
   const CancelToken& cancel;
   RunSpec spec;
-  fs::path runDir;   // set in run() once the run ID is known on every rank
 
-  RunResult run();
+  RunResult result{RunStatus::Running};
+  bool writer = false;
+  torch::Device device{torch::kCPU};
+  std::unique_ptr<DataParallel> dp;
+  fs::path runDir;   // set once the run ID is known on every rank
+  RunIdentity identity;
+  std::string canonicalSpec;
+  std::optional<fs::path> ckpt;   // the checkpoint the run resumes from
+  fs::path startModel;
+  // Precision: the parameters' dtype while built or loaded (fp32, fp64), the
+  // dtype the model then trains in, and whether the forward runs under autocast.
+  torch::ScalarType paramType = torch::kFloat32;
+  bool bf16Weights = false;
+  bool autocastBf16 = false;
+  std::optional<PreparedData> data;
+  std::string tokenizerJson;   // carried by every checkpoint
+  std::optional<BatchLoader> train;
+  std::optional<BatchLoader> val;
+  json notes;
+  std::shared_ptr<CausalLm> model;
+  std::optional<MasterWeights> master;   // bf16 weights without ZeRO: fp32 masters
+  std::vector<torch::Tensor> params;     // what the optimiser steps
+  std::optional<torch::optim::AdamWOptions> adamw;
+  std::unique_ptr<FusedAdamW> optimizer;
+  std::unique_ptr<ShardedAdamW> zero;
+  KvBudget kv;
+  TrainerState state;
+  std::optional<MetricWriter> metricWriter;
+  std::int64_t tokensPerStep = 0;
+  Clock::time_point wallStart;
+  double wallOffset = 0;
+  double lastLoss = 0;
+  Clock::time_point lastReport;
+  Batch batch;
+  std::vector<std::vector<ChoiceItem>> taskItems;
+  json lastTaskScores = json::object();
 };
 
 // The embedding rows of the model a fine-tune starts from (its config.json),
@@ -141,345 +208,376 @@ ModelVocab modelVocabOf(const fs::path& modelDir) {
 }
 
 RunResult Trainer::run() {
-  RunResult result;
+  writer = env.dist.writesMetrics();
+  device = rankDevice(env.device.empty() ? spec.device : env.device, env.dist);
+  joinProcessGroup();
+  if (env.checkMemory) checkMemoryPlan();
+  openRunFolder();
+  loadData();
+  buildModel();
+  if (ckpt) resume();
+  startFromTheSameParameters();
+  if (writer) metricWriter.emplace(store.metricWriter(runId));
+  tokensPerStep = static_cast<std::int64_t>(spec.microBatch) * spec.gradAccum * spec.data.seqLen * env.dist.worldSize;
+  wallStart = Clock::now();
+  wallOffset = state.wallSeconds;
+  prepareTaskScoring();
+  if (state.step == 0 && val) validate();  // the loss right after build/conversion
+  trainSteps();
+  if (result.status == RunStatus::Running) finish();
+  if (metricWriter) metricWriter->flush();
+  writeSummary();
+  return result;
+}
+
+// All ranks meet here, before any data work; a rank launched from a spec
+// learns the run ID rank 0 registered.
+void Trainer::joinProcessGroup() {
   const DistEnv& dist = env.dist;
-  const bool writer = dist.writesMetrics();
-  const torch::Device device = rankDevice(env.device.empty() ? spec.device : env.device, dist);
-  const bool cuda = device.is_cuda();
-  // 0. The process group (all ranks meet here, before any data work).
-  std::unique_ptr<DataParallel> dp;
-  if (dist.distributed()) {
-    dp = std::make_unique<DataParallel>(dist, device);
-    if (writer) {
-      progress.log(LogLevel::Info, "data parallel: " + std::to_string(dist.worldSize) + " ranks over " + dp->backendName() +
-                                       " (" + dist.launcher + ")");
-    }
-    const double id = dp->sum({writer ? static_cast<double>(runId) : 0.0})[0];
-    if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
+  if (!dist.distributed()) return;
+  dp = std::make_unique<DataParallel>(dist, device);
+  if (writer) {
+    progress.log(LogLevel::Info, "data parallel: " + std::to_string(dist.worldSize) + " ranks over " + dp->backendName() +
+                                     " (" + dist.launcher + ")");
   }
-  if (env.checkMemory) {
-    // The memory plan on this rank's device, before anything is loaded; every
-    // rank stops when one does not fit.
-    const std::string why = memoryPlanVerdict(spec, rankDeviceList(device, dist.worldSize));
-    const bool tooBig = dp ? dp->sum({why.empty() ? 0.0 : 1.0})[0] > 0 : !why.empty();
-    if (tooBig) {
-      throw Error(ErrorCode::BadSpec,
-                  "run " + std::to_string(runId) + ": " + (why.empty() ? "another rank's device is too small" : why),
-                  kMemoryHint);
-    }
+  const double id = dp->sum({writer ? static_cast<double>(runId) : 0.0})[0];
+  if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
+}
+
+// The memory plan on this rank's device, before anything is loaded; every
+// rank stops when one does not fit.
+void Trainer::checkMemoryPlan() const {
+  const std::string why = memoryPlanVerdict(spec, rankDeviceList(device, env.dist.worldSize));
+  const bool tooBig = dp ? dp->sum({why.empty() ? 0.0 : 1.0})[0] > 0 : !why.empty();
+  if (tooBig) {
+    throw Error(ErrorCode::BadSpec,
+                "run " + std::to_string(runId) + ": " + (why.empty() ? "another rank's device is too small" : why),
+                kMemoryHint);
   }
+}
+
+// The run folder is this run's alone (owner.json): a folder of another run,
+// database or deleted namesake is refused before anything is read from it.
+// The hash is of the spec as stored with the run (fixed at registration), so
+// a later engine that writes specs differently still recognises the run.
+// Resume reads everything from the checkpoint: its model, its tokenizer; the
+// original model folder is needed only before the first checkpoint.
+void Trainer::openRunFolder() {
   runDir = resolveRunDir(spec.outDir, env.workspace, runId);
-  // The run folder is this run's alone (owner.json): a folder of another run,
-  // database or deleted namesake is refused before anything is read from it.
-  // The hash is of the spec as stored with the run (fixed at registration), so
-  // a later engine that writes specs differently still recognises the run.
   const RunRecord record = store.run(runId);
-  const std::string canonicalSpec = runSpecToJson(spec);
-  const RunIdentity identity{store.storeId(), store.path().string(), runId, record.uid, specHash(record.specJson)};
+  canonicalSpec = runSpecToJson(spec);
+  identity = RunIdentity{store.storeId(), store.path().string(), runId, record.uid, specHash(record.specJson)};
   if (writer) claimRunDir(runDir, identity);
   if (dp) dp->barrier();
-  // Resume reads everything from the checkpoint: its model, its tokenizer; the
-  // original model folder is needed only before the first checkpoint.
-  const std::optional<fs::path> ckpt = env.resume ? latestCheckpoint(runDir) : std::nullopt;
-  const fs::path startModel = ckpt ? *ckpt / "model" : fs::path(spec.modelDir);
+  ckpt = env.resume ? latestCheckpoint(runDir) : std::nullopt;
+  startModel = ckpt ? *ckpt / "model" : fs::path(spec.modelDir);
+  const bool cuda = device.is_cuda();
+  const std::string precision = spec.precision == "auto" ? (cuda ? "bf16-mixed" : "fp32") : spec.precision;
+  paramType = precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  bf16Weights = precision == "bf16";
+  autocastBf16 = precision == "bf16-mixed";
+}
+
+// Rank 0 tokenizes and caches first; the other ranks then find the cache.
+void Trainer::loadData() {
   DataSpec dataSpec = spec.data;
   std::error_code ec;
   if (ckpt && dataSpec.tokenFormat.empty() && fs::exists(startModel / "tokenizer.json", ec))
     dataSpec.tokenizer = (startModel / "tokenizer.json").string();
   const ModelVocab vocabLimit = (ckpt || spec.kind != "pretrain") ? modelVocabOf(startModel) : ModelVocab{};
-  // Precision: the parameters' dtype while built or loaded (fp32, fp64), the
-  // dtype the model then trains in, and whether the forward runs under autocast.
-  const std::string precision = spec.precision == "auto" ? (cuda ? "bf16-mixed" : "fp32") : spec.precision;
-  const torch::ScalarType paramType = precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
-  const bool bf16Weights = precision == "bf16";
-  const bool autocastBf16 = precision == "bf16-mixed";
-
-  // 1. Data. Rank 0 tokenizes and caches first; the other ranks then find the cache.
   if (dp && !writer) dp->barrier();
-  PreparedData data = prepareData(dataSpec, ckpt ? startModel : fs::path(spec.modelDir), env.workspace / "cache",
-                                  progress, cancel, vocabLimit);
+  data.emplace(prepareData(dataSpec, ckpt ? startModel : fs::path(spec.modelDir), env.workspace / "cache", progress,
+                           cancel, vocabLimit));
   // Every checkpoint carries the tokenizer (read once: the source may go away).
-  const std::string tokenizerJson = data.tokenizerPath.empty() ? std::string() : readTextFile(data.tokenizerPath);
+  tokenizerJson = data->tokenizerPath.empty() ? std::string() : readTextFile(data->tokenizerPath);
   if (dp && writer) dp->barrier();
   LoaderOptions lo;
   lo.batchSize = spec.microBatch;
   lo.seqLen = spec.data.seqLen;
   lo.validationShare = spec.data.validationShare;
   lo.seed = spec.seed;
-  lo.rank = dist.rank;
-  lo.worldSize = dist.worldSize;
-  BatchLoader train(data.shard, Split::Train, lo);
-  std::optional<BatchLoader> val;
+  lo.rank = env.dist.rank;
+  lo.worldSize = env.dist.worldSize;
+  train.emplace(data->shard, Split::Train, lo);
   if (spec.data.validationShare > 0) {
     LoaderOptions vo = lo;
     vo.shuffle = false;
-    val.emplace(data.shard, Split::Validation, vo);
+    val.emplace(data->shard, Split::Validation, vo);
   }
+}
 
-  // 2. Model and optimiser.
-  json notes;
+// The model (built, converted, or the checkpoint's) and its optimiser. bf16
+// weights: the optimiser steps fp32 masters copied before the cast (with
+// ZeRO, the sharded optimiser keeps them; it is built after the broadcast).
+void Trainer::buildModel() {
   const fs::path notesPath = runDir / "build_notes.json";
-  std::shared_ptr<CausalLm> model;
+  std::error_code ec;
   if (ckpt) {
     model = loadModel(startModel, torch::kCPU, paramType == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
     model->to(device, paramType);
     if (fs::exists(notesPath, ec)) notes = parseJson(readTextFile(notesPath), notesPath.string(), ErrorCode::BadCheckpoint);
     notes["parameters"] = countParameters(model->config());
   } else {
-    model = buildModelForRun(spec, data.vocabSize, data.shard, device, paramType, progress, cancel, notes);
+    model = buildModelForRun(spec, data->vocabSize, data->shard, device, paramType, progress, cancel, notes);
     if (writer) atomicWriteText(notesPath, notes.dump(2) + "\n");
   }
   model->train();
   model->setRecompute(spec.recompute);
-  // bf16 weights: the optimiser steps fp32 masters copied before the cast
-  // (with ZeRO, the sharded optimiser keeps them; it is built below).
-  const bool sharded = spec.zeroStage > 0;
-  std::optional<MasterWeights> master;
-  if (bf16Weights && !sharded) {
+  if (bf16Weights && spec.zeroStage == 0) {
     master.emplace(model->parameters());
     model->to(torch::kBFloat16);
     master->bind(model->parameters());
   }
-  std::vector<torch::Tensor> params = master ? master->masters() : model->parameters();
-  const auto adamw = torch::optim::AdamWOptions(spec.optimizer.lr)
-                         .betas({spec.optimizer.beta1, spec.optimizer.beta2})
-                         .eps(spec.optimizer.eps)
-                         .weight_decay(spec.optimizer.weightDecay);
-  FusedAdamW optimizer(adamWParamGroups(params, adamw), adamw);
+  params = master ? master->masters() : model->parameters();
+  adamw = torch::optim::AdamWOptions(spec.optimizer.lr)
+              .betas({spec.optimizer.beta1, spec.optimizer.beta2})
+              .eps(spec.optimizer.eps)
+              .weight_decay(spec.optimizer.weightDecay);
+  optimizer = std::make_unique<FusedAdamW>(adamWParamGroups(params, *adamw), *adamw);
   const ModelConfig& cfg = model->config();
-  const KvBudget kv = currentKvBudget(cfg, autocastBf16 || bf16Weights ? DType::BF16 : fromTorch(paramType));
+  kv = currentKvBudget(cfg, autocastBf16 || bf16Weights ? DType::BF16 : fromTorch(paramType));
   if (writer && spec.data.seqLen > cfg.maxPositionEmbeddings) {
     const std::string warning = "data.seq_len " + std::to_string(spec.data.seqLen) +
                                 " exceeds the model's max_position_embeddings (" +
                                 std::to_string(cfg.maxPositionEmbeddings) + "): positions past it were never trained";
     progress.log(LogLevel::Warning, warning);
     store.addEvent(runId, "warning", warning);
-    emit(env, {{"event", "log"}, {"level", "warning"}, {"message", warning}});
+    emit(env, EngineEvent::logOf("warning", warning));
   }
+}
 
-  // 3. Resume.
-  TrainerState state;
-  if (ckpt) {
-    state = loadCheckpoint(*ckpt, optimizer, identity, /*loadOptimizer=*/!sharded);
-    train.restore(state.data);
-    result.lastCheckpoint = *ckpt;
-    progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
-    if (writer) {
-      store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
-      emit(env, {{"event", "log"}, {"level", "info"}, {"message", "resumed at step " + std::to_string(state.step)}});
-    }
+// The step, data position, optimiser and clock of the checkpoint.
+void Trainer::resume() {
+  state = loadCheckpoint(*ckpt, *optimizer, identity, /*loadOptimizer=*/spec.zeroStage == 0);
+  train->restore(state.data);
+  result.lastCheckpoint = *ckpt;
+  progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
+  if (writer) {
+    store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
+    emit(env, EngineEvent::logOf("info", "resumed at step " + std::to_string(state.step)));
   }
-  // Every rank starts from rank 0's parameters (built with the same seed, or resumed).
+}
+
+// Every rank starts from rank 0's parameters (built with the same seed, or
+// resumed). ZeRO: each rank keeps its slices of the masters and moments, from
+// the (broadcast, full-precision) parameters; then a bf16 run's model is cast.
+void Trainer::startFromTheSameParameters() {
   if (dp) {
     const double resumedStep = dp->sum({static_cast<double>(state.step)})[0];
-    if (resumedStep != static_cast<double>(state.step) * dist.worldSize) {
+    if (resumedStep != static_cast<double>(state.step) * env.dist.worldSize) {
       throw Error(ErrorCode::BadCheckpoint,
-                  "rank " + std::to_string(dist.rank) + " resumed at step " + std::to_string(state.step) +
+                  "rank " + std::to_string(env.dist.rank) + " resumed at step " + std::to_string(state.step) +
                       " but the ranks disagree on the step",
                   "Every rank must see the same checkpoint folder (" + runDir.string() + ") on a shared filesystem.");
     }
     dp->broadcast(params);
     if (master) master->mastersToModel();
   }
-  // ZeRO: each rank keeps its slices of the masters and moments, from the
-  // (broadcast, full-precision) parameters; then a bf16 run's model is cast.
-  std::unique_ptr<ShardedAdamW> zero;
-  if (sharded) {
-    zero = std::make_unique<ShardedAdamW>(model->parameters(), model->parameters(), adamw, spec.zeroStage, dp.get());
-    if (bf16Weights) model->to(torch::kBFloat16);
-    if (ckpt) {
-      const std::vector<fs::path> shards = optimizerShards(*ckpt);
-      if (shards.empty()) {
-        throw Error(ErrorCode::BadCheckpoint, ckpt->string() + ": no optimizer-rank*.pt shards for this ZeRO run",
-                    "The checkpoint was not written by a run with zero_stage set.");
-      }
-      zero->load(shards);
+  if (spec.zeroStage == 0) return;
+  zero = std::make_unique<ShardedAdamW>(model->parameters(), model->parameters(), *adamw, spec.zeroStage, dp.get());
+  if (bf16Weights) model->to(torch::kBFloat16);
+  if (ckpt) {
+    const std::vector<fs::path> shards = optimizerShards(*ckpt);
+    if (shards.empty()) {
+      throw Error(ErrorCode::BadCheckpoint, ckpt->string() + ": no optimizer-rank*.pt shards for this ZeRO run",
+                  "The checkpoint was not written by a run with zero_stage set.");
     }
+    zero->load(shards);
   }
+}
 
-  std::optional<MetricWriter> metricWriter;
-  if (writer) metricWriter.emplace(store.metricWriter(runId));
-  auto addMetric = [&](const char* name, double value, double wall) {
-    if (metricWriter) metricWriter->add(name, state.step, state.tokens, wall, value);
-  };
-  const std::int64_t tokensPerStep =
-      static_cast<std::int64_t>(spec.microBatch) * spec.gradAccum * spec.data.seqLen * dist.worldSize;
-  const auto wallStart = Clock::now();
-  const double wallOffset = state.wallSeconds;
-  auto wallNow = [&] { return wallOffset + std::chrono::duration<double>(Clock::now() - wallStart).count(); };
-  double lastLoss = 0;
-  // The eval tasks' items, read now so that a bad task file fails the run
-  // before any training.
-  std::vector<std::vector<ChoiceItem>> taskItems;
-  if (writer) {
-    for (const EvalTaskSpec& t : spec.evalTasks)
-      taskItems.push_back(readTaskFile(t));
+// The eval tasks' items, read now so that a bad task file fails the run
+// before any training.
+void Trainer::prepareTaskScoring() {
+  if (!writer) return;
+  for (const EvalTaskSpec& t : spec.evalTasks) taskItems.push_back(readTaskFile(t));
+}
+
+double Trainer::wallNow() const {
+  return wallOffset + std::chrono::duration<double>(Clock::now() - wallStart).count();
+}
+
+void Trainer::addMetric(const char* name, double value, double wall) {
+  if (metricWriter) metricWriter->add(name, state.step, state.tokens, wall, value);
+}
+
+// Scores every eval task on the checkpoint's model (as saved, so the figures
+// are the checkpoint's) and records them in the store.
+void Trainer::scoreTasks(const fs::path& modelDir) {
+  if (spec.evalTasks.empty()) return;
+  ChoiceEvalOptions o;
+  o.model = modelDir;
+  o.device = device.str();
+  ChoiceScorer scorer(o);   // the checkpoint's model, loaded once for every task
+  NullProgress quiet;   // the items are not the run's progress
+  const TaskScoreTarget into{store, runId, state.step, env.lines, std::chrono::milliseconds(0)};
+  for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
+    const EvalTaskSpec& t = spec.evalTasks[k];
+    const ChoiceEvalResult r = scoreTaskIntoStore(scorer, t, taskItems[k], into, quiet, progress, cancel);
+    // Also metric series, so the chart draws them over the steps like any other.
+    if (metricWriter) {
+      metricWriter->add("eval/" + t.name + "/acc", state.step, state.tokens, wallNow(), r.acc);
+      metricWriter->add("eval/" + t.name + "/acc_norm", state.step, state.tokens, wallNow(), r.accNorm);
+    }
+    lastTaskScores[t.name] = choiceScoresJson(r, static_cast<std::int64_t>(taskItems[k].size()));
+    lastTaskScores[t.name]["step"] = state.step;
   }
-  json lastTaskScores = json::object();
-  // Scores every eval task on the checkpoint's model (as saved, so the figures
-  // are the checkpoint's) and records them in the store.
-  auto scoreTasks = [&](const fs::path& modelDir) {
-    if (spec.evalTasks.empty()) return;
-    ChoiceEvalOptions o;
-    o.model = modelDir;
-    o.device = device.str();
-    ChoiceScorer scorer(o);   // the checkpoint's model, loaded once for every task
-    for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
-      const EvalTaskSpec& t = spec.evalTasks[k];
-      NullProgress quiet;
-      const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, quiet, cancel);
-      const bool partial = r.items < static_cast<std::int64_t>(taskItems[k].size());
-      storeChoiceScores(store, runId, state.step, t.name, r, partial);
-      // Also metric series, so the chart draws them over the steps like any other.
-      if (metricWriter) {
-        metricWriter->add("eval/" + t.name + "/acc", state.step, state.tokens, wallNow(), r.acc);
-        metricWriter->add("eval/" + t.name + "/acc_norm", state.step, state.tokens, wallNow(), r.accNorm);
-      }
-      lastTaskScores[t.name] = {{"step", state.step}, {"acc", r.acc},         {"acc_stderr", r.accStderr},
-                                {"acc_norm", r.accNorm}, {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}};
-      emit(env, {{"event", "eval_task"}, {"step", state.step}, {"task", t.name}, {"acc", r.acc}, {"acc_norm", r.accNorm},
-                 {"items", r.items}});
-      progress.log(LogLevel::Info, t.name + " at step " + std::to_string(state.step) + ": acc " + std::to_string(r.acc) +
-                                       ", acc_norm " + std::to_string(r.accNorm) + " (" + std::to_string(r.items) + " items)");
-    }
-  };
-  auto checkpoint = [&](bool scoreEvalTasks) {
-    state.data = train.position();
-    state.wallSeconds = wallNow();
-    CheckpointExtras extras;
-    extras.weights = master ? &master->masters() : nullptr;
-    std::vector<torch::Tensor> gathered;
-    fs::path staging;
-    if (zero) {
-      // Every rank writes its shard where rank 0 then moves it into the checkpoint.
-      staging = runDir / "checkpoints" / (".zero-staging-" + std::to_string(state.step));
-      if (writer) {
-        std::error_code ec;
-        fs::remove_all(staging, ec);
-        fs::create_directories(staging, ec);
-        if (ec) throw Error(ErrorCode::Io, staging.string() + ": cannot create: " + ec.message());
-      }
-      if (dp) dp->barrier();
-      zero->save(staging / ("optimizer-rank" + std::to_string(dist.rank) + ".pt"));
-      if (bf16Weights) gathered = zero->gatherMasters();   // every rank takes part; rank 0 saves them
-      if (dp) dp->barrier();
-      extras.optimizerShards = true;
-      if (bf16Weights) extras.weights = &gathered;
-      if (writer) extras.moveIn = optimizerShards(staging);
-    }
+}
+
+void Trainer::checkpoint(bool scoreEvalTasks) {
+  state.data = train->position();
+  state.wallSeconds = wallNow();
+  CheckpointExtras extras;
+  extras.weights = master ? &master->masters() : nullptr;
+  std::vector<torch::Tensor> gathered;
+  fs::path staging;
+  if (zero) {
+    // Every rank writes its shard where rank 0 then moves it into the checkpoint.
+    staging = runDir / "checkpoints" / (".zero-staging-" + std::to_string(state.step));
     if (writer) {
-      const SavedCheckpoint saved =
-          saveCheckpoint(runDir, *model, optimizer, state, canonicalSpec, identity, tokenizerJson, 2, extras);
-      if (!staging.empty()) {
-        std::error_code ec;
-        fs::remove_all(staging, ec);
-      }
-      result.lastCheckpoint = saved.dir;
-      store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
-      for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
-      metricWriter->flush();
-      emit(env, {{"event", "checkpoint"}, {"step", state.step}, {"path", result.lastCheckpoint.string()}});
-      if (scoreEvalTasks) scoreTasks(saved.dir / "model");
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+      fs::create_directories(staging, ec);
+      if (ec) throw Error(ErrorCode::Io, staging.string() + ": cannot create: " + ec.message());
     }
-    if (dp) dp->barrier();   // no rank runs ahead of a checkpoint it may resume from
-  };
-  auto runEval = [&]() {
-    if (!val) return;
-    const double v = evaluateLoss(*model, *val, spec.evalBatches, device, dp.get(), autocastBf16);
-    addMetric("val/loss", v, wallNow());
-    if (!state.bestValLoss || v < *state.bestValLoss) state.bestValLoss = v;
-    result.finalValLoss = v;
-    emit(env, {{"event", "eval"}, {"step", state.step}, {"val_loss", v}});
-  };
-  if (state.step == 0 && val) runEval();  // the loss right after build/conversion
+    if (dp) dp->barrier();
+    zero->save(staging / ("optimizer-rank" + std::to_string(env.dist.rank) + ".pt"));
+    if (bf16Weights) gathered = zero->gatherMasters();   // every rank takes part; rank 0 saves them
+    if (dp) dp->barrier();
+    extras.optimizerShards = true;
+    if (bf16Weights) extras.weights = &gathered;
+    if (writer) extras.moveIn = optimizerShards(staging);
+  }
+  if (writer) {
+    const SavedCheckpoint saved =
+        saveCheckpoint(runDir, *model, *optimizer, state, canonicalSpec, identity, tokenizerJson, 2, extras);
+    if (!staging.empty()) {
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+    }
+    result.lastCheckpoint = saved.dir;
+    store.addArtifact(runId, "checkpoint", result.lastCheckpoint.string(), state.step, 0);
+    for (const fs::path& gone : saved.pruned) store.deleteArtifacts(runId, gone.string());
+    metricWriter->flush();
+    emit(env, EngineEvent::checkpointOf(state.step, result.lastCheckpoint.string()));
+    if (scoreEvalTasks) scoreTasks(saved.dir / "model");
+  }
+  if (dp) dp->barrier();   // no rank runs ahead of a checkpoint it may resume from
+}
 
-  // 4. Train, measuring the device's peak for the summary beside the plan's.
+void Trainer::validate() {
+  if (!val) return;
+  const double v = evaluateLoss(*model, *val, spec.evalBatches, device, dp.get(), autocastBf16);
+  addMetric("val/loss", v, wallNow());
+  if (!state.bestValLoss || v < *state.bestValLoss) state.bestValLoss = v;
+  result.finalValLoss = v;
+  emit(env, EngineEvent::evalOf(state.step, v));
+}
+
+// The step loop, measuring the device's peak for the summary beside the plan's.
+void Trainer::trainSteps() {
   resetPeakMemory(device);
-  Batch batch;
-  auto lastReport = Clock::now() - std::chrono::seconds(1);
+  lastReport = Clock::now() - std::chrono::seconds(1);
   while (state.step < spec.steps) {
     // A cancel seen by any rank stops all of them after the same step.
     const bool stop = dp ? dp->sum({cancel.requested() ? 1.0 : 0.0})[0] > 0 : cancel.requested();
     if (stop) {
       checkpoint(/*scoreEvalTasks=*/false);
       result.status = RunStatus::Cancelled;
-      break;
+      return;
     }
-    const auto t0 = Clock::now();
-    const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    if (zero) zero->setLr(lr);
-    const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
-    StepOutcome outcome;
-    std::string outOfMemory;
-    try {
-      auto next = [&] {
-        train.next(batch);
-        return toTensor(batch, device);
-      };
-      outcome = zero ? trainStep(*model, *zero, next, settings, dp.get())
-                     : trainStep(*model, optimizer, params, next, settings, dp.get());
-    } catch (const c10::OutOfMemoryError& e) {
-      outOfMemory = e.what_without_backtrace();
-    } catch (const std::bad_alloc&) {
-      outOfMemory = "an allocation on the host failed";
-    } catch (const c10::Error& e) {
-      const std::string what = e.what_without_backtrace();
-      if (what.find("not enough memory") == std::string::npos && what.find("out of memory") == std::string::npos) throw;
-      outOfMemory = what;
-    }
-    if (!outOfMemory.empty()) {
-      // The step is lost, nothing else: the run resumes from its last checkpoint.
-      if (metricWriter) metricWriter->flush();
-      result.status = RunStatus::Failed;
-      result.error = "out of memory at step " + std::to_string(state.step + 1) + " on " + device.str() + " (" +
-                     outOfMemory.substr(0, outOfMemory.find('\n')) + "); last good checkpoint: " +
-                     (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string()) +
-                     "; lower micro_batch or turn on recompute, then resume";
-      break;
-    }
-    const double trainLoss = outcome.loss;
-    const double gradNorm = outcome.gradNorm;
-    if (!outcome.finite) {
-      if (metricWriter) metricWriter->flush();
-      result.status = RunStatus::Failed;
-      result.error = std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
-                     std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1) + "; last good checkpoint: " +
-                     (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string());
-      break;
-    }
-    state.step += 1;
-    state.tokens += tokensPerStep;
-    lastLoss = trainLoss;
-    const double stepSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double tokPerSec = static_cast<double>(tokensPerStep) / std::max(stepSeconds, 1e-9);
-    const double wall = wallNow();
-    addMetric("train/loss", trainLoss, wall);
-    addMetric("lr", lr, wall);
-    addMetric("grad_norm", gradNorm, wall);
-    addMetric("tokens_per_s", tokPerSec, wall);
-    if (spec.evalEvery > 0 && state.step % spec.evalEvery == 0 && state.step < spec.steps) runEval();
-    if (writer && (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps)) {
-      lastReport = Clock::now();
-      progress.progress("train", static_cast<double>(state.step), spec.steps,
-                        "loss " + std::to_string(trainLoss).substr(0, 6));
-      emit(env, {{"event", "progress"}, {"step", state.step}, {"steps", spec.steps}, {"tokens", state.tokens},
-                 {"loss", trainLoss}, {"lr", lr}, {"grad_norm", gradNorm}, {"tokens_per_s", tokPerSec}});
-    }
-    if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint(true);
+    if (!step()) return;
   }
-  if (result.status == RunStatus::Completed) {
-    runEval();
-    checkpoint(true);
-    result.finalModel = result.lastCheckpoint / "model";
-  }
+}
+
+// The step is lost, nothing else: the run resumes from its last checkpoint.
+void Trainer::failAtStep(ErrorCode code, const std::string& what, const std::string& advice) {
   if (metricWriter) metricWriter->flush();
+  result.status = RunStatus::Failed;
+  result.error = Error(code, what + "; last good checkpoint: " +
+                                 (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string()) +
+                                 advice);
+}
+
+bool Trainer::step() {
+  const auto t0 = Clock::now();
+  const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
+  for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  if (zero) zero->setLr(lr);
+  const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
+  StepOutcome outcome;
+  std::string outOfMemory;
+  try {
+    auto next = [&] {
+      train->next(batch);
+      return toTensor(batch, device);
+    };
+    outcome = zero ? trainStep(*model, *zero, next, settings, dp.get())
+                   : trainStep(*model, *optimizer, params, next, settings, dp.get());
+  } catch (const c10::OutOfMemoryError& e) {
+    outOfMemory = e.what_without_backtrace();
+  } catch (const std::bad_alloc&) {
+    outOfMemory = "an allocation on the host failed";
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("not enough memory") == std::string::npos && what.find("out of memory") == std::string::npos) throw;
+    outOfMemory = what;
+  }
+  if (!outOfMemory.empty()) {
+    failAtStep(ErrorCode::Device, "out of memory at step " + std::to_string(state.step + 1) + " on " + device.str() +
+                                      " (" + outOfMemory.substr(0, outOfMemory.find('\n')) + ")",
+               "; lower micro_batch or turn on recompute, then resume");
+    return false;
+  }
+  const double trainLoss = outcome.loss;
+  const double gradNorm = outcome.gradNorm;
+  if (!outcome.finite) {
+    failAtStep(ErrorCode::Numeric, std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
+               std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1), "");
+    return false;
+  }
+  state.step += 1;
+  state.tokens += tokensPerStep;
+  lastLoss = trainLoss;
+  const double stepSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double tokPerSec = static_cast<double>(tokensPerStep) / std::max(stepSeconds, 1e-9);
+  const double wall = wallNow();
+  addMetric("train/loss", trainLoss, wall);
+  addMetric("lr", lr, wall);
+  addMetric("grad_norm", gradNorm, wall);
+  addMetric("tokens_per_s", tokPerSec, wall);
+  if (spec.evalEvery > 0 && state.step % spec.evalEvery == 0 && state.step < spec.steps) validate();
+  if (writer && (Clock::now() - lastReport > std::chrono::milliseconds(200) || state.step == spec.steps)) {
+    lastReport = Clock::now();
+    progress.progress("train", static_cast<double>(state.step), spec.steps,
+                      "loss " + std::to_string(trainLoss).substr(0, 6));
+    EngineEvent e = EngineEvent::progressOf(state.step, spec.steps, state.tokens);
+    e.loss = trainLoss;
+    e.lr = lr;
+    e.gradNorm = gradNorm;
+    e.tokensPerSecond = tokPerSec;
+    emit(env, e);
+  }
+  if (spec.checkpointEvery > 0 && state.step % spec.checkpointEvery == 0 && state.step < spec.steps) checkpoint(true);
+  return true;
+}
+
+// The last validation and checkpoint (with task scores) of a completed run.
+void Trainer::finish() {
+  validate();
+  checkpoint(true);
+  result.status = RunStatus::Completed;
+  result.finalModel = result.lastCheckpoint / "model";
+}
+
+void Trainer::writeSummary() {
   result.steps = state.step;
   result.tokens = state.tokens;
   result.finalTrainLoss = lastLoss;
+  if (!writer) return;
   RunSpec planned = spec;
-  planned.device = rankDeviceList(device, dist.worldSize);
-  const MemoryPlan plan = planMemory(cfg, planned, 0);
+  planned.device = rankDeviceList(device, env.dist.worldSize);
+  const MemoryPlan plan = planMemory(model->config(), planned, 0);
   const std::int64_t peakBytes = peakMemoryBytes(device);
   json summary = {{"steps", state.step},
                   {"tokens", state.tokens},
@@ -499,95 +597,19 @@ RunResult Trainer::run() {
   if (result.finalValLoss) summary["final_val_loss"] = *result.finalValLoss;
   if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
   if (!lastTaskScores.empty()) summary["eval_tasks"] = lastTaskScores;
-  if (dist.distributed()) summary["data_parallel"] = {{"world_size", dist.worldSize}, {"backend", dp->backendName()},
-                                                      {"launcher", dist.launcher}};
+  if (env.dist.distributed())
+    summary["data_parallel"] = {{"world_size", env.dist.worldSize}, {"backend", dp->backendName()},
+                                {"launcher", env.dist.launcher}};
   if (zero) summary["zero"] = {{"stage", zero->stage()}, {"state_bytes_per_rank", zero->stateBytes()}};
-  if (writer) store.setSummary(runId, summary.dump());
-  return result;
+  store.setSummary(runId, summary.dump());
 }
 
 } // namespace
 
-RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
-                 const CancelToken& cancel) {
-  RunResult result;
-  const bool writer = env.dist.writesMetrics();
-  const bool launchedFromSpec = !writer && runId == 0;
-  RunRecord record;
-  if (!launchedFromSpec) record = store.run(runId);
-  const std::string specJson = launchedFromSpec ? env.specJson : record.specJson;
-  std::unique_ptr<LeaseKeeper> keeper;
-  if (writer) {
-    // The engine rides out another process holding the database lock for
-    // minutes (a long reader or a backup) instead of failing the run.
-    store.setBusyTimeout(std::chrono::minutes(10));
-    if (record.status == RunStatus::Completed) {
-      // A finished run keeps its outcome and its files: nothing to do.
-      progress.log(LogLevel::Info, "run " + std::to_string(runId) + " is already completed; nothing to do");
-      emit(env, {{"event", "status"}, {"run", runId}, {"status", "completed"}});
-      return result;
-    }
-    try {
-      const std::string takenFrom = store.acquireRun(runId);
-      if (!takenFrom.empty()) progress.log(LogLevel::Warning, "took over the stale lease of " + takenFrom);
-    } catch (const LeaseHeld& e) {
-      // Another live engine owns the run: leave its status and files alone.
-      result.status = RunStatus::Failed;
-      result.notStarted = true;
-      result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
-      emit(env, {{"event", "log"}, {"level", "error"}, {"message", result.error}});
-      return result;
-    }
-    keeper = std::make_unique<LeaseKeeper>(store.path(), runId);
-    store.setStatus(runId, RunStatus::Running);
-    emit(env, {{"event", "status"}, {"run", runId}, {"status", "running"}});
-  }
-  try {
-    RunSpec spec = parseRunSpec(specJson, launchedFromSpec ? "spec" : "run " + std::to_string(runId) + " spec");
-    if (spec.kind == "eval") {
-      if (env.dist.distributed()) throw Error(ErrorCode::BadSpec, "run " + std::to_string(runId) + ": an eval job runs on one device");
-      result = withTorchErrors("run " + std::to_string(runId),
-                               [&] { return runEvaluationJob(store, runId, env, spec, progress, cancel); });
-    } else {
-      Trainer t{store, runId, env, progress, cancel, spec, {}};
-      result = withTorchErrors("run " + std::to_string(runId), [&] { return t.run(); });
-    }
-  } catch (const Error& e) {
-    result.status = e.code() == ErrorCode::Cancelled ? RunStatus::Cancelled : RunStatus::Failed;
-    result.error = e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
-  } catch (const std::exception& e) {
-    result.status = RunStatus::Failed;
-    result.error = std::string("run ") + std::to_string(runId) + ": " + e.what();
-  }
-  if (!writer) return result;   // rank 0 records the outcome of the job
-  keeper.reset();
-  // The outcome is recorded even when the store cannot be written for a while
-  // (a full disk): retried until it can, for up to two minutes.
-  const auto recordOutcome = [&] {
-    store.setStatus(runId, result.status, result.error.empty() ? std::nullopt : std::optional<std::string>(result.error));
-    if (!result.error.empty()) store.addEvent(runId, "error", result.error);
-    store.releaseRun(runId);
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  for (int attempt = 0;; ++attempt) {
-    try {
-      recordOutcome();
-      break;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::Store || std::chrono::steady_clock::now() > deadline) throw;
-      if (attempt == 0) {
-        emit(env, {{"event", "log"}, {"level", "warning"},
-                   {"message", "run " + std::to_string(runId) + " ended " + runStatusName(result.status) +
-                                   "; the store cannot be written (" + e.message() +
-                                   "), retrying until it can"}});
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(4000, 250 << std::min(attempt, 4))));
-    }
-  }
-  json st = {{"event", "status"}, {"run", runId}, {"status", runStatusName(result.status)}};
-  if (!result.error.empty()) st["error"] = result.error;
-  emit(env, st);
-  return result;
+RunResult trainRun(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
+                   ProgressSink& progress, const CancelToken& cancel) {
+  Trainer trainer(store, runId, env, progress, cancel, spec);
+  return trainer.run();
 }
 
 } // namespace latentlab

@@ -20,6 +20,7 @@
 #include "charts/chart_legend.h"
 #include "charts/chart_view.h"
 #include "charts/run_palette.h"
+#include "charts/smoothing.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "models/run_tree_model.h"
@@ -176,6 +177,65 @@ private Q_SLOTS:
     QVERIFY(chart.hasZeroLine());
   }
 
+  // Difference to baseline is read against zero: the zero line and a tick
+  // labelled 0 stay in view even when every difference is positive.
+  void differenceToBaselineKeepsZeroAndItsLabelInView() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (const char* name : {"base", "worse"}) {
+      const qint64 id = store->createRun(std::nullopt, name, "finetune", "{}", "cpu");
+      MetricWriter w = store->metricWriter(id);
+      const double gap = runs.isEmpty() ? 0.0 : 1.0;
+      for (int s = 1; s <= 60; ++s) w.add("val/loss", s, s * 10, s, 4.0 - 0.01 * s + gap * (0.2 + 0.005 * s));
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart));
+    chart.setMetric(QStringLiteral("val/loss"));
+    chart.setRuns(runs);
+    chart.setCompareMode(CompareMode::Difference);
+    chart.setBaseline(runs[0].id);
+    const auto [y0, y1] = chart.visibleY();
+    QVERIFY2(y0 < 0 && y1 > 0.45, qPrintable(QStringLiteral("y %1..%2").arg(y0).arg(y1)));
+    const auto ticks = chart.yTickValues();
+    QVERIFY2(std::any_of(ticks.begin(), ticks.end(), [](double v) { return std::abs(v) < 1e-12; }),
+             qPrintable(chart.yTickLabels().join(' ')));
+  }
+
+  // At smoothing 0.98 the smoothed curve (the one drawn bold) is in range: all
+  // of it without outlier trimming, all but its own 5% outliers with it.
+  void theSmoothedCurveIsInRangeAtHighSmoothing() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 id = store->createRun(std::nullopt, "noisy", "pretrain", "{}", "cpu");
+    std::vector<double> raw;
+    {
+      std::mt19937 rng(7);
+      std::normal_distribution<double> noise(0.0, 0.15);
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 120; ++s) {
+        raw.push_back(5.0 + 3.3 * std::exp(-s / 6.0) + noise(rng));
+        w.add("train/loss", s, s * 10, s, raw.back());
+      }
+    }
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns({{id, QStringLiteral("noisy")}});
+    chart.setSmoothing(0.98);
+    const std::vector<double> smoothed = smoothTensorBoard(raw, 0.98);
+    auto inside = [&] {
+      const auto [y0, y1] = chart.visibleY();
+      return static_cast<double>(std::count_if(smoothed.begin(), smoothed.end(),
+                                                [&](double v) { return v >= y0 && v <= y1; })) /
+             static_cast<double>(smoothed.size());
+    };
+    QVERIFY2(inside() >= 0.95, qPrintable(QString::number(inside())));
+    chart.setIgnoreOutliers(false);
+    QCOMPARE(inside(), 1.0);
+  }
+
   void legendClicksHideSoloAndHighlightRuns() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
@@ -206,6 +266,27 @@ private Q_SLOTS:
     QCOMPARE(chart.crosshairLines(20.0).size(), 2);
     QTest::mouseDClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(third).center());
     QVERIFY(chart.runVisible(first) && chart.runVisible(second) && chart.runVisible(third));
+    // A user's double click is a click (press, release: that toggles) and then
+    // the double click: soloed, and the same again restores every run.
+    auto userDoubleClick = [&](qint64 run) {
+      const QPoint at = legend->entryRect(run).center();
+      QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, at);
+      QTest::mouseDClick(legend, Qt::LeftButton, Qt::NoModifier, at);
+      QTest::mouseRelease(legend, Qt::LeftButton, Qt::NoModifier, at);
+    };
+    userDoubleClick(second);
+    QVERIFY(chart.runVisible(second));
+    QVERIFY(!chart.runVisible(first) && !chart.runVisible(third));
+    userDoubleClick(second);
+    QVERIFY(chart.runVisible(first) && chart.runVisible(second) && chart.runVisible(third));
+    // Hovering a hidden run's entry dims nothing.
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(second).center());
+    QVERIFY(!chart.runVisible(second));
+    QTest::mouseMove(legend, legend->entryRect(second).center());
+    QTest::qWait(50);
+    QCOMPARE(chart.highlightedRun(), qint64{0});
+    QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(second).center());
+    QVERIFY(chart.runVisible(second));
     // Hover: that run's curves highlighted, the others dimmed; leaving ends it.
     QTest::mouseMove(legend, legend->entryRect(first).center());
     QTRY_COMPARE(chart.highlightedRun(), first);

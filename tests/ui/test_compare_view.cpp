@@ -8,6 +8,7 @@
 #include <QComboBox>
 #include <QChart>
 #include <QFile>
+#include <QFont>
 #include <QItemSelectionModel>
 #include <QTemporaryDir>
 #include <QTreeView>
@@ -61,6 +62,45 @@ class TestCompareView : public QObject {
 private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
+  // A KV saving is positive for a smaller cache, and the largest saving is
+  // the one marked best (bold, green): the base fine-tune (0%) and full RoPE
+  // (37.5%) are not.
+  void theLargestKvSavingIsPositiveAndMarkedBest() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    RunSpec s;
+    s.kind = "finetune";
+    s.modelDir = "models/base";
+    std::vector<qint64> ids;
+    for (auto [name, change] : {std::tuple{"base fine-tune", 0.0}, std::tuple{"full RoPE", -0.375},
+                                std::tuple{"2-norm d_kv 8", -0.8125}}) {
+      s.name = name;
+      const qint64 id = store->createRun(std::nullopt, name, s.kind, runSpecToJson(s), "cpu");
+      store->setStatus(id, RunStatus::Running);
+      store->setStatus(id, RunStatus::Completed);
+      store->setSummary(id, QStringLiteral(R"({"tokens":4096,"kv_bytes_per_token":%1,"kv_saving":%2})")
+                                .arg(static_cast<int>(1536 * (1.0 + change)))
+                                .arg(change)
+                                .toStdString());
+      ids.push_back(id);
+    }
+    CompareTableModel model(store);
+    model.setRuns({ids[0], ids[1], ids[2]});
+    const int col = model.columnOf(QStringLiteral("kv_saving"));
+    QCOMPARE(model.index(0, col).data().toString(), QStringLiteral("0.0%"));
+    QCOMPARE(model.index(1, col).data().toString(), QStringLiteral("37.5%"));
+    QCOMPARE(model.index(2, col).data().toString(), QStringLiteral("81.3%"));
+    for (int row = 0; row < 3; ++row) {
+      const bool bold = model.index(row, col).data(Qt::FontRole).value<QFont>().bold();
+      QCOMPARE(bold, row == 2);
+      QCOMPARE(model.index(row, col).data(Qt::BackgroundRole).isValid(), row == 2);
+    }
+    // The smallest cache is the best bytes/token too.
+    const int bytes = model.columnOf(QStringLiteral("kv_bytes_per_token"));
+    QVERIFY(model.index(2, bytes).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(!model.index(0, bytes).data(Qt::FontRole).value<QFont>().bold());
+  }
+
   void compareTableShowsExactlyTheDifferingFields() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
@@ -111,7 +151,7 @@ private Q_SLOTS:
     QCOMPARE(cell(0, "status"), QStringLiteral("running"));
     QCOMPARE(cell(0, "parameters"), QStringLiteral("—"));
     // A finished run: its summary.
-    QCOMPARE(cell(1, "kv_saving"), QStringLiteral("-75.0%"));
+    QCOMPARE(cell(1, "kv_saving"), QStringLiteral("75.0%"));
     QCOMPARE(model.index(1, model.columnOf(QStringLiteral("parameters"))).data(CompareTableModel::SortRole).toDouble(), 123456.0);
     QCOMPARE(model.index(1, model.columnOf(QStringLiteral("kv_bytes_per_token"))).data(CompareTableModel::SortRole).toDouble(), 512.0);
     QCOMPARE(cell(1, "status"), QStringLiteral("completed"));

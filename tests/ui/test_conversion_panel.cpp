@@ -9,6 +9,8 @@
 #include <QtTest>
 
 #include "latentlab/architectures.h"
+#include "latentlab/kv_budget.h"
+#include "latentlab/run_spec.h"
 #include "panels/conversion_panel.h"
 #include "panels/message_banner.h"
 #include "panels/training_panel.h"
@@ -22,9 +24,9 @@ private Q_SLOTS:
   void previewMatchesThePaperForSmolLm135m_data() {
     QTest::addColumn<int>("dKv");
     QTest::addColumn<QString>("saving");
-    QTest::newRow("d_kv 32") << 32 << QStringLiteral("-68.75%");
-    QTest::newRow("d_kv 16") << 16 << QStringLiteral("-81.25%");
-    QTest::newRow("d_kv 8") << 8 << QStringLiteral("-87.50%");
+    QTest::newRow("d_kv 32") << 32 << QStringLiteral("68.75%");
+    QTest::newRow("d_kv 16") << 16 << QStringLiteral("81.25%");
+    QTest::newRow("d_kv 8") << 8 << QStringLiteral("87.50%");
   }
   void previewMatchesThePaperForSmolLm135m() {
     QFETCH(int, dKv);
@@ -82,6 +84,47 @@ private Q_SLOTS:
     QVERIFY(conversion->blockReason().isEmpty());
     QVERIFY(training->runButton()->isEnabled());
     QVERIFY(!training->blockedLabel()->isVisibleTo(&host));
+  }
+
+  // The DeepSeek target's RoPE key follows r (d_R = 2 r n_kv), whatever the
+  // greyed MHA2MLA strategy was left at (Full RoPE here).
+  void theDeepSeekTargetFollowsRNotTheGreyedStrategy() {
+    QWidget host;
+    auto* conversion = new ConversionPanel(&host);
+    host.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&host));
+    conversion->setModelConfig(builtinArchitecture("smollm-135m"));
+    conversion->setMethod(true);
+    conversion->setRopeStrategy(QStringLiteral("full"));
+    conversion->setDKv(16);
+    QComboBox* method = conversion->methodBox();
+    method->setFocus();
+    QTest::keyClick(method, Qt::Key_Down);
+    QCOMPARE(conversion->target(), QStringLiteral("deepseek"));
+    QSpinBox* r = nullptr;
+    for (QSpinBox* b : conversion->findChildren<QSpinBox*>()) {
+      if (b->specialValueText().contains(QStringLiteral("d_h/16"))) r = b;
+    }
+    QVERIFY(r != nullptr && r->isEnabled());
+    for (int pairs : {2, 4}) {
+      r->setFocus();
+      r->selectAll();
+      QTest::keyClicks(r, QString::number(pairs));
+      QTest::keyClick(r, Qt::Key_Enter);
+      QVERIFY2(conversion->blockReason().isEmpty(), qPrintable(conversion->blockReason()));
+      // 3 KV heads: d_R = 2 r 3, the latent 3 x 16.
+      QCOMPARE(conversion->budget()->perTokenPerLayer, 2 * pairs * 3 + 48);
+      bool exportable = false;
+      for (QLabel* l : conversion->findChildren<QLabel*>())
+        if (l->text().contains(QStringLiteral("Exportable as DeepSeek-V3"))) exportable = true;
+      QVERIFY(exportable);
+    }
+    RunSpec spec;
+    spec.modelDir = "/models/SmolLM-135M";
+    conversion->applyTo(spec);
+    const KvSettings planned = kvSettingsFor(spec.conversion);
+    QVERIFY(!planned.fullRope);
+    QCOMPARE(computeKvBudget(builtinArchitecture("smollm-135m"), planned, DType::BF16).perTokenPerLayer, 2 * 4 * 3 + 48);
   }
 
   void theDeepSeekTargetChosenWithTheKeyboardCostsTheSameKvAndSaysWhetherItExports() {

@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -25,6 +26,8 @@
 #include <QtTest>
 
 #include "charts/passkey_heatmap.h"
+#include "latentlab/architectures.h"
+#include "latentlab/model_config.h"
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
@@ -89,6 +92,41 @@ class TestEvaluatePanel : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
+
+  // The passkey lengths on offer fit the chosen model's context (the demo
+  // model's 1,024 tokens with the answer's 8), and a length typed past it is
+  // refused inline before anything is queued.
+  void passkeyLengthsFollowTheChosenModelsContext() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QString folder = ws.dir + QStringLiteral("/models/demo-gqa");
+    QVERIFY(QDir().mkpath(folder));
+    writeHfConfig(builtinArchitecture("demo-gqa"), (folder + QStringLiteral("/config.json")).toStdString());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    clickTab(w.rightTabs(), QStringLiteral("Evaluate"));
+    EvaluatePanel* p = w.evaluatePanel();
+    QTRY_VERIFY(p->isVisible());
+    QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("demo-gqa")), qPrintable(p->modelBox()->currentText()));
+    QCOMPARE(p->lengthsEdit()->text(), QStringLiteral("256, 512, 1016"));
+    reveal(p->passkeyBox());
+    QTest::mouseClick(p->passkeyBox(), Qt::LeftButton, {}, QPoint(8, p->passkeyBox()->height() / 2));
+    typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
+    QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
+    typeInto(p->lengthsEdit(), QStringLiteral("256, 1k"));
+    QVERIFY(!p->evaluateButton()->isEnabled());
+    QVERIFY2(p->statusLabel()->text().contains(QStringLiteral("exceed the model's context of 1024")),
+             qPrintable(p->statusLabel()->text()));
+    QVERIFY2(p->statusLabel()->text().contains(QStringLiteral("at most 1016")), qPrintable(p->statusLabel()->text()));
+    // What the user typed stays when the model list refreshes.
+    p->refresh();
+    QCOMPARE(p->lengthsEdit()->text(), QStringLiteral("256, 1k"));
+    typeInto(p->lengthsEdit(), QStringLiteral("256, 1016"));
+    QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
+    RunStore store(ws.dbPath().toStdString());
+    QVERIFY(store.listRuns().empty());   // nothing was queued by the refused lengths
+  }
 
   void evaluatingACheckpointFillsTheTableTheHeatmapAndTheCompareTable() {
     QTemporaryDir dir;

@@ -3,6 +3,7 @@
 // cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
 // marked crashed; a dead run found on reopening is marked crashed.
 #include <QElapsedTimer>
+#include <QSignalSpy>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -322,6 +323,38 @@ private Q_SLOTS:
     jobs.cancel(other);
     QCOMPARE(store->run(after).status, RunStatus::Cancelled);
     QVERIFY(QString::fromStdString(store->run(after).error).contains(QStringLiteral("run %1").arg(other)));
+  }
+
+  // "waits for #N" lasts while run N is queued or running: once it completed,
+  // a run without a free slot reads queued, and the table says so at once.
+  void aWaitingRunSaysSoOnlyUntilWhatItWaitsForEnds() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 base = addRun(*store, uitest::tinySpec("base", 10));
+    const qint64 next = addRun(*store, uitest::tinySpec("next", 10));
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.setCpuSlots(2);
+    JobTableModel table(&jobs);
+    jobs.enqueue(base);
+    jobs.enqueue(next, base);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, QStringLiteral("running"), 30000);
+    jobs.setCpuSlots(0);   // no slot for `next` when `base` ends
+    const QModelIndex status = table.index(1, JobTableModel::StatusColumn);
+    QCOMPARE(status.data().toString(), QStringLiteral("waits for #%1").arg(base));
+    QSignalSpy changed(&table, &QAbstractItemModel::dataChanged);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, QStringLiteral("completed"), 120000);
+    QCOMPARE(jobs.job(next)->status, QStringLiteral("queued"));
+    QCOMPARE(status.data().toString(), QStringLiteral("queued"));
+    bool repainted = false;
+    for (const auto& args : changed) {
+      const auto from = args.at(0).value<QModelIndex>(), to = args.at(1).value<QModelIndex>();
+      repainted = repainted || (from.row() <= 1 && to.row() >= 1 && from.column() <= JobTableModel::StatusColumn &&
+                                to.column() >= JobTableModel::StatusColumn);
+    }
+    QVERIFY2(repainted, "the waiting run's status cell is refreshed when what it waited for ends");
+    jobs.setCpuSlots(2);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 120000);
+    QCOMPARE(store->run(next).status, RunStatus::Completed);
   }
 
   // After a resume the ETA follows the pace seen since, not the whole run's.

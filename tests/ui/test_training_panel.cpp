@@ -6,6 +6,8 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QScrollArea>
+#include <QScrollBar>
+#include <QWheelEvent>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -20,6 +22,8 @@
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "panels/attention_panel.h"
+#include "panels/conversion_panel.h"
+#include "panels/model_panel.h"
 #include "panels/message_banner.h"
 #include "panels/training_panel.h"
 #include "ui_test_support.h"
@@ -90,6 +94,92 @@ private Q_SLOTS:
     const RunSpec stored = parseRunSpec(store.listRuns().back().specJson, "stored");
     QCOMPARE(stored.attention, std::string("gqa"));
     QCOMPARE(stored.attentionOptions.gqaGroup, 2);
+  }
+
+  // Every built-in shape, and each latent variant of the demo shape, gets a
+  // memory plan on the Training tab, chosen as a user does (the keyboard on
+  // the architecture list), also when the conversion was on for a folder
+  // before: a built-in shape is pre-trained, never converted.
+  void everyBuiltInArchitectureHasAMemoryPlan() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QComboBox* method = w.conversionPanel()->methodBox();
+    QVERIFY2(!method->isEnabled(), "a built-in shape has nothing to convert");
+    QCOMPARE(method->currentData().toString(), QStringLiteral("none"));
+    QComboBox* arch = w.modelPanel()->architectureBox();
+    QLabel* memory = w.trainingPanel()->memoryLabel();
+    arch->setFocus();
+    arch->setCurrentIndex(0);
+    for (int i = 0; i < arch->count(); ++i) {
+      if (i > 0) QTest::keyClick(arch, Qt::Key_Down);
+      QCOMPARE(arch->currentIndex(), i);
+      const QString name = arch->currentText();
+      QCOMPARE(w.trainingPanel()->spec().kind, std::string("pretrain"));
+      QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(QStringLiteral("per device")) ||
+                                    memory->text().contains(QStringLiteral(" free on ")),
+                                qPrintable(name + QStringLiteral(": ") + memory->text()), 10000);
+      QVERIFY2(!memory->text().contains(QStringLiteral("no plan")), qPrintable(name + QStringLiteral(": ") + memory->text()));
+    }
+    // The demo shape's latent variants, chosen from the keyboard.
+    arch->setCurrentText(QString::fromLatin1(kDemoArch));
+    w.rightTabs()->setCurrentIndex(2);
+    QComboBox* variant = w.trainingPanel()->attentionPanel()->variantBox();
+    variant->setFocus();
+    variant->setCurrentIndex(0);
+    for (int i = 1; i < variant->count(); ++i) {
+      QTest::keyClick(variant, Qt::Key_Down);
+      const QString v = variant->currentData().toString();
+      QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(QStringLiteral(" free on ")) && !memory->text().contains(QStringLiteral("no plan")),
+                                qPrintable(v + QStringLiteral(": ") + memory->text()), 10000);
+      QCOMPARE(w.trainingPanel()->spec().attention, v.toStdString());
+    }
+  }
+
+  // The wheel over an unfocused field scrolls the Training panel and leaves
+  // the value alone; once the field has the focus the wheel changes it.
+  void theWheelScrollsThePanelNotAnUnfocusedField() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.rightTabs()->setCurrentIndex(2);
+    QSpinBox* tp = w.trainingPanel()->attentionPanel()->tensorParallelBox();
+    tp->setFocus();
+    QTest::keyClick(tp, Qt::Key_Up);
+    QCOMPARE(tp->value(), 2);
+    QScrollArea* scroll = nullptr;
+    for (QWidget* p = tp->parentWidget(); p != nullptr && scroll == nullptr; p = p->parentWidget())
+      scroll = qobject_cast<QScrollArea*>(p);
+    QVERIFY2(scroll != nullptr, "the Training panel scrolls");
+    w.trainingPanel()->runButton()->setFocus();   // the focus elsewhere, as after clicking another field
+    QVERIFY(!tp->hasFocus());
+    scroll->ensureWidgetVisible(tp);
+    QTest::qWait(20);
+    const int before = scroll->verticalScrollBar()->value();
+    const QPointF centre(tp->width() / 2.0, tp->height() / 2.0);
+    auto wheelDown = [&](QWidget* target) {
+      QWheelEvent wheel(centre, target->mapToGlobal(centre), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                        Qt::NoScrollPhase, false);
+      QApplication::sendEvent(target, &wheel);
+    };
+    wheelDown(tp);
+    QCOMPARE(tp->value(), 2);
+    QVERIFY(!tp->hasFocus());
+    if (scroll->verticalScrollBar()->maximum() > before) QVERIFY(scroll->verticalScrollBar()->value() > before);
+    // A combo box likewise.
+    QComboBox* variant = w.trainingPanel()->attentionPanel()->variantBox();
+    const int chosen = variant->currentIndex();
+    wheelDown(variant);
+    QCOMPARE(variant->currentIndex(), chosen);
+    // Focused (clicked or tabbed into): the wheel is the field's.
+    tp->setFocus();
+    wheelDown(tp);
+    QCOMPARE(tp->value(), 1);
   }
 
   void specJsonSaveLoadRoundTrip() {

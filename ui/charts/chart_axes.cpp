@@ -165,7 +165,7 @@ bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
 
 bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
   // Validation points are few and each one matters: never outliers.
-  std::vector<double> values, keep;
+  std::vector<double> values, keep, drawn;
   for (const auto& c : m_curves) {
     if (!runVisible(c->runId)) continue;
     std::vector<double>& into = c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss") ? keep : values;
@@ -179,8 +179,28 @@ bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
         if (q.x() >= x0 && q.x() <= x1) values.push_back(q.y());
       }
     }
+    // The smoothed line is the curve the eye follows: it is fitted as drawn,
+    // beside the faint raw points (each with its own outliers).
+    if (m_smoothing > 0) {
+      for (const QPointF& q : c->smoothedPoints) {
+        if (q.x() >= x0 && q.x() <= x1) drawn.push_back(q.y());
+      }
+    }
+    // The newest point of a live run is never an outlier.
+    if (!c->data().empty()) {
+      const QPointF q = toPoint(c->data().back());
+      if (q.x() >= x0 && q.x() <= x1) keep.push_back(q.y());
+    }
   }
-  return fitRange(std::move(values), keep, m_ignoreOutliers, 0.06, y0, y1);
+  // A difference is read against zero: the zero line and its label stay in view.
+  if (m_mode != CompareMode::Curves && (!values.empty() || !keep.empty())) keep.push_back(0.0);
+  if (!fitRange(std::move(values), keep, m_ignoreOutliers, 0.06, y0, y1)) return false;
+  double d0 = 0, d1 = 0;
+  if (!drawn.empty() && fitRange(std::move(drawn), keep, m_ignoreOutliers, 0.06, &d0, &d1)) {
+    *y0 = std::min(*y0, d0);
+    *y1 = std::max(*y1, d1);
+  }
+  return true;
 }
 
 void ChartView::rescale(bool fit) {
@@ -211,14 +231,20 @@ void ChartView::rescale(bool fit) {
     y1 = 1;
   }
   if (!fit) {
-    // Keep y while it holds the fit (within most of its margin) and wastes
-    // little: a percentile that moves a hair with every append must not lay
-    // out every series again.
+    // Keep y while it holds the fit and wastes little: a percentile that
+    // moves a hair with every append must not lay out every series again.
     const double cy0 = m_axisY->min(), cy1 = m_axisY->max();
-    const double slack = 0.04 * (y1 - y0);
-    if (cy0 <= y0 + slack && cy1 >= y1 - slack && (cy1 - cy0) <= 1.2 * (y1 - y0)) {
+    // The current range is kept only while it holds the whole fit, margins
+    // included: the newest point is never on or below the edge.
+    if (cy0 <= y0 && cy1 >= y1 && (cy1 - cy0) <= 1.2 * (y1 - y0)) {
       y0 = cy0;
       y1 = cy1;
+    } else {
+      // Outgrown: a little headroom on the side that moved, so the next
+      // appends fit without another layout.
+      const double room = 0.08 * (y1 - y0);
+      if (y0 < cy0) y0 -= room;
+      if (y1 > cy1) y1 += room;
     }
   }
   if (x0 != cx0 || x1 != cx1) m_axisX->setRange(x0, x1);

@@ -197,6 +197,7 @@ void ChartView::updateColors() {
 }
 
 void ChartView::highlightRun(qint64 runId) {
+  if (runId != 0 && !runVisible(runId)) runId = 0;   // a hidden run's entry highlights nothing
   if (runId == m_highlighted) return;
   m_highlighted = runId;
   applyPens();

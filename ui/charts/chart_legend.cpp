@@ -1,7 +1,9 @@
 // The chart legend; see chart_legend.h.
 #include "charts/chart_legend.h"
 
+#include <QApplication>
 #include <QContextMenuEvent>
+#include <QDateTime>
 #include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -150,23 +152,35 @@ void ChartLegend::mousePressEvent(QMouseEvent* event) {
 
 void ChartLegend::mouseReleaseEvent(QMouseEvent* event) {
   const int i = entryAt(event->position().toPoint());
-  if (event->button() == Qt::LeftButton && i >= 0 && i == m_pressed) Q_EMIT toggled(m_entries[i].runId);
+  if (event->button() == Qt::LeftButton && i >= 0 && i == m_pressed) {
+    m_lastToggled = m_entries[i].runId;
+    m_lastToggledAt = QDateTime::currentMSecsSinceEpoch();
+    Q_EMIT toggled(m_lastToggled);
+  }
   m_pressed = -1;
   event->accept();
 }
 
 void ChartLegend::mouseDoubleClickEvent(QMouseEvent* event) {
   const int i = entryAt(event->position().toPoint());
-  // The press and release before this already toggled the entry once; the
-  // solo that follows decides the final state whatever they did.
-  if (event->button() == Qt::LeftButton && i >= 0) Q_EMIT soloed(m_entries[i].runId);
+  // The press and release before this already toggled the entry once: that
+  // toggle is undone first, so the solo sees the legend as it was before the
+  // double click (and a second double click on the soloed entry restores all).
+  if (event->button() == Qt::LeftButton && i >= 0) {
+    const qint64 run = m_entries[i].runId;
+    const qint64 since = QDateTime::currentMSecsSinceEpoch() - m_lastToggledAt;
+    if (run == m_lastToggled && since <= 2 * QApplication::doubleClickInterval()) Q_EMIT toggled(run);
+    m_lastToggled = 0;
+    Q_EMIT soloed(run);
+  }
   m_pressed = -1;
   event->accept();
 }
 
 void ChartLegend::mouseMoveEvent(QMouseEvent* event) {
   const int i = entryAt(event->position().toPoint());
-  const qint64 run = i >= 0 ? m_entries[i].runId : 0;
+  // A hidden run's entry highlights nothing (it would dim every visible curve).
+  const qint64 run = i >= 0 && m_entries[i].visible ? m_entries[i].runId : 0;
   setCursor(i >= 0 ? Qt::PointingHandCursor : Qt::ArrowCursor);
   if (run != m_hovered) {
     m_hovered = run;

@@ -72,6 +72,10 @@ private:
   QRect m_noteRect;
   qint64 m_hovered = 0;
   int m_pressed = -1;
+  // The entry the last click toggled and when (ms since epoch): the first
+  // click of a double click, undone by the double click.
+  qint64 m_lastToggled = 0;
+  qint64 m_lastToggledAt = 0;
 };
 
 } // namespace latentlab::ui

@@ -260,6 +260,7 @@ void ChartView::setSmoothing(double weight) {
   if (m_smoothSlider->value() != v) m_smoothSlider->setValue(v);
   m_smoothLabel->setText(QString::number(weight, 'f', 2));
   for (auto& c : m_curves) drawCurve(*c, /*restart=*/true);
+  if (!m_userY) rescale(true);   // the fit follows the smoothed curves as drawn
   syncCells();
 }
 

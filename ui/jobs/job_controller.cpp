@@ -479,6 +479,14 @@ void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
       appendLog(job, QStringLiteral("eval at step %1: val loss %2").arg(ev.step).arg(ev.valLoss, 0, 'f', 4));
       Q_EMIT evalReported(job.runId, ev.step, ev.valLoss);
       break;
+    case K::EvalTask:
+      appendLog(job, QStringLiteral("%1 at step %2: acc %3, acc_norm %4 over %5 items")
+                         .arg(ev.task)
+                         .arg(ev.step)
+                         .arg(ev.acc, 0, 'f', 4)
+                         .arg(ev.accNorm, 0, 'f', 4)
+                         .arg(ev.items));
+      break;
     case K::Checkpoint:
       appendLog(job, QStringLiteral("checkpoint at step %1: %2").arg(ev.step).arg(ev.path));
       break;

@@ -86,7 +86,10 @@ public:
   void detachAll();
   void clearFinished();
 
-  void setCpuSlots(int n) { m_cpuSlots = n; }
+  void setCpuSlots(int n) {   // more slots start queued jobs now
+    m_cpuSlots = n;
+    schedule();
+  }
   // The devices with their free memory (`latentlab-engine devices --json`):
   // a job that asks for "cuda" runs on the free GPU with the most memory on
   // which its memory plan fits, and waits while only busy GPUs would hold it.

@@ -1,61 +1,70 @@
-// JSON line -> EngineEvent (QJsonDocument; no engine headers needed).
+// JSON line -> EngineEvent: the engine's own event definitions
+// (latentlab/events.h), turned into Qt types for the workbench.
 #include "jobs/line_protocol_parser.h"
 
-#include <QJsonDocument>
-#include <QJsonObject>
-#include <QJsonParseError>
+#include "latentlab/events.h"
 
 namespace latentlab::ui {
 
 EngineEvent parseEngineLine(const QByteArray& raw) {
-  EngineEvent ev;
   const QByteArray line = raw.trimmed();
-  QJsonParseError err{};
-  const QJsonDocument doc = QJsonDocument::fromJson(line, &err);
-  if (err.error != QJsonParseError::NoError || !doc.isObject()) {
-    ev.kind = EngineEvent::Kind::Malformed;
-    ev.message = QString::fromUtf8(line);
-    return ev;
-  }
-  const QJsonObject o = doc.object();
-  auto i64 = [&](const char* key) { return static_cast<std::int64_t>(o.value(QLatin1String(key)).toDouble()); };
-  auto dbl = [&](const char* key) { return o.value(QLatin1String(key)).toDouble(); };
-  auto str = [&](const char* key) { return o.value(QLatin1String(key)).toString(); };
-  const QString event = str("event");
-  ev.run = i64("run");
-  if (event == QLatin1String("hello")) {
-    ev.kind = EngineEvent::Kind::Hello;
-    ev.protocol = static_cast<int>(i64("protocol"));
-    ev.pid = i64("pid");
-  } else if (event == QLatin1String("status")) {
-    ev.kind = EngineEvent::Kind::Status;
-    ev.status = str("status");
-    ev.error = str("error");
-  } else if (event == QLatin1String("progress")) {
-    ev.kind = EngineEvent::Kind::Progress;
-    ev.step = i64("step");
-    ev.steps = i64("steps");
-    ev.tokens = i64("tokens");
-    ev.loss = dbl("loss");
-    ev.hasLoss = o.contains(QLatin1String("loss"));
-    ev.lr = dbl("lr");
-    ev.gradNorm = dbl("grad_norm");
-    ev.tokensPerSec = dbl("tokens_per_s");
-  } else if (event == QLatin1String("eval")) {
-    ev.kind = EngineEvent::Kind::Eval;
-    ev.step = i64("step");
-    ev.valLoss = dbl("val_loss");
-  } else if (event == QLatin1String("checkpoint")) {
-    ev.kind = EngineEvent::Kind::Checkpoint;
-    ev.step = i64("step");
-    ev.path = str("path");
-  } else if (event == QLatin1String("log")) {
-    ev.kind = EngineEvent::Kind::Log;
-    ev.level = str("level");
-    ev.message = str("message");
-  } else {
-    ev.kind = EngineEvent::Kind::Unknown;
-    ev.message = QString::fromUtf8(line);
+  const latentlab::EngineEvent e = latentlab::parseEventLine(std::string_view(line.constData(), static_cast<std::size_t>(line.size())));
+  auto text = [](const std::string& s) { return QString::fromStdString(s); };
+  EngineEvent ev;
+  ev.run = e.run;
+  switch (e.kind) {
+    case latentlab::EventKind::Hello:
+      ev.kind = EngineEvent::Kind::Hello;
+      ev.protocol = e.protocol;
+      ev.pid = e.pid;
+      break;
+    case latentlab::EventKind::Status:
+      ev.kind = EngineEvent::Kind::Status;
+      ev.status = text(e.status);
+      ev.error = text(e.error);
+      break;
+    case latentlab::EventKind::Progress:
+      ev.kind = EngineEvent::Kind::Progress;
+      ev.step = e.step;
+      ev.steps = e.steps;
+      ev.tokens = e.tokens;
+      ev.hasLoss = e.loss.has_value();
+      ev.loss = e.loss.value_or(0.0);
+      ev.lr = e.lr.value_or(0.0);
+      ev.gradNorm = e.gradNorm.value_or(0.0);
+      ev.tokensPerSec = e.tokensPerSecond.value_or(0.0);
+      break;
+    case latentlab::EventKind::Eval:
+      ev.kind = EngineEvent::Kind::Eval;
+      ev.step = e.step;
+      ev.valLoss = e.valLoss;
+      break;
+    case latentlab::EventKind::EvalTask:
+      ev.kind = EngineEvent::Kind::EvalTask;
+      ev.step = e.step;
+      ev.task = text(e.task);
+      ev.acc = e.acc;
+      ev.accNorm = e.accNorm;
+      ev.items = e.items;
+      break;
+    case latentlab::EventKind::Checkpoint:
+      ev.kind = EngineEvent::Kind::Checkpoint;
+      ev.step = e.step;
+      ev.path = text(e.path);
+      break;
+    case latentlab::EventKind::Log:
+      ev.kind = EngineEvent::Kind::Log;
+      ev.level = text(e.level);
+      ev.message = text(e.message);
+      break;
+    case latentlab::EventKind::Unknown:
+      ev.kind = EngineEvent::Kind::Unknown;
+      ev.message = QString::fromUtf8(line);
+      break;
+    case latentlab::EventKind::Malformed:
+      ev.kind = EngineEvent::Kind::Malformed;
+      ev.message = QString::fromUtf8(line);
+      break;
   }
   return ev;
 }

@@ -1,5 +1,5 @@
-// Parses the engine's stdout JSON lines (docs/line_protocol.md, version 1)
-// into typed events; tolerant of partial reads (buffers until a newline).
+// Parses the engine's stdout JSON lines (docs/line_protocol.md, version 1;
+// latentlab/events.h defines them) into typed events; tolerant of partial reads (buffers until a newline).
 #pragma once
 
 #include <QByteArray>
@@ -10,7 +10,7 @@
 namespace latentlab::ui {
 
 struct EngineEvent {
-  enum class Kind { Hello, Status, Progress, Eval, Checkpoint, Log, Unknown, Malformed };
+  enum class Kind { Hello, Status, Progress, Eval, EvalTask, Checkpoint, Log, Unknown, Malformed };
   Kind kind = Kind::Unknown;
   std::int64_t run = 0;
   std::int64_t pid = 0;
@@ -26,6 +26,10 @@ struct EngineEvent {
   double gradNorm = 0;
   double tokensPerSec = 0;
   double valLoss = 0;
+  QString task;          // eval_task: the task's name, its scores and items
+  double acc = 0;
+  double accNorm = 0;
+  std::int64_t items = 0;
   QString path;          // checkpoint
   QString level;         // log
   QString message;       // log; the raw line for Unknown/Malformed

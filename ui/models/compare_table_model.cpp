@@ -99,7 +99,9 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
     }
   }
   if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
-  if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v;
+  // The summary's kv_saving is the cache's relative change (negative: smaller);
+  // the table shows the saving, positive for a smaller cache.
+  if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v == 0.0 ? 0.0 : -*v;
   if (const auto v = numberAt(summary, "parameters")) r.parameters = static_cast<qint64>(*v);
   return r;
 }

@@ -24,6 +24,12 @@ JobTableModel::JobTableModel(JobController* jobs, QObject* parent) : QAbstractTa
   connect(m_jobs, &JobController::jobUpdated, this, [this](qint64 runId) {
     const int row = rowOf(runId);
     if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+    // The runs that wait for it: their "waits for" ends with it.
+    for (qint64 id : m_jobs->jobOrder()) {
+      const JobInfo* j = m_jobs->job(id);
+      const int waiting = j != nullptr && j->after == runId ? rowOf(id) : -1;
+      if (waiting >= 0) Q_EMIT dataChanged(index(waiting, StatusColumn), index(waiting, StatusColumn));
+    }
   });
 }
 
@@ -53,7 +59,12 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
         case RunColumn: return QStringLiteral("#%1  %2").arg(j->runId).arg(j->name);
         case StatusColumn:
           if (j->cancelRequested && j->status == QLatin1String("running")) return tr("stopping…");
-          if (j->after != 0 && j->status == QLatin1String("queued")) return tr("waits for #%1").arg(j->after);
+          if (j->after != 0 && j->status == QLatin1String("queued")) {
+            // Only while the run it waits for has not ended; then it waits for a slot like any other.
+            const JobInfo* before = m_jobs->job(j->after);
+            if (before != nullptr && (before->status == QLatin1String("queued") || before->status == QLatin1String("running")))
+              return tr("waits for #%1").arg(j->after);
+          }
           return j->status;
         case ProgressColumn: return percent;
         case StepColumn: return j->steps > 0 ? QStringLiteral("%1 / %2").arg(j->step).arg(j->steps) : QStringLiteral("–");

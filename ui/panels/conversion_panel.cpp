@@ -36,9 +36,10 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   // The combos size to a short text: the tab keeps its width whatever the entries say.
   m_method->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   m_method->setMinimumContentsLength(18);
-  m_method->setToolTip(tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
-                          "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
-                          "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang."));
+  m_methodTip = tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
+                   "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
+                   "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang.");
+  m_method->setToolTip(m_methodTip);
   m_strategy = new QComboBox;
   m_strategy->addItem(tr("S_2-norm"), QStringLiteral("2-norm"));
   m_strategy->addItem(tr("S_high"), QStringLiteral("high"));
@@ -156,6 +157,14 @@ void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {
   update();
 }
 
+void ConversionPanel::setConvertible(bool convertible) {
+  if (!convertible) setTarget(QStringLiteral("none"));
+  m_method->setEnabled(convertible);
+  m_method->setToolTip(convertible ? m_methodTip
+                                   : tr("A built-in shape has no weights to convert: it is pre-trained from scratch "
+                                        "(choose its attention on the Training tab). Open a model folder to convert it."));
+}
+
 void ConversionPanel::setMethod(bool mha2mla) { setTarget(mha2mla ? QStringLiteral("mha2mla") : QStringLiteral("none")); }
 void ConversionPanel::setTarget(const QString& target) {
   const int i = m_method->findData(target);
@@ -188,7 +197,8 @@ KvSettings ConversionPanel::settings() const {
   s.ropePairs = m_r->value();
   s.dKv = m_dKv->value();
   s.svd = m_svd->currentData().toString() == QLatin1String("split") ? SvdMethod::Split : SvdMethod::Joint;
-  const QString strategy = m_strategy->currentData().toString();
+  // The strategy (greyed for the DeepSeek target) is the MHA2MLA method's only.
+  const QString strategy = deepseek ? QString() : m_strategy->currentData().toString();
   s.fullRope = strategy == QLatin1String("full");
   s.uniformStrategy = strategy == QLatin1String("uniform");
   return s;
@@ -196,7 +206,10 @@ KvSettings ConversionPanel::settings() const {
 
 QString ConversionPanel::savingText() const {
   if (!m_budget) return {};
-  return QStringLiteral("%1%2%").arg(m_budget->saving > 0 ? QStringLiteral("+") : QString()).arg(m_budget->saving * 100.0, 0, 'f', 2);
+  // KvBudget::saving is the relative change (negative: smaller); a saving is
+  // the reduction, positive, and a cache that grows shows a negative saving.
+  const double saved = m_budget->saving == 0.0 ? 0.0 : -m_budget->saving;
+  return QStringLiteral("%1%").arg(saved * 100.0, 0, 'f', 2);
 }
 
 QString ConversionPanel::bytesText() const {
@@ -258,7 +271,8 @@ void ConversionPanel::update() {
                           .arg(perLayer, loc.formattedDataSize(b.originalBytesPerToken, 2),
                                loc.formattedDataSize(b.bytesPerToken, 2)));
   m_saving->setText(savingText());
-  m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;") : QString());
+  m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;")
+                                      : b.saving > 0 ? QStringLiteral("color: #c62828;") : QString());
   const double tokens = static_cast<double>(m_context->value()) * m_batch->value();
   const auto before = static_cast<qint64>(tokens * static_cast<double>(b.originalBytesPerToken));
   const auto after = static_cast<qint64>(tokens * static_cast<double>(b.bytesPerToken));
@@ -307,7 +321,8 @@ void ConversionPanel::update() {
 }
 
 void ConversionPanel::applyTo(RunSpec& spec) const {
-  spec.conversion.enabled = conversionEnabled();
+  // Only a model folder has weights to convert; a built-in shape is pre-trained.
+  spec.conversion.enabled = conversionEnabled() && !spec.modelDir.empty();
   if (!spec.conversion.enabled) {
     if (spec.kind == "convert-finetune") spec.kind = spec.modelDir.empty() ? "pretrain" : "finetune";
     return;

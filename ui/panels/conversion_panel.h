@@ -36,14 +36,19 @@ public:
   void setDKv(int dKv);
   void setSvd(const QString& svd);
   void setContext(int contextLength, int batch);
+  // A built-in shape has no weights to convert: the method is set to None
+  // and cannot be changed until a model folder is open again.
+  void setConvertible(bool convertible);
 
   bool conversionEnabled() const;
   KvSettings settings() const;
   // The reason the settings are impossible for this model (empty when fine).
   QString blockReason() const { return m_reason; }
   std::optional<KvBudget> budget() const { return m_budget; }
-  QString savingText() const;      // "-68.75%"
+  QString savingText() const;      // "68.75%": the reduction, positive when the cache shrinks
   QString bytesText() const;       // per-token bytes, original -> converted
+
+  QComboBox* methodBox() const { return m_method; }
 
   void applyTo(RunSpec& spec) const;
   void loadFrom(const RunSpec& spec);
@@ -57,6 +62,7 @@ private:
 
   std::optional<ModelConfig> m_config;
   QComboBox* m_method = nullptr;
+  QString m_methodTip;
   QComboBox* m_strategy = nullptr;
   QSpinBox* m_r = nullptr;
   QSpinBox* m_dKv = nullptr;

@@ -22,6 +22,7 @@
 
 #include "charts/passkey_heatmap.h"
 #include "latentlab/error.h"
+#include "latentlab/model_config.h"
 #include "latentlab/passkey.h"
 #include "latentlab/run_store.h"
 
@@ -50,6 +51,27 @@ QVector<T> parseList(const QString& text, bool lengths) {
     out.push_back(static_cast<T>(v));
   }
   return out;
+}
+
+// 256, 512 and 1k, each at most what fits the context with the answer.
+QString defaultPasskeyLengths(int context) {
+  QStringList out;
+  int last = 0;
+  for (int n : {256, 512, 1024}) {
+    if (context > 0) n = std::min(n, context - kPasskeyAnswerTokens);
+    if (n < 64 || n == last) continue;
+    out << (n % 1024 == 0 ? QStringLiteral("%1k").arg(n / 1024) : QString::number(n));
+    last = n;
+  }
+  return out.join(QStringLiteral(", "));
+}
+
+int contextOf(const QString& modelDir) {
+  try {
+    return static_cast<int>(readHfConfig((modelDir + QStringLiteral("/config.json")).toStdString()).maxPositionEmbeddings);
+  } catch (const Error&) {
+    return 0;
+  }
 }
 
 } // namespace
@@ -163,8 +185,10 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   connect(m_taskFile, &QLineEdit::returnPressed, this, &EvaluatePanel::addTask);
   connect(m_tasks, &QListWidget::itemChanged, this, &EvaluatePanel::updateState);
   for (QLineEdit* e : {m_haystack, m_lengths, m_depths}) connect(e, &QLineEdit::textChanged, this, &EvaluatePanel::updateState);
+  connect(m_lengths, &QLineEdit::textEdited, this, [this] { m_lengthsTyped = true; });
   connect(m_passkey, &QCheckBox::toggled, this, &EvaluatePanel::updateState);
   connect(m_model, &QComboBox::currentIndexChanged, this, [this] {
+    followContext();
     updateState();
     showResults();
   });
@@ -205,6 +229,7 @@ void EvaluatePanel::refresh() {
       if (m_choices[i].dir == keep) at = i;
     if (!m_choices.isEmpty()) m_model->setCurrentIndex(at);
   }
+  followContext();
   updateState();
   showResults();
 }
@@ -245,6 +270,14 @@ QString EvaluatePanel::blockedReason() const {
     const auto lengths = parseList<int>(m_lengths->text(), true);
     if (lengths.isEmpty() || *std::min_element(lengths.begin(), lengths.end()) < 64)
       return tr("Lengths: a comma list of prompt lengths of at least 64 tokens (1k = 1024).");
+    const int longest = *std::max_element(lengths.begin(), lengths.end());
+    if (m_context > 0 && longest + kPasskeyAnswerTokens > m_context) {
+      return tr("Lengths: %1 tokens and the %2 answer tokens exceed the model's context of %3; use at most %4.")
+          .arg(longest)
+          .arg(kPasskeyAnswerTokens)
+          .arg(m_context)
+          .arg(m_context - kPasskeyAnswerTokens);
+    }
     const auto depths = parseList<double>(m_depths->text(), false);
     if (depths.isEmpty() || std::any_of(depths.begin(), depths.end(), [](double d) { return d < 0 || d > 1; }))
       return tr("Depths: a comma list of numbers from 0 (start) to 1 (end).");
@@ -286,6 +319,20 @@ RunSpec EvaluatePanel::spec() const {
   }
   s.name = "evaluate " + c.label.toStdString();
   return s;
+}
+
+void EvaluatePanel::followContext() {
+  const ModelChoice* c = current();
+  m_context = c != nullptr ? contextOf(c->dir) : 0;
+  if (!m_lengthsTyped) {
+    const QSignalBlocker block(m_lengths);
+    m_lengths->setText(defaultPasskeyLengths(m_context));
+  }
+  m_lengths->setToolTip(m_context > 0 ? tr("Prompt lengths in tokens; with the %1 answer tokens each fits the model's "
+                                           "context of %2")
+                                            .arg(kPasskeyAnswerTokens)
+                                            .arg(m_context)
+                                      : tr("Prompt lengths in tokens (1k = 1024)"));
 }
 
 void EvaluatePanel::updateState() {

@@ -68,11 +68,16 @@ Q_SIGNALS:
 private:
   void addTask();
   void updateState();
+  void followContext();   // the passkey lengths the chosen model's context allows
   void showResults();
   const ModelChoice* current() const;
 
   std::shared_ptr<RunStore> m_store;
   QString m_workspace;
+  // The chosen model's context (max_position_embeddings; 0 when unreadable),
+  // and whether the user has typed the passkey lengths (else they follow it).
+  int m_context = 0;
+  bool m_lengthsTyped = false;
   QVector<ModelChoice> m_choices;
   QVector<ModelChoice> m_extraFolders;
   QComboBox* m_model = nullptr;

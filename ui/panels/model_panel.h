@@ -30,6 +30,7 @@ public:
   std::optional<ModelConfig> config() const { return m_config; }
   bool usesFolder() const;
   QString folder() const { return m_folder; }
+  QComboBox* architectureBox() const { return m_archBox; }
   // Why no run can start from this tab now (a folder that failed to open);
   // empty when the model shown is the one a run would use.
   QString blockReason() const { return m_openError; }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "latentlab/distributed.h"
+#include "latentlab/error.h"
 #include "latentlab/progress.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -37,9 +38,12 @@ struct JobEnvironment {
   std::string specJson;
 };
 
+// A job's outcome. The status is always given: a job that ends without saying
+// how it ended is a bug, not a completed run.
 struct RunResult {
-  RunStatus status = RunStatus::Completed;
-  std::string error;                      // set when failed
+  explicit RunResult(RunStatus s) : status(s) {}
+  RunStatus status;
+  std::optional<Error> error;             // why it failed or was cancelled (code, message, hint)
   bool notStarted = false;                // another engine holds the run: nothing was done or recorded
   std::int64_t steps = 0;                 // steps completed
   std::int64_t tokens = 0;
@@ -47,6 +51,9 @@ struct RunResult {
   std::optional<double> finalValLoss;
   std::filesystem::path lastCheckpoint;
   std::filesystem::path finalModel;       // HF folder of the trained model
+
+  // The error as one line for logs and the store: "message (hint)"; empty when none.
+  std::string errorText() const;
 };
 
 // The checks a new run's spec must pass before it is registered: a known

@@ -27,7 +27,7 @@ TEST(LatentTraining, EveryVariantsLossFallsOnRealText) {
     NullProgress progress;
     CancelToken cancel;
     RunResult r = runJob(store, id, env, progress, cancel);
-    ASSERT_EQ(r.status, RunStatus::Completed) << variant << ": " << r.error;
+    ASSERT_EQ(r.status, RunStatus::Completed) << variant << ": " << r.errorText();
     auto loss = seriesValues(store, id, "train/loss");
     ASSERT_EQ(loss.size(), 60u) << variant;
     const double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[57] + loss[58] + loss[59]) / 3;

@@ -117,8 +117,8 @@ TEST(RunIntegrity, AnOutDirHoldingAnotherRunIsRefusedAndLeftUntouched) {
   const auto b = ws.add(thief);
   RunResult r = ws.run(b);
   EXPECT_EQ(r.status, RunStatus::Failed);
-  EXPECT_TRUE(contains(r.error, "belongs to another run")) << r.error;
-  EXPECT_TRUE(contains(r.error, "run " + std::to_string(a) + " of")) << r.error;
+  EXPECT_TRUE(contains(r.errorText(), "belongs to another run")) << r.errorText();
+  EXPECT_TRUE(contains(r.errorText(), "run " + std::to_string(a) + " of")) << r.errorText();
   EXPECT_EQ(ws.store.metricCount(b), 0u);
   EXPECT_EQ(snapshot(ws.runDir(a)), before);
   EXPECT_EQ(ws.store.run(a).status, RunStatus::Completed);
@@ -145,7 +145,7 @@ TEST(RunIntegrity, OutDirMustBeInsideTheRunsAreaOrAnEmptyFolder) {
     const auto id = ws.add(spec);
     const RunResult r = ws.run(id);
     EXPECT_EQ(r.status, RunStatus::Failed) << dir;
-    EXPECT_TRUE(contains(r.error, "out_dir")) << r.error;
+    EXPECT_TRUE(contains(r.errorText(), "out_dir")) << r.errorText();
     EXPECT_FALSE(fs::exists(fs::path(dir) / "owner.json")) << dir;
     EXPECT_FALSE(fs::exists(fs::path(dir) / "checkpoints")) << dir;
   }
@@ -155,7 +155,7 @@ TEST(RunIntegrity, OutDirMustBeInsideTheRunsAreaOrAnEmptyFolder) {
   relative.outDir = "runs/named";
   const auto a = ws.add(relative);
   const RunResult ra = ws.run(a);
-  ASSERT_EQ(ra.status, RunStatus::Completed) << ra.error;
+  ASSERT_EQ(ra.status, RunStatus::Completed) << ra.errorText();
   EXPECT_TRUE(fs::exists(ws.dir / "runs" / "named" / "owner.json"));
   // An empty folder outside, made for the run.
   const fs::path empty = scratchDir("outdir-bounds-empty");
@@ -181,8 +181,8 @@ TEST(RunIntegrity, TwoDatabasesSharingAWorkspaceNeverAdoptEachOthersCheckpoints)
   CancelToken never;
   RunResult r = runJob(other, second, ws.env(), quiet, never);
   EXPECT_EQ(r.status, RunStatus::Failed);
-  EXPECT_TRUE(contains(r.error, "belongs to another database")) << r.error;
-  EXPECT_TRUE(contains(r.error, (ws.dir / "first.db").string())) << r.error;
+  EXPECT_TRUE(contains(r.errorText(), "belongs to another database")) << r.errorText();
+  EXPECT_TRUE(contains(r.errorText(), (ws.dir / "first.db").string())) << r.errorText();
   EXPECT_EQ(other.metricCount(second), 0u) << "no step of another run is reported as this run's";
   EXPECT_EQ(other.run(second).status, RunStatus::Failed);
   EXPECT_EQ(snapshot(ws.runDir(first)), before);
@@ -211,14 +211,14 @@ TEST(RunIntegrity, DiskFullWhileWritingTheOptimizerStateFailsCleanlyAndResumes) 
 
   // The same run on a disk that fills up half-way through the last optimizer.pt.
   const auto victim = ws.add(smallRun(6, 3));
-  RunResult r;
+  RunResult r(RunStatus::Queued);
   {
     WriteBudget budget(probeBytes - tail - optimizerBytes / 2);
     r = ws.run(victim);
   }
   ASSERT_EQ(r.status, RunStatus::Failed);
-  EXPECT_TRUE(contains(r.error, "optimizer.pt")) << r.error;
-  EXPECT_TRUE(contains(r.error, "disk full")) << r.error;
+  EXPECT_TRUE(contains(r.errorText(), "optimizer.pt")) << r.errorText();
+  EXPECT_TRUE(contains(r.errorText(), "disk full")) << r.errorText();
   RunRecord rec = ws.store.run(victim);
   EXPECT_EQ(rec.status, RunStatus::Failed);
   EXPECT_TRUE(contains(rec.error, "disk full")) << rec.error;
@@ -229,7 +229,7 @@ TEST(RunIntegrity, DiskFullWhileWritingTheOptimizerStateFailsCleanlyAndResumes) 
 
   // With space again it resumes from its last complete checkpoint.
   RunResult again = ws.run(victim);
-  ASSERT_EQ(again.status, RunStatus::Completed) << again.error;
+  ASSERT_EQ(again.status, RunStatus::Completed) << again.errorText();
   bool resumed = false;
   for (const auto& e : ws.store.listEvents(victim)) resumed |= e.kind == "resume" && contains(e.message, "step 3");
   EXPECT_TRUE(resumed);
@@ -241,7 +241,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
   Workspace ws("resume-without-model");
   const auto base = ws.add(smallRun(4, 0));
   RunResult pre = ws.run(base);
-  ASSERT_EQ(pre.status, RunStatus::Completed) << pre.error;
+  ASSERT_EQ(pre.status, RunStatus::Completed) << pre.errorText();
   const fs::path modelDir = ws.dir / "base-model";
   fs::copy(pre.finalModel, modelDir, fs::copy_options::recursive);
   ASSERT_TRUE(fs::exists(modelDir / "tokenizer.json"));
@@ -255,7 +255,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
 
   fs::remove_all(modelDir);   // the original model folder is gone
   RunResult r = ws.run(id);
-  ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+  ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   EXPECT_EQ(r.steps, 8);
   EXPECT_TRUE(fs::exists(r.finalModel / "tokenizer.json")) << "every checkpoint carries the tokenizer";
   EXPECT_EQ(seriesValues(ws.store, id, "train/loss").size(), 8u);
@@ -290,7 +290,7 @@ TEST(RunIntegrity, ATokenizerWithMoreIdsThanTheModelIsRefusedNamingBothFiles) {
   Workspace ws("vocab");
   const auto base = ws.add(smallRun(2, 0));
   RunResult pre = ws.run(base);
-  ASSERT_EQ(pre.status, RunStatus::Completed) << pre.error;
+  ASSERT_EQ(pre.status, RunStatus::Completed) << pre.errorText();
   // A model with 300 embedding rows next to the 512-id tokenizer.
   const fs::path small = ws.dir / "small-vocab";
   initModel(builtinArchitecture("demo-gqa", 300), small, 1, DType::F32);
@@ -305,7 +305,7 @@ TEST(RunIntegrity, ATokenizerWithMoreIdsThanTheModelIsRefusedNamingBothFiles) {
   EXPECT_EQ(r.status, RunStatus::Failed);
   for (const std::string& part : {(small / "tokenizer.json").string(), std::string("512 token ids"),
                                   (small / "config.json").string(), std::string("vocab_size 300")}) {
-    EXPECT_TRUE(contains(r.error, part)) << part << " not in: " << r.error;
+    EXPECT_TRUE(contains(r.errorText(), part)) << part << " not in: " << r.errorText();
   }
   EXPECT_EQ(ws.store.metricCount(id), 0u);
 
@@ -360,7 +360,7 @@ TEST(RunIntegrity, ARunRidesOutAForeignWriteLockLongerThanTheBusyTimeout) {
     cv.notify_all();
   }
   holder.join();
-  ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+  ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   EXPECT_EQ(ws.store.run(id).status, RunStatus::Completed);
   EXPECT_EQ(seriesValues(ws.store, id, "train/loss").size(), 40u) << "no metric row is lost";
 }

@@ -56,7 +56,7 @@ TEST(Trainer, LossFallsOnRealText) {
   NullProgress progress;
   CancelToken cancel;
   RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
-  ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+  ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   auto loss = seriesValues(ws.store, id, "train/loss");
   ASSERT_EQ(loss.size(), 60u);
   double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[57] + loss[58] + loss[59]) / 3;
@@ -100,7 +100,7 @@ TEST(Trainer, CancelThenResumeEqualsTheUninterruptedRun) {
     EXPECT_EQ(fs::exists(first.lastCheckpoint / "optimizer-rank0.pt"), zeroStage > 0);
     ws.store.setStatus(split, RunStatus::Queued);
     RunResult second = runJob(ws.store, split, ws.env(), quiet, never);
-    ASSERT_EQ(second.status, RunStatus::Completed) << second.error;
+    ASSERT_EQ(second.status, RunStatus::Completed) << second.errorText();
     auto a = seriesValues(ws.store, full, "train/loss");
     auto b = seriesValues(ws.store, split, "train/loss");
     ASSERT_EQ(a.size(), 16u);
@@ -122,8 +122,8 @@ TEST(Trainer, ARunThatCannotFitFailsBeforeLoading) {
   CancelToken cancel;
   RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
   EXPECT_EQ(r.status, RunStatus::Failed);
-  EXPECT_NE(r.error.find("does not fit cpu"), std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("activations"), std::string::npos) << r.error;
+  EXPECT_NE(r.errorText().find("does not fit cpu"), std::string::npos) << r.errorText();
+  EXPECT_NE(r.errorText().find("activations"), std::string::npos) << r.errorText();
   EXPECT_EQ(ws.store.run(id).status, RunStatus::Failed);
   EXPECT_FALSE(fs::exists(ws.dir / "runs" / std::to_string(id))) << "nothing was loaded or written";
   EXPECT_FALSE(fs::exists(ws.dir / "cache")) << "nothing was tokenized";
@@ -146,7 +146,7 @@ TEST(Trainer, ZeroStagesTrainAsThePlainOptimizer) {
       spec.optimizer.weightDecay = 0.1;
       auto id = ws.store.createRun(std::nullopt, "zero" + std::to_string(stage), spec.kind, runSpecToJson(spec), "cpu");
       RunResult r = runJob(ws.store, id, ws.env(), quiet, never);
-      ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+      ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
       losses.push_back(seriesValues(ws.store, id, "train/loss"));
       const fs::path ckpt = r.lastCheckpoint;
       EXPECT_EQ(fs::exists(ckpt / "optimizer.pt"), stage == 0) << ckpt;
@@ -196,7 +196,7 @@ TEST(Trainer, RecomputeTrainsExactlyAsKeepingActivations) {
     NullProgress progress;
     CancelToken cancel;
     RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
-    ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+    ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
     losses.push_back(seriesValues(ws.store, id, "train/loss"));
   }
   ASSERT_EQ(losses[0].size(), 12u);
@@ -222,7 +222,7 @@ TEST(Trainer, Bf16RunsTrackTheFp32Run) {
     NullProgress progress;
     CancelToken cancel;
     RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
-    ASSERT_EQ(r.status, RunStatus::Completed) << precision << ": " << r.error;
+    ASSERT_EQ(r.status, RunStatus::Completed) << precision << ": " << r.errorText();
     train.push_back(seriesValues(ws.store, id, "train/loss"));
     val.push_back(seriesValues(ws.store, id, "val/loss"));
     models.push_back(r.finalModel);
@@ -298,7 +298,7 @@ TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
   NullProgress progress;
   CancelToken cancel;
   RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
-  ASSERT_EQ(r.status, RunStatus::Completed) << r.error;
+  ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   const auto evals = ws.store.listEvaluations(id);
   ASSERT_EQ(evals.size(), 8u);   // 2 tasks x 2 metrics x steps 5 and 10
   for (const auto& e : evals) {

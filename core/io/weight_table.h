@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hf_checkpoint.h"
 #include "latentlab/model_config.h"
 
 namespace latentlab {
@@ -47,5 +48,10 @@ TensorSource checkpointSource(const ModelConfig& cfg, const std::string& paramet
 
 // Keys that HF checkpoints may carry but no model uses (e.g. RoPE caches).
 bool isIgnorableKey(const std::string& name);
+
+// Checks the checkpoint against expectedTensors(cfg) (names, shapes, float
+// dtypes) without copying weights; throws Error(BadCheckpoint) naming the
+// folder and the tensor. Returns the unused keys.
+std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt);
 
 } // namespace latentlab

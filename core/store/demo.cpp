@@ -1,4 +1,5 @@
-// The demo workspace's base models, pre-trained once and cached.
+// The demo workspace: the specs of its runs and the publishing of a pre-trained
+// base (torch-free; ensureDemoBase, which trains one, is in jobs/demo_base.cpp).
 #include "latentlab/demo.h"
 
 #include <nlohmann/json.hpp>
@@ -63,32 +64,6 @@ std::int64_t findOrCreateExperiment(RunStore& store, const std::string& name, co
     if (e.name == name) return e.id;
   }
   return store.createExperiment(name, preset, description);
-}
-
-fs::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvironment& env, ProgressSink& progress,
-                        const CancelToken& cancel) {
-  const fs::path target = env.workspace / "models" / arch;
-  std::error_code ec;
-  if (fs::exists(target / "config.json", ec) && fs::exists(target / "tokenizer.json", ec)) return target;
-  const std::int64_t exp = findOrCreateExperiment(store, "demo bases", "", "Base models pre-trained by LatentLab");
-  // Reuse an unfinished pre-training run of this base (resumes from its checkpoint).
-  std::int64_t runId = 0;
-  for (const auto& r : store.listRuns(RunFilter{exp, std::nullopt, std::nullopt})) {
-    if (r.name != "pretrain " + arch) continue;
-    if (r.status == RunStatus::Completed) return publishDemoBase(store, r.id, env.workspace, arch);  // publish pending
-    runId = r.id;
-  }
-  const RunSpec spec = demoPretrainSpec(arch);
-  if (runId == 0) runId = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? spec.device : env.device);
-  else if (store.run(runId).status != RunStatus::Queued && store.run(runId).status != RunStatus::Running) {
-    store.setStatus(runId, RunStatus::Queued);
-  }
-  RunResult r = runJob(store, runId, env, progress, cancel);
-  if (r.status == RunStatus::Cancelled) throw Error(ErrorCode::Cancelled, "demo pre-training cancelled");
-  if (r.status != RunStatus::Completed) {
-    throw Error(ErrorCode::Internal, "pre-training the demo base " + arch + " failed: " + r.error);
-  }
-  return publishDemoBase(store, runId, env.workspace, arch);
 }
 
 fs::path publishDemoBase(RunStore& store, std::int64_t runId, const fs::path& workspace, const std::string& arch) {

@@ -1,7 +1,7 @@
 // inspectModel: what a model folder holds, without loading its weights.
 #include "io/hf_checkpoint.h"
 #include "latentlab/engine.h"
-#include "model/weights.h"
+#include "io/weight_table.h"
 
 namespace latentlab {
 

@@ -3,40 +3,23 @@
 // are produced: a task's figures so far (marked partial) every few seconds
 // and complete at its end; each passkey cell when its trials are done. A job
 // killed midway leaves what it had, marked as such.
-#include "train/eval_job.h"
+#include "jobs/eval_job.h"
 
 #include <chrono>
-#include <tuple>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
+#include "eval/task_scoring.h"
 #include "latentlab/error.h"
+#include "latentlab/events.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/passkey.h"
-
-#include <set>
 
 namespace latentlab {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, const std::string& task,
-                       const ChoiceEvalResult& r, bool partial) {
-  std::vector<EvaluationRecord> rows;
-  for (const auto& [metric, value, err] : {std::tuple{"acc", r.acc, r.accStderr}, {"acc_norm", r.accNorm, r.accNormStderr}}) {
-    EvaluationRecord e;
-    e.runId = run;
-    e.step = step;
-    e.task = task;
-    e.metric = metric;
-    e.value = value;
-    e.stderrValue = err;
-    e.items = r.items;
-    e.partial = partial;
-    rows.push_back(e);
-  }
-  store.addEvaluations(rows);   // acc and acc_norm together or not at all
-}
 
 namespace {
 
@@ -56,7 +39,7 @@ public:
     if (!last && now - m_last < std::chrono::milliseconds(200)) return;
     m_last = now;
     const auto at = m_base + static_cast<std::int64_t>(total > 0 ? static_cast<double>(m_part) * done / total : 0.0);
-    if (m_env.lines) m_env.lines(json{{"event", "progress"}, {"step", at}, {"steps", m_total}, {"tokens", 0}}.dump());
+    if (m_env.lines) m_env.lines(eventLine(EngineEvent::progressOf(at, m_total, 0)));
   }
   void log(LogLevel level, std::string_view message) override { m_inner.log(level, message); }
 
@@ -87,9 +70,6 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   if (!spec.passkey.file.empty())
     units += static_cast<std::int64_t>(spec.passkey.lengths.size() * spec.passkey.depths.size()) * spec.passkey.trials;
   JobProgress jobProgress(env, progress, units);
-  auto emit = [&](const json& j) {
-    if (env.lines) env.lines(j.dump());
-  };
   auto recordCell = [&](const PasskeyCell& c) {
     EvaluationRecord e;
     e.runId = target;
@@ -114,7 +94,7 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
 
   json summary = {{"model", spec.modelDir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
   json tasks = json::object();
-  RunResult result;
+  RunResult result(RunStatus::Completed);
   if (!spec.evalTasks.empty()) {
     ChoiceEvalOptions o;
     o.model = spec.modelDir;
@@ -129,20 +109,9 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
         tasks[t.name] = {{"resumed", true}};
         continue;
       }
-      auto lastWrite = Clock::now();
-      const ChoiceEvalResult r = scorer.score(taskItems[k], t.limit, jobProgress, cancel, [&](const ChoiceEvalResult& sofar) {
-        if (Clock::now() - lastWrite < std::chrono::seconds(2) || sofar.items == 0) return;
-        storeChoiceScores(store, target, step, t.name, sofar, /*partial=*/true);
-        lastWrite = Clock::now();
-      });
-      storeChoiceScores(store, target, step, t.name, r, r.cancelled);
-      tasks[t.name] = {{"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
-                       {"acc_norm_stderr", r.accNormStderr}, {"items", r.items}, {"partial", r.cancelled},
-                       {"seconds", r.seconds}};
-      emit({{"event", "eval_task"}, {"step", step}, {"task", t.name}, {"acc", r.acc}, {"acc_norm", r.accNorm},
-            {"items", r.items}});
-      progress.log(LogLevel::Info, t.name + ": acc " + std::to_string(r.acc) + ", acc_norm " + std::to_string(r.accNorm) +
-                                       " over " + std::to_string(r.items) + " items" + (r.cancelled ? " (cancelled)" : ""));
+      const TaskScoreTarget into{store, target, step, env.lines, std::chrono::seconds(2)};
+      const ChoiceEvalResult r = scoreTaskIntoStore(scorer, t, taskItems[k], into, jobProgress, progress, cancel);
+      tasks[t.name] = choiceScoresJson(r, static_cast<std::int64_t>(taskItems[k].size()));
       if (r.cancelled) break;
     }
     summary["eval_tasks"] = tasks;
@@ -174,7 +143,7 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   store.setSummary(runId, summary.dump());
   if (cancel.requested()) {
     result.status = RunStatus::Cancelled;
-    result.error = "cancelled; the results so far are stored, the task cut short marked partial";
+    result.error = Error(ErrorCode::Cancelled, "cancelled; the results so far are stored, the task cut short marked partial");
   }
   return result;
 }

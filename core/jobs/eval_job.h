@@ -16,9 +16,4 @@ namespace latentlab {
 RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
                            ProgressSink& progress, const CancelToken& cancel);
 
-// A task's acc and acc_norm (value, standard error, items) as two rows of the
-// store's evaluations, under `run` at `step`; a repeat replaces them.
-void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, const std::string& task,
-                       const ChoiceEvalResult& r, bool partial);
-
 } // namespace latentlab
