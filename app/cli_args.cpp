@@ -1,6 +1,8 @@
 // Command-line parsing for latentlab-engine.
 #include "cli_args.h"
 
+#include <cstdio>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -86,8 +88,13 @@ double Args::getDouble(const std::string& name, double fallback, double min, dou
     throw Error(ErrorCode::BadInput, "--" + name + " must be a number, got '" + *v + "'");
   }
   if (!std::isfinite(x) || errno == ERANGE || x < min || x > max) {
+    auto shortest = [](double d) {   // 0 and 1000000, not 0.000000 and 1000000.000000
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.10g", d);
+      return std::string(buf);
+    };
     throw Error(ErrorCode::BadInput, "--" + name + " is out of range: " + *v + " (it must be a finite number between " +
-                                         std::to_string(min) + " and " + std::to_string(max) + ")");
+                                         shortest(min) + " and " + shortest(max) + ")");
   }
   return x;
 }

@@ -210,7 +210,13 @@ int evalTask(const cli::Args& args) {
   const std::string format = args.get("format", "jsonl");
   const auto items = readTaskFile(format, spec, args.get(format == "mmlu" ? "dev" : "labels", ""),
                                   args.getInt("shots", 0, 0, 1000));
-  const ChoiceEvalResult r = evaluateChoices(o, items, progress, cancelToken());
+  ChoiceEvalResult r;
+  try {
+    r = evaluateChoices(o, items, progress, cancelToken());
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::BadData) throw;
+    throw e.withContext(spec);   // an item that cannot be scored: its file too
+  }
   if (args.flag("json")) {
     std::cout << json{{"task", name},           {"file", spec},           {"items", r.items},
                       {"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
@@ -312,11 +318,7 @@ int cmdDevices(int argc, char** argv) {
   }
   auto devices = listDevices();
   if (args.flag("json")) {
-    json j = json::array();
-    for (const auto& d : devices) {
-      j.push_back({{"id", d.id}, {"name", d.name}, {"memory_bytes", d.memoryBytes}, {"free_bytes", d.freeBytes}});
-    }
-    std::cout << j.dump() << "\n";
+    std::cout << devicesJson(devices) << "\n";
   } else {
     for (const auto& d : devices) {
       const std::string memory = d.memoryBytes > 0 ? "  " + formatBytes(static_cast<std::int64_t>(d.freeBytes)) + " free of " +

@@ -58,6 +58,16 @@ int cmdGenerate(int argc, char** argv) {
   if (auto f = args.get("prompt-file")) prompts.push_back(readWholeFile(*f));
   if (auto f = args.get("prompts-jsonl")) prompts = readPrompts(*f);
   Generator generator(o);
+  // Every prompt is checked before the first is generated: a file with one
+  // prompt past the context prints nothing, naming the line.
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      generator.checkPrompt(prompts[i]);
+    } catch (const Error& e) {
+      if (auto f = args.get("prompts-jsonl")) throw e.withContext(*f + ":" + std::to_string(i + 1));
+      throw;
+    }
+  }
   const bool asJson = args.flag("json"), events = args.flag("events");
   auto line = [](const json& j) { std::cout << j.dump() << std::endl; };
   for (const std::string& prompt : prompts) {

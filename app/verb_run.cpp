@@ -68,14 +68,39 @@ std::int64_t parseBytes(const std::string& text) {
   throw Error(ErrorCode::BadInput, "--available '" + text + "': expected a size such as 80G, 80GiB or 24GB");
 }
 
+// The run an eval job scores must be there, and the step its scores go
+// under one that run has, before the job is registered.
+void checkEvaluatedRun(RunStore& store, const RunSpec& spec, const fs::path& specPath, const fs::path& db) {
+  RunRecord evaluated;
+  try {
+    evaluated = store.run(spec.evaluatesRun);
+  } catch (const Error&) {
+    throw Error(ErrorCode::BadSpec,
+                specPath.string() + ": evaluates.run " + std::to_string(spec.evaluatesRun) + " is not a run of " +
+                    db.string(),
+                "Name a run of this workspace (runs list).");
+  }
+  // Its scores go under a step the run has: 0 (before training) to its last.
+  std::int64_t lastStep = INT64_MAX;   // unknown when its stored spec does not say
+  const json stored = json::parse(evaluated.specJson, nullptr, /*allow_exceptions=*/false);
+  if (stored.is_object() && stored.value("kind", std::string()) == "eval") lastStep = 0;
+  else if (stored.is_object() && stored.contains("steps") && stored["steps"].is_number_integer())
+    lastStep = stored["steps"].get<std::int64_t>();
+  if (spec.evaluatesStep < 0 || spec.evaluatesStep > lastStep) {
+    throw Error(ErrorCode::BadSpec,
+                specPath.string() + ": evaluates.step " + std::to_string(spec.evaluatesStep) + " is not a step of run " +
+                    std::to_string(spec.evaluatesRun) + " (0 to " + std::to_string(lastStep) + ")",
+                "Name the step of the checkpoint the model folder holds.");
+  }
+}
+
 int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool asJson,
-              const std::optional<std::string>& available) {
+              const std::optional<std::string>& available, const fs::path& workspace) {
   RunSpec spec = loadRunSpec(specPath);
   if (!deviceOverride.empty()) spec.device = deviceOverride;
   validateRunSpec(spec, specPath.string());
-  RunSpec checked = spec;
-  checked.outDir.clear();   // a check does not claim the run folder
-  preflightRunSpec(checked, specPath.string(), fs::current_path());   // out_dir cleared: no folder is judged
+  // The checks a registration makes, out_dir's place included (nothing is claimed).
+  preflightRunSpec(spec, specPath.string(), workspace);
   std::int64_t sourceParameters = 0;
   const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
   const std::int64_t free = available ? parseBytes(*available) : availableBytesOn(spec.device, listDevices());
@@ -99,7 +124,10 @@ int cmdRun(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan"},
             {"db", "run", "workspace", "device", "available"});
   if (args.flag("check") && !args.flag("help") && !args.positionals().empty())
-    return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"), args.get("available"));
+    return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"), args.get("available"),
+                     args.get("workspace")  ? fs::path(*args.get("workspace"))
+                     : args.get("db")       ? workspaceOf(*args.get("db"))
+                                            : fs::current_path());
   if (args.flag("help") || !args.get("db") || (args.positionals().empty() && !args.get("run"))) {
     std::printf(
         "usage: latentlab-engine run SPEC.json --db FILE [options]\n"
@@ -143,20 +171,18 @@ int cmdRun(int argc, char** argv) {
       if (!why.empty()) throw Error(ErrorCode::BadSpec, specPath.string() + ": " + why, kMemoryHint);
     }
   }
+  if (newSpec && newSpec->evaluatesRun > 0 && !fs::exists(db)) {
+    // No database yet, so no run to evaluate: refused before one is created.
+    throw Error(ErrorCode::BadSpec,
+                args.positionals()[0] + ": evaluates.run " + std::to_string(newSpec->evaluatesRun) + " is not a run of " +
+                    db.string() + " (the database does not exist)",
+                "Name a run of this workspace (runs list).");
+  }
   RunStore store(db, newSpec ? StoreOpen::CreateIfMissing : StoreOpen::MustExist);
   if (newSpec) {
     const fs::path specPath = args.positionals()[0];
     const RunSpec& spec = *newSpec;
-    if (spec.evaluatesRun > 0) {  // the run an eval job scores must be there before the job is registered
-      try {
-        store.run(spec.evaluatesRun);
-      } catch (const Error&) {
-        throw Error(ErrorCode::BadSpec,
-                    specPath.string() + ": evaluates.run " + std::to_string(spec.evaluatesRun) + " is not a run of " +
-                        db.string(),
-                    "Name a run of this workspace (runs list).");
-      }
-    }
+    if (spec.evaluatesRun > 0) checkEvaluatedRun(store, spec, specPath, db);
     specJson = runSpecToJson(spec);
     // Rank 0 registers the run; the other ranks learn its ID when they join it.
     if (dist.writesMetrics()) {

@@ -94,7 +94,8 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
     : QMainWindow(parent), m_ws(workspace), m_options(std::move(options)) {
   ensureResourcesLoaded();
   WheelGuard::install();   // before the panels' fields are polished
-  setWindowTitle(tr("LatentLab — %1").arg(QDir::toNativeSeparators(m_ws.dir)));
+  // The platform appends the application's display name ("… — LatentLab").
+  setWindowTitle(QDir::toNativeSeparators(m_ws.dir));
   setWindowIcon(QIcon(QStringLiteral(":/icons/latentlab.svg")));
   m_store = std::make_shared<RunStore>(m_ws.dbPath().toStdString());
   m_jobs = new JobController(m_store, m_ws.dir, m_options.enginePath.isEmpty() ? engineExecutablePath() : m_options.enginePath, this);
@@ -272,22 +273,8 @@ void MainWindow::probeDevices() {
     proc->deleteLater();
     m_deviceProbe = nullptr;
     if (status != QProcess::NormalExit || code != 0) return;
-    const QByteArray out = proc->readAllStandardOutput();
-    const auto list = nlohmann::json::parse(out.mid(out.indexOf('[')).toStdString(), nullptr, false);
-    if (!list.is_array()) return;
-    std::vector<DeviceInfo> devices;
-    QStringList ids;
-    for (const auto& d : list) {
-      if (!d.is_object() || !d.contains("id")) continue;
-      DeviceInfo info;
-      info.id = d.value("id", "");
-      info.name = d.value("name", "");
-      info.memoryBytes = d.value("memory_bytes", std::uint64_t{0});
-      info.freeBytes = d.value("free_bytes", std::uint64_t{0});
-      devices.push_back(info);
-      ids << QString::fromStdString(info.id);
-    }
-    if (ids.isEmpty()) return;
+    const std::vector<DeviceInfo> devices = parseDevicesJson(proc->readAllStandardOutput().toStdString());
+    if (devices.empty()) return;
     applyDevices(devices);
   });
   connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
@@ -407,12 +394,20 @@ void MainWindow::wire() {
   connect(m_jobs, &JobController::statusChanged, this, &MainWindow::onStatusChanged);
   connect(m_jobs, &JobController::jobsChanged, this, &MainWindow::updateStatusBar);
   connect(m_evaluate, &EvaluatePanel::evaluateRequested, this, [this](const RunSpec& s) { submitEvaluation(s); });
-  // Two models' text needs room: the Try it tab opens the bottom area to at least 320 px.
+  // Two models' text needs room: the Try it tab opens the bottom area to at
+  // least 320 px while it is shown, and gives the room back when it is left.
   connect(m_bottomTabs, &QTabWidget::currentChanged, this, [this] {
-    if (m_bottomTabs->currentWidget() != m_try) return;
+    if (m_bottomTabs->currentWidget() != m_try) {
+      if (!m_sizesBeforeTry.isEmpty()) m_vertical->setSizes(m_sizesBeforeTry);
+      m_sizesBeforeTry.clear();
+      return;
+    }
     m_try->refresh();
     const QList<int> sizes = m_vertical->sizes();
-    if (sizes.size() == 2 && sizes[1] < 320) m_vertical->setSizes({sizes[0] + sizes[1] - 320, 320});
+    if (sizes.size() == 2 && sizes[1] < 320) {
+      m_sizesBeforeTry = sizes;
+      m_vertical->setSizes({sizes[0] + sizes[1] - 320, 320});
+    }
   });
   connect(m_rightTabs, &QTabWidget::currentChanged, this, [this] {
     if (m_rightTabs->currentIndex() == m_rightTabs->count() - 1) m_evaluate->refresh();
@@ -582,7 +577,7 @@ void MainWindow::showSelection(const QVector<ChartRun>& runs) {
   }
 }
 
-void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
+void MainWindow::onStatusChanged(qint64 runId, RunStatus status) {
   m_runModel->refresh();
   m_evaluate->refresh();   // new checkpoints and figures
   if (!m_try->running()) m_try->refresh();
@@ -590,12 +585,13 @@ void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
   updateStatusBar();
   chart()->pollStore(runId);
   const JobInfo* job = m_jobs->job(runId);
-  if (status == QLatin1String("failed") || status == QLatin1String("crashed")) {
+  if (status == RunStatus::Failed || status == RunStatus::Crashed) {
     m_banner->showMessage(MessageBanner::Level::Error,
-                          tr("Run #%1 %2 %3").arg(runId).arg(job != nullptr ? job->name : QString(), status),
+                          tr("Run #%1 %2 %3").arg(runId).arg(job != nullptr ? job->name : QString(),
+                                                               QString::fromLatin1(runStatusName(status))),
                           job != nullptr && !job->error.isEmpty() ? job->error : tr("See the Log tab for the engine's output."));
   }
-  if (status == QLatin1String("completed")) {
+  if (status == RunStatus::Completed) {
     try {
       if (isDemoPretrainRun(*m_store, runId)) {
         QString why;
@@ -615,7 +611,7 @@ void MainWindow::onStatusChanged(qint64 runId, const QString& status) {
 
 void MainWindow::updateStatusBar() {
   int queued = 0;
-  for (qint64 id : m_jobs->jobOrder()) queued += m_jobs->job(id)->status == QLatin1String("queued") ? 1 : 0;
+  for (qint64 id : m_jobs->jobOrder()) queued += m_jobs->job(id)->status == RunStatus::Queued ? 1 : 0;
   m_statusJobs->setText(tr("%1 running · %2 queued").arg(m_jobs->runningCount()).arg(queued));
 }
 
@@ -667,6 +663,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 void MainWindow::saveLayout() {
   QSettings s;
+  if (!m_sizesBeforeTry.isEmpty()) m_vertical->setSizes(m_sizesBeforeTry);   // Try it's room is not the layout
   s.setValue(QStringLiteral("window/geometry"), saveGeometry());
   s.setValue(QStringLiteral("window/state"), saveState());
   s.setValue(QStringLiteral("window/horizontal"), m_horizontal->saveState());
@@ -677,10 +674,26 @@ void MainWindow::saveLayout() {
 void MainWindow::restoreLayout() {
   QSettings s;
   if (s.contains(QStringLiteral("window/geometry"))) restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  // A geometry saved on a larger screen is not restored past this one (the
+  // right panel, the Run button and the status bar would be cut off).
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) {
+    const QRect free = screen->availableGeometry();
+    if (geometry().width() > free.width() || geometry().height() > free.height() || !free.intersects(geometry())) {
+      setGeometry(QRect(free.topLeft(), QSize(1440, 900).boundedTo(free.size())));
+    }
+  }
   restoreState(s.value(QStringLiteral("window/state")).toByteArray());
   m_horizontal->restoreState(s.value(QStringLiteral("window/horizontal")).toByteArray());
   m_vertical->restoreState(s.value(QStringLiteral("window/vertical")).toByteArray());
   m_rightTabs->setCurrentIndex(s.value(QStringLiteral("window/rightTab"), 0).toInt());
+  QTimer::singleShot(0, this, &MainWindow::keepPlotShare);   // once the splitter has its real height
+}
+
+void MainWindow::keepPlotShare() {
+  const QList<int> sizes = m_vertical->sizes();
+  if (sizes.size() != 2) return;
+  const int total = sizes[0] + sizes[1];
+  if (total > 0 && sizes[0] < total * 2 / 5) m_vertical->setSizes({total * 3 / 5, total - total * 3 / 5});
 }
 
 } // namespace latentlab::ui

@@ -72,6 +72,7 @@ public:
   MessageBanner* banner() const { return m_banner; }
   QTabWidget* rightTabs() const { return m_rightTabs; }
   QTabWidget* bottomTabs() const { return m_bottomTabs; }
+  QSplitter* verticalSplitter() const { return m_vertical; }
   EvaluatePanel* evaluatePanel() const { return m_evaluate; }
   TryPanel* tryPanel() const { return m_try; }
 
@@ -99,7 +100,7 @@ protected:
 private:
   void buildMenus();
   void wire();
-  void onStatusChanged(qint64 runId, const QString& status);
+  void onStatusChanged(qint64 runId, RunStatus status);
   // The selected runs to the compare view; a preset's experiment opens on its figure.
   void showSelection(const QVector<ChartRun>& runs);
   void updateStatusBar();
@@ -114,6 +115,7 @@ private:
   QProcess* m_deviceProbe = nullptr;   // `devices --json` while it runs
   void saveLayout();
   void restoreLayout();
+  void keepPlotShare();   // the plot keeps at least 40% of the window's height
 
   Workspace m_ws;
   MainWindowOptions m_options;
@@ -134,6 +136,7 @@ private:
   QTabWidget* m_rightTabs = nullptr;
   QTabWidget* m_bottomTabs = nullptr;
   QSplitter* m_vertical = nullptr;
+  QList<int> m_sizesBeforeTry;   // the plot/bottom split before Try it opened the bottom area
   QSplitter* m_horizontal = nullptr;
   QLabel* m_statusJobs = nullptr;
   QTimer m_refreshTimer;

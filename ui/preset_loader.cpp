@@ -64,6 +64,7 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
   p.chart.metric = chart.value(QStringLiteral("metric")).toString(p.chart.metric);
   p.chart.x = chart.value(QStringLiteral("x")).toString(p.chart.x);
   p.chart.compare = chart.value(QStringLiteral("compare")).toString(p.chart.compare);
+  p.chart.smoothing = chart.value(QStringLiteral("smoothing")).toDouble(p.chart.smoothing);
   p.chart.note = chart.value(QStringLiteral("note")).toString();
   const QJsonArray pairs = chart.value(QStringLiteral("pairs")).toArray();
   for (qsizetype i = 0; i < pairs.size(); ++i) {

@@ -22,6 +22,7 @@ struct PresetChart {
   QString metric = QStringLiteral("loss");   // as ChartView::setMetric
   QString x = QStringLiteral("step");        // step | tokens
   QString compare = QStringLiteral("curves");  // curves | difference
+  double smoothing = -1;                       // the train curves' smoothing, 0..0.99 (< 0: left as it is)
   QList<QPair<QString, QString>> pairs;        // difference within pairs: (minuend, subtrahend) run names
   QString note;                              // what the figure shows
 };

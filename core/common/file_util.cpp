@@ -54,10 +54,8 @@ void setWriteBudgetForTesting(long long bytes) { writeBudget().store(bytes < 0 ?
 long long writeBudgetLeftForTesting() { return writeBudget().load(); }
 
 MappedFile::MappedFile(const fs::path& path) : m_path(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw Error(ErrorCode::Io, path.string() + ": cannot open: " + errnoText(errno));
-  }
+  // A regular file only: a FIFO would block the open for ever, a device has no end.
+  int fd = openRegularFile(path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;

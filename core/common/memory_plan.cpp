@@ -1,7 +1,7 @@
 // The training memory planner (latentlab/memory_plan.h). The activation
 // model counts, per token and decoder layer, the elements autograd keeps for
 // backward; its coefficients were measured on the CPU with every allocation
-// counted (tests/core/train/memory_plan_test.cpp holds the predictions to
+// counted (tests/core/train/test_memory_plan.cpp holds the predictions to
 // 15% of the measured peak), see docs/memory.md.
 #include "latentlab/memory_plan.h"
 
@@ -371,9 +371,14 @@ std::string formatBytes(std::int64_t bytes) {
 std::string describeMemoryPlan(const MemoryPlan& p) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "memory per device (%s, %s, %d rank%s, %s tokens per micro-batch)\n",
-                p.cuda ? "cuda" : "cpu", p.precision.c_str(), p.ranks, p.ranks == 1 ? "" : "s",
-                count(static_cast<double>(p.tokensPerMicroBatch)).c_str());
+  const bool inference = p.peakPhase == "inference";   // an evaluation job: no micro-batches
+  if (inference) {
+    std::snprintf(line, sizeof(line), "memory per device (%s, %s)\n", p.cuda ? "cuda" : "cpu", p.precision.c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "memory per device (%s, %s, %d rank%s, %s tokens per micro-batch)\n",
+                  p.cuda ? "cuda" : "cpu", p.precision.c_str(), p.ranks, p.ranks == 1 ? "" : "s",
+                  count(static_cast<double>(p.tokensPerMicroBatch)).c_str());
+  }
   out += line;
   for (const MemoryItem& i : p.items) {
     std::snprintf(line, sizeof(line), "  %-30s %10s  %s\n", i.name.c_str(), formatBytes(i.bytes).c_str(), i.detail.c_str());
@@ -386,7 +391,12 @@ std::string describeMemoryPlan(const MemoryPlan& p) {
     std::snprintf(line, sizeof(line), "  %-30s %10s\n", "peak with recompute", formatBytes(p.peakWithRecompute).c_str());
     out += line;
   }
-  if (p.known()) {
+  if (p.known() && inference) {
+    std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device\n", p.fits() ? "fits" : "does not fit",
+                  formatBytes(p.peakBytes).c_str(), formatBytes(p.availableBytes).c_str());
+    out += line;
+    if (!p.suggestion.empty()) out += "to fit: " + p.suggestion + "\n";
+  } else if (p.known()) {
     std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device; the largest micro_batch that fits is %d\n",
                   p.fits() ? "fits" : "does not fit", formatBytes(p.peakBytes).c_str(),
                   formatBytes(p.availableBytes).c_str(), p.largestMicroBatch);

@@ -1,5 +1,6 @@
 // RunSpec JSON (versioned), validation, and the learning-rate schedules.
 #include "latentlab/run_spec.h"
+#include "latentlab/vocabulary.h"
 #include "latentlab/passkey.h"
 
 #include <algorithm>
@@ -86,6 +87,30 @@ private:
 
 [[noreturn]] void bad(const std::string& source, const std::string& field, const std::string& problem) {
   throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem);
+}
+
+// The names of E, "a, b or c".
+template <typename E>
+std::string allowed() {
+  const auto names = choiceNames<E>();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string n = names[i].empty() ? "empty" : names[i];
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + n;
+  }
+  return out;
+}
+
+// A choice field: one of E's names (an alias is stored as the name written).
+template <typename E>
+void checkChoice(const std::string& source, const std::string& field, const std::string& value) {
+  if (!findChoice<E>(value)) bad(source, field, "must be " + allowed<E>() + ", got '" + value + "'");
+}
+
+// Aliases read as the name written, so every later comparison sees one spelling.
+template <typename E>
+void canonicalise(std::string& value) {
+  value = canonicalChoice<E>(value);
 }
 
 void validateAttention(const RunSpec& s, const std::string& source) {
@@ -245,6 +270,10 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.rejectUnknown();
   }
   f.rejectUnknown();
+  // Parsed once here: an alias ("2norm", "full-rope", "deepseek-v3") is kept
+  // as the name written, so the engine compares one spelling.
+  canonicalise<RopeStrategy>(s.conversion.ropeStrategy);
+  canonicalise<ConversionTarget>(s.conversion.target);
   if (s.kind == "convert-finetune") s.conversion.enabled = true;
   validateRunSpec(s, source);
   return s;
@@ -263,8 +292,7 @@ std::vector<std::string> deviceList(const std::string& device) {
 }
 
 void validateRunSpec(const RunSpec& s, const std::string& source) {
-  static const std::set<std::string> kinds = {"pretrain", "finetune", "convert-finetune", "eval"};
-  if (!kinds.count(s.kind)) bad(source, "kind", "must be pretrain, finetune, convert-finetune or eval, got '" + s.kind + "'");
+  checkChoice<RunKind>(source, "kind", s.kind);
   if (s.kind == "eval") {
     if (s.evalTasks.empty() && s.passkey.file.empty())
       bad(source, "eval_tasks", "or passkey is required for kind eval (what to evaluate the model on)");
@@ -295,9 +323,7 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.zeroStage < 0 || s.zeroStage > 2)
     bad(source, "zero_stage", "must be 0 (off), 1 (optimizer state sharded) or 2 (and gradients), got " +
                                   std::to_string(s.zeroStage));
-  static const std::set<std::string> precisions = {"auto", "fp32", "bf16-mixed", "bf16", "fp64"};
-  if (!precisions.count(s.precision))
-    bad(source, "precision", "must be auto, fp32, bf16-mixed, bf16 or fp64, got '" + s.precision + "'");
+  checkChoice<Precision>(source, "precision", s.precision);
   // One device, or a comma list of devices for a data-parallel job (one rank each).
   for (const std::string& d : deviceList(s.device)) {
     const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
@@ -309,16 +335,14 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)
     bad(source, "data.validation_share", "must be in [0, 0.5)");
   if (s.data.tokenizerVocab < 300) bad(source, "data.tokenizer_vocab", "must be at least 300");
-  if (!s.data.tokenFormat.empty() && s.data.tokenFormat != "u16" && s.data.tokenFormat != "u32")
-    bad(source, "data.token_format", "must be empty, u16 or u32");
+  checkChoice<TokenFormat>(source, "data.token_format", s.data.tokenFormat);
   if (!(s.optimizer.lr > 0)) bad(source, "optimizer.lr", "must be positive");
   if (s.optimizer.beta1 < 0 || s.optimizer.beta1 >= 1) bad(source, "optimizer.beta1", "must be in [0, 1)");
   if (s.optimizer.beta2 < 0 || s.optimizer.beta2 >= 1) bad(source, "optimizer.beta2", "must be in [0, 1)");
   if (!(s.optimizer.eps > 0)) bad(source, "optimizer.eps", "must be positive");
   if (s.optimizer.weightDecay < 0) bad(source, "optimizer.weight_decay", "must be >= 0");
   if (s.optimizer.clip < 0) bad(source, "optimizer.clip", "must be >= 0 (0 disables clipping)");
-  static const std::set<std::string> scheds = {"wsd", "cosine", "constant"};
-  if (!scheds.count(s.schedule.kind)) bad(source, "schedule.kind", "must be wsd, cosine or constant");
+  checkChoice<ScheduleKind>(source, "schedule.kind", s.schedule.kind);
   if (s.schedule.warmupSteps < 0 || s.schedule.warmupSteps > s.steps)
     bad(source, "schedule.warmup_steps", "must be in [0, steps]");
   if (s.schedule.decaySteps < 0 || s.schedule.warmupSteps + s.schedule.decaySteps > s.steps)
@@ -333,31 +357,24 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
     if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
     if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
-    static const std::set<std::string> formats = {"jsonl", "arc", "openbookqa", "hellaswag", "piqa", "winogrande", "mmlu"};
-    if (!formats.count(t.format))
-      bad(source, field + ".format", "must be jsonl, arc, openbookqa, hellaswag, piqa, winogrande or mmlu");
+    checkChoice<TaskFormat>(source, field + ".format", t.format);
     if (t.shots < 0) bad(source, field + ".shots", "must be >= 0");
     if (t.shots > 0 && (t.format != "mmlu" || t.dev.empty()))
       bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
     if (t.format == "piqa" && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
   }
   if (s.conversion.enabled) {
-    static const std::set<std::string> strategies = {"high", "low", "uniform", "2-norm", "full"};
-    if (s.conversion.target != "mha2mla" && s.conversion.target != "deepseek")
-      bad(source, "conversion.target", "must be mha2mla or deepseek, got '" + s.conversion.target + "'");
-    if (!s.conversion.factorise.empty() && s.conversion.factorise != "weights" && s.conversion.factorise != "activations")
-      bad(source, "conversion.factorise", "must be weights or activations, got '" + s.conversion.factorise + "'");
+    checkChoice<ConversionTarget>(source, "conversion.target", s.conversion.target);
+    if (!s.conversion.factorise.empty()) checkChoice<Factorisation>(source, "conversion.factorise", s.conversion.factorise);
     if (s.conversion.ropeWidth < 0) bad(source, "conversion.rope_width", "must be >= 2 (or 0 for 2 r n_kv)");
     if (s.conversion.freqFold < 1) bad(source, "conversion.freq_fold", "must be at least 1");
     if (s.conversion.deepseek() && s.conversion.svd == "split")
       bad(source, "conversion.svd", "must be joint for the deepseek target (DeepSeek-V3 has one joint latent)");
-    if (!strategies.count(s.conversion.ropeStrategy))
-      bad(source, "conversion.rope_strategy", "must be high, low, uniform, 2-norm or full, got '" + s.conversion.ropeStrategy + "'");
+    checkChoice<RopeStrategy>(source, "conversion.rope_strategy", s.conversion.ropeStrategy);
     if (s.conversion.ropePairs < 0) bad(source, "conversion.rope_pairs", "must be >= 1 (or 0 for d_h/16)");
     if (s.conversion.dKv < 1) bad(source, "conversion.d_kv", "must be at least 1");
-    if (s.conversion.svd != "joint" && s.conversion.svd != "split") bad(source, "conversion.svd", "must be joint or split");
-    if (s.conversion.twoNormScore != "product" && s.conversion.twoNormScore != "sum")
-      bad(source, "conversion.two_norm_score", "must be product or sum");
+    checkChoice<SvdMethod>(source, "conversion.svd", s.conversion.svd);
+    checkChoice<TwoNormScore>(source, "conversion.two_norm_score", s.conversion.twoNormScore);
     if (s.conversion.calibSequences < 1) bad(source, "conversion.calib_sequences", "must be at least 1");
     if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
   }

@@ -204,7 +204,7 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
         item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
       }
       const json& label = j.contains("label") ? j.at("label") : json();
-      // lm-eval: int(label), which takes an integer or a string of digits and nothing else.
+      // lm-eval: int(label), which takes an integer or a string of digits (spaces around them allowed).
       long long gold = -1;
       if (label.is_number_integer() && !(label.is_number_unsigned() && label.get<unsigned long long>() > 1000000ULL)) {
         gold = label.get<long long>();
@@ -218,8 +218,11 @@ std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& 
         }
         gold = std::stoll(text);
       }
-      if (gold < 0 || gold >= static_cast<long long>(item.choices.size()))
-        throw Error(ErrorCode::BadData, where + ": field 'label' is missing or not the index of an ending");
+      if (label.is_null()) throw Error(ErrorCode::BadData, where + ": field 'label' is missing");
+      if (gold < 0 || gold >= static_cast<long long>(item.choices.size())) {
+        throw Error(ErrorCode::BadData, where + ": field 'label' is " + label.dump() + ", not the index of one of the " +
+                                            std::to_string(item.choices.size()) + " endings");
+      }
       item.gold = static_cast<int>(gold);
       items.push_back(std::move(item));
     });

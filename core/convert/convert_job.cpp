@@ -85,14 +85,18 @@ Prepared prepare(const ConvertSpec& spec) {
   if (!spec.heldOutText.empty()) {
     std::error_code ec;
     if (!fs::is_regular_file(spec.heldOutText, ec)) {
-      throw Error(ErrorCode::BadInput, spec.heldOutText.string() + ": held-out text file not found");
+      throw Error(ErrorCode::BadInput, spec.heldOutText.string() + ": held-out text " +
+                                           (fs::exists(spec.heldOutText, ec) ? "is not a regular file (a folder, FIFO or device)"
+                                                                              : "file not found"));
     }
   }
   if (p.needsCalibration) {
     const auto& c = spec.calibration;
     std::error_code ec;
     if (!fs::is_regular_file(c.dataFile, ec)) {
-      throw Error(ErrorCode::BadInput, c.dataFile.string() + ": calibration data file not found",
+      throw Error(ErrorCode::BadInput, c.dataFile.string() + ": calibration data " +
+                                           (fs::exists(c.dataFile, ec) ? "is not a regular file (a folder, FIFO or device)"
+                                                                        : "file not found"),
                   "Give token ids (u16/u32) from the training data.");
     }
     if (c.format != "u16" && c.format != "u32" && c.format != "text") {

@@ -92,7 +92,16 @@ std::optional<fs::path> writeReplacingFolder(const fs::path& target,
     }
   }
   fsyncFolder(parent);
-  // The new model is in place; what of the old one cannot be removed stays beside it.
+  // The new model is in place; the old one is named as the replaced model
+  // (not as an unfinished write) before it goes, so what of it cannot be
+  // removed stays beside the target under a name that says what it is.
+  if (old == tmp) {
+    fs::path replaced = target;
+    replaced += ".replaced-" + pid;
+    fs::remove_all(replaced, ec);
+    fs::rename(old, replaced, ec);
+    if (!ec) old = replaced;
+  }
   fs::remove_all(old, ec);
   if (ec || fs::exists(old, ec)) return old;
   return std::nullopt;

@@ -9,42 +9,27 @@
 namespace latentlab {
 namespace F = torch::nn::functional;
 
+// A bad name given to the converter is bad input (a flag or a convert spec).
 RopeStrategy parseRopeStrategy(const std::string& name, const std::string& field) {
-  if (name == "high") return RopeStrategy::High;
-  if (name == "low") return RopeStrategy::Low;
-  if (name == "uniform") return RopeStrategy::Uniform;
-  if (name == "2-norm" || name == "2norm" || name == "two-norm") return RopeStrategy::TwoNorm;
-  if (name == "full" || name == "full-rope") return RopeStrategy::Full;
-  throw Error(ErrorCode::BadInput, field + ": unknown RoPE strategy '" + name + "'",
-              "Use one of high, low, uniform, 2-norm, full.");
+  try {
+    return parseChoice<RopeStrategy>(name, field);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::BadInput, e.message(), e.hint());
+  }
 }
 
-const char* ropeStrategyName(RopeStrategy s) {
-  switch (s) {
-    case RopeStrategy::High:
-      return "high";
-    case RopeStrategy::Low:
-      return "low";
-    case RopeStrategy::Uniform:
-      return "uniform";
-    case RopeStrategy::TwoNorm:
-      return "2-norm";
-    case RopeStrategy::Full:
-      return "full";
-  }
-  return "?";
-}
+const char* ropeStrategyName(RopeStrategy s) { return choiceName(s).data(); }
 
 TwoNormScore parseTwoNormScore(const std::string& name, const std::string& field) {
-  if (name.empty() || name == "product") return TwoNormScore::Product;
-  if (name == "sum") return TwoNormScore::Sum;
-  throw Error(ErrorCode::BadInput, field + ": unknown 2-norm score '" + name + "'",
-              "Use product (Q·K, the official code) or sum (Q+K, the paper-era code).");
+  if (name.empty()) return TwoNormScore::Product;
+  try {
+    return parseChoice<TwoNormScore>(name, field);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::BadInput, e.message(), e.hint());
+  }
 }
 
-const char* twoNormScoreName(TwoNormScore s) {
-  return s == TwoNormScore::Sum ? "sum" : "product";
-}
+const char* twoNormScoreName(TwoNormScore s) { return choiceName(s).data(); }
 
 PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
                              const CancelToken& cancel, LayerInputStats* inputs) {

@@ -9,14 +9,13 @@
 
 #include "convert/calibration_stats.h"
 #include "latentlab/progress.h"
+#include "latentlab/vocabulary.h"
 #include "model/llama.h"
 
 namespace latentlab {
 
-enum class RopeStrategy { High, Low, Uniform, TwoNorm, Full };
-enum class TwoNormScore { Product, Sum };  // Q·K (official code, default) or Q+K (paper-era code)
-
-// "high", "low", "uniform", "2-norm", "full"; throws Error(BadInput) naming `field`.
+// RopeStrategy and TwoNormScore are in latentlab/vocabulary.h with their names.
+// "high", "low", "uniform", "2-norm", "full" (and aliases); throws Error naming `field`.
 RopeStrategy parseRopeStrategy(const std::string& name, const std::string& field = "rope strategy");
 const char* ropeStrategyName(RopeStrategy s);
 TwoNormScore parseTwoNormScore(const std::string& name, const std::string& field = "two-norm score");

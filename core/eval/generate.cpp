@@ -115,9 +115,8 @@ GenerateResult Generator::generate(const std::string& prompt, const TextSink& si
   return generateIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true), sink, cancel, onToken);
 }
 
-GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink,
-                                      const CancelToken& cancel, const TokenSink& onToken) {
-  Impl& d = *m_impl;
+void Generator::checkPromptIds(const std::vector<std::int32_t>& promptIds) const {
+  const Impl& d = *m_impl;
   if (promptIds.empty()) throw Error(ErrorCode::BadInput, "the prompt has no tokens");
   const int vocab = d.model->config().vocabSize;
   for (std::int32_t id : promptIds) {
@@ -135,6 +134,20 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
                     " max_position_embeddings)",
                 "Shorten the prompt or ask for fewer new tokens.");
   }
+}
+
+void Generator::checkPrompt(const std::string& prompt) const {
+  if (!m_impl->tokenizer) {
+    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() + ": not found; text generation "
+                                    "needs the model's tokenizer");
+  }
+  checkPromptIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true));
+}
+
+GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink,
+                                      const CancelToken& cancel, const TokenSink& onToken) {
+  Impl& d = *m_impl;
+  checkPromptIds(promptIds);
   throwIfCancelled(cancel, "generate");
   GenerateResult r;
   r.promptIds = promptIds;

@@ -3,6 +3,7 @@
 
 #include <tuple>
 
+#include "latentlab/error.h"
 #include "latentlab/events.h"
 
 namespace latentlab {
@@ -50,7 +51,13 @@ ChoiceEvalResult scoreTaskIntoStore(ChoiceScorer& scorer, const EvalTaskSpec& ta
       lastWrite = Clock::now();
     };
   }
-  const ChoiceEvalResult r = scorer.score(items, task.limit, itemProgress, cancel, sofarSink);
+  ChoiceEvalResult r;
+  try {
+    r = scorer.score(items, task.limit, itemProgress, cancel, sofarSink);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::BadData) throw;
+    throw e.withContext(task.file);   // an item that cannot be scored: its file too
+  }
   // Partial: scored on fewer items than the task has (cancelled, or a limit).
   const bool partial = r.cancelled || r.items < static_cast<std::int64_t>(items.size());
   storeChoiceScores(target.store, target.run, target.step, task.name, r, partial);

@@ -584,6 +584,7 @@ void Trainer::writeSummary() {
                   {"final_train_loss", lastLoss},
                   {"parameters", notes.value("parameters", json(nullptr))},
                   {"kv_bytes_per_token", kv.bytesPerToken},
+                  {"kv_dtype", autocastBf16 || bf16Weights ? "bf16" : paramType == torch::kFloat64 ? "fp64" : "fp32"},
                   {"kv_elements_per_token", kv.perToken},
                   {"kv_saving", kv.saving},
                   {"wall_seconds", wallNow()},

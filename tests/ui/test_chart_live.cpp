@@ -48,7 +48,7 @@ private Q_SLOTS:
       if (seen.isEmpty() || seen.last() != n) seen << n;
     }
     QVERIFY2(!finished.isEmpty(), qPrintable(QStringLiteral("the engine job did not finish: status %1, curve sizes %2")
-                                                  .arg(jobs.job(id)->status)
+                                                  .arg(QString::fromLatin1(runStatusName(jobs.job(id)->status)))
                                                   .arg(seen.size())));
     QCOMPARE(finished.at(0).at(1).toInt(), 0);
     QTRY_COMPARE_WITH_TIMEOUT(chart.pointCount(id, QStringLiteral("train/loss")), steps, 3000);

@@ -10,6 +10,8 @@
 #include <QFile>
 #include <QFont>
 #include <QItemSelectionModel>
+#include <QScrollBar>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QWheelEvent>
@@ -78,7 +80,7 @@ private Q_SLOTS:
       const qint64 id = store->createRun(std::nullopt, name, s.kind, runSpecToJson(s), "cpu");
       store->setStatus(id, RunStatus::Running);
       store->setStatus(id, RunStatus::Completed);
-      store->setSummary(id, QStringLiteral(R"({"tokens":4096,"kv_bytes_per_token":%1,"kv_saving":%2})")
+      store->setSummary(id, QStringLiteral(R"({"tokens":4096,"kv_bytes_per_token":%1,"kv_dtype":"bf16","kv_saving":%2})")
                                 .arg(static_cast<int>(1536 * (1.0 + change)))
                                 .arg(change)
                                 .toStdString());
@@ -95,6 +97,9 @@ private Q_SLOTS:
       QCOMPARE(bold, row == 2);
       QCOMPARE(model.index(row, col).data(Qt::BackgroundRole).isValid(), row == 2);
     }
+    // The bytes are counted in the dtype the runs train in, said in the header.
+    QCOMPARE(model.headerData(model.columnOf(QStringLiteral("kv_bytes_per_token")), Qt::Horizontal).toString(),
+             QStringLiteral("KV bytes/token (bf16)"));
     // The smallest cache is the best bytes/token too.
     const int bytes = model.columnOf(QStringLiteral("kv_bytes_per_token"));
     QVERIFY(model.index(2, bytes).data(Qt::FontRole).value<QFont>().bold());
@@ -475,6 +480,7 @@ private Q_SLOTS:
     QCOMPARE(w.chart()->xAxis(), ChartView::XAxis::Tokens);
     QCOMPARE(static_cast<int>(w.chart()->pairs().size()), 3);
     QVERIFY(w.comparePanel()->caption().startsWith(QStringLiteral("loss(no scale) - loss(scaled)")));
+    QCOMPARE(w.chart()->smoothing(), 0.8);
 
     QVERIFY(selectExperiment(experiments[QStringLiteral("dkv-sweep")]));
     QCOMPARE(w.chart()->runs().size(), 4);
@@ -487,9 +493,14 @@ private Q_SLOTS:
     }
     QCOMPARE(w.chart()->baseline(), baseRun);  // the reference of difference mode
 
+    QCOMPARE(w.chart()->smoothing(), 0.8);   // 60-step runs read at the preset's smoothing
+
     QVERIFY(selectExperiment(experiments[QStringLiteral("rope-strategies")]));
     QCOMPARE(w.chart()->runs().size(), 6);
     QCOMPARE(w.chart()->compareMode(), CompareMode::Curves);
+    // The caption says validation loss: the chart shows it, not spiky train curves.
+    QVERIFY(w.comparePanel()->caption().startsWith(QStringLiteral("validation loss")));
+    QCOMPARE(w.chart()->metric(), QStringLiteral("val/loss"));
     QCOMPARE(w.comparePanel()->tableModel()->rowCount(), 6);
     // The five strategies differ in their rope strategy; the sixth run is the
     // DeepSeek target at the same r and d_kv (the same KV budget).
@@ -504,6 +515,16 @@ private Q_SLOTS:
     w.runsPanel()->view()->selectionModel()->select(r1, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     w.runsPanel()->view()->selectionModel()->select(r2, QItemSelectionModel::Select | QItemSelectionModel::Rows);
     QCOMPARE(w.chart()->runs().size(), 2);
+
+    // The table scrolled sideways in one experiment starts at its first
+    // columns in the next.
+    w.resize(1000, 760);
+    QVERIFY(selectExperiment(experiments[QStringLiteral("rope-strategies")]));
+    QScrollBar* sideways = w.comparePanel()->table()->horizontalScrollBar();
+    QTRY_VERIFY2(sideways->maximum() > 0, "the compare table is wider than its view at 1000 px");
+    sideways->setValue(sideways->maximum());
+    QVERIFY(selectExperiment(experiments[QStringLiteral("dkv-sweep")]));
+    QCOMPARE(sideways->value(), 0);
   }
 };
 

@@ -3,9 +3,11 @@
 // cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
 // marked crashed; a dead run found on reopening is marked crashed.
 #include <QElapsedTimer>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <csignal>
@@ -14,6 +16,7 @@
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "models/job_table_model.h"
+#include "panels/jobs_panel.h"
 #include "ui_test_support.h"
 
 using namespace latentlab;
@@ -24,7 +27,7 @@ namespace {
 QStringList statusesOf(const QSignalSpy& spy, qint64 runId) {
   QStringList out;
   for (const auto& args : spy) {
-    if (args.at(0).toLongLong() == runId) out << args.at(1).toString();
+    if (args.at(0).toLongLong() == runId) out << QString::fromLatin1(runStatusName(args.at(1).value<RunStatus>()));
   }
   return out;
 }
@@ -55,8 +58,8 @@ private Q_SLOTS:
     const qint64 b = addRun(*store, uitest::tinySpec("tiny b", 10));
     jobs.enqueue(a);
     jobs.enqueue(b);
-    QCOMPARE(jobs.job(a)->status, QStringLiteral("running"));
-    QCOMPARE(jobs.job(b)->status, QStringLiteral("queued"));  // one CPU job at a time
+    QCOMPARE(jobs.job(a)->status, RunStatus::Running);
+    QCOMPARE(jobs.job(b)->status, RunStatus::Queued);  // one CPU job at a time
     QVERIFY(finished.wait(60000));
     QCOMPARE(finished.at(0).at(0).toLongLong(), a);
     QCOMPARE(finished.at(0).at(1).toInt(), 0);
@@ -95,7 +98,7 @@ private Q_SLOTS:
     for (qint64 id : ids) jobs.enqueue(id);
     QCOMPARE(jobs.job(ids[0])->device, QStringLiteral("cuda:1"));
     QCOMPARE(jobs.job(ids[1])->device, QStringLiteral("cuda:0"));
-    QCOMPARE(jobs.job(ids[2])->status, QStringLiteral("queued"));
+    QCOMPARE(jobs.job(ids[2])->status, RunStatus::Queued);
     QCOMPARE(jobs.job(ids[2])->device, QStringLiteral("cuda"));
     QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);   // the engines end (no CUDA here)
   }
@@ -121,11 +124,11 @@ private Q_SLOTS:
     QStringList violations;
     int mostHeld = 0;
     bool pairRan = false;
-    connect(&jobs, &JobController::statusChanged, this, [&](qint64, const QString&) {
+    connect(&jobs, &JobController::statusChanged, this, [&](qint64, RunStatus) {
       QHash<QString, int> held;
       for (qint64 id : {a, pair, b}) {
         const JobInfo* j = jobs.job(id);
-        if (j == nullptr || j->status != QLatin1String("running")) continue;
+        if (j == nullptr || j->status != RunStatus::Running) continue;
         if (id == pair) pairRan = true;
         for (const QString& d : JobController::rankDevices(j->device)) held[d] += 1;
       }
@@ -139,7 +142,7 @@ private Q_SLOTS:
     QSignalSpy finished(&jobs, &JobController::finished);
     for (qint64 id : {a, pair, b}) jobs.enqueue(id);
     QCOMPARE(jobs.job(a)->device, QStringLiteral("cuda:0"));   // the most free memory
-    QCOMPARE(jobs.job(pair)->status, QStringLiteral("queued")); // needs both
+    QCOMPARE(jobs.job(pair)->status, RunStatus::Queued); // needs both
     QCOMPARE(jobs.job(b)->device, QStringLiteral("cuda:1"));   // the other one
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 180000);
     for (qint64 id : {a, pair, b}) QCOMPARE(store->run(id).status, RunStatus::Completed);
@@ -252,12 +255,12 @@ private Q_SLOTS:
     jobs.reattach(false);
     QCOMPARE(store->run(id).status, RunStatus::Running);
     QVERIFY(jobs.job(id) != nullptr);
-    QCOMPARE(jobs.job(id)->status, QStringLiteral("running"));
+    QCOMPARE(jobs.job(id)->status, RunStatus::Running);
     QSignalSpy finished(&jobs, &JobController::finished);
     store->releaseRun(id);   // the owner is gone without recording an outcome
     QVERIFY(finished.wait(10000));
     QCOMPARE(store->run(id).status, RunStatus::Crashed);
-    QCOMPARE(jobs.job(id)->status, QStringLiteral("crashed"));
+    QCOMPARE(jobs.job(id)->status, RunStatus::Crashed);
   }
 
   // A job followed from the store (started by an earlier session) shows what
@@ -307,7 +310,7 @@ private Q_SLOTS:
     JobTableModel table(&jobs);
     jobs.enqueue(base);
     jobs.enqueue(next, base);
-    QCOMPARE(jobs.job(next)->status, QStringLiteral("queued"));
+    QCOMPARE(jobs.job(next)->status, RunStatus::Queued);
     QCOMPARE(table.index(1, JobTableModel::StatusColumn).data().toString(), QStringLiteral("waits for #%1").arg(base));
     QCOMPARE(store->tags(next), std::vector<std::string>{"after:" + std::to_string(base)});
     QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 120000);
@@ -337,13 +340,13 @@ private Q_SLOTS:
     JobTableModel table(&jobs);
     jobs.enqueue(base);
     jobs.enqueue(next, base);
-    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, QStringLiteral("running"), 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, RunStatus::Running, 30000);
     jobs.setCpuSlots(0);   // no slot for `next` when `base` ends
     const QModelIndex status = table.index(1, JobTableModel::StatusColumn);
     QCOMPARE(status.data().toString(), QStringLiteral("waits for #%1").arg(base));
     QSignalSpy changed(&table, &QAbstractItemModel::dataChanged);
-    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, QStringLiteral("completed"), 120000);
-    QCOMPARE(jobs.job(next)->status, QStringLiteral("queued"));
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, RunStatus::Completed, 120000);
+    QCOMPARE(jobs.job(next)->status, RunStatus::Queued);
     QCOMPARE(status.data().toString(), QStringLiteral("queued"));
     bool repainted = false;
     for (const auto& args : changed) {
@@ -357,10 +360,42 @@ private Q_SLOTS:
     QCOMPARE(store->run(next).status, RunStatus::Completed);
   }
 
+  // The Jobs table follows the job that starts running, far down a queue.
+  void theJobsTableFollowsTheRunningJob() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.setCpuSlots(0);
+    JobTableModel table(&jobs);
+    JobsPanel panel(&jobs, &table);
+    panel.resize(700, 140);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    std::vector<qint64> ids;
+    for (int i = 0; i < 30; ++i) {
+      ids.push_back(addRun(*store, uitest::tinySpec("queued " + std::to_string(i), 5)));
+      jobs.enqueue(ids.back());
+    }
+    for (int i = 0; i < 25; ++i) jobs.cancel(ids[static_cast<std::size_t>(i)]);   // the queue's head is gone
+    QTableView* view = panel.view();
+    view->scrollToTop();
+    const qint64 next = ids[25];
+    jobs.setCpuSlots(1);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.job(next)->status, RunStatus::Running, 20000);
+    QTest::qWait(50);   // the panel scrolls once the view has laid out the rows
+    const QRect row = view->visualRect(table.index(table.rowOf(next), JobTableModel::RunColumn));
+    QVERIFY2(view->viewport()->rect().intersects(row),
+             qPrintable(QStringLiteral("row %1 at y %2, viewport %3 high, scroll %4 of %5")
+                            .arg(table.rowOf(next)).arg(row.y()).arg(view->viewport()->height())
+                            .arg(view->verticalScrollBar()->value()).arg(view->verticalScrollBar()->maximum())));
+    for (qint64 id : ids) jobs.cancel(id);
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);
+  }
+
   // After a resume the ETA follows the pace seen since, not the whole run's.
   void etaFollowsTheRecentPace() {
     JobInfo j;
-    j.status = QStringLiteral("running");
+    j.status = RunStatus::Running;
     j.steps = 200;
     j.startedAt = QDateTime::currentDateTime().addSecs(-1000);  // the run's first start, long ago
     j.observe(100, 0);     // resumed at step 100
@@ -373,5 +408,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestJobController)
+QTEST_MAIN(TestJobController)   // widgets too: the Jobs table follows the running job
 #include "test_job_controller.moc"

@@ -8,6 +8,9 @@
 #include <QFontMetrics>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QScreen>
+#include <QSplitter>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTreeView>
@@ -99,6 +102,50 @@ private Q_SLOTS:
       QVERIFY2(pane.contains(at), qPrintable(QStringLiteral("%1 '%2' outside the chart pane").arg(
                                       QString::fromLatin1(control->metaObject()->className()), control->objectName())));
     }
+  }
+
+  // Try it opens the bottom area while it is shown and gives the room back
+  // when another tab is chosen; a layout saved on a larger screen with the
+  // plot dragged down to 120 px comes back fitting this screen with the plot
+  // at least 40% of the height.
+  void aSavedLayoutFitsThisScreenAndKeepsThePlotsShare() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QRect free = QGuiApplication::primaryScreen()->availableGeometry();
+    ui::MainWindowOptions options = uitest::quietWindowOptions();
+    options.restoreLayout = true;
+    auto clickTab = [](QTabWidget* tabs, const QString& title) {
+      QTabBar* bar = tabs->tabBar();
+      for (int i = 0; i < bar->count(); ++i)
+        if (bar->tabText(i) == title) QTest::mouseClick(bar, Qt::LeftButton, {}, bar->tabRect(i).center());
+    };
+    {
+      MainWindow w(ws, options);
+      w.resize(free.width() + 400, free.height() + 300);
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QSplitter* split = w.verticalSplitter();
+      const int total = split->sizes()[0] + split->sizes()[1];
+      split->setSizes({total - 150, 150});
+      const QList<int> before = split->sizes();
+      clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+      QTRY_VERIFY(split->sizes()[1] >= 320);
+      clickTab(w.bottomTabs(), QStringLiteral("Log"));
+      QTRY_COMPARE(split->sizes(), before);
+      split->setSizes({120, total - 120});
+      w.close();
+    }
+    MainWindow again(ws, options);
+    again.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&again));
+    // No larger than the screen (or than the window's own minimum, where the
+    // test screen is smaller than any real one).
+    const QSize least = again.minimumSizeHint();
+    QVERIFY2(again.width() <= std::max(free.width(), least.width()) && again.height() <= std::max(free.height(), least.height()),
+             qPrintable(QStringLiteral("%1x%2 on a %3x%4 screen").arg(again.width()).arg(again.height()).arg(free.width()).arg(free.height())));
+    QSplitter* split = again.verticalSplitter();
+    QTRY_VERIFY2(split->sizes()[0] >= 0.4 * (split->sizes()[0] + split->sizes()[1]),
+                 qPrintable(QStringLiteral("plot %1 of %2").arg(split->sizes()[0]).arg(split->sizes()[0] + split->sizes()[1])));
   }
 };
 

@@ -203,7 +203,7 @@ private Q_SLOTS:
       if (r.id == base) continue;
       const JobInfo* job = w.jobs()->job(r.id);
       QVERIFY(job != nullptr);
-      QCOMPARE(job->status, QStringLiteral("queued"));
+      QCOMPARE(job->status, RunStatus::Queued);
       QCOMPARE(job->after, base);
       ++waiting;
     }

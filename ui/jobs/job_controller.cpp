@@ -59,7 +59,7 @@ void JobInfo::observe(qint64 newStep, qint64 nowMs) {
 }
 
 double JobInfo::etaSeconds() const {
-  if (status != QLatin1String("running") || steps <= 0 || step <= 0) return -1;
+  if (status != RunStatus::Running || steps <= 0 || step <= 0) return -1;
   const double left = static_cast<double>(steps - step);
   if (left <= 0) return 0;
   if (pace.size() >= 2) {
@@ -92,6 +92,7 @@ double storePace(const std::vector<MetricPoint>& rows) {
 
 JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent)
     : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)) {
+  qRegisterMetaType<latentlab::RunStatus>("latentlab::RunStatus");   // statusChanged's argument, queued and spied
   m_externalTimer.setInterval(2000);
   connect(&m_externalTimer, &QTimer::timeout, this, &JobController::pollExternal);
 }
@@ -105,7 +106,7 @@ JobController::~JobController() {
     if (p->state() != QProcess::NotRunning) {
       p->kill();
       p->waitForFinished(3000);
-      markInStore(it.key(), static_cast<int>(RunStatus::Cancelled), QStringLiteral("stopped when LatentLab closed"));
+      markInStore(it.key(), RunStatus::Cancelled, QStringLiteral("stopped when LatentLab closed"));
     }
   }
   // Ranks 1.. of data-parallel jobs whose rank 0 has finished: they end by
@@ -126,7 +127,7 @@ const JobInfo* JobController::job(qint64 runId) const {
 
 int JobController::runningCount() const {
   int n = 0;
-  for (const auto& j : m_jobs) n += j.status == QLatin1String("running") ? 1 : 0;
+  for (const auto& j : m_jobs) n += j.status == RunStatus::Running ? 1 : 0;
   return n;
 }
 
@@ -183,10 +184,9 @@ void JobController::setDevices(const std::vector<DeviceInfo>& devices, const QSt
 
 int JobController::capacityOf(const QString& slot) const { return slot == QLatin1String("cpu") ? m_cpuSlots : 1; }
 
-bool JobController::markInStore(qint64 runId, int status, const QString& error) {
+bool JobController::markInStore(qint64 runId, RunStatus target, const QString& error) {
   try {
     const RunStatus now = m_store->run(runId).status;
-    const auto target = static_cast<RunStatus>(status);
     if (isTerminal(now) && isTerminal(target)) return false;  // the engine already recorded how it ended
     m_store->setStatus(runId, target, error.isEmpty() ? std::nullopt : std::optional<std::string>(error.toStdString()));
     if (isTerminal(target)) m_store->setPid(runId, std::nullopt);
@@ -228,7 +228,9 @@ void JobController::enqueue(qint64 runId, qint64 after) {
     m_order.push_back(runId);
     Q_EMIT jobsChanged();
   }
-  setJobStatus(job, QStringLiteral("queued"));
+  // Said even when the job was queued before (a retry): every enqueue is a new start.
+  job.status = RunStatus::Queued;
+  Q_EMIT statusChanged(runId, RunStatus::Queued);
   schedule();
 }
 
@@ -236,9 +238,9 @@ void JobController::cancel(qint64 runId) {
   auto it = m_jobs.find(runId);
   if (it == m_jobs.end() || !it->isActive()) return;
   JobInfo& job = it.value();
-  if (job.status == QLatin1String("queued")) {
-    markInStore(runId, static_cast<int>(RunStatus::Cancelled), {});
-    setJobStatus(job, QStringLiteral("cancelled"));
+  if (job.status == RunStatus::Queued) {
+    markInStore(runId, RunStatus::Cancelled, {});
+    setJobStatus(job, RunStatus::Cancelled);
     Q_EMIT finished(runId, 2);
     schedule();  // jobs waiting for it are cancelled in turn
     return;
@@ -274,10 +276,10 @@ bool JobController::prerequisiteMet(JobInfo& job) {
   if (status == RunStatus::Completed) return true;
   if (status == RunStatus::Queued || status == RunStatus::Running) return false;
   const QString why = QStringLiteral("run %1, which this run waited for, ended %2").arg(job.after).arg(statusName(status));
-  markInStore(job.runId, static_cast<int>(RunStatus::Cancelled), why);
+  markInStore(job.runId, RunStatus::Cancelled, why);
   job.error = why;
   appendLog(job, why);
-  setJobStatus(job, QStringLiteral("cancelled"));
+  setJobStatus(job, RunStatus::Cancelled);
   Q_EMIT finished(job.runId, 2);
   return false;
 }
@@ -285,13 +287,13 @@ bool JobController::prerequisiteMet(JobInfo& job) {
 void JobController::schedule() {
   QHash<QString, int> busy;
   for (const auto& j : m_jobs) {
-    if (j.status != QLatin1String("running")) continue;
+    if (j.status != RunStatus::Running) continue;
     const QHash<QString, int> held = slotNeeds(j.device);
     for (auto it = held.cbegin(); it != held.cend(); ++it) busy[it.key()] += it.value();
   }
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
-    if (j.status != QLatin1String("queued")) continue;
+    if (j.status != RunStatus::Queued) continue;
     if (j.after != 0 && !prerequisiteMet(j)) continue;
     if (j.device == QLatin1String("cuda") && !m_devices.empty()) {
       // "cuda": the free GPU with the most memory that the plan says holds the run.
@@ -391,7 +393,7 @@ void JobController::start(JobInfo& job) {
             [this, runId, rank](int code, QProcess::ExitStatus st) { onFollowerFinished(runId, rank, code, st); });
   }
   job.startedAt = QDateTime::currentDateTime();
-  setJobStatus(job, QStringLiteral("running"));
+  setJobStatus(job, RunStatus::Running);
   appendLog(job, QStringLiteral("$ %1 %2").arg(m_enginePath, proc->arguments().join(QLatin1Char(' '))));
   if (world > 1) {
     appendLog(job, QStringLiteral("data parallel: %1 ranks on %2, rendezvous 127.0.0.1:%3").arg(world).arg(devices.join(QStringLiteral(", "))).arg(port));
@@ -421,15 +423,15 @@ void JobController::onFollowerFinished(qint64 runId, int rank, int exitCode, QPr
 
 void JobController::onStartFailed(qint64 runId) {
   auto it = m_jobs.find(runId);
-  if (it == m_jobs.end() || it->status != QLatin1String("running")) return;   // once per job, whichever rank failed
+  if (it == m_jobs.end() || it->status != RunStatus::Running) return;   // once per job, whichever rank failed
   if (auto child = m_children.value(runId)) {
     for (const auto& f : child->followers) killProcess(f);
   }
   const QString why = QStringLiteral("cannot start the engine %1 (set LATENTLAB_ENGINE to its path)").arg(m_enginePath);
   it->error = why;
   appendLog(it.value(), why);
-  markInStore(runId, static_cast<int>(RunStatus::Failed), why);
-  setJobStatus(it.value(), QStringLiteral("failed"));
+  markInStore(runId, RunStatus::Failed, why);
+  setJobStatus(it.value(), RunStatus::Failed);
   if (auto child = m_children.take(runId); child && child->process) child->process->deleteLater();
   Q_EMIT finished(runId, -1);
   schedule();
@@ -462,7 +464,11 @@ void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
     case K::Status:
       if (!ev.error.isEmpty()) job.error = ev.error;
       appendLog(job, QStringLiteral("status: %1%2").arg(ev.status, ev.error.isEmpty() ? QString() : QStringLiteral(" (") + ev.error + QLatin1Char(')')));
-      setJobStatus(job, ev.status);
+      try {
+        setJobStatus(job, parseRunStatus(ev.status.toStdString()));
+      } catch (const Error&) {
+        appendLog(job, QStringLiteral("unknown status '%1'").arg(ev.status));   // a newer engine's
+      }
       return;
     case K::Progress:
       job.step = ev.step;
@@ -521,26 +527,26 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
     reported = -exitCode;  // -N: ended by signal N
     if (child->killedAfterCancel) {
       const QString why = QStringLiteral("did not stop within %1 s after cancel; killed").arg(m_cancelTimeoutMs / 1000.0);
-      markInStore(runId, static_cast<int>(RunStatus::Cancelled), why);
+      markInStore(runId, RunStatus::Cancelled, why);
       job.error = why;
-      setJobStatus(job, QStringLiteral("cancelled"));
+      setJobStatus(job, RunStatus::Cancelled);
     } else {
       const QString why = child->followerFailure.isEmpty()
                               ? QStringLiteral("engine process ended unexpectedly (signal %1)").arg(exitCode)
                               : QStringLiteral("data-parallel job stopped: %1").arg(child->followerFailure);
-      markInStore(runId, static_cast<int>(RunStatus::Crashed), why);
+      markInStore(runId, RunStatus::Crashed, why);
       job.error = why;
       appendLog(job, why);
-      setJobStatus(job, QStringLiteral("crashed"));
+      setJobStatus(job, RunStatus::Crashed);
     }
   } else {
     // The engine records its own terminal status; one that exits before doing
     // so (bad arguments, unreadable DB) leaves the run to be marked here.
-    QString stored;
+    std::optional<RunStatus> stored;
     std::optional<std::int64_t> otherOwner;
     try {
       const RunRecord rec = m_store->run(runId);
-      stored = statusName(rec.status);
+      stored = rec.status;
       // An engine refused because another live engine owns the run: that
       // engine records the outcome; the job follows it like a reattached one.
       if (rec.status == RunStatus::Running && checkLease(rec, storeNow()).state == LeaseState::Live) otherOwner = rec.pid;
@@ -551,15 +557,15 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
       job.external = true;
       job.pid = *otherOwner;
       if (!m_externalTimer.isActive()) m_externalTimer.start();
-    } else if (stored == QLatin1String("running") || stored == QLatin1String("queued")) {
+    } else if (stored == RunStatus::Running || stored == RunStatus::Queued) {
       const QString why = exitCode == 0 ? QStringLiteral("the engine exited without a final status")
                                         : QString::fromUtf8(child->stderrTail).trimmed().section(QLatin1Char('\n'), -1);
       const RunStatus st = exitCode == 2 ? RunStatus::Cancelled : RunStatus::Failed;
-      markInStore(runId, static_cast<int>(st), why.isEmpty() ? QStringLiteral("the engine exited with code %1").arg(exitCode) : why);
-      stored = statusName(st);
+      markInStore(runId, st, why.isEmpty() ? QStringLiteral("the engine exited with code %1").arg(exitCode) : why);
+      stored = st;
       job.error = why;
     }
-    if (!stored.isEmpty()) setJobStatus(job, stored);
+    if (stored) setJobStatus(job, *stored);
   }
   appendLog(job, QStringLiteral("engine exited (%1)").arg(exitStatus == QProcess::CrashExit ? QStringLiteral("signal %1").arg(exitCode)
                                                                                             : QStringLiteral("code %1").arg(exitCode)));
@@ -567,7 +573,7 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
   schedule();
 }
 
-void JobController::setJobStatus(JobInfo& job, const QString& status) {
+void JobController::setJobStatus(JobInfo& job, RunStatus status) {
   if (job.status == status) return;
   job.status = status;
   Q_EMIT statusChanged(job.runId, status);
@@ -602,7 +608,7 @@ void JobController::reattach(bool enqueueQueued) {
         job.device = QString::fromStdString(r.device);
         job.pid = *r.pid;
         job.external = true;
-        job.status = QStringLiteral("running");
+        job.status = RunStatus::Running;
         job.steps = specSteps(QString::fromStdString(r.specJson));
         job.startedAt = r.startedAt ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(*r.startedAt * 1000)) : QDateTime();
         job.log.push_back(QStringLiteral("reattached to engine process %1").arg(job.pid));
@@ -612,8 +618,8 @@ void JobController::reattach(bool enqueueQueued) {
         Q_EMIT statusChanged(r.id, job.status);
       } else {
         const QString why = QStringLiteral("engine process ended unexpectedly (found dead on reopening)");
-        markInStore(r.id, static_cast<int>(RunStatus::Crashed), why);
-        Q_EMIT statusChanged(r.id, QStringLiteral("crashed"));
+        markInStore(r.id, RunStatus::Crashed, why);
+        Q_EMIT statusChanged(r.id, RunStatus::Crashed);
       }
     }
   }
@@ -629,7 +635,7 @@ void JobController::reattach(bool enqueueQueued) {
 void JobController::pollExternal() {
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
-    if (!j.external || j.status != QLatin1String("running")) continue;
+    if (!j.external || j.status != RunStatus::Running) continue;
     try {
       if (auto last = m_store->lastStep(id, "train/loss")) {
         // The newest rows: step, loss, tokens, and the pace of this stretch.
@@ -651,9 +657,9 @@ void JobController::pollExternal() {
       const RunRecord r = m_store->run(id);
       if (observedStatus(r, storeNow()) != RunStatus::Running) {
         if (r.status == RunStatus::Running) {
-          markInStore(id, static_cast<int>(RunStatus::Crashed), QStringLiteral("engine process ended unexpectedly"));
+          markInStore(id, RunStatus::Crashed, QStringLiteral("engine process ended unexpectedly"));
         }
-        setJobStatus(j, statusName(m_store->run(id).status));
+        setJobStatus(j, m_store->run(id).status);
         Q_EMIT finished(id, r.status == RunStatus::Completed ? 0 : r.status == RunStatus::Cancelled ? 2 : 1);
         QTimer::singleShot(0, this, &JobController::schedule);  // jobs waiting for it may start
       }

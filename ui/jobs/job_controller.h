@@ -22,6 +22,7 @@
 
 #include "jobs/line_protocol_parser.h"
 #include "latentlab/engine.h"
+#include "latentlab/run_store.h"
 
 namespace latentlab {
 class RunStore;
@@ -33,7 +34,7 @@ struct JobInfo {
   qint64 runId = 0;
   QString name;
   QString device;               // cpu, cuda:0, ...
-  QString status;               // queued, running, completed, failed, cancelled, crashed
+  RunStatus status = RunStatus::Queued;
   qint64 step = 0;
   qint64 steps = 0;
   qint64 tokens = 0;
@@ -59,7 +60,7 @@ struct JobInfo {
   // Seconds left at the recent pace (not from the start: a resumed run's
   // first steps happened before), or -1 when unknown.
   double etaSeconds() const;
-  bool isActive() const { return status == QLatin1String("queued") || status == QLatin1String("running"); }
+  bool isActive() const { return status == RunStatus::Queued || status == RunStatus::Running; }
 };
 
 class JobController : public QObject {
@@ -112,7 +113,7 @@ public:
 Q_SIGNALS:
   void progress(qint64 runId, qint64 step, qint64 steps, qint64 tokens, double loss, double tokensPerSec);
   void evalReported(qint64 runId, qint64 step, double valLoss);
-  void statusChanged(qint64 runId, const QString& status);
+  void statusChanged(qint64 runId, latentlab::RunStatus status);
   void finished(qint64 runId, int exitCode);
   void logLine(qint64 runId, const QString& line);
   void jobsChanged();                 // a job was added or removed
@@ -135,13 +136,13 @@ private:
   void onFinished(qint64 runId, int exitCode, QProcess::ExitStatus exitStatus);
   void onStartFailed(qint64 runId);
   void handleEvent(JobInfo& job, const EngineEvent& ev);
-  void setJobStatus(JobInfo& job, const QString& status);
+  void setJobStatus(JobInfo& job, RunStatus status);
   void appendLog(JobInfo& job, const QString& line);
   void pollExternal();
   // A waiting job's run: true once completed; false while it is queued or
   // running; a run that ended otherwise cancels the job (and false).
   bool prerequisiteMet(JobInfo& job);
-  bool markInStore(qint64 runId, int status, const QString& error);
+  bool markInStore(qint64 runId, RunStatus status, const QString& error);
   static QString slotOf(const QString& device);
   static QHash<QString, int> slotNeeds(const QString& device);
   void onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus);

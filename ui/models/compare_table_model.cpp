@@ -1,6 +1,8 @@
 // Compare table over the run store; see compare_table_model.h.
 #include "models/compare_table_model.h"
 
+#include <QSet>
+
 #include <QColor>
 #include <QFont>
 #include <QJsonDocument>
@@ -99,6 +101,7 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
     }
   }
   if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
+  r.kvDtype = summary.value(QStringLiteral("kv_dtype")).toString();
   // The summary's kv_saving is the cache's relative change (negative: smaller);
   // the table shows the saving, positive for a smaller cache.
   if (const auto v = numberAt(summary, "kv_saving")) r.kvSaving = *v == 0.0 ? 0.0 : -*v;
@@ -202,6 +205,13 @@ std::optional<double> CompareTableModel::computeBest(int column) const {
   return best;
 }
 
+QString CompareTableModel::sharedKvDtype() const {
+  QSet<QString> dtypes;
+  for (const Row& r : m_rows)
+    if (r.kvBytes) dtypes.insert(r.kvDtype);
+  return dtypes.size() == 1 ? *dtypes.begin() : QString();
+}
+
 int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
 
 int CompareTableModel::columnCount(const QModelIndex& parent) const {
@@ -242,7 +252,11 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
     case 1: return num(r.bestVal, [](double v) { return QString::number(v, 'f', 4); });
     case 2: return num(r.matchedVal, [](double v) { return QString::number(v, 'f', 4); });
     case 3: return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
-    case 4: return num(r.kvBytes, [&](qint64 v) { return loc.toString(v); });
+    case 4:   // the dtype in the header when the runs share it, else beside each figure
+      return num(r.kvBytes, [&](qint64 v) {
+        return r.kvDtype.isEmpty() || !sharedKvDtype().isEmpty() ? loc.toString(v)
+                                                                  : QStringLiteral("%1 (%2)").arg(loc.toString(v), r.kvDtype);
+      });
     case 5: return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
     case 6: return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
     case 7: return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
@@ -326,7 +340,11 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
       case 1: return tr("Best val loss");
       case 2: return m_matchedTokens ? tr("Val loss @ %1 tok").arg(compactCount(*m_matchedTokens)) : tr("Val loss @ tokens");
       case 3: return tr("Tokens");
-      case 4: return tr("KV bytes/token");
+      case 4: {
+        // In the dtype the runs train in: said once when they share it.
+        const QString dtype = sharedKvDtype();
+        return dtype.isEmpty() ? tr("KV bytes/token") : tr("KV bytes/token (%1)").arg(dtype);
+      }
       case 5: return tr("KV saving");
       case 6: return tr("Parameters");
       case 7: return tr("Tokens/s");

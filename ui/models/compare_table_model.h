@@ -50,6 +50,9 @@ public:
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
+  // The dtype every run's KV bytes are counted in, empty when they differ or are not said.
+  QString sharedKvDtype() const;
+
 private:
   struct Row {
     qint64 id = 0;
@@ -67,6 +70,7 @@ private:
     };
     QMap<QString, TaskScore> tasks;  // eval task -> its figures at the newest step scored
     std::optional<qint64> tokens, kvBytes, parameters;
+    QString kvDtype;   // the dtype the run trains in, which its KV bytes are counted in
   };
   Row load(qint64 id) const;
   QVariant value(const Row& r, int column, bool forSort) const;

@@ -58,14 +58,14 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
       switch (idx.column()) {
         case RunColumn: return QStringLiteral("#%1  %2").arg(j->runId).arg(j->name);
         case StatusColumn:
-          if (j->cancelRequested && j->status == QLatin1String("running")) return tr("stopping…");
-          if (j->after != 0 && j->status == QLatin1String("queued")) {
+          if (j->cancelRequested && j->status == RunStatus::Running) return tr("stopping…");
+          if (j->after != 0 && j->status == RunStatus::Queued) {
             // Only while the run it waits for has not ended; then it waits for a slot like any other.
             const JobInfo* before = m_jobs->job(j->after);
-            if (before != nullptr && (before->status == QLatin1String("queued") || before->status == QLatin1String("running")))
+            if (before != nullptr && before->isActive())
               return tr("waits for #%1").arg(j->after);
           }
-          return j->status;
+          return QString::fromLatin1(runStatusName(j->status));
         case ProgressColumn: return percent;
         case StepColumn: return j->steps > 0 ? QStringLiteral("%1 / %2").arg(j->step).arg(j->steps) : QStringLiteral("–");
         case SpeedColumn: return j->tokensPerSec > 0 ? QStringLiteral("%1 tok/s").arg(j->tokensPerSec, 0, 'f', 0) : QStringLiteral("–");
@@ -74,7 +74,7 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
         default: return {};
       }
     case Qt::ForegroundRole:
-      return idx.column() == StatusColumn ? QVariant(statusColor(j->status)) : QVariant();
+      return idx.column() == StatusColumn ? QVariant(statusColor(QString::fromLatin1(runStatusName(j->status)))) : QVariant();
     case Qt::ToolTipRole:
       return j->error.isEmpty() ? QVariant(j->device) : QVariant(j->error);
     case Qt::TextAlignmentRole:

@@ -8,6 +8,7 @@
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QScrollBar>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -97,13 +98,19 @@ void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
   }
   QVector<qint64> ids;
   for (const ChartRun& r : runs) ids << r.id;
+  const bool otherRuns = ids != m_shownRuns;
+  m_shownRuns = ids;
   m_model->setRuns(ids);
+  // Another set of runs starts at the table's first columns (run and losses),
+  // not where the last experiment's sideways scroll left it.
+  if (otherRuns) m_table->horizontalScrollBar()->setValue(0);
   syncControls();
 }
 
 void ComparePanel::applyPresetChart(const PresetChart& chart) {
   m_note = chart.note;
   m_chart->setMetric(chart.metric);
+  if (chart.smoothing >= 0) m_chart->setSmoothing(chart.smoothing);
   m_chart->setXAxis(chart.x == QLatin1String("tokens")       ? ChartView::XAxis::Tokens
                     : chart.x == QLatin1String("wall_time") ? ChartView::XAxis::WallTime
                                                              : ChartView::XAxis::Step);

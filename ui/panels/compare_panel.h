@@ -50,6 +50,7 @@ private:
   ChartView* m_chart = nullptr;
   CompareTableModel* m_model = nullptr;
   QTableView* m_table = nullptr;
+  QVector<qint64> m_shownRuns;   // the runs the table shows
   QComboBox* m_modeBox = nullptr;
   QComboBox* m_baselineBox = nullptr;
   QWidget* m_baselineGroup = nullptr;

@@ -11,6 +11,7 @@
 
 #include "latentlab/convert.h"
 #include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
 #include "panels/message_banner.h"
 
 namespace latentlab::ui {
@@ -41,11 +42,10 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
                    "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang.");
   m_method->setToolTip(m_methodTip);
   m_strategy = new QComboBox;
-  m_strategy->addItem(tr("S_2-norm"), QStringLiteral("2-norm"));
-  m_strategy->addItem(tr("S_high"), QStringLiteral("high"));
-  m_strategy->addItem(tr("S_low"), QStringLiteral("low"));
-  m_strategy->addItem(tr("S_uniform"), QStringLiteral("uniform"));
-  m_strategy->addItem(tr("Full RoPE"), QStringLiteral("full"));
+  for (const std::string& n : choiceNames<RopeStrategy>()) {   // the paper's S_x names
+    const QString name = QString::fromStdString(n);
+    m_strategy->addItem(n == "full" ? tr("Full RoPE") : QStringLiteral("S_") + name, name);
+  }
   m_strategy->setToolTip(tr("Which RoPE frequency pairs each head keeps: S_2-norm keeps the pairs with the largest "
                             "query·key norms; S_high/S_low the highest/lowest frequencies; S_uniform evenly spaced ones"));
   m_r = spin(0, 512, 0, tr("default (d_h/16)"));

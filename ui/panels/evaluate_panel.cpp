@@ -25,6 +25,7 @@
 #include "latentlab/model_config.h"
 #include "latentlab/passkey.h"
 #include "latentlab/run_store.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab::ui {
 
@@ -122,8 +123,7 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   fileRow->addWidget(browse);
   tl->addRow(tr("File"), fileRow);
   m_format = new QComboBox;
-  m_format->addItems({QStringLiteral("jsonl"), QStringLiteral("arc"), QStringLiteral("openbookqa"), QStringLiteral("hellaswag"),
-                      QStringLiteral("piqa"), QStringLiteral("winogrande"), QStringLiteral("mmlu")});
+  for (const std::string& f : choiceNames<TaskFormat>()) m_format->addItem(QString::fromStdString(f));
   m_extra = new QLineEdit;
   m_extra->setPlaceholderText(tr("labels (piqa) / dev CSV (mmlu)"));
   auto* formatRow = new QHBoxLayout;

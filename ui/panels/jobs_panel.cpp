@@ -8,7 +8,9 @@
 #include <QPainter>
 #include <QPushButton>
 #include <QStyledItemDelegate>
+#include <QScrollBar>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "jobs/job_controller.h"
@@ -79,6 +81,22 @@ JobsPanel::JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent)
   connect(clear, &QPushButton::clicked, m_jobs, &JobController::clearFinished);
   connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { updateButtons(); });
   connect(m_jobs, &JobController::jobUpdated, this, [this] { updateButtons(); });
+  // The table follows the job that starts running (a long queue scrolls to it),
+  // once the view has laid out the rows the job's queue added.
+  connect(m_jobs, &JobController::statusChanged, this, [this](qint64 runId, RunStatus status) {
+    if (status != RunStatus::Running) return;
+    QTimer::singleShot(0, m_view, [this, runId] {
+      const int row = m_model->rowOf(runId);
+      if (row < 0) return;
+      const QModelIndex at = m_model->index(row, JobTableModel::RunColumn);
+      m_view->scrollTo(at, QAbstractItemView::EnsureVisible);
+      if (m_view->viewport()->rect().intersects(m_view->visualRect(at))) return;
+      // scrollTo can leave a table whose rows were just added where it was.
+      const bool perItem = m_view->verticalScrollMode() == QAbstractItemView::ScrollPerItem;
+      m_view->verticalScrollBar()->setValue(perItem ? m_view->verticalHeader()->visualIndex(row)
+                                                    : m_view->verticalHeader()->sectionPosition(row));
+    });
+  });
   connect(m_model, &QAbstractItemModel::modelReset, this, [this] { updateButtons(); });
   connect(m_view, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
     Q_EMIT logRequested(m_model->runIdAt(idx.row()));
@@ -94,7 +112,7 @@ qint64 JobsPanel::selectedRunId() const {
 void JobsPanel::updateButtons() {
   const JobInfo* j = m_jobs->job(selectedRunId());
   m_cancel->setEnabled(j != nullptr && j->isActive());
-  m_retry->setEnabled(j != nullptr && !j->isActive() && j->status != QLatin1String("completed"));
+  m_retry->setEnabled(j != nullptr && !j->isActive() && j->status != RunStatus::Completed);
   m_log->setEnabled(j != nullptr);
 }
 

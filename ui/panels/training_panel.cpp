@@ -21,6 +21,7 @@
 
 #include "charts/lr_curve_view.h"
 #include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
 #include "latentlab/memory_plan.h"
 #include "panels/attention_panel.h"
 #include "panels/message_banner.h"
@@ -85,9 +86,13 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_schedule = new QComboBox;
   m_schedule->setMinimumContentsLength(14);
   m_schedule->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  m_schedule->addItem(tr("WSD (warmup, stable, 1-sqrt decay)"), QStringLiteral("wsd"));
-  m_schedule->addItem(tr("Cosine"), QStringLiteral("cosine"));
-  m_schedule->addItem(tr("Constant"), QStringLiteral("constant"));
+  for (const auto& row : choiceTable<ScheduleKind>()) {
+    const QString name = QString::fromUtf8(row.names.front().data(), static_cast<qsizetype>(row.names.front().size()));
+    m_schedule->addItem(row.value == ScheduleKind::Wsd      ? tr("WSD (warmup, stable, 1-sqrt decay)")
+                        : row.value == ScheduleKind::Cosine ? tr("Cosine")
+                                                            : tr("Constant"),
+                        name);
+  }
   m_warmup = intSpin(0, 10000000);
   m_decay = intSpin(0, 10000000);
   m_decay->setSpecialValueText(tr("20% of the run"));
@@ -104,7 +109,7 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_device = new QComboBox;
   m_device->setEditable(true);
   m_precision = new QComboBox;
-  for (const char* d : {"auto", "fp32", "bf16-mixed", "bf16", "fp64"}) m_precision->addItem(QString::fromLatin1(d));
+  for (const std::string& d : choiceNames<Precision>()) m_precision->addItem(QString::fromStdString(d));
   m_precision->setToolTip(tr("fp32: fp32 weights and compute. bf16-mixed: fp32 weights, bf16 compute (autocast). "
                              "bf16: bf16 weights, activations and gradients; the optimiser keeps an fp32 master copy. "
                              "auto: bf16-mixed on a GPU, fp32 on the CPU."));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "latentlab/kv_budget.h"
@@ -64,6 +65,12 @@ struct DeviceInfo {
   std::uint64_t freeBytes = 0;    // available now: MemAvailable for cpu, cudaMemGetInfo's free for CUDA
 };
 std::vector<DeviceInfo> listDevices();
+
+// `latentlab-engine devices --json`: one array of {id, name, memory_bytes,
+// free_bytes}. The engine writes it, the workbench reads it (entries without
+// an id are skipped; a line that is no JSON array reads as no devices).
+std::string devicesJson(const std::vector<DeviceInfo>& devices);
+std::vector<DeviceInfo> parseDevicesJson(std::string_view text);
 
 std::string libtorchVersion();
 

@@ -68,6 +68,10 @@ public:
   GenerateResult generateIds(const std::vector<std::int32_t>& promptIds, const TextSink& sink, const CancelToken& cancel,
                              const TokenSink& onToken = {});
   const ModelConfig& config() const;
+  // Throws what generate() would throw for this prompt before any work (no
+  // tokens, ids outside the vocabulary, prompt and new tokens past the context).
+  void checkPrompt(const std::string& prompt) const;
+  void checkPromptIds(const std::vector<std::int32_t>& promptIds) const;
 
 private:
   struct Impl;

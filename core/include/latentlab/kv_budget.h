@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "latentlab/model_config.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab {
 
@@ -16,7 +17,7 @@ namespace latentlab {
 // DeepSeek: one shared RoPE key of width d_R found by RoRoPE, and a latent
 // of n_kv * d_kv dims in DeepSeek-V3's layout (docs/conversion.md).
 enum class KvMethod { None, Mha2Mla, DeepSeek };
-enum class SvdMethod { Joint, Split };
+// SvdMethod: latentlab/vocabulary.h
 
 struct KvSettings {
   KvMethod method = KvMethod::None;

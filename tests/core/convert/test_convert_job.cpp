@@ -215,7 +215,7 @@ std::vector<std::string> leftovers(const fs::path& parent) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(parent)) {
     const std::string name = e.path().filename().string();
-    for (const char* mark : {".writing-", ".partial-", ".tmp.", ".old-"})
+    for (const char* mark : {".writing-", ".partial-", ".tmp.", ".old-", ".replaced-"})
       if (name.find(mark) != std::string::npos) out.push_back(name);
   }
   return out;
@@ -263,7 +263,12 @@ TEST(ConvertJob, ForceNeverDeletesTheOldFolderBeforeTheNewOneIsInPlace) {
   convert(again, sink, cancel);
   EXPECT_EQ(readHfConfig(out / "config.json").mla->ropeStrategy, "uniform");
   EXPECT_NE(sink.warnings.find("could not be removed"), std::string::npos) << sink.warnings;
-  for (const auto& name : leftovers(root)) {
+  // What is left is named as the replaced model, not as an unfinished write.
+  const auto left = leftovers(root);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind("out.replaced-", 0), 0u) << left[0];
+  EXPECT_NE(sink.warnings.find(left[0]), std::string::npos) << sink.warnings;
+  for (const auto& name : left) {
     setImmutable(root / name / "tokenizer.json", false);
     fs::remove_all(root / name);
   }

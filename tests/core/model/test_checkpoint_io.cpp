@@ -1,6 +1,7 @@
 // Save/load round trips, sharding, half-precision files, and bad input that
 // must fail with a message naming the file and the problem.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <sys/resource.h>
 
@@ -195,6 +196,19 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
     ::getrusage(RUSAGE_SELF, &after);
     EXPECT_LT(seconds, 1.0) << layers;
     EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 200 * 1024) << layers << " layers grew the peak (KiB)";
+  }
+  // The weights file a FIFO (or a device): refused at once, not waited on for ever.
+  d = fresh("fifo-weights");
+  for (const auto& f : fs::directory_iterator(d)) {
+    if (f.path().extension() == ".safetensors") {
+      fs::remove(f.path());
+      ASSERT_EQ(::mkfifo(f.path().c_str(), 0600), 0);
+    }
+  }
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    expectError([&] { inspectModel(d); }, {".safetensors", "is not a regular file"});
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
   }
   // Heads not divisible by KV heads.
   d = fresh("heads");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/engine.h"
 #include "latentlab/error.h"
 #include "latentlab/events.h"
 
@@ -69,6 +70,22 @@ TEST(Events, TheDocumentedTableListsEveryKindAndField) {
   for (const auto& [kind, row] : rows) {
     EXPECT_TRUE(written.count(kind)) << "docs/line_protocol.md lists '" << kind << "', which the engine never writes";
   }
+}
+
+// The devices list: what `devices --json` writes, the workbench reads back.
+TEST(Events, TheDevicesListReadsBackAsWritten) {
+  const std::vector<DeviceInfo> devices = {{"cpu", "host", 24ULL << 30, 19ULL << 30},
+                                           {"cuda:0", "NVIDIA H100 80GB HBM3", 85ULL << 30, 84ULL << 30}};
+  const std::vector<DeviceInfo> back = parseDevicesJson("launcher noise\n" + devicesJson(devices) + "\n");
+  ASSERT_EQ(back.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back[i].id, devices[i].id);
+    EXPECT_EQ(back[i].name, devices[i].name);
+    EXPECT_EQ(back[i].memoryBytes, devices[i].memoryBytes);
+    EXPECT_EQ(back[i].freeBytes, devices[i].freeBytes);
+  }
+  EXPECT_TRUE(parseDevicesJson("Segmentation fault").empty());
+  EXPECT_TRUE(parseDevicesJson(R"([{"name": "no id"}])").empty());
 }
 
 } // namespace

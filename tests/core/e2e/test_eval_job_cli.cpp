@@ -101,6 +101,7 @@ TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
     RunSpec pre;
     pre.kind = "pretrain";
     pre.architecture = "demo-gqa";
+    pre.steps = 300;   // the step evaluated below is one it has
     trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
   }
   RunSpec spec = evalSpec(dir / "toy.jsonl");
@@ -226,6 +227,7 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
   absentRun.evaluatesRun = 999;
   EXPECT_EQ(runSpec(absentRun), 1);
   EXPECT_NE(out.find("evaluates.run 999"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(db)) << "a refused spec creates no database";
   RunSpec tooLong = evalSpec(dir / "good.jsonl");
   tooLong.passkey.file = kHaystack;
   tooLong.passkey.lengths = {256, 600};
@@ -238,12 +240,31 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
   EXPECT_NE(out.find("passkey.trials"), std::string::npos) << out;
   RunStore store(db, StoreOpen::CreateIfMissing);
   EXPECT_TRUE(store.listRuns().empty());
+  // Scores go under a step the evaluated run has.
+  RunSpec trained;
+  trained.architecture = "demo-gqa";
+  trained.steps = 12;
+  const std::int64_t target = store.createRun(std::nullopt, "trained", trained.kind, runSpecToJson(trained), "cpu");
+  RunSpec pastTheEnd = evalSpec(dir / "good.jsonl");
+  pastTheEnd.evaluatesRun = target;
+  pastTheEnd.evaluatesStep = 999999;
+  EXPECT_EQ(runSpec(pastTheEnd), 1);
+  EXPECT_NE(out.find("evaluates.step 999999 is not a step of run"), std::string::npos) << out;
+  EXPECT_EQ(store.listRuns().size(), 1u);
+  // run --check judges a training run's out_dir as registration does.
+  RunSpec rooted = trained;
+  rooted.outDir = "/";
+  writeFile(dir / "spec.json", runSpecToJson(rooted));
+  EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --check", &out), 1)
+      << out;
+  EXPECT_NE(out.find("out_dir"), std::string::npos) << out;
   // run --check plans an eval job as inference.
   writeFile(dir / "spec.json", runSpecToJson(evalSpec(dir / "good.jsonl")));
   EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --check", &out), 0)
       << out;
   EXPECT_NE(out.find("inference"), std::string::npos) << out;
   EXPECT_EQ(out.find("optimizer"), std::string::npos) << out;
+  EXPECT_EQ(out.find("micro"), std::string::npos) << out;   // no training words for an inference plan
 }
 
 // Stopped and resumed, and stopped again sooner: the stored partial figures
