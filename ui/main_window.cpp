@@ -104,6 +104,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
 
   m_runs = new RunsPanel(m_runModel);
   m_compare = new ComparePanel(m_store);
+  m_compare->chart()->setExportFolder(m_ws.dir);   // exports go to the workspace, not where LatentLab was started
   m_model = new ModelPanel;
   m_conversion = new ConversionPanel;
   m_training = new TrainingPanel;
@@ -367,8 +368,10 @@ void MainWindow::wire() {
   connect(m_runs, &RunsPanel::retryRequested, m_jobs, &JobController::retry);
   connect(m_runs, &RunsPanel::cancelRequested, m_jobs, &JobController::cancel);
   connect(m_runs, &RunsPanel::exportRequested, this, [this](qint64 id) {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"), QStringLiteral("run-%1.csv").arg(id), tr("CSV (*.csv)"));
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"),
+                                                      chart()->exportFolder() + QStringLiteral("/run-%1.csv").arg(id), tr("CSV (*.csv)"));
     if (path.isEmpty()) return;
+    QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(path).absolutePath());
     try {
       m_store->exportCsv(id, path.toStdString());
       statusBar()->showMessage(tr("Wrote %1").arg(path), 5000);

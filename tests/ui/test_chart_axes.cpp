@@ -236,6 +236,52 @@ private Q_SLOTS:
     QCOMPARE(inside(), 1.0);
   }
 
+  // The crosshair gives every run's value with the same decimals.
+  void theCrosshairReadsEveryValueWithTheSameDecimals() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (auto [name, value] : {std::pair{"a", 5.2530}, std::pair{"b", 5.2459}}) {
+      const qint64 id = store->createRun(std::nullopt, name, "pretrain", "{}", "cpu");
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 10; ++s) w.add("val/loss", s, s * 10, s, value);
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart));
+    chart.setMetric(QStringLiteral("val/loss"));
+    chart.setRuns(runs);
+    const QStringList lines = chart.crosshairLines(5.0);
+    QVERIFY2(lines.size() == 3, qPrintable(lines.join(QLatin1Char('|'))));
+    QVERIFY2(lines[1].endsWith(QStringLiteral(": 5.253")) && lines[2].endsWith(QStringLiteral(": 5.246")),
+             qPrintable(lines.join(QLatin1Char('|'))));
+  }
+
+  // Groups are drawn in distinct colours even when their first runs' own
+  // colours are alike (run ids 1 and 10 share a palette entry).
+  void groupsGetDistinctColours() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    QVector<ChartRun> runs;
+    for (int i = 1; i <= 10; ++i) {
+      const char* attention = i < 10 ? "gla-2" : "mlra-2";
+      const std::string spec = std::string("{\"attention\":\"") + attention + "\",\"seed\":" + std::to_string(i) + "}";
+      const qint64 id = store->createRun(std::nullopt, "run " + std::to_string(i), "pretrain", spec, "cpu");
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 20; ++s) w.add("train/loss", s, s * 10, s, 4.0 + 0.01 * i - 0.01 * s);
+      runs.push_back({id, QString::fromStdString("run " + std::to_string(i))});
+    }
+    QCOMPARE(runColor(runs[0].id), runColor(runs[9].id));   // the case: first runs alike
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns(runs);
+    chart.setGroupBy(QStringLiteral("attention"));
+    const auto entries = chart.legend()->entries();
+    QCOMPARE(entries.size(), 2);
+    QVERIFY2(entries[0].color != entries[1].color, qPrintable(entries[0].color.name() + QLatin1Char(' ') + entries[1].color.name()));
+  }
+
   void legendClicksHideSoloAndHighlightRuns() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

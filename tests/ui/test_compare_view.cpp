@@ -263,7 +263,7 @@ private Q_SLOTS:
     while (metricBox->currentData().toString() != QStringLiteral("eval/arc_easy/acc")) QTest::keyClick(metricBox, Qt::Key_Down);
     QCOMPARE(chart.metric(), QStringLiteral("eval/arc_easy/acc"));
     QCOMPARE(chart.pointCount(runs[1].id, QStringLiteral("eval/arc_easy/acc")), 2);
-    QCOMPARE(chart.crosshairLines(75.0).at(2), QStringLiteral("b: 0.4"));  // halfway between 0.35 and 0.45
+    QCOMPARE(chart.crosshairLines(75.0).at(2), QStringLiteral("b: 0.4000"));  // halfway between 0.35 and 0.45
   }
 
   void differenceToBaselineIsAlignedByTokensOnUnequalGrids() {
@@ -356,8 +356,9 @@ private Q_SLOTS:
     QVERIFY(uitest::showChart(chart));
     chart.setSmoothing(0.0);
     chart.setRuns({{a, QStringLiteral("a")}, {b, QStringLiteral("b")}});
-    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("a · train: 4.59"),
-                                                      QStringLiteral("b · train: 2.5")}));
+    // Both with the same decimals.
+    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("a · train: 4.590"),
+                                                      QStringLiteral("b · train: 2.500")}));
     QCOMPARE(chart.crosshairLines(75.0).size(), 2);  // b ends at step 50
     // The crosshair under the mouse shows the same lines.
     QChart* qc = chart.canvas()->chart();
@@ -372,7 +373,7 @@ private Q_SLOTS:
     QVERIFY(!entryA.isEmpty());
     QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, entryA.center());
     QVERIFY(!chart.runVisible(a));
-    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("b · train: 2.5")}));
+    QCOMPARE(chart.crosshairLines(41.0), (QStringList{QStringLiteral("step 41"), QStringLiteral("b · train: 2.500")}));
     QCOMPARE(legend->entries().size(), 2);  // the entry stays, struck out
     QVERIFY(!legend->entries().front().visible);
     QTest::mouseClick(legend, Qt::LeftButton, Qt::NoModifier, legend->entryRect(a).center());

@@ -1,6 +1,9 @@
 // Smoothing equals TensorBoard's debiased EMA on known inputs, and the chart
 // exports valid PNG, SVG and CSV files.
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
+#include <QPushButton>
 #include <QImage>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
@@ -10,6 +13,7 @@
 #include "charts/chart_view.h"
 #include "charts/smoothing.h"
 #include "latentlab/run_store.h"
+#include "ui_test_support.h"
 
 using namespace latentlab;
 using namespace latentlab::ui;
@@ -17,6 +21,43 @@ using namespace latentlab::ui;
 class TestSmoothingExport : public QObject {
   Q_OBJECT
 private Q_SLOTS:
+  void initTestCase() { uitest::isolateSettings(); }
+
+  // Export… offers the workspace first (not the folder LatentLab was started
+  // in), then the folder the last export went to.
+  void exportOffersTheWorkspaceThenTheLastFolder() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 id = store->createRun(std::nullopt, "tiny", "pretrain", "{}", "cpu");
+    {
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 10; ++s) w.add("train/loss", s, s * 10, s, 5.0 - 0.1 * s);
+    }
+    const QString workspace = dir.filePath(QStringLiteral("ws")), elsewhere = dir.filePath(QStringLiteral("figures"));
+    QVERIFY(QDir().mkpath(workspace) && QDir().mkpath(elsewhere));
+    ChartView chart(store);
+    chart.setExportFolder(workspace);
+    QVERIFY(uitest::showChart(chart));
+    chart.setRuns({{id, QStringLiteral("tiny")}});
+    QPushButton* exportButton = nullptr;
+    for (QPushButton* b : chart.findChildren<QPushButton*>())
+      if (b->text().startsWith(QStringLiteral("Export"))) exportButton = b;
+    QVERIFY(exportButton != nullptr);
+    {
+      uitest::DialogAnswerer answers({elsewhere + QStringLiteral("/loss.png")});
+      QTest::mouseClick(exportButton, Qt::LeftButton);
+      QTRY_COMPARE_WITH_TIMEOUT(answers.seen(), 1, 5000);
+      QCOMPARE(QFileInfo(answers.offered().value(0)).absolutePath(), workspace);
+    }
+    QTRY_VERIFY(QFileInfo::exists(elsewhere + QStringLiteral("/loss.png")));
+    {
+      uitest::DialogAnswerer answers({});
+      QTest::mouseClick(exportButton, Qt::LeftButton);
+      QTRY_COMPARE_WITH_TIMEOUT(answers.seen(), 1, 5000);
+      QCOMPARE(QFileInfo(answers.offered().value(0)).absolutePath(), elsewhere);
+    }
+  }
+
   void matchesTheDebiasedFormula() {
     const double w = 0.6;
     const std::vector<double> y = {1.0, 2.0, 4.0, 0.5};

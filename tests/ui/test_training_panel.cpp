@@ -13,6 +13,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include "charts/lr_curve_view.h"
 #include "jobs/job_controller.h"
@@ -224,6 +225,15 @@ private Q_SLOTS:
     TrainingPanel a;
     a.setSpec(s);
     QVERIFY(a.lrCurve()->pointCount() > 100);
+    // Its ticks are nice steps from 0 (1, 2 or 5 times a power of ten), not the range cut in four.
+    for (const auto& ticks : {a.lrCurve()->xTicks(), a.lrCurve()->yTicks()}) {
+      QVERIFY(ticks.size() >= 2);
+      QCOMPARE(ticks.front(), 0.0);
+      const double step = ticks[1] - ticks[0];
+      const double mantissa = step / std::pow(10.0, std::floor(std::log10(step)));
+      QVERIFY2(std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 || std::abs(mantissa - 5) < 1e-9,
+               qPrintable(QString::number(step)));
+    }
     QVERIFY(a.saveSpecFile(path));
     TrainingPanel b;
     QSignalSpy loaded(&b, &TrainingPanel::specLoaded);

@@ -99,7 +99,11 @@ void ChartView::buildCurves() {
       runsOf[v].push_back(r.id);
     }
     const QString field = m_groupBy.section(QLatin1Char('.'), -1);
+    int groupIndex = 0;
     for (const QString& v : values) {
+      // Each group its own palette colour in order (its first run's colour
+      // could repeat another group's).
+      const QColor groupColour = paletteColor(groupIndex++);
       const std::vector<qint64>& ids = runsOf[v];
       QString shown = v;
       if (shown.size() >= 2 && shown.startsWith(QLatin1Char('"')) && shown.endsWith(QLatin1Char('"'))) shown = shown.mid(1, shown.size() - 2);
@@ -110,7 +114,10 @@ void ChartView::buildCurves() {
         for (qint64 id : ids) {
           if (Track* t = track(id, name)) members.push_back(t);
         }
-        if (!members.empty()) add(members.front(), nullptr, label, ids.front(), members);
+        if (!members.empty()) {
+          add(members.front(), nullptr, label, ids.front(), members);
+          m_curves.back()->colour = groupColour;
+        }
       }
     }
   } else if (m_mode == CompareMode::Curves) {
@@ -162,13 +169,13 @@ void ChartView::applyPens() {
     const bool val = isVal(c->metricName);
     const bool dim = m_highlighted != 0 && m_highlighted != c->runId;
     const bool bold = m_highlighted != 0 && m_highlighted == c->runId;
-    QColor colour = runColor(c->runId);
+    QColor colour = c->colour.isValid() ? c->colour : runColor(c->runId);
     if (dim) colour.setAlpha(45);
     QPen pen(colour);
     pen.setWidthF((val ? 2.0 : lineWidth) * (bold ? 1.8 : 1.0));
     if (val) pen.setStyle(Qt::DashLine);
     if (c->smoothed != nullptr) {
-      QColor faint = runColor(c->runId);
+      QColor faint = c->colour.isValid() ? c->colour : runColor(c->runId);
       faint.setAlpha(dim ? 20 : 70);
       QPen rawPen(faint);
       rawPen.setWidthF(1.0);
@@ -183,7 +190,7 @@ void ChartView::applyPens() {
       }
     }
     if (c->band != nullptr) {
-      QColor fill = runColor(c->runId);
+      QColor fill = c->colour.isValid() ? c->colour : runColor(c->runId);
       fill.setAlpha(dim ? 15 : 50);
       c->band->setBrush(fill);
       c->band->setPen(Qt::NoPen);
@@ -233,7 +240,7 @@ void ChartView::updateLegend() {
     for (const ChartRun& r : m_runs) {
       if (r.id == c->runId && !c->isDerived()) full = r.name;
     }
-    entries.push_back({c->runId, c->legendLabel, full, runColor(c->runId), visible});
+    entries.push_back({c->runId, c->legendLabel, full, c->colour.isValid() ? c->colour : runColor(c->runId), visible});
   }
   m_legend->setEntries(entries);
   m_legend->setNote(anyVal && anyTrain ? tr("solid: train (smoothed) · dashed: validation") : QString());
@@ -345,12 +352,27 @@ void ChartView::redraw() {
 }
 
 QStringList ChartView::crosshairLines(double x) const {
-  QStringList lines;
+  // Every value with the same decimals, the fewest that still tell the
+  // visible curves apart at this range (loss: 5.253 and 5.246, not 5.253 and 5.2459).
+  std::vector<double> ys;
   for (const auto& c : m_curves) {
     if (!runVisible(c->runId)) continue;
     auto y = interpolateAt(c->shown, x);
     if (y && logAxis()) y = std::pow(10.0, *y);
-    if (y) lines << QStringLiteral("%1: %2").arg(c->label, QString::number(*y, 'g', 5));
+    if (y) ys.push_back(*y);
+  }
+  double largest = 0;
+  for (double y : ys) largest = std::max(largest, std::abs(y));
+  const bool plain = largest >= 1e-3 && largest < 1e6;
+  const int decimals = !plain ? 0 : std::clamp(3 - static_cast<int>(std::floor(std::log10(std::max(largest, 1e-3)))), 0, 6);
+  QStringList lines;
+  std::size_t k = 0;
+  for (const auto& c : m_curves) {
+    if (!runVisible(c->runId)) continue;
+    auto y = interpolateAt(c->shown, x);
+    if (!y) continue;
+    const double v = ys[k++];
+    lines << QStringLiteral("%1: %2").arg(c->label, plain ? QString::number(v, 'f', decimals) : QString::number(v, 'g', 5));
   }
   if (lines.isEmpty()) return lines;
   const QString head = m_xAxis == XAxis::Tokens     ? tr("tokens %1").arg(QLocale().toString(std::llround(x)))

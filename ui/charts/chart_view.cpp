@@ -6,6 +6,9 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QDir>
+#include <QFileInfo>
+#include <QSettings>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineSeries>
@@ -115,7 +118,8 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent, bool cell
   exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
   connect(exportButton, &QPushButton::clicked, this, [this] {
     QString filter;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), defaultExportName() + QStringLiteral(".png"),
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"),
+                                                      exportFolder() + QLatin1Char('/') + defaultExportName() + QStringLiteral(".png"),
                                                       tr("PNG image, 2x (*.png);;PNG image, 4x for print (*.png);;"
                                                          "SVG image (*.svg);;CSV data (*.csv)"),
                                                       &filter);
@@ -124,6 +128,7 @@ ChartView::ChartView(std::shared_ptr<RunStore> store, QWidget* parent, bool cell
     const bool ok = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)   ? exportSvg(path)
                     : path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive) ? exportCsv(path)
                                                                                  : exportPng(path, scale);
+    if (ok) QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(path).absolutePath());
     m_exportMessage = ok ? tr("Saved %1").arg(path) : tr("Could not write %1").arg(path);
     m_exportLabel->setText(m_exportMessage);
     m_exportLabel->setToolTip(m_exportMessage);
@@ -250,6 +255,12 @@ void ChartView::setIgnoreOutliers(bool on) {
   m_ignoreOutliers = on;
   m_outlierBox->setChecked(on);
   if (!m_userY) rescale(true);
+}
+
+QString ChartView::exportFolder() const {
+  const QString last = QSettings().value(QStringLiteral("export/lastFolder")).toString();
+  if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
+  return !m_exportFolder.isEmpty() ? m_exportFolder : QDir::homePath();
 }
 
 void ChartView::setSmoothing(double weight) {

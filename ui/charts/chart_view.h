@@ -15,6 +15,7 @@
 // differences. The legend is a ChartLegend under the plot.
 #pragma once
 
+#include <QColor>
 #include <QHash>
 #include <QList>
 #include <QPointF>
@@ -152,6 +153,10 @@ public:
   // pixels), and its data (run_id,run,metric,step,tokens,wall_time,value).
   bool exportPng(const QString& path, double scale = 2.0) const;
   QString defaultExportName() const;  // "<common run name words>-<metric>"
+  // Where Export… first offers to save (the workspace); after a save, the
+  // folder saved in is offered next (remembered across sessions).
+  void setExportFolder(const QString& dir) { m_exportFolder = dir; }
+  QString exportFolder() const;
   QString exportMessage() const;      // what the last export from the button said
   bool exportSvg(const QString& path) const;
   bool exportCsv(const QString& path) const;
@@ -210,6 +215,7 @@ private:
     std::vector<Track*> members;   // set: a group's mean (source is the first member)
     std::vector<MetricPoint> derived;
     std::vector<GroupPoint> group;  // a group's mean and min-max per x
+    QColor colour;                    // set: drawn in it (a group), else its run's colour
     QLineSeries* raw = nullptr;
     QLineSeries* smoothed = nullptr;  // train curves only
     QAreaSeries* band = nullptr;      // a group's min-max band
@@ -270,6 +276,7 @@ private:
   std::vector<std::pair<std::string, std::string>> m_pairLabels;
   QSet<qint64> m_hidden;
   bool m_userRange = false;
+  QString m_exportFolder;
   bool m_userY = false;  // the user chose y (Ctrl+wheel, up/down keys): no refit
   bool m_ignoreOutliers = true;
   bool m_ticking = false;

@@ -7,6 +7,9 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
+
+#include "charts/axis_ticks.h"
 
 namespace latentlab::ui {
 
@@ -20,10 +23,13 @@ LrCurveView::LrCurveView(QWidget* parent) : QWidget(parent) {
   m_chart->addSeries(m_series);
   m_x = new QValueAxis;
   m_y = new QValueAxis;
+  // Ticks at the run chart's nice steps from 0 (not the range cut in equal parts).
   m_x->setLabelFormat(QStringLiteral("%d"));
-  m_y->setLabelFormat(QStringLiteral("%.1e"));
-  m_x->setTickCount(5);
-  m_y->setTickCount(4);
+  m_y->setLabelFormat(QStringLiteral("%g"));
+  for (QValueAxis* a : {m_x, m_y}) {
+    a->setTickType(QValueAxis::TicksDynamic);
+    a->setTickAnchor(0);
+  }
   QFont small = font();
   small.setPointSizeF(small.pointSizeF() * 0.8);
   m_x->setLabelsFont(small);
@@ -54,7 +60,23 @@ void LrCurveView::setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sche
   m_series->replace(pts);
   m_x->setRange(0, std::max(1, total - 1));
   m_y->setRange(0, top > 0 ? top * 1.08 : 1e-3);
+  m_x->setTickInterval(std::max(1.0, niceStep(m_x->min(), m_x->max(), 5)));
+  m_y->setTickInterval(niceStep(m_y->min(), m_y->max(), 4));
 }
+
+namespace {
+std::vector<double> ticksOf(const QValueAxis* a) {
+  std::vector<double> out;
+  const double step = a->tickInterval();
+  if (!(step > 0)) return out;
+  for (double v = std::ceil((a->min() - a->tickAnchor()) / step) * step + a->tickAnchor(); v <= a->max() + 1e-12 * step; v += step)
+    out.push_back(v);
+  return out;
+}
+} // namespace
+
+std::vector<double> LrCurveView::xTicks() const { return ticksOf(m_x); }
+std::vector<double> LrCurveView::yTicks() const { return ticksOf(m_y); }
 
 int LrCurveView::pointCount() const { return static_cast<int>(m_series->count()); }
 

@@ -3,6 +3,8 @@
 
 #include <QWidget>
 
+#include <vector>
+
 #include "latentlab/run_spec.h"
 
 class QChart;
@@ -17,6 +19,9 @@ public:
   explicit LrCurveView(QWidget* parent = nullptr);
   void setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sched, int steps);
   int pointCount() const;
+  // The tick values the axes draw (nice 1-2-5 steps from 0, as the run chart's).
+  std::vector<double> xTicks() const;
+  std::vector<double> yTicks() const;
 
 private:
   QChart* m_chart = nullptr;

@@ -88,13 +88,21 @@ QColor distinctColor(const std::vector<QColor>& taken) {
   return list.front();
 }
 
+namespace {
+constexpr std::array<QRgb, 9> kPalette = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd,
+                                          0x8c564b, 0xe377c2, 0xbcbd22, 0x17becf};
+} // namespace
+
 QColor runColor(qint64 runId) {
   const auto it = registry().constFind(runId);
   if (it != registry().constEnd()) return *it;
-  static const std::array<QRgb, 9> kPalette = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd,
-                                               0x8c564b, 0xe377c2, 0xbcbd22, 0x17becf};
   const auto i = static_cast<std::size_t>((runId < 0 ? -runId : runId) % static_cast<qint64>(kPalette.size()));
   return QColor(kPalette[i]);
+}
+
+QColor paletteColor(int index) {
+  const auto n = static_cast<int>(kPalette.size());
+  return QColor(kPalette[static_cast<std::size_t>(((index % n) + n) % n)]);
 }
 
 void setRunColor(qint64 runId, const QColor& color) {

@@ -13,6 +13,8 @@
 namespace latentlab::ui {
 
 QColor runColor(qint64 runId);
+// The palette's colour number `index` (cycling): what groups of runs are drawn in.
+QColor paletteColor(int index);
 // Records a run's colour for runColor (what the run list read or chose).
 void setRunColor(qint64 runId, const QColor& color);
 void forgetRunColors();  // a new workspace
