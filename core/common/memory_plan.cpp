@@ -68,10 +68,7 @@ double layerElements(const ModelConfig& c) {
   return e;
 }
 
-std::string resolvePrecision(const RunSpec& spec, bool cuda) {
-  if (spec.precision != "auto") return spec.precision;
-  return cuda ? "bf16-mixed" : "fp32";
-}
+
 
 std::string count(double n) {
   char buf[32];
@@ -94,7 +91,7 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const std::vector<std::string> devices = deviceList(spec.device);
   p.cuda = !devices.empty() && devices.front().rfind("cuda", 0) == 0;
   p.ranks = std::max<int>(1, static_cast<int>(devices.size()));
-  p.precision = resolvePrecision(spec, p.cuda);
+  p.precision = std::string(choiceName(resolvePrecision(spec.precision, p.cuda)));
   p.parameters = countParameters(c);
   p.availableBytes = available;
   const Widths w = widthsFor(p.precision);
@@ -187,7 +184,7 @@ std::string suggestSettings(const ModelConfig& c, const RunSpec& spec, std::int6
            std::to_string((spec.gradAccum * spec.microBatch + mbFits - 1) / mbFits) + " keeps the batch";
   }
   std::int64_t least = 0;
-  for (const std::string& precision : {spec.precision, std::string("bf16")}) {
+  for (const Precision precision : {spec.precision, Precision::Bf16}) {
     RunSpec s = spec;
     s.precision = precision;
     s.recompute = true;
@@ -197,7 +194,7 @@ std::string suggestSettings(const ModelConfig& c, const RunSpec& spec, std::int6
       least = least == 0 ? peak : std::min(least, peak);
       if (peak > available) continue;
       std::string out = "recompute";
-      if (precision != spec.precision) out += " and precision " + precision;
+      if (precision != spec.precision) out += " and precision " + std::string(choiceName(precision));
       out += " at micro_batch " + std::to_string(mb) + " fits (" + formatBytes(peak) + ")";
       if (mb < spec.microBatch)
         out += "; grad_accum " + std::to_string((spec.gradAccum * spec.microBatch + mb - 1) / mb) + " keeps the batch";
@@ -274,7 +271,7 @@ MemoryPlan planInferenceMemory(const ModelConfig& c, const RunSpec& spec, std::i
 ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParameters) {
   ModelConfig cfg;
   if (spec.kind == "pretrain") {
-    const bool trainedTokenizer = spec.data.tokenizer.empty() && spec.data.tokenFormat.empty();
+    const bool trainedTokenizer = spec.data.tokenizer.empty() && spec.data.tokenFormat == TokenFormat::Text;
     cfg = builtinArchitecture(spec.architecture, trainedTokenizer ? spec.data.tokenizerVocab : 0);
     if (!spec.attention.empty()) cfg = attentionVariant(cfg, spec.attention, spec.attentionOptions, "spec");
     if (sourceParameters) *sourceParameters = 0;

@@ -154,7 +154,8 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("steps", s.steps);
   f.get("micro_batch", s.microBatch);
   f.get("grad_accum", s.gradAccum);
-  f.get("precision", s.precision);
+  std::string precision(choiceName(s.precision));
+  f.get("precision", precision);
   if (j.is_object() && j.contains("dtype")) {   // the field's name before precision
     std::string legacy;
     f.get("dtype", legacy);
@@ -162,10 +163,12 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
         {"auto", "auto"}, {"f32", "fp32"}, {"bf16", "bf16-mixed"}, {"f64", "fp64"}};
     const auto it = kLegacy.find(legacy);
     if (it == kLegacy.end()) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + legacy + "' (use precision)");
-    if (j.contains("precision") && s.precision != it->second)
-      bad(source, "precision", "'" + s.precision + "' contradicts dtype '" + legacy + "'; give precision only");
-    s.precision = it->second;
+    if (j.contains("precision") && precision != it->second)
+      bad(source, "precision", "'" + precision + "' contradicts dtype '" + legacy + "'; give precision only");
+    precision = it->second;
   }
+  checkChoice<Precision>(source, "precision", precision);
+  s.precision = *findChoice<Precision>(precision);
   f.get("seed", s.seed);
   f.get("eval_every", s.evalEvery);
   f.get("eval_batches", s.evalBatches);
@@ -245,7 +248,10 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.get("text_field", s.data.textField);
     g.get("tokenizer", s.data.tokenizer);
     g.get("tokenizer_vocab", s.data.tokenizerVocab);
-    g.get("token_format", s.data.tokenFormat);
+    std::string tokenFormat(choiceName(s.data.tokenFormat));
+    g.get("token_format", tokenFormat);
+    checkChoice<TokenFormat>(source, "data.token_format", tokenFormat);
+    s.data.tokenFormat = *findChoice<TokenFormat>(tokenFormat);
     g.get("seq_len", s.data.seqLen);
     g.get("validation_share", s.data.validationShare);
     g.get("max_corpus_bytes", s.data.maxCorpusBytes);
@@ -263,7 +269,10 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   }
   if (const json* o = f.object("schedule")) {
     Fields g(*o, source + ": spec.schedule");
-    g.get("kind", s.schedule.kind);
+    std::string kind(choiceName(s.schedule.kind));
+    g.get("kind", kind);
+    checkChoice<ScheduleKind>(source, "schedule.kind", kind);
+    s.schedule.kind = *findChoice<ScheduleKind>(kind);
     g.get("warmup_steps", s.schedule.warmupSteps);
     g.get("decay_steps", s.schedule.decaySteps);
     g.get("min_lr_ratio", s.schedule.minLrRatio);
@@ -323,7 +332,6 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.zeroStage < 0 || s.zeroStage > 2)
     bad(source, "zero_stage", "must be 0 (off), 1 (optimizer state sharded) or 2 (and gradients), got " +
                                   std::to_string(s.zeroStage));
-  checkChoice<Precision>(source, "precision", s.precision);
   // One device, or a comma list of devices for a data-parallel job (one rank each).
   for (const std::string& d : deviceList(s.device)) {
     const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
@@ -335,14 +343,12 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)
     bad(source, "data.validation_share", "must be in [0, 0.5)");
   if (s.data.tokenizerVocab < 300) bad(source, "data.tokenizer_vocab", "must be at least 300");
-  checkChoice<TokenFormat>(source, "data.token_format", s.data.tokenFormat);
   if (!(s.optimizer.lr > 0)) bad(source, "optimizer.lr", "must be positive");
   if (s.optimizer.beta1 < 0 || s.optimizer.beta1 >= 1) bad(source, "optimizer.beta1", "must be in [0, 1)");
   if (s.optimizer.beta2 < 0 || s.optimizer.beta2 >= 1) bad(source, "optimizer.beta2", "must be in [0, 1)");
   if (!(s.optimizer.eps > 0)) bad(source, "optimizer.eps", "must be positive");
   if (s.optimizer.weightDecay < 0) bad(source, "optimizer.weight_decay", "must be >= 0");
   if (s.optimizer.clip < 0) bad(source, "optimizer.clip", "must be >= 0 (0 disables clipping)");
-  checkChoice<ScheduleKind>(source, "schedule.kind", s.schedule.kind);
   if (s.schedule.warmupSteps < 0 || s.schedule.warmupSteps > s.steps)
     bad(source, "schedule.warmup_steps", "must be in [0, steps]");
   if (s.schedule.decaySteps < 0 || s.schedule.warmupSteps + s.schedule.decaySteps > s.steps)
@@ -384,16 +390,16 @@ std::string runSpecToJson(const RunSpec& s) {
   json j = {
       {"version", s.version}, {"name", s.name}, {"kind", s.kind}, {"architecture", s.architecture},
       {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
-      {"grad_accum", s.gradAccum}, {"precision", s.precision}, {"seed", s.seed}, {"eval_every", s.evalEvery},
+      {"grad_accum", s.gradAccum}, {"precision", std::string(choiceName(s.precision))}, {"seed", s.seed}, {"eval_every", s.evalEvery},
       {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
       {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"zero_stage", s.zeroStage}, {"device", s.device}, {"out_dir", s.outDir},
       {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},
-                {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", s.data.tokenFormat},
+                {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", std::string(choiceName(s.data.tokenFormat))},
                 {"seq_len", s.data.seqLen}, {"validation_share", s.data.validationShare},
                 {"max_corpus_bytes", s.data.maxCorpusBytes}}},
       {"optimizer", {{"lr", s.optimizer.lr}, {"beta1", s.optimizer.beta1}, {"beta2", s.optimizer.beta2},
                      {"eps", s.optimizer.eps}, {"weight_decay", s.optimizer.weightDecay}, {"clip", s.optimizer.clip}}},
-      {"schedule", {{"kind", s.schedule.kind}, {"warmup_steps", s.schedule.warmupSteps},
+      {"schedule", {{"kind", std::string(choiceName(s.schedule.kind))}, {"warmup_steps", s.schedule.warmupSteps},
                     {"decay_steps", s.schedule.decaySteps}, {"min_lr_ratio", s.schedule.minLrRatio}}}};
   if (!s.attention.empty()) {
     const AttentionOptions& o = s.attentionOptions;
@@ -435,12 +441,17 @@ std::string runSpecToJson(const RunSpec& s) {
   return j.dump(2);
 }
 
+Precision resolvePrecision(Precision requested, bool cuda) {
+  if (requested != Precision::Auto) return requested;
+  return cuda ? Precision::Bf16Mixed : Precision::Fp32;
+}
+
 double learningRateAt(const OptimizerSpec& opt, const ScheduleSpec& sched, int step, int totalSteps) {
   const double lr0 = opt.lr, lrMin = sched.minLrRatio * opt.lr;
   const int warm = sched.warmupSteps;
   if (warm > 0 && step < warm) return lr0 * static_cast<double>(step + 1) / static_cast<double>(warm);
-  if (sched.kind == "constant") return lr0;
-  if (sched.kind == "cosine") {
+  if (sched.kind == ScheduleKind::Constant) return lr0;
+  if (sched.kind == ScheduleKind::Cosine) {
     const int span = std::max(1, totalSteps - warm);
     const double progress = std::min(1.0, static_cast<double>(step - warm) / static_cast<double>(span));
     return lrMin + 0.5 * (lr0 - lrMin) * (1.0 + std::cos(M_PI * progress));

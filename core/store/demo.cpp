@@ -22,7 +22,7 @@ RunSpec demoPretrainSpec(const std::string& arch) {
   s.microBatch = 16;
   s.optimizer.lr = 2e-3;
   s.optimizer.weightDecay = 0.01;
-  s.schedule.kind = "cosine";
+  s.schedule.kind = ScheduleKind::Cosine;
   s.schedule.warmupSteps = 20;
   s.schedule.minLrRatio = 0.1;
   s.evalEvery = 50;
@@ -48,7 +48,7 @@ RunSpec demoConvertSpec(const fs::path& baseDir, const std::string& ropeStrategy
   s.steps = 60;
   s.microBatch = 8;
   s.optimizer.lr = 1e-3;
-  s.schedule.kind = "wsd";
+  s.schedule.kind = ScheduleKind::Wsd;
   s.schedule.warmupSteps = 5;
   s.schedule.decaySteps = 15;
   s.evalEvery = 20;

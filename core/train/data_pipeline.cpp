@@ -33,8 +33,8 @@ PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const f
   fs::create_directories(cacheDir, ec);
   if (ec) throw Error(ErrorCode::Io, cacheDir.string() + ": cannot create cache folder: " + ec.message());
 
-  if (!data.tokenFormat.empty()) {
-    out.shard = TokenShard::open(data.corpus, data.tokenFormat == "u32" ? ShardLayout::RawU32 : ShardLayout::RawU16);
+  if (data.tokenFormat != TokenFormat::Text) {
+    out.shard = TokenShard::open(data.corpus, data.tokenFormat == TokenFormat::U32 ? ShardLayout::RawU32 : ShardLayout::RawU16);
     return out;
   }
   const Corpus corpus = openCorpus(data);

@@ -59,9 +59,9 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::
       if (auto why = checkKvSettings(model.config, kv)) bad("conversion", "is impossible for " + spec.modelDir + ": " + *why);
     }
   }
-  if (spec.data.tokenFormat.empty() && spec.data.corpus != "demo" && !fs::exists(spec.data.corpus, ec))
+  if (spec.data.tokenFormat == TokenFormat::Text && spec.data.corpus != "demo" && !fs::exists(spec.data.corpus, ec))
     bad("data.corpus", "'" + spec.data.corpus + "' does not exist");
-  if (!spec.data.tokenFormat.empty() && !fs::is_regular_file(spec.data.corpus, ec))
+  if (spec.data.tokenFormat != TokenFormat::Text && !fs::is_regular_file(spec.data.corpus, ec))
     bad("data.corpus", "'" + spec.data.corpus + "' is not a token file");
   if (!spec.data.tokenizer.empty() && !fs::is_regular_file(spec.data.tokenizer, ec))
     bad("data.tokenizer", "'" + spec.data.tokenizer + "' is not a file");

@@ -271,18 +271,17 @@ void Trainer::openRunFolder() {
   if (dp) dp->barrier();
   ckpt = env.resume ? latestCheckpoint(runDir) : std::nullopt;
   startModel = ckpt ? *ckpt / "model" : fs::path(spec.modelDir);
-  const bool cuda = device.is_cuda();
-  const std::string precision = spec.precision == "auto" ? (cuda ? "bf16-mixed" : "fp32") : spec.precision;
-  paramType = precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
-  bf16Weights = precision == "bf16";
-  autocastBf16 = precision == "bf16-mixed";
+  const Precision precision = resolvePrecision(spec.precision, device.is_cuda());
+  paramType = precision == Precision::Fp64 ? torch::kFloat64 : torch::kFloat32;
+  bf16Weights = precision == Precision::Bf16;
+  autocastBf16 = precision == Precision::Bf16Mixed;
 }
 
 // Rank 0 tokenizes and caches first; the other ranks then find the cache.
 void Trainer::loadData() {
   DataSpec dataSpec = spec.data;
   std::error_code ec;
-  if (ckpt && dataSpec.tokenFormat.empty() && fs::exists(startModel / "tokenizer.json", ec))
+  if (ckpt && dataSpec.tokenFormat == TokenFormat::Text && fs::exists(startModel / "tokenizer.json", ec))
     dataSpec.tokenizer = (startModel / "tokenizer.json").string();
   const ModelVocab vocabLimit = (ckpt || spec.kind != "pretrain") ? modelVocabOf(startModel) : ModelVocab{};
   if (dp && !writer) dp->barrier();

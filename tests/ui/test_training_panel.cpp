@@ -203,13 +203,13 @@ private Q_SLOTS:
     s.optimizer.eps = 1e-6;
     s.optimizer.weightDecay = 0.1;
     s.optimizer.clip = 0.5;
-    s.schedule.kind = "cosine";
+    s.schedule.kind = ScheduleKind::Cosine;
     s.schedule.warmupSteps = 100;
     s.schedule.minLrRatio = 0.1;
     s.steps = 12000;
     s.microBatch = 16;
     s.gradAccum = 4;
-    s.precision = "bf16";
+    s.precision = Precision::Bf16;
     s.seed = 42;
     s.evalEvery = 500;
     s.evalBatches = 32;
@@ -252,7 +252,7 @@ private Q_SLOTS:
     s.architecture = "smollm-135m";
     s.microBatch = 2;
     s.data.seqLen = 1024;
-    s.precision = "fp32";
+    s.precision = Precision::Fp32;
     s.device = "cpu";
     panel.setSpec(s);
     panel.setBaseModel(builtinArchitecture("smollm-135m"));
@@ -308,7 +308,7 @@ private Q_SLOTS:
     s.architecture = "smollm-1.7b";
     s.microBatch = 1;
     s.data.seqLen = 2048;
-    s.precision = "bf16";
+    s.precision = Precision::Bf16;
     s.recompute = true;
     s.device = "cuda:0,cuda:1";
     panel.setSpec(s);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "latentlab/architectures.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab {
 
@@ -37,7 +38,7 @@ struct DataSpec {
   std::string textField = "text";       // for JSONL corpora
   std::string tokenizer;                // tokenizer.json; empty = the model's, or trained for "demo"
   int tokenizerVocab = 4096;            // when LatentLab trains the tokenizer
-  std::string tokenFormat;              // "" = tokenize text; "u16"/"u32" = pre-tokenized raw ids
+  TokenFormat tokenFormat = TokenFormat::Text;   // text: tokenize; u16 / u32: pre-tokenized raw ids
   int seqLen = 128;
   double validationShare = 0.02;
   std::int64_t maxCorpusBytes = 0;      // 0 = all
@@ -53,7 +54,7 @@ struct OptimizerSpec {
 };
 
 struct ScheduleSpec {
-  std::string kind = "wsd";             // wsd | cosine | constant
+  ScheduleKind kind = ScheduleKind::Wsd;
   int warmupSteps = 0;
   int decaySteps = 0;                   // wsd: length of the final 1-sqrt decay; 0 = 20% of steps
   double minLrRatio = 0.0;              // lr_min = ratio * lr (cosine floor / WSD end)
@@ -101,7 +102,7 @@ struct RunSpec {
   // gradients, fp32 master copy and AdamW state in the optimiser) | fp64 |
   // auto (bf16-mixed on CUDA, fp32 on CPU). Older specs' "dtype" (f32, bf16,
   // f64, auto) reads as fp32, bf16-mixed, fp64, auto.
-  std::string precision = "auto";
+  Precision precision = Precision::Auto;
   bool recompute = false;               // activation recompute per decoder layer (memory for compute)
   int zeroStage = 0;                    // 0 off; 1 optimizer state and masters sharded over the ranks; 2 also gradients
   std::uint64_t seed = 0;
@@ -132,6 +133,10 @@ RunSpec parseRunSpec(const std::string& json, const std::string& source);
 RunSpec loadRunSpec(const std::filesystem::path& path);
 std::string runSpecToJson(const RunSpec& spec);
 void validateRunSpec(const RunSpec& spec, const std::string& source);
+
+// The precision a run trains in: `requested`, or for auto bf16-mixed on CUDA
+// and fp32 on the CPU.
+Precision resolvePrecision(Precision requested, bool cuda);
 
 // The learning rate at `step` (0-based) of `totalSteps` for this schedule:
 // linear warmup to lr, then constant, then WSD's "1-sqrt" decay

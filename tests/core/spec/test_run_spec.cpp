@@ -28,7 +28,7 @@ TEST(RunSpec, RoundTripsThroughJson) {
   s.conversion.dKv = 8;
   s.conversion.ropeStrategy = "uniform";
   s.optimizer.lr = 3e-4;
-  s.schedule.kind = "cosine";
+  s.schedule.kind = ScheduleKind::Cosine;
   s.steps = 77;
   RunSpec t = parseRunSpec(runSpecToJson(s), "x");
   EXPECT_EQ(runSpecToJson(t), runSpecToJson(s));
@@ -54,11 +54,11 @@ TEST(RunSpec, BadSpecsNameTheField) {
 // (bf16 was autocast: bf16-mixed), and a contradiction is refused.
 TEST(RunSpec, PrecisionAndTheOlderDtypeField) {
   const std::string base = R"({"kind":"pretrain","architecture":"demo-gqa",)";
-  EXPECT_EQ(parseRunSpec(base + R"("precision":"bf16"})", "x").precision, "bf16");
-  EXPECT_EQ(parseRunSpec(base + R"("dtype":"bf16"})", "x").precision, "bf16-mixed");
-  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f32"})", "x").precision, "fp32");
-  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f64"})", "x").precision, "fp64");
-  EXPECT_EQ(parseRunSpec(base + R"("dtype":"auto","precision":"auto"})", "x").precision, "auto");
+  EXPECT_EQ(parseRunSpec(base + R"("precision":"bf16"})", "x").precision, parseChoice<Precision>("bf16", "expected"));
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"bf16"})", "x").precision, parseChoice<Precision>("bf16-mixed", "expected"));
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f32"})", "x").precision, parseChoice<Precision>("fp32", "expected"));
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"f64"})", "x").precision, parseChoice<Precision>("fp64", "expected"));
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"auto","precision":"auto"})", "x").precision, parseChoice<Precision>("auto", "expected"));
   EXPECT_NE(errorOf(base + R"("precision":"fp16"})").find("precision"), std::string::npos);
   EXPECT_NE(errorOf(base + R"("dtype":"half"})").find("dtype"), std::string::npos);
   EXPECT_NE(errorOf(base + R"("dtype":"bf16","precision":"bf16"})").find("contradicts"), std::string::npos);
@@ -69,7 +69,7 @@ TEST(Schedule, WsdMatchesTheOneMinusSqrtFormula) {
   OptimizerSpec o;
   o.lr = 1e-3;
   ScheduleSpec s;
-  s.kind = "wsd";
+  s.kind = ScheduleKind::Wsd;
   s.warmupSteps = 10;
   s.decaySteps = 40;
   s.minLrRatio = 0.1;
@@ -89,13 +89,13 @@ TEST(Schedule, CosineReachesItsFloor) {
   OptimizerSpec o;
   o.lr = 2e-3;
   ScheduleSpec s;
-  s.kind = "cosine";
+  s.kind = ScheduleKind::Cosine;
   s.warmupSteps = 0;
   s.minLrRatio = 0.1;
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 0, 100), 2e-3);
   EXPECT_NEAR(learningRateAt(o, s, 50, 100), 2e-4 + 0.5 * 1.8e-3, 1e-15);
   EXPECT_NEAR(learningRateAt(o, s, 100, 100), 2e-4, 1e-15);
-  s.kind = "constant";
+  s.kind = ScheduleKind::Constant;
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 77, 100), 2e-3);
 }
 

@@ -64,7 +64,7 @@ fs::path finalModel(const RunStore& store, std::int64_t run) {
 TEST(DataParallel, TwoGlooRanksEqualOneRankWithTheCombinedBatch) {
   const fs::path ws = scratchDir("dp-gloo");
   RunSpec spec = tinyPretrainSpec(6);
-  spec.precision = "fp64";
+  spec.precision = Precision::Fp64;
   spec.gradAccum = 2;
   spec.microBatch = 2;      // per rank: 2 ranks x 2 rows x 2 micro-batches
   spec.evalBatches = 2;
@@ -172,7 +172,7 @@ TEST(DataParallel, ADeadPeerIsNamedByTheGroupsEndpoint) {
 TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
   const fs::path ws = scratchDir("dp-zero");
   RunSpec spec = tinyPretrainSpec(6);
-  spec.precision = "fp64";
+  spec.precision = Precision::Fp64;
   spec.gradAccum = 2;
   spec.microBatch = 2;
   spec.evalBatches = 2;

@@ -76,7 +76,7 @@ RunSpec specFor(const std::string& precision, int B, int T, bool recompute, int 
   RunSpec s;
   s.kind = "pretrain";
   s.architecture = "demo-gqa";
-  s.precision = precision;
+  s.precision = parseChoice<Precision>(precision, "test precision");
   s.microBatch = B;
   s.data.seqLen = T;
   s.recompute = recompute;

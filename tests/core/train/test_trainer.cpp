@@ -78,7 +78,7 @@ TEST(Trainer, CancelThenResumeEqualsTheUninterruptedRun) {
     SCOPED_TRACE(std::string(precision) + " zero " + std::to_string(zeroStage));
     Workspace ws(std::string("resume-") + precision + std::to_string(zeroStage));
     RunSpec spec = tinyPretrainSpec(16);
-    spec.precision = precision;
+    spec.precision = parseChoice<Precision>(precision, "test precision");
     spec.zeroStage = zeroStage;
     spec.data.validationShare = 0.0;
     NullProgress quiet;
@@ -141,7 +141,7 @@ TEST(Trainer, ZeroStagesTrainAsThePlainOptimizer) {
     std::vector<std::vector<double>> losses;
     for (int stage : {0, 1, 2}) {
       RunSpec spec = tinyPretrainSpec(12);
-      spec.precision = precision;
+      spec.precision = parseChoice<Precision>(precision, "test precision");
       spec.zeroStage = stage;
       spec.optimizer.weightDecay = 0.1;
       auto id = ws.store.createRun(std::nullopt, "zero" + std::to_string(stage), spec.kind, runSpecToJson(spec), "cpu");
@@ -216,7 +216,7 @@ TEST(Trainer, Bf16RunsTrackTheFp32Run) {
   std::vector<fs::path> models;
   for (const char* precision : {"fp32", "bf16-mixed", "bf16"}) {
     RunSpec spec = tinyPretrainSpec(50);
-    spec.precision = precision;
+    spec.precision = parseChoice<Precision>(precision, "test precision");
     spec.evalEvery = 25;
     auto id = ws.store.createRun(std::nullopt, precision, spec.kind, runSpecToJson(spec), "cpu");
     NullProgress progress;

@@ -183,7 +183,7 @@ TEST(Zero, EachRankHoldsItsShareOfTheOptimizerState) {
     const Outcome z = train(world, 2, 0, 1);
     // The memory planner's ZeRO items for the same model and ranks.
     RunSpec spec;
-    spec.precision = "fp32";
+    spec.precision = Precision::Fp32;
     spec.zeroStage = 2;
     spec.device = world == 2 ? "cpu,cpu" : "cpu,cpu,cpu";
     const MemoryPlan plan = planMemory(tinyModelConfig(), spec, 0);

@@ -30,7 +30,7 @@ inline RunSpec tinyPretrainSpec(int steps) {
   s.steps = steps;
   s.microBatch = 4;
   s.optimizer.lr = 3e-3;
-  s.schedule.kind = "constant";
+  s.schedule.kind = ScheduleKind::Constant;
   s.evalEvery = 0;
   s.evalBatches = 2;
   s.checkpointEvery = 0;
