@@ -414,7 +414,7 @@ private Q_SLOTS:
       runs.push_back({id, QString::fromLatin1(name)});
     }
     ChartView chart(store);
-    QVERIFY(uitest::showChart(chart, 1100, 800));
+    QVERIFY(uitest::showChart(chart, 760, 480));
     chart.setRuns(runs);
     chart.setSmoothing(0.6);
     QCheckBox* gridBox = nullptr;
@@ -431,6 +431,16 @@ private Q_SLOTS:
                                    QStringLiteral("tokens_per_s"), QStringLiteral("kv/latent_norm")}));
     QTest::qWait(50);
     for (const ChartView* c : cells) QVERIFY(c->isVisible() && c->seriesCount() > 0);
+    // In a grid this small each cell still reads as a scale (3 y ticks or
+    // more), its title at the widget's own size, and every cell spans the
+    // same x (the validation cell, whose points start at step 50, too).
+    for (const ChartView* c : cells) {
+      QVERIFY2(c->yTickValues().size() >= 3, qPrintable(c->metric() + QStringLiteral(": %1 y ticks").arg(c->yTickValues().size())));
+      QVERIFY2(c->canvas()->chart()->titleFont().pointSizeF() >= 0.9 * c->font().pointSizeF(),
+               qPrintable(c->metric() + QStringLiteral(": title %1 pt").arg(c->canvas()->chart()->titleFont().pointSizeF())));
+      QCOMPARE(c->visibleX(), cells[0]->visibleX());
+      QCOMPARE(c->xTickLabels(), cells[0]->xTickLabels());
+    }
     // Each fits its own y: the learning rate's axis is not the loss axis.
     QVERIFY(cells[2]->visibleY().second < 0.01 && cells[0]->visibleY().first > 3.0);
     // The learning rate is never smoothed: the crosshair reads its exact value.

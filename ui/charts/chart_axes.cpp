@@ -73,8 +73,9 @@ void ChartView::applyAxes() {
       axis->setLabelsFont(labels);
       axis->setTitleVisible(false);
     }
-    QFont title = m_chart->titleFont();
-    title.setPointSizeF(title.pointSizeF() * 0.85);
+    // The cell's title at the widget's own size (the chart's default title
+    // font, scaled down, was about 6 px).
+    QFont title = font();
     title.setBold(true);
     m_chart->setTitleFont(title);
     m_chart->setTitle(yTitle);
@@ -107,7 +108,12 @@ void ChartView::updateTicks() {
   const QRectF plot = m_chart->plotArea();
   const double labelHeight = QFontMetricsF(m_axisY->labelsFont()).height();
   const int nx = plot.width() > 50 ? std::clamp(static_cast<int>(plot.width() / 90), 2, 10) : 6;
-  const int ny = plot.height() > 30 ? std::clamp(static_cast<int>(plot.height() / (2.5 * labelHeight)), 2, 10) : 6;
+  // A small multiple's cell is short: its smaller labels go closer (one and a
+  // half label heights), and it keeps at least four candidate ticks, so that
+  // a cell reads as a scale, not a single number.
+  const double spacing = m_cell ? 1.5 : 2.5;
+  const int fewest = m_cell ? 4 : 2;
+  const int ny = plot.height() > 30 ? std::clamp(static_cast<int>(plot.height() / (spacing * labelHeight)), fewest, 10) : 6;
   m_xTicks = niceTicks(m_axisX->min(), m_axisX->max(), nx, TickStyle::Count);
   const TickStyle yStyle = m_metric == QLatin1String("tokens_per_s") ? TickStyle::Count : TickStyle::Plain;
   m_yTicks = logAxis() ? logTicks(m_axisY->min(), m_axisY->max(), ny) : niceTicks(m_axisY->min(), m_axisY->max(), ny, yStyle);
@@ -159,6 +165,12 @@ bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
         *x1 = std::max(*x1, static_cast<double>(last.tokens) / static_cast<double>(last.step) * planned);
       }
     }
+  }
+  // A grid cell spans what every cell of the grid spans (a validation cell
+  // starts where the training cells start, so the columns line up).
+  if (m_sharedX && std::isfinite(*x0)) {
+    *x0 = std::min(*x0, m_sharedX->first);
+    *x1 = std::max(*x1, m_sharedX->second);
   }
   return std::isfinite(*x0);
 }

@@ -104,6 +104,19 @@ void ChartView::syncCells() {
       c->rescale(true);
     }
   }
+  // One x span for every cell: the union of what they draw.
+  std::optional<std::pair<double, double>> span;
+  for (ChartView* c : m_cells) {
+    c->m_sharedX.reset();
+    double x0 = 0, x1 = 0;
+    bool live = false;
+    if (!c->dataXRange(&x0, &x1, &live)) continue;
+    span = span ? std::pair{std::min(span->first, x0), std::max(span->second, x1)} : std::pair{x0, x1};
+  }
+  for (ChartView* c : m_cells) {
+    c->m_sharedX = span;
+    if (!c->m_userRange) c->rescale(true);
+  }
 }
 
 } // namespace latentlab::ui

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <QColor>
+#include <optional>
 #include <QHash>
 #include <QList>
 #include <QPointF>
@@ -276,6 +277,7 @@ private:
   std::vector<std::pair<std::string, std::string>> m_pairLabels;
   QSet<qint64> m_hidden;
   bool m_userRange = false;
+  std::optional<std::pair<double, double>> m_sharedX;   // a grid cell: the x span of the whole grid
   QString m_exportFolder;
   bool m_userY = false;  // the user chose y (Ctrl+wheel, up/down keys): no refit
   bool m_ignoreOutliers = true;
