@@ -135,26 +135,19 @@ void validateAttention(const RunSpec& s, const std::string& source) {
   }
 }
 
-} // namespace
+// A choice field read through its name table (an unknown name names the field).
+template <typename E>
+void readChoice(Fields& g, const char* key, E& out, const std::string& source, const std::string& field) {
+  std::string name(choiceName(out));
+  g.get(key, name);
+  checkChoice<E>(source, field, name);
+  out = *findChoice<E>(name);
+}
 
-RunSpec parseRunSpec(const std::string& text, const std::string& source) {
-  json j = parseJson(text, source, ErrorCode::BadSpec);
-  RunSpec s;
-  Fields f(j, source + ": spec");
-  f.get("version", s.version);
-  if (s.version > kRunSpecVersion) {
-    throw Error(ErrorCode::BadSpec, source + ": spec version " + std::to_string(s.version) +
-                " is newer than this engine understands (" + std::to_string(kRunSpecVersion) + ")");
-  }
-  f.get("name", s.name);
-  f.get("kind", s.kind);
-  f.get("architecture", s.architecture);
-  f.get("model_dir", s.modelDir);
-  f.get("attention", s.attention);
-  f.get("steps", s.steps);
-  f.get("micro_batch", s.microBatch);
-  f.get("grad_accum", s.gradAccum);
-  std::string precision(choiceName(s.precision));
+// precision, or the older dtype field it replaced (read as its precision).
+Precision readPrecision(Fields& f, const json& j, const std::string& source) {
+  Precision current = Precision::Auto;
+  std::string precision(choiceName(current));
   f.get("precision", precision);
   if (j.is_object() && j.contains("dtype")) {   // the field's name before precision
     std::string legacy;
@@ -168,17 +161,11 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     precision = it->second;
   }
   checkChoice<Precision>(source, "precision", precision);
-  s.precision = *findChoice<Precision>(precision);
-  f.get("seed", s.seed);
-  f.get("eval_every", s.evalEvery);
-  f.get("eval_batches", s.evalBatches);
-  f.get("checkpoint_every", s.checkpointEvery);
-  f.get("init_std", s.initStd);
-  f.get("zero_init_output", s.zeroInitOutput);
-  f.get("recompute", s.recompute);
-  f.get("zero_stage", s.zeroStage);
-  f.get("device", s.device);
-  f.get("out_dir", s.outDir);
+  return *findChoice<Precision>(precision);
+}
+
+// eval_tasks, passkey and evaluates: what an evaluation (or a run's checkpoints) scores.
+void readEvaluation(Fields& f, RunSpec& s, const std::string& source) {
   if (const json* tasks = f.object("eval_tasks")) {
     if (!tasks->is_array()) bad(source, "eval_tasks", "must be an array of {\"name\", \"file\", \"limit\"} objects");
     for (std::size_t k = 0; k < tasks->size(); ++k) {
@@ -210,6 +197,9 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.get("step", s.evaluatesStep);
     g.rejectUnknown();
   }
+}
+
+void readConversion(Fields& f, RunSpec& s, const std::string& source) {
   if (const json* c = f.object("conversion")) {
     Fields g(*c, source + ": spec.conversion");
     s.conversion.enabled = true;
@@ -227,6 +217,9 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.get("calib_seq_len", s.conversion.calibSeqLen);
     g.rejectUnknown();
   }
+}
+
+void readAttentionOptions(Fields& f, RunSpec& s, const std::string& source) {
   if (const json* a = f.object("attention_options")) {
     Fields g(*a, source + ": spec.attention_options");
     AttentionOptions& o = s.attentionOptions;
@@ -242,16 +235,17 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
     g.get("match_multiple", o.matchMultiple);
     g.rejectUnknown();
   }
+}
+
+// data, optimizer and schedule.
+void readTraining(Fields& f, RunSpec& s, const std::string& source) {
   if (const json* d = f.object("data")) {
     Fields g(*d, source + ": spec.data");
     g.get("corpus", s.data.corpus);
     g.get("text_field", s.data.textField);
     g.get("tokenizer", s.data.tokenizer);
     g.get("tokenizer_vocab", s.data.tokenizerVocab);
-    std::string tokenFormat(choiceName(s.data.tokenFormat));
-    g.get("token_format", tokenFormat);
-    checkChoice<TokenFormat>(source, "data.token_format", tokenFormat);
-    s.data.tokenFormat = *findChoice<TokenFormat>(tokenFormat);
+    readChoice(g, "token_format", s.data.tokenFormat, source, "data.token_format");
     g.get("seq_len", s.data.seqLen);
     g.get("validation_share", s.data.validationShare);
     g.get("max_corpus_bytes", s.data.maxCorpusBytes);
@@ -269,15 +263,48 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   }
   if (const json* o = f.object("schedule")) {
     Fields g(*o, source + ": spec.schedule");
-    std::string kind(choiceName(s.schedule.kind));
-    g.get("kind", kind);
-    checkChoice<ScheduleKind>(source, "schedule.kind", kind);
-    s.schedule.kind = *findChoice<ScheduleKind>(kind);
+    readChoice(g, "kind", s.schedule.kind, source, "schedule.kind");
     g.get("warmup_steps", s.schedule.warmupSteps);
     g.get("decay_steps", s.schedule.decaySteps);
     g.get("min_lr_ratio", s.schedule.minLrRatio);
     g.rejectUnknown();
   }
+}
+
+} // namespace
+
+RunSpec parseRunSpec(const std::string& text, const std::string& source) {
+  json j = parseJson(text, source, ErrorCode::BadSpec);
+  RunSpec s;
+  Fields f(j, source + ": spec");
+  f.get("version", s.version);
+  if (s.version > kRunSpecVersion) {
+    throw Error(ErrorCode::BadSpec, source + ": spec version " + std::to_string(s.version) +
+                " is newer than this engine understands (" + std::to_string(kRunSpecVersion) + ")");
+  }
+  f.get("name", s.name);
+  f.get("kind", s.kind);
+  f.get("architecture", s.architecture);
+  f.get("model_dir", s.modelDir);
+  f.get("attention", s.attention);
+  f.get("steps", s.steps);
+  f.get("micro_batch", s.microBatch);
+  f.get("grad_accum", s.gradAccum);
+  s.precision = readPrecision(f, j, source);
+  f.get("seed", s.seed);
+  f.get("eval_every", s.evalEvery);
+  f.get("eval_batches", s.evalBatches);
+  f.get("checkpoint_every", s.checkpointEvery);
+  f.get("init_std", s.initStd);
+  f.get("zero_init_output", s.zeroInitOutput);
+  f.get("recompute", s.recompute);
+  f.get("zero_stage", s.zeroStage);
+  f.get("device", s.device);
+  f.get("out_dir", s.outDir);
+  readEvaluation(f, s, source);
+  readConversion(f, s, source);
+  readAttentionOptions(f, s, source);
+  readTraining(f, s, source);
   f.rejectUnknown();
   // Parsed once here: an alias ("2norm", "full-rope", "deepseek-v3") is kept
   // as the name written, so the engine compares one spelling.

@@ -58,11 +58,8 @@ EngineEvent parseEngineLine(const QByteArray& raw) {
       ev.message = text(e.message);
       break;
     case latentlab::EventKind::Unknown:
-      ev.kind = EngineEvent::Kind::Unknown;
-      ev.message = QString::fromUtf8(line);
-      break;
-    case latentlab::EventKind::Malformed:
-      ev.kind = EngineEvent::Kind::Malformed;
+    case latentlab::EventKind::Malformed:   // the line itself, for the log
+      ev.kind = e.kind == latentlab::EventKind::Unknown ? EngineEvent::Kind::Unknown : EngineEvent::Kind::Malformed;
       ev.message = QString::fromUtf8(line);
       break;
   }

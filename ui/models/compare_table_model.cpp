@@ -169,6 +169,10 @@ void CompareTableModel::updateBest() {
   // Once per refresh, not per painted cell.
   m_best.clear();
   for (int c = 0; c < columnCount(); ++c) m_best.push_back(computeBest(c));
+  QSet<QString> dtypes;
+  for (const Row& r : m_rows)
+    if (r.kvBytes) dtypes.insert(r.kvDtype);
+  m_sharedKvDtype = dtypes.size() == 1 ? *dtypes.begin() : QString();
 }
 
 int CompareTableModel::columnOf(const QString& key) const {
@@ -203,13 +207,6 @@ std::optional<double> CompareTableModel::computeBest(int column) const {
   }
   if (best && worst && *best == *worst) return std::nullopt;  // all alike: nothing stands out
   return best;
-}
-
-QString CompareTableModel::sharedKvDtype() const {
-  QSet<QString> dtypes;
-  for (const Row& r : m_rows)
-    if (r.kvBytes) dtypes.insert(r.kvDtype);
-  return dtypes.size() == 1 ? *dtypes.begin() : QString();
 }
 
 int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }

@@ -51,7 +51,7 @@ public:
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
   // The dtype every run's KV bytes are counted in, empty when they differ or are not said.
-  QString sharedKvDtype() const;
+  QString sharedKvDtype() const { return m_sharedKvDtype; }
 
 private:
   struct Row {
@@ -84,6 +84,7 @@ private:
   QStringList m_tasks;  // eval tasks any selected run was scored on
   std::optional<double> m_matchedTokens;
   QVector<std::optional<double>> m_best;  // per column, from the last refresh
+  QString m_sharedKvDtype;   // computed with the best marks, once per refresh
 };
 
 } // namespace latentlab::ui

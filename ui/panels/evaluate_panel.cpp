@@ -323,6 +323,9 @@ RunSpec EvaluatePanel::spec() const {
 
 void EvaluatePanel::followContext() {
   const ModelChoice* c = current();
+  const QString dir = c != nullptr ? c->dir : QString();
+  if (dir == m_contextDir) return;   // read once per chosen model, not on every refresh
+  m_contextDir = dir;
   m_context = c != nullptr ? contextOf(c->dir) : 0;
   if (!m_lengthsTyped) {
     const QSignalBlocker block(m_lengths);

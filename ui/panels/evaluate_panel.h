@@ -77,6 +77,7 @@ private:
   // The chosen model's context (max_position_embeddings; 0 when unreadable),
   // and whether the user has typed the passkey lengths (else they follow it).
   int m_context = 0;
+  QString m_contextDir;   // the model folder m_context was read from
   bool m_lengthsTyped = false;
   QVector<ModelChoice> m_choices;
   QVector<ModelChoice> m_extraFolders;
