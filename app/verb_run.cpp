@@ -104,7 +104,7 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
   std::int64_t sourceParameters = 0;
   const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
   const std::int64_t free = available ? parseBytes(*available) : availableBytesOn(spec.device, listDevices());
-  const MemoryPlan plan = spec.kind == "eval" ? planInferenceMemory(cfg, spec, free)
+  const MemoryPlan plan = spec.kind == RunKind::Eval ? planInferenceMemory(cfg, spec, free)
                                                : planMemory(cfg, spec, free, sourceParameters);
   if (asJson) {
     json j = planJson(plan);
@@ -112,7 +112,7 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
     j["device"] = spec.device;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s: %s on %s\n%s", specPath.string().c_str(), spec.kind.c_str(), spec.device.c_str(),
+    std::printf("%s: %s on %s\n%s", specPath.string().c_str(), std::string(choiceName(spec.kind)).c_str(), spec.device.c_str(),
                 describeMemoryPlan(plan).c_str());
   }
   return plan.fits() ? 0 : 4;

@@ -171,7 +171,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   if (QFileInfo::exists(m_ws.demoBaseDir() + QStringLiteral("/config.json"))) {
     m_model->openFolder(m_ws.demoBaseDir());
     m_conversion->setMethod(true);
-    initial.kind = "convert-finetune";
+    initial.kind = RunKind::ConvertFinetune;
     initial.modelDir = m_ws.demoBaseDir().toStdString();
   } else {
     m_model->selectArchitecture(QString::fromLatin1(kDemoArch));

@@ -143,11 +143,11 @@ KvSettings kvSettingsFor(const ConversionSpec& conversion) {
   kv.freqFold = conversion.freqFold;
   kv.ropePairs = conversion.ropePairs;
   kv.dKv = conversion.dKv;
-  kv.svd = conversion.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
+  kv.svd = conversion.svd;
   // The RoPE strategy is the MHA2MLA method's: the DeepSeek target's RoPE key
   // is d_R wide (from r) whatever the strategy says.
-  kv.fullRope = !conversion.deepseek() && conversion.ropeStrategy == "full";
-  kv.uniformStrategy = !conversion.deepseek() && conversion.ropeStrategy == "uniform";
+  kv.fullRope = !conversion.deepseek() && conversion.ropeStrategy == RopeStrategy::Full;
+  kv.uniformStrategy = !conversion.deepseek() && conversion.ropeStrategy == RopeStrategy::Uniform;
   return kv;
 }
 

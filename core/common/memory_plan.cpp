@@ -270,7 +270,7 @@ MemoryPlan planInferenceMemory(const ModelConfig& c, const RunSpec& spec, std::i
 
 ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParameters) {
   ModelConfig cfg;
-  if (spec.kind == "pretrain") {
+  if (spec.kind == RunKind::Pretrain) {
     const bool trainedTokenizer = spec.data.tokenizer.empty() && spec.data.tokenFormat == TokenFormat::Text;
     cfg = builtinArchitecture(spec.architecture, trainedTokenizer ? spec.data.tokenizerVocab : 0);
     if (!spec.attention.empty()) cfg = attentionVariant(cfg, spec.attention, spec.attentionOptions, "spec");
@@ -283,12 +283,12 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     const KvSettings kv = kvSettingsFor(spec.conversion);
     if (auto why = checkKvSettings(cfg, kv))
       throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
-    if (spec.conversion.deepseek()) return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == "activations");
+    if (spec.conversion.deepseek()) return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == Factorisation::Activations);
     MlaConversion m;
-    m.ropeStrategy = spec.conversion.ropeStrategy;
+    m.ropeStrategy = std::string(choiceName(spec.conversion.ropeStrategy));
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
     m.dKv = spec.conversion.dKv;
-    m.svdMethod = spec.conversion.svd;
+    m.svdMethod = std::string(choiceName(spec.conversion.svd));
     cfg.mla = m;
   }
   return cfg;

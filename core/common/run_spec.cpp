@@ -107,12 +107,6 @@ void checkChoice(const std::string& source, const std::string& field, const std:
   if (!findChoice<E>(value)) bad(source, field, "must be " + allowed<E>() + ", got '" + value + "'");
 }
 
-// Aliases read as the name written, so every later comparison sees one spelling.
-template <typename E>
-void canonicalise(std::string& value) {
-  value = canonicalChoice<E>(value);
-}
-
 void validateAttention(const RunSpec& s, const std::string& source) {
   const AttentionOptions& o = s.attentionOptions;
   const std::string opt = "attention_options.";
@@ -127,7 +121,7 @@ void validateAttention(const RunSpec& s, const std::string& source) {
   if (s.attention.empty()) return;
   if (!isAttentionVariant(s.attention))
     bad(source, "attention", "must be mha, gqa, mla, gla-<k>, mlra-2 or mlra-4 (or empty), got '" + s.attention + "'");
-  if (s.kind != "pretrain") bad(source, "attention", "applies to kind pretrain only (a model folder keeps its attention)");
+  if (s.kind != RunKind::Pretrain) bad(source, "attention", "applies to kind pretrain only (a model folder keeps its attention)");
   const auto names = builtinArchitectureNames();
   if (std::find(names.begin(), names.end(), s.architecture) != names.end()) {
     // Shape-dependent checks (d_c divisible by the latent heads, head groups, matching) now, not at run time.
@@ -173,7 +167,7 @@ void readEvaluation(Fields& f, RunSpec& s, const std::string& source) {
       EvalTaskSpec t;
       g.get("name", t.name);
       g.get("file", t.file);
-      g.get("format", t.format);
+      readChoice(g, "format", t.format, source, "eval_tasks[" + std::to_string(k) + "].format");
       g.get("labels", t.labels);
       g.get("dev", t.dev);
       g.get("shots", t.shots);
@@ -204,15 +198,19 @@ void readConversion(Fields& f, RunSpec& s, const std::string& source) {
     Fields g(*c, source + ": spec.conversion");
     s.conversion.enabled = true;
     g.get("enabled", s.conversion.enabled);
-    g.get("target", s.conversion.target);
-    g.get("factorise", s.conversion.factorise);
+    readChoice(g, "target", s.conversion.target, source, "conversion.target");
+    if (g.object("factorise") != nullptr) {   // unset: the target's default
+      Factorisation factorise = Factorisation::Weights;
+      readChoice(g, "factorise", factorise, source, "conversion.factorise");
+      s.conversion.factorise = factorise;
+    }
     g.get("rope_width", s.conversion.ropeWidth);
     g.get("freq_fold", s.conversion.freqFold);
-    g.get("rope_strategy", s.conversion.ropeStrategy);
+    readChoice(g, "rope_strategy", s.conversion.ropeStrategy, source, "conversion.rope_strategy");
     g.get("rope_pairs", s.conversion.ropePairs);
     g.get("d_kv", s.conversion.dKv);
-    g.get("svd", s.conversion.svd);
-    g.get("two_norm_score", s.conversion.twoNormScore);
+    readChoice(g, "svd", s.conversion.svd, source, "conversion.svd");
+    readChoice(g, "two_norm_score", s.conversion.twoNormScore, source, "conversion.two_norm_score");
     g.get("calib_sequences", s.conversion.calibSequences);
     g.get("calib_seq_len", s.conversion.calibSeqLen);
     g.rejectUnknown();
@@ -283,7 +281,7 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
                 " is newer than this engine understands (" + std::to_string(kRunSpecVersion) + ")");
   }
   f.get("name", s.name);
-  f.get("kind", s.kind);
+  readChoice(f, "kind", s.kind, source, "kind");
   f.get("architecture", s.architecture);
   f.get("model_dir", s.modelDir);
   f.get("attention", s.attention);
@@ -306,11 +304,7 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   readAttentionOptions(f, s, source);
   readTraining(f, s, source);
   f.rejectUnknown();
-  // Parsed once here: an alias ("2norm", "full-rope", "deepseek-v3") is kept
-  // as the name written, so the engine compares one spelling.
-  canonicalise<RopeStrategy>(s.conversion.ropeStrategy);
-  canonicalise<ConversionTarget>(s.conversion.target);
-  if (s.kind == "convert-finetune") s.conversion.enabled = true;
+  if (s.kind == RunKind::ConvertFinetune) s.conversion.enabled = true;
   validateRunSpec(s, source);
   return s;
 }
@@ -328,8 +322,7 @@ std::vector<std::string> deviceList(const std::string& device) {
 }
 
 void validateRunSpec(const RunSpec& s, const std::string& source) {
-  checkChoice<RunKind>(source, "kind", s.kind);
-  if (s.kind == "eval") {
+  if (s.kind == RunKind::Eval) {
     if (s.evalTasks.empty() && s.passkey.file.empty())
       bad(source, "eval_tasks", "or passkey is required for kind eval (what to evaluate the model on)");
     if (s.conversion.enabled) bad(source, "conversion", "does not apply to kind eval");
@@ -348,8 +341,9 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.passkey.trials < 1 || s.passkey.trials > kMaxPasskeyTrials)
       bad(source, "passkey.trials", "must be in [1, " + std::to_string(kMaxPasskeyTrials) + "]");
   }
-  if (s.kind == "pretrain" && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
-  if (s.kind != "pretrain" && s.modelDir.empty()) bad(source, "model_dir", "is required for kind " + s.kind);
+  if (s.kind == RunKind::Pretrain && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
+  if (s.kind != RunKind::Pretrain && s.modelDir.empty())
+    bad(source, "model_dir", "is required for kind " + std::string(choiceName(s.kind)));
   if (s.steps < 1) bad(source, "steps", "must be at least 1");
   if (s.microBatch < 1) bad(source, "micro_batch", "must be at least 1");
   if (s.gradAccum < 1) bad(source, "grad_accum", "must be at least 1");
@@ -390,24 +384,18 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
     if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
     if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
-    checkChoice<TaskFormat>(source, field + ".format", t.format);
     if (t.shots < 0) bad(source, field + ".shots", "must be >= 0");
-    if (t.shots > 0 && (t.format != "mmlu" || t.dev.empty()))
+    if (t.shots > 0 && (t.format != TaskFormat::Mmlu || t.dev.empty()))
       bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
-    if (t.format == "piqa" && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
+    if (t.format == TaskFormat::Piqa && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
   }
   if (s.conversion.enabled) {
-    checkChoice<ConversionTarget>(source, "conversion.target", s.conversion.target);
-    if (!s.conversion.factorise.empty()) checkChoice<Factorisation>(source, "conversion.factorise", s.conversion.factorise);
     if (s.conversion.ropeWidth < 0) bad(source, "conversion.rope_width", "must be >= 2 (or 0 for 2 r n_kv)");
     if (s.conversion.freqFold < 1) bad(source, "conversion.freq_fold", "must be at least 1");
-    if (s.conversion.deepseek() && s.conversion.svd == "split")
+    if (s.conversion.deepseek() && s.conversion.svd == SvdMethod::Split)
       bad(source, "conversion.svd", "must be joint for the deepseek target (DeepSeek-V3 has one joint latent)");
-    checkChoice<RopeStrategy>(source, "conversion.rope_strategy", s.conversion.ropeStrategy);
     if (s.conversion.ropePairs < 0) bad(source, "conversion.rope_pairs", "must be >= 1 (or 0 for d_h/16)");
     if (s.conversion.dKv < 1) bad(source, "conversion.d_kv", "must be at least 1");
-    checkChoice<SvdMethod>(source, "conversion.svd", s.conversion.svd);
-    checkChoice<TwoNormScore>(source, "conversion.two_norm_score", s.conversion.twoNormScore);
     if (s.conversion.calibSequences < 1) bad(source, "conversion.calib_sequences", "must be at least 1");
     if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
   }
@@ -415,7 +403,7 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
 
 std::string runSpecToJson(const RunSpec& s) {
   json j = {
-      {"version", s.version}, {"name", s.name}, {"kind", s.kind}, {"architecture", s.architecture},
+      {"version", s.version}, {"name", s.name}, {"kind", std::string(choiceName(s.kind))}, {"architecture", s.architecture},
       {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
       {"grad_accum", s.gradAccum}, {"precision", std::string(choiceName(s.precision))}, {"seed", s.seed}, {"eval_every", s.evalEvery},
       {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
@@ -437,7 +425,7 @@ std::string runSpecToJson(const RunSpec& s) {
   if (!s.evalTasks.empty()) {
     json tasks = json::array();
     for (const auto& t : s.evalTasks) {
-      tasks.push_back({{"name", t.name}, {"file", t.file},   {"format", t.format}, {"labels", t.labels},
+      tasks.push_back({{"name", t.name}, {"file", t.file},   {"format", std::string(choiceName(t.format))}, {"labels", t.labels},
                        {"dev", t.dev},   {"shots", t.shots}, {"limit", t.limit}});
     }
     j["eval_tasks"] = tasks;
@@ -450,14 +438,16 @@ std::string runSpecToJson(const RunSpec& s) {
   if (s.conversion.enabled) {
     // Each target's own fields only, so a config diff shows what differs.
     const ConversionSpec& c = s.conversion;
-    json conv = {{"enabled", true}, {"target", c.target}, {"factorise", c.factorisation()}};
+    json conv = {{"enabled", true},
+                 {"target", std::string(choiceName(c.target))},
+                 {"factorise", std::string(choiceName(c.factorisation()))}};
     if (c.deepseek()) {
       conv["rope_width"] = c.ropeWidth;
       conv["freq_fold"] = c.freqFold;
     } else {
-      conv["rope_strategy"] = c.ropeStrategy;
-      conv["svd"] = c.svd;
-      conv["two_norm_score"] = c.twoNormScore;
+      conv["rope_strategy"] = std::string(choiceName(c.ropeStrategy));
+      conv["svd"] = std::string(choiceName(c.svd));
+      conv["two_norm_score"] = std::string(choiceName(c.twoNormScore));
     }
     conv["rope_pairs"] = c.ropePairs;
     conv["d_kv"] = c.dKv;

@@ -182,130 +182,171 @@ std::vector<std::vector<std::string>> readMmluCsv(const fs::path& path) {
 
 }  // namespace
 
-std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& extra,
-                                     int shots) {
-  const fs::path& labels = extra;
-  if (format == "jsonl") return readChoiceItems(path);
-  std::vector<ChoiceItem> items;
-  const std::string hint = "The file must be the benchmark's own JSONL release (--format " + format + ").";
-  if (format == "arc" || format == "openbookqa") {
-    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
-      items.push_back(arcItem(j, where, format == "arc"));
-    });
-  } else if (format == "hellaswag") {
-    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
-      ChoiceItem item;
-      item.context = cleanHellaSwag(stringAt(j, "activity_label", where) + ": " + stringAt(j, "ctx_a", where) + " " +
-                                    capitalized(stringAt(j, "ctx_b", where)));
-      if (!j.contains("endings") || !j.at("endings").is_array() || j.at("endings").size() < 2)
-        throw Error(ErrorCode::BadData, where + ": field 'endings' must list at least two endings");
-      for (const auto& e : j.at("endings")) {
-        if (!e.is_string()) throw Error(ErrorCode::BadData, where + ": field 'endings' must hold strings");
-        item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
-      }
-      const json& label = j.contains("label") ? j.at("label") : json();
-      // lm-eval: int(label), which takes an integer or a string of digits (spaces around them allowed).
-      long long gold = -1;
-      if (label.is_number_integer() && !(label.is_number_unsigned() && label.get<unsigned long long>() > 1000000ULL)) {
-        gold = label.get<long long>();
-      } else if (label.is_string()) {
-        const std::string text = trimmed(label.get<std::string>());
-        const bool digits = !text.empty() && text.size() < 10 &&
-                            std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch); });
-        if (!digits) {
-          throw Error(ErrorCode::BadData,
-                      where + ": field 'label' is '" + label.get<std::string>() + "', not the index of an ending");
-        }
-        gold = std::stoll(text);
-      }
-      if (label.is_null()) throw Error(ErrorCode::BadData, where + ": field 'label' is missing");
-      if (gold < 0 || gold >= static_cast<long long>(item.choices.size())) {
-        throw Error(ErrorCode::BadData, where + ": field 'label' is " + label.dump() + ", not the index of one of the " +
-                                            std::to_string(item.choices.size()) + " endings");
-      }
-      item.gold = static_cast<int>(gold);
-      items.push_back(std::move(item));
-    });
-  } else if (format == "piqa") {
-    if (labels.empty()) throw Error(ErrorCode::BadInput, "piqa needs its labels file (--labels FILE)");
-    std::vector<int> golds;
-    forEachLine(labels, [&](std::string_view line, int number) {
-      const std::string label = trimmed(std::string(line));
-      if (label.empty()) return;
-      if (label != "0" && label != "1") {  // lm-eval: int(label), of a 0 or a 1
-        throw Error(ErrorCode::BadData,
-                    labels.string() + ":" + std::to_string(number) + ": '" + label + "' is not a label (0 or 1)");
-      }
-      golds.push_back(label[0] - '0');
-    });
-    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
-      ChoiceItem item;
-      item.context = "Question: " + stringAt(j, "goal", where) + "\nAnswer:";
-      item.choices = {" " + stringAt(j, "sol1", where), " " + stringAt(j, "sol2", where)};
-      if (items.size() >= golds.size())
-        throw Error(ErrorCode::BadData, labels.string() + ": fewer labels than items in " + path.string());
-      item.gold = golds[items.size()];
-      items.push_back(std::move(item));
-    });
-    if (items.size() != golds.size())
-      throw Error(ErrorCode::BadData, labels.string() + ": " + std::to_string(golds.size()) + " labels for " +
-                                          std::to_string(items.size()) + " items in " + path.string());
-  } else if (format == "winogrande") {
-    forEachJsonLine(path, ErrorCode::BadData, hint, [&](const json& j, const std::string& where) {
-      const std::string sentence = stringAt(j, "sentence", where);
-      const auto blank = sentence.find('_');
-      if (blank == std::string::npos) throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
-      const std::string rest = trimmed(sentence.substr(blank + 1));
-      ChoiceItem item;
-      for (const char* option : {"option1", "option2"}) {
-        item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
-        item.choices.push_back(" " + rest);
-      }
-      const std::string answer = stringAt(j, "answer", where);
-      if (answer != "1" && answer != "2")
-        throw Error(ErrorCode::BadData, where + ": field 'answer' must be \"1\" or \"2\"");
-      item.gold = answer == "1" ? 0 : 1;
-      items.push_back(std::move(item));
-    });
-  } else if (format == "mmlu") {
-    std::string subject = path.stem().string();
-    for (const char* suffix : {"_test", "_val", "_dev"}) {
-      const std::string sfx = suffix;
-      if (subject.size() > sfx.size() && subject.compare(subject.size() - sfx.size(), sfx.size(), sfx) == 0)
-        subject.resize(subject.size() - sfx.size());
+namespace {
+
+using Items = std::vector<ChoiceItem>;
+
+std::string formatHint(TaskFormat format) {
+  return "The file must be the benchmark's own JSONL release (--format " + std::string(choiceName(format)) + ").";
+}
+
+Items readArc(const fs::path& path, TaskFormat format) {
+  Items items;
+  forEachJsonLine(path, ErrorCode::BadData, formatHint(format), [&](const json& j, const std::string& where) {
+    items.push_back(arcItem(j, where, format == TaskFormat::Arc));
+  });
+  return items;
+}
+
+// lm-eval's int(label) for HellaSwag: an integer or a string of digits (spaces
+// around them allowed), the index of one of the item's endings.
+int hellaSwagGold(const json& j, const std::string& where, std::size_t endings) {
+  const json& label = j.contains("label") ? j.at("label") : json();
+  if (label.is_null()) throw Error(ErrorCode::BadData, where + ": field 'label' is missing");
+  long long gold = -1;
+  if (label.is_number_integer() && !(label.is_number_unsigned() && label.get<unsigned long long>() > 1000000ULL)) {
+    gold = label.get<long long>();
+  } else if (label.is_string()) {
+    const std::string text = trimmed(label.get<std::string>());
+    const bool digits = !text.empty() && text.size() < 10 &&
+                        std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    if (!digits) {
+      throw Error(ErrorCode::BadData, where + ": field 'label' is '" + label.get<std::string>() + "', not the index of an ending");
     }
-    for (char& c : subject)
-      if (c == '_') c = ' ';
-    auto question = [](const std::vector<std::string>& row) {
-      return trimmed(row[0]) + "\nA. " + row[1] + "\nB. " + row[2] + "\nC. " + row[3] + "\nD. " + row[4] + "\nAnswer:";
-    };
-    std::string prefix = "The following are multiple choice questions (with answers) about " + subject + ".\n\n";
-    if (shots > 0) {
-      if (extra.empty()) throw Error(ErrorCode::BadInput, "mmlu with shots needs the subject's dev CSV (--dev FILE)");
-      const auto dev = readMmluCsv(extra);
-      if (static_cast<std::size_t>(shots) > dev.size())
-        throw Error(ErrorCode::BadData, extra.string() + ": " + std::to_string(dev.size()) + " examples for " +
-                                            std::to_string(shots) + " shots");
-      for (int k = 0; k < shots; ++k)
-        prefix += question(dev[static_cast<std::size_t>(k)]) + " " + dev[static_cast<std::size_t>(k)][5] + "\n\n";
+    gold = std::stoll(text);
+  }
+  if (gold < 0 || gold >= static_cast<long long>(endings)) {
+    throw Error(ErrorCode::BadData, where + ": field 'label' is " + label.dump() + ", not the index of one of the " +
+                                        std::to_string(endings) + " endings");
+  }
+  return static_cast<int>(gold);
+}
+
+Items readHellaSwag(const fs::path& path) {
+  Items items;
+  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::HellaSwag), [&](const json& j, const std::string& where) {
+    ChoiceItem item;
+    item.context = cleanHellaSwag(stringAt(j, "activity_label", where) + ": " + stringAt(j, "ctx_a", where) + " " +
+                                  capitalized(stringAt(j, "ctx_b", where)));
+    if (!j.contains("endings") || !j.at("endings").is_array() || j.at("endings").size() < 2)
+      throw Error(ErrorCode::BadData, where + ": field 'endings' must list at least two endings");
+    for (const auto& e : j.at("endings")) {
+      if (!e.is_string()) throw Error(ErrorCode::BadData, where + ": field 'endings' must hold strings");
+      item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
     }
-    for (const auto& row : readMmluCsv(path)) {
-      ChoiceItem item;
-      item.context = prefix + question(row);
-      item.choices = {" A", " B", " C", " D"};
-      item.gold = row[5][0] - 'A';
-      items.push_back(std::move(item));
+    item.gold = hellaSwagGold(j, where, item.choices.size());
+    items.push_back(std::move(item));
+  });
+  return items;
+}
+
+Items readPiqa(const fs::path& path, const fs::path& labels) {
+  if (labels.empty()) throw Error(ErrorCode::BadInput, "piqa needs its labels file (--labels FILE)");
+  std::vector<int> golds;
+  forEachLine(labels, [&](std::string_view line, int number) {
+    const std::string label = trimmed(std::string(line));
+    if (label.empty()) return;
+    if (label != "0" && label != "1") {  // lm-eval: int(label), of a 0 or a 1
+      throw Error(ErrorCode::BadData,
+                  labels.string() + ":" + std::to_string(number) + ": '" + label + "' is not a label (0 or 1)");
     }
-  } else {
-    throw Error(ErrorCode::BadInput, "task format '" + format + "' is not known",
-                "Use arc, openbookqa, hellaswag, piqa, winogrande, mmlu or jsonl.");
+    golds.push_back(label[0] - '0');
+  });
+  Items items;
+  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::Piqa), [&](const json& j, const std::string& where) {
+    ChoiceItem item;
+    item.context = "Question: " + stringAt(j, "goal", where) + "\nAnswer:";
+    item.choices = {" " + stringAt(j, "sol1", where), " " + stringAt(j, "sol2", where)};
+    if (items.size() >= golds.size())
+      throw Error(ErrorCode::BadData, labels.string() + ": fewer labels than items in " + path.string());
+    item.gold = golds[items.size()];
+    items.push_back(std::move(item));
+  });
+  if (items.size() != golds.size())
+    throw Error(ErrorCode::BadData, labels.string() + ": " + std::to_string(golds.size()) + " labels for " +
+                                        std::to_string(items.size()) + " items in " + path.string());
+  return items;
+}
+
+Items readWinoGrande(const fs::path& path) {
+  Items items;
+  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::WinoGrande), [&](const json& j, const std::string& where) {
+    const std::string sentence = stringAt(j, "sentence", where);
+    const auto blank = sentence.find('_');
+    if (blank == std::string::npos) throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
+    const std::string rest = trimmed(sentence.substr(blank + 1));
+    ChoiceItem item;
+    for (const char* option : {"option1", "option2"}) {
+      item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
+      item.choices.push_back(" " + rest);
+    }
+    const std::string answer = stringAt(j, "answer", where);
+    if (answer != "1" && answer != "2") throw Error(ErrorCode::BadData, where + ": field 'answer' must be \"1\" or \"2\"");
+    item.gold = answer == "1" ? 0 : 1;
+    items.push_back(std::move(item));
+  });
+  return items;
+}
+
+Items readMmlu(const fs::path& path, const fs::path& dev, int shots) {
+  std::string subject = path.stem().string();
+  for (const char* suffix : {"_test", "_val", "_dev"}) {
+    const std::string sfx = suffix;
+    if (subject.size() > sfx.size() && subject.compare(subject.size() - sfx.size(), sfx.size(), sfx) == 0)
+      subject.resize(subject.size() - sfx.size());
+  }
+  std::replace(subject.begin(), subject.end(), '_', ' ');
+  auto question = [](const std::vector<std::string>& row) {
+    return trimmed(row[0]) + "\nA. " + row[1] + "\nB. " + row[2] + "\nC. " + row[3] + "\nD. " + row[4] + "\nAnswer:";
+  };
+  std::string prefix = "The following are multiple choice questions (with answers) about " + subject + ".\n\n";
+  if (shots > 0) {
+    if (dev.empty()) throw Error(ErrorCode::BadInput, "mmlu with shots needs the subject's dev CSV (--dev FILE)");
+    const auto examples = readMmluCsv(dev);
+    if (static_cast<std::size_t>(shots) > examples.size())
+      throw Error(ErrorCode::BadData, dev.string() + ": " + std::to_string(examples.size()) + " examples for " +
+                                          std::to_string(shots) + " shots");
+    for (std::size_t k = 0; k < static_cast<std::size_t>(shots); ++k) prefix += question(examples[k]) + " " + examples[k][5] + "\n\n";
+  }
+  Items items;
+  for (const auto& row : readMmluCsv(path)) {
+    ChoiceItem item;
+    item.context = prefix + question(row);
+    item.choices = {" A", " B", " C", " D"};
+    item.gold = row[5][0] - 'A';
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+}  // namespace
+
+std::vector<ChoiceItem> readTaskFile(TaskFormat format, const fs::path& path, const fs::path& extra, int shots) {
+  Items items;
+  switch (format) {
+    case TaskFormat::Jsonl: return readChoiceItems(path);
+    case TaskFormat::Arc:
+    case TaskFormat::OpenBookQa: items = readArc(path, format); break;
+    case TaskFormat::HellaSwag: items = readHellaSwag(path); break;
+    case TaskFormat::Piqa: items = readPiqa(path, extra); break;
+    case TaskFormat::WinoGrande: items = readWinoGrande(path); break;
+    case TaskFormat::Mmlu: items = readMmlu(path, extra, shots); break;
   }
   if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
   return items;
 }
 
+std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& extra, int shots) {
+  const auto known = findChoice<TaskFormat>(format);
+  if (!known) {
+    throw Error(ErrorCode::BadInput, "task format '" + format + "' is not known",
+                "Use arc, openbookqa, hellaswag, piqa, winogrande, mmlu or jsonl.");
+  }
+  return readTaskFile(*known, path, extra, shots);
+}
+
 std::vector<ChoiceItem> readTaskFile(const EvalTaskSpec& t) {
-  return readTaskFile(t.format, t.file, t.format == "mmlu" ? t.dev : t.labels, t.shots);
+  return readTaskFile(t.format, t.file, t.format == TaskFormat::Mmlu ? t.dev : t.labels, t.shots);
 }
 
 }  // namespace latentlab

@@ -32,22 +32,26 @@ struct Prepared {
 };
 
 SvdMethod parseSvd(const std::string& name) {
-  if (name.empty() || name == "joint") return SvdMethod::Joint;
-  if (name == "split") return SvdMethod::Split;
+  if (name.empty()) return SvdMethod::Joint;
+  if (const auto svd = findChoice<SvdMethod>(name)) return *svd;
   throw Error(ErrorCode::BadInput, "convert spec svd: unknown SVD method '" + name + "'", "Use joint or split.");
 }
 
 Prepared prepare(const ConvertSpec& spec) {
   Prepared p;
-  if (spec.target != "mha2mla" && spec.target != "deepseek") {
+  // The spec's names parsed once, here.
+  const auto target = findChoice<ConversionTarget>(spec.target);
+  const auto factorise = findChoice<Factorisation>(spec.factorise);
+  if (!target) {
     throw Error(ErrorCode::BadInput, "convert spec target: unknown target '" + spec.target + "'",
                 "Use mha2mla (partial RoPE per head) or deepseek (DeepSeek-V3 attention, exportable).");
   }
-  if (spec.factorise != "weights" && spec.factorise != "activations") {
+  if (!factorise) {
     throw Error(ErrorCode::BadInput, "convert spec factorise: unknown method '" + spec.factorise + "'",
                 "Use weights (SVD of the weights) or activations (PCA of calibration activations).");
   }
-  p.deepseek = spec.target == "deepseek";
+  p.deepseek = *target == ConversionTarget::DeepSeek;
+  const bool activations = *factorise == Factorisation::Activations;
   const fs::path configJson = spec.modelDir / "config.json";
   try {
     p.cfg = readHfConfig(configJson);
@@ -61,8 +65,8 @@ Prepared prepare(const ConvertSpec& spec) {
     p.dsOpts.ropeWidth = spec.ropeWidth;
     p.dsOpts.freqFold = spec.freqFold;
     p.dsOpts.dKv = spec.dKv;
-    p.dsOpts.activations = spec.factorise == "activations";
-    if (spec.svd == "split") {
+    p.dsOpts.activations = activations;
+    if (parseSvd(spec.svd) == SvdMethod::Split) {
       throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: DeepSeek-V3 has one joint latent; SVD_split does not apply",
                   "Use --svd joint, or the mha2mla target.");
     }
@@ -78,7 +82,7 @@ Prepared prepare(const ConvertSpec& spec) {
     p.opts.dKv = spec.dKv;
     p.opts.svd = parseSvd(spec.svd);
     p.opts.twoNormScore = parseTwoNormScore(spec.twoNormScore, "convert spec two-norm score");
-    p.opts.activations = spec.factorise == "activations";
+    p.opts.activations = activations;
     validateConversion(p.cfg, p.opts, haveData);
     p.needsCalibration = p.opts.rope == RopeStrategy::TwoNorm || p.opts.activations || haveData;
   }

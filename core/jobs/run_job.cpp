@@ -66,7 +66,7 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   try {
     RunSpec spec = parseRunSpec(specJson, launchedFromSpec ? "spec" : "run " + std::to_string(runId) + " spec");
     const std::string what = "run " + std::to_string(runId);
-    if (spec.kind == "eval") {
+    if (spec.kind == RunKind::Eval) {
       if (env.dist.distributed()) throw Error(ErrorCode::BadSpec, what + ": an eval job runs on one device");
       result = withTorchErrors(what, [&] { return runEvaluationJob(store, runId, env, spec, progress, cancel); });
     } else {

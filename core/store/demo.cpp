@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 RunSpec demoPretrainSpec(const std::string& arch) {
   RunSpec s;
   s.name = "pretrain " + arch;
-  s.kind = "pretrain";
+  s.kind = RunKind::Pretrain;
   s.architecture = arch;
   s.data.corpus = "demo";
   s.data.tokenizerVocab = 4096;
@@ -35,10 +35,10 @@ RunSpec demoPretrainSpec(const std::string& arch) {
 RunSpec demoConvertSpec(const fs::path& baseDir, const std::string& ropeStrategy, int dKv) {
   RunSpec s;
   s.name = ropeStrategy + " d_kv " + std::to_string(dKv);
-  s.kind = "convert-finetune";
+  s.kind = RunKind::ConvertFinetune;
   s.modelDir = baseDir.string();
   s.conversion.enabled = true;
-  s.conversion.ropeStrategy = ropeStrategy;
+  s.conversion.ropeStrategy = parseChoice<RopeStrategy>(ropeStrategy, "demo conversion rope_strategy");
   s.conversion.dKv = dKv;
   s.conversion.calibSequences = 32;
   s.conversion.calibSeqLen = 128;

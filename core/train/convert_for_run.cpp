@@ -26,7 +26,7 @@ std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv,
   o.ropeWidth = conv.ropeWidth;
   o.freqFold = conv.freqFold;
   o.dKv = conv.dKv;
-  o.activations = conv.factorisation() == "activations";
+  o.activations = conv.factorisation() == Factorisation::Activations;
   const auto inputs = attentionInputStats(base, batches, progress, cancel);
   std::vector<DeepSeekLayerStats> stats;
   auto converted = convertToDeepSeek(base, o, inputs, progress, cancel, &stats);
@@ -41,7 +41,7 @@ std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv,
                          {"d_rope", a.dRope},
                          {"freq_fold", conv.freqFold},
                          {"kv_lora_rank", a.dC},
-                         {"factorise", conv.factorisation()},
+                         {"factorise", std::string(choiceName(conv.factorisation()))},
                          {"calibration_tokens", inputs.tokens},
                          {"rope_energy_kept", kept},
                          {"mean_reconstruction_error", meanOf(weightErr)},
@@ -49,7 +49,7 @@ std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv,
                          {"mean_activation_error", meanOf(actErr)},
                          {"activation_error", actErr}};
   progress.log(LogLevel::Info, "converted to DeepSeek-V3 attention: d_R " + std::to_string(a.dRope) + ", latent " +
-                                   std::to_string(a.dC) + " (" + conv.factorisation() +
+                                   std::to_string(a.dC) + " (" + std::string(choiceName(conv.factorisation())) +
                                    "), mean activation error " + std::to_string(meanOf(actErr)));
   return converted;
 }
@@ -59,12 +59,12 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
                                         ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes) {
   ConversionOptions opts;
   if (!conv.deepseek()) {
-    opts.rope = parseRopeStrategy(conv.ropeStrategy, "spec.conversion.rope_strategy");
+    opts.rope = conv.ropeStrategy;
     opts.ropePairs = conv.ropePairs;
     opts.dKv = conv.dKv;
-    opts.svd = conv.svd == "split" ? SvdMethod::Split : SvdMethod::Joint;
-    opts.twoNormScore = parseTwoNormScore(conv.twoNormScore, "spec.conversion.two_norm_score");
-    opts.activations = conv.factorisation() == "activations";
+    opts.svd = conv.svd;
+    opts.twoNormScore = conv.twoNormScore;
+    opts.activations = conv.factorisation() == Factorisation::Activations;
   }
   std::vector<torch::Tensor> batches;
   if (conv.deepseek() || opts.rope == RopeStrategy::TwoNorm || opts.activations) {
@@ -91,12 +91,12 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
   auto converted = convertModel(base, opts, batches, progress, cancel, &stats);
   const double meanErr = meanOf(stats.reconstructionError);
   notes["conversion"] = {{"target", "mha2mla"},
-                         {"factorise", conv.factorisation()},
-                         {"rope_strategy", conv.ropeStrategy},
+                         {"factorise", std::string(choiceName(conv.factorisation()))},
+                         {"rope_strategy", std::string(choiceName(conv.ropeStrategy))},
                          {"rope_pairs", converted->config().mla->ropePairs},
                          {"d_kv", conv.dKv},
-                         {"svd", conv.svd},
-                         {"two_norm_score", conv.twoNormScore},
+                         {"svd", std::string(choiceName(conv.svd))},
+                         {"two_norm_score", std::string(choiceName(conv.twoNormScore))},
                          {"calibration_tokens", stats.calibrationTokens},
                          {"mean_reconstruction_error", meanErr},
                          {"reconstruction_error", stats.reconstructionError}};
@@ -104,7 +104,7 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
     notes["conversion"]["mean_activation_error"] = meanOf(stats.activationError);
     notes["conversion"]["activation_error"] = stats.activationError;
   }
-  progress.log(LogLevel::Info, "converted to MLA: " + conv.ropeStrategy + ", d_kv " + std::to_string(conv.dKv) +
+  progress.log(LogLevel::Info, "converted to MLA: " + std::string(choiceName(conv.ropeStrategy)) + ", d_kv " + std::to_string(conv.dKv) +
                                    ", mean reconstruction error " + std::to_string(meanErr));
   return converted;
 }

@@ -65,10 +65,10 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
                                            torch::Device device, torch::ScalarType dtype, ProgressSink& progress,
                                            const CancelToken& cancel, nlohmann::json& notes) {
   std::shared_ptr<CausalLm> model;
-  if (!spec.attention.empty() && spec.kind != "pretrain") {
-    throw Error(ErrorCode::BadSpec, "spec.attention: applies to kind pretrain only, not " + spec.kind);
+  if (!spec.attention.empty() && spec.kind != RunKind::Pretrain) {
+    throw Error(ErrorCode::BadSpec, "spec.attention: applies to kind pretrain only, not " + std::string(choiceName(spec.kind)));
   }
-  if (spec.kind == "pretrain") {
+  if (spec.kind == RunKind::Pretrain) {
     ModelConfig cfg = builtinArchitecture(spec.architecture, static_cast<int>(vocabSize));
     if (!spec.attention.empty()) {
       const std::int64_t baseParameters = countParameters(cfg);

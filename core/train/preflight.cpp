@@ -19,14 +19,14 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::
     throw Error(ErrorCode::BadSpec, source + ": " + field + " " + problem, hint);
   };
   std::error_code ec;
-  if (spec.kind == "pretrain") {
+  if (spec.kind == RunKind::Pretrain) {
     const auto names = builtinArchitectureNames();
     if (std::find(names.begin(), names.end(), spec.architecture) == names.end()) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       bad("architecture", "'" + spec.architecture + "' is not a built-in architecture", "Use one of " + list + ".");
     }
-  } else if (spec.kind == "eval") {
+  } else if (spec.kind == RunKind::Eval) {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
     const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
     const int context = model.config.maxPositionEmbeddings;

@@ -101,7 +101,7 @@ const char* const kMemoryHint =
     "`latentlab-engine run SPEC --check` shows the plan (--ignore-memory-plan starts anyway).";
 
 std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
-  if (spec.kind == "eval") return {};   // no training state to plan
+  if (spec.kind == RunKind::Eval) return {};   // no training state to plan
   RunSpec local = spec;
   local.device = device;
   std::int64_t sourceParameters = 0;
@@ -283,7 +283,7 @@ void Trainer::loadData() {
   std::error_code ec;
   if (ckpt && dataSpec.tokenFormat == TokenFormat::Text && fs::exists(startModel / "tokenizer.json", ec))
     dataSpec.tokenizer = (startModel / "tokenizer.json").string();
-  const ModelVocab vocabLimit = (ckpt || spec.kind != "pretrain") ? modelVocabOf(startModel) : ModelVocab{};
+  const ModelVocab vocabLimit = (ckpt || spec.kind != RunKind::Pretrain) ? modelVocabOf(startModel) : ModelVocab{};
   if (dp && !writer) dp->barrier();
   data.emplace(prepareData(dataSpec, ckpt ? startModel : fs::path(spec.modelDir), env.workspace / "cache", progress,
                            cancel, vocabLimit));

@@ -9,7 +9,9 @@
 #include <QChart>
 #include <QComboBox>
 #include <QItemSelectionModel>
+#include <QScreen>
 #include <QTemporaryDir>
+#include <QWindow>
 #include <QTreeView>
 #include <QtTest>
 #include <cmath>
@@ -234,6 +236,48 @@ private Q_SLOTS:
     QVERIFY2(inside() >= 0.95, qPrintable(QString::number(inside())));
     chart.setIgnoreOutliers(false);
     QCOMPARE(inside(), 1.0);
+  }
+
+  // After a zoom (a drag) and the right click that resets it, what is on the
+  // screen is what a fresh paint draws: no axis label is left over from the
+  // zoomed view beside the new one.
+  void aRightClickResetLeavesNoStaleAxisLabels() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    const qint64 id = store->createRun(std::nullopt, "run", "pretrain", "{}", "cpu");
+    {
+      MetricWriter w = store->metricWriter(id);
+      for (int s = 1; s <= 400; ++s) w.add("train/loss", s, s * 1000, s, 3.0 + 6.0 * std::exp(-s / 60.0));
+    }
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart, 900, 520));
+    chart.setMetric(QStringLiteral("train/loss"));
+    chart.setRuns({{id, QStringLiteral("run")}});
+    QTest::qWait(100);
+    QWidget* viewport = chart.canvas()->viewport();
+    const QRectF plot = chart.canvas()->chart()->plotArea();
+    const QPoint from(static_cast<int>(plot.left() + plot.width() * 0.6), static_cast<int>(plot.center().y()));
+    const QPoint to(static_cast<int>(plot.left() + plot.width() * 0.8), static_cast<int>(plot.center().y()));
+    QWindow* window = chart.windowHandle();
+    QTest::mousePress(window, Qt::LeftButton, {}, viewport->mapTo(&chart, from));
+    QTest::mouseMove(window, viewport->mapTo(&chart, to));
+    QTest::mouseRelease(window, Qt::LeftButton, {}, viewport->mapTo(&chart, to));
+    QTRY_VERIFY(chart.visibleX().first > 100);
+    QTest::qWait(300);
+    QTest::mouseClick(window, Qt::RightButton, {}, viewport->mapTo(&chart, from));
+    QTRY_VERIFY(chart.visibleX().first < 50);
+    QTest::qWait(300);
+    const QImage onScreen = window->screen()->grabWindow(window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
+    const QImage fresh = chart.grab().toImage().convertToFormat(QImage::Format_RGB32);
+    QCOMPARE(onScreen.size(), fresh.size());
+    int differing = 0;
+    for (int y = 0; y < fresh.height(); ++y)
+      for (int x = 0; x < fresh.width(); ++x) differing += onScreen.pixel(x, y) != fresh.pixel(x, y);
+    if (differing > 0) {
+      onScreen.save(dir.filePath(QStringLiteral("screen.png")));
+      fresh.save(dir.filePath(QStringLiteral("fresh.png")));
+    }
+    QVERIFY2(differing == 0, qPrintable(QStringLiteral("%1 pixels differ from a fresh paint").arg(differing)));
   }
 
   // The crosshair gives every run's value with the same decimals.

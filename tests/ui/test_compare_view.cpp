@@ -71,7 +71,7 @@ private Q_SLOTS:
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
     RunSpec s;
-    s.kind = "finetune";
+    s.kind = RunKind::Finetune;
     s.modelDir = "models/base";
     std::vector<qint64> ids;
     for (auto [name, change] : {std::tuple{"base fine-tune", 0.0}, std::tuple{"full RoPE", -0.375},
@@ -98,7 +98,7 @@ private Q_SLOTS:
       QCOMPARE(model.index(row, col).data(Qt::BackgroundRole).isValid(), row == 2);
     }
     // The bytes are counted in the dtype the runs train in, said in the header.
-    QCOMPARE(model.headerData(model.columnOf(QStringLiteral("kv_bytes_per_token")), Qt::Horizontal).toString(),
+    QCOMPARE(model.headerData(model.columnOf(QStringLiteral("kv_bytes_per_token")), Qt::Horizontal, Qt::ToolTipRole).toString(),
              QStringLiteral("KV bytes/token (bf16)"));
     // The smallest cache is the best bytes/token too.
     const int bytes = model.columnOf(QStringLiteral("kv_bytes_per_token"));
@@ -110,7 +110,7 @@ private Q_SLOTS:
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
     RunSpec s;
-    s.kind = "convert-finetune";
+    s.kind = RunKind::ConvertFinetune;
     s.modelDir = "models/base";
     s.conversion.enabled = true;
     std::vector<qint64> ids;
@@ -140,7 +140,7 @@ private Q_SLOTS:
     QCOMPARE(model.rowCount(), 3);
     QCOMPARE(model.columnCount(), 1 + 9 + 2);
     // Metrics first, then the differing fields; the run's name is also the row header.
-    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QStringLiteral("Final val loss"));
+    QCOMPARE(model.headerData(1, Qt::Horizontal, Qt::ToolTipRole).toString(), QStringLiteral("Final val loss"));
     QCOMPARE(model.columnOf(QStringLiteral("conversion.d_kv")), 10);
     QCOMPARE(model.headerData(10, Qt::Horizontal).toString(), QStringLiteral("conversion.d_kv"));
     QCOMPARE(model.headerData(1, Qt::Vertical).toString(), QStringLiteral("b"));

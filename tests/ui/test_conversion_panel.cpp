@@ -189,11 +189,11 @@ private Q_SLOTS:
     RunSpec spec;
     spec.modelDir = "/models/SmolLM-135M";
     conversion->applyTo(spec);
-    QCOMPARE(QString::fromStdString(spec.conversion.target), QStringLiteral("deepseek"));
-    QCOMPARE(QString::fromStdString(spec.conversion.factorisation()), QStringLiteral("activations"));
+    QCOMPARE(spec.conversion.target, ConversionTarget::DeepSeek);
+    QCOMPARE(spec.conversion.factorisation(), Factorisation::Activations);
     QCOMPARE(spec.conversion.ropeWidth, 32);
     QCOMPARE(spec.conversion.freqFold, 2);
-    QCOMPARE(QString::fromStdString(spec.kind), QStringLiteral("convert-finetune"));
+    QCOMPARE(spec.kind, RunKind::ConvertFinetune);
     // And back: a spec loads into the panel as it was.
     ConversionPanel again;
     again.setModelConfig(builtinArchitecture("smollm-135m"));

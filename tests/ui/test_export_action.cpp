@@ -56,14 +56,14 @@ private:
   bool m_clicked = false;
 };
 
-RunSpec convertSpec(const std::string& name, const QString& baseDir, const std::string& target) {
+RunSpec convertSpec(const std::string& name, const QString& baseDir, ConversionTarget target) {
   RunSpec s = uitest::tinySpec(name, 4);
-  s.kind = "convert-finetune";
+  s.kind = RunKind::ConvertFinetune;
   s.architecture.clear();
   s.modelDir = baseDir.toStdString();
   s.conversion.enabled = true;
   s.conversion.target = target;
-  s.conversion.ropeStrategy = "high";
+  s.conversion.ropeStrategy = RopeStrategy::High;
   s.conversion.ropePairs = 2;
   s.conversion.dKv = 4;
   s.conversion.calibSequences = 4;
@@ -101,8 +101,8 @@ private Q_SLOTS:
         if (c.label.contains(QStringLiteral("tiny base"))) baseDir = c.dir;
     }
     QVERIFY(!baseDir.isEmpty());
-    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny deepseek", baseDir, "deepseek"), &out), qPrintable(out));
-    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny mha2mla", baseDir, "mha2mla"), &out), qPrintable(out));
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny deepseek", baseDir, ConversionTarget::DeepSeek), &out), qPrintable(out));
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny mha2mla", baseDir, ConversionTarget::Mha2Mla), &out), qPrintable(out));
     qint64 deepseek = 0, mha2mla = 0;
     {
       RunStore store(ws.dbPath().toStdString());

@@ -35,7 +35,8 @@ private Q_SLOTS:
     QVERIFY(inserted.count() >= 2);
     QCOMPARE(model.rowCount(), 3);
     QCOMPARE(model.rowCount(model.index(0, 0)), 2);
-    QCOMPARE(model.index(2, 0).data().toString(), QStringLiteral("(no experiment)"));
+    QCOMPARE(model.index(2, 0).data(RunTreeModel::NameRole).toString(), QStringLiteral("(no experiment)"));
+    QCOMPARE(model.index(2, 0).data().toString(), QStringLiteral("(no experiment) · 1 run(s)"));
 
     store->setStatus(r1, RunStatus::Running);  // update path
     {

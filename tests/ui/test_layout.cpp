@@ -4,6 +4,9 @@
 // shows whole run names, and the chart's controls all sit inside its pane.
 #include <QAbstractButton>
 #include <QAbstractScrollArea>
+#include <QHeaderView>
+#include <QSortFilterProxyModel>
+#include <QTableView>
 #include <QComboBox>
 #include <QFontMetrics>
 #include <QScrollArea>
@@ -19,6 +22,9 @@
 #include "charts/chart_view.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
+#include "models/compare_table_model.h"
+#include "panels/compare_panel.h"
+#include "charts/compare_math.h"
 #include "models/run_tree_model.h"
 #include "panels/runs_panel.h"
 #include "ui_test_support.h"
@@ -92,6 +98,16 @@ private Q_SLOTS:
       }
     }
     QCOMPARE(runs, 3);
+    // Every compare mode shows its whole name in the combo (not "Paired (no scale − s").
+    w.comparePanel()->setCompareMode(CompareMode::Paired);
+    for (QComboBox* combo : w.chart()->findChildren<QComboBox*>()) {
+      if (!combo->isVisible()) continue;
+      for (int i = 0; i < combo->count(); ++i) {
+        const int text = QFontMetrics(combo->font()).horizontalAdvance(combo->itemText(i));
+        QVERIFY2(combo->width() >= text + 20, qPrintable(QStringLiteral("'%1' needs %2 px, its combo has %3")
+                                                             .arg(combo->itemText(i)).arg(text + 20).arg(combo->width())));
+      }
+    }
     // The chart's controls inside the chart pane.
     ChartView* chart = w.chart();
     const QRect pane = chart->rect();
@@ -102,6 +118,82 @@ private Q_SLOTS:
       QVERIFY2(pane.contains(at), qPrintable(QStringLiteral("%1 '%2' outside the chart pane").arg(
                                       QString::fromLatin1(control->metaObject()->className()), control->objectName())));
     }
+  }
+
+  // The compare table of a finished experiment at the common sizes: the
+  // final and matched-token validation loss and the KV columns are in view
+  // together, without
+  // scrolling, and a run name longer than the row header allows is elided
+  // with its whole name in the tooltip.
+  void theCompareTableShowsLossAndKvColumnsTogether_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1440x900") << QSize(1440, 900);
+    QTest::newRow("1280x800") << QSize(1280, 800);
+  }
+
+  void theCompareTableShowsLossAndKvColumnsTogether() {
+    QFETCH(QSize, size);
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QString longName = QStringLiteral("demo-gqa rope RoRoPE (DeepSeek-V3) with a note the user added to tell it apart");
+    {
+      RunStore store(ws.dbPath().toStdString());
+      const auto exp = store.createExperiment("demo: Partial-RoPE strategies", "rope-strategies");
+      int i = 0;
+      for (const QString& name : {QStringLiteral("demo-gqa rope S_low"), QStringLiteral("demo-gqa rope S_2-norm"),
+                                  QStringLiteral("demo-gqa rope full-rope"), longName}) {
+        // The last run's corpus differs: a long value in a config column.
+        const std::string spec = name == longName ? R"({"conversion":{"d_kv":8},"data":{"corpus":"/srv/corpora/the-pile/a long folder name/with several words/train.jsonl"}})"
+                                                  : R"({"conversion":{"d_kv":8},"data":{"corpus":"demo"}})";
+        const auto id = store.createRun(exp, name.toStdString(), "convert-finetune", spec, "cpu");
+        MetricWriter wr = store.metricWriter(id);
+        for (int s = 1; s <= 20; ++s) {
+          wr.add("train/loss", s, s * 1024, s, 5.0 - 0.01 * s - 0.1 * i);
+          if (s % 5 == 0) wr.add("val/loss", s, s * 1024, s, 5.1 - 0.01 * s - 0.1 * i);
+        }
+        store.setStatus(id, RunStatus::Running);
+        store.setStatus(id, RunStatus::Completed);
+        store.setSummary(id, QStringLiteral(R"({"tokens":20480,"tokens_per_s":1234,"parameters":1234567,)"
+                                            R"("kv_bytes_per_token":%1,"kv_dtype":"bf16","kv_saving":%2})")
+                                 .arg(1536 - 256 * i)
+                                 .arg(-(256.0 * i) / 1536.0)
+                                 .toStdString());
+        ++i;
+      }
+    }
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    // Select the experiment with the mouse, as a user does.
+    QTreeView* tree = w.runsPanel()->view();
+    const QModelIndex exp = w.runModel()->index(0, 0);
+    QTest::mouseClick(tree->viewport(), Qt::LeftButton, {}, tree->visualRect(exp).center());
+    QTableView* table = w.comparePanel()->table();
+    QTRY_COMPARE(table->model()->rowCount(), 4);
+    QTest::qWait(50);
+    auto* model = qobject_cast<CompareTableModel*>(qobject_cast<QSortFilterProxyModel*>(table->model())->sourceModel());
+    QVERIFY(model != nullptr);
+    for (const char* key : {"final_val_loss", "matched_val_loss", "kv_saving", "kv_bytes_per_token"}) {
+      const int column = model->columnOf(QLatin1String(key));
+      QVERIFY(column > 0);
+      const int x = table->columnViewportPosition(column);
+      QVERIFY2(x >= 0 && x + table->columnWidth(column) <= table->viewport()->width(),
+               qPrintable(QStringLiteral("%1 at %2..%3 in a %4 px table at %5x%6").arg(QLatin1String(key)).arg(x)
+                              .arg(x + table->columnWidth(column)).arg(table->viewport()->width()).arg(size.width()).arg(size.height())));
+    }
+    // Every run one line high (a value wider than its column is not wrapped onto a second line).
+    for (int r = 1; r < table->model()->rowCount(); ++r) QCOMPARE(table->rowHeight(r), table->rowHeight(0));
+    // The long name is elided in the row header and whole in its tooltip.
+    QHeaderView* rows = table->verticalHeader();
+    const int longRow = 3;
+    QVERIFY2(rows->width() < QFontMetrics(rows->font()).horizontalAdvance(longName),
+             qPrintable(QStringLiteral("row header %1 px").arg(rows->width())));
+    // What the header draws is the name elided to fit, not the name cut at the cells.
+    const QString shown = table->model()->headerData(longRow, Qt::Vertical, Qt::DisplayRole).toString();
+    QVERIFY2(shown.endsWith(QChar(0x2026)) && QFontMetrics(rows->font()).horizontalAdvance(shown) < rows->width(),
+             qPrintable(QStringLiteral("'%1' in %2 px").arg(shown).arg(rows->width())));
+    QVERIFY(table->model()->headerData(longRow, Qt::Vertical, Qt::ToolTipRole).toString().contains(longName));
   }
 
   // Try it opens the bottom area while it is shown and gives the room back

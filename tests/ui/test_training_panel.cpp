@@ -9,6 +9,7 @@
 #include <QScrollBar>
 #include <QWheelEvent>
 #include <QPushButton>
+#include <QRadioButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -23,6 +24,8 @@
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "panels/attention_panel.h"
+#include <QLocale>
+#include "latentlab/kv_budget.h"
 #include "panels/conversion_panel.h"
 #include "panels/model_panel.h"
 #include "panels/message_banner.h"
@@ -118,7 +121,7 @@ private Q_SLOTS:
       if (i > 0) QTest::keyClick(arch, Qt::Key_Down);
       QCOMPARE(arch->currentIndex(), i);
       const QString name = arch->currentText();
-      QCOMPARE(w.trainingPanel()->spec().kind, std::string("pretrain"));
+      QCOMPARE(w.trainingPanel()->spec().kind, RunKind::Pretrain);
       QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(QStringLiteral("per device")) ||
                                     memory->text().contains(QStringLiteral(" free on ")),
                                 qPrintable(name + QStringLiteral(": ") + memory->text()), 10000);
@@ -137,6 +140,76 @@ private Q_SLOTS:
                                 qPrintable(v + QStringLiteral(": ") + memory->text()), 10000);
       QCOMPARE(w.trainingPanel()->spec().attention, v.toStdString());
     }
+  }
+
+  // The memory plan follows the attention variant chosen (its MLP width,
+  // latent and cache change what the run holds), and the variant's KV figure
+  // is in the dtype the run trains in: fp32 for auto on the CPU, bf16 once
+  // bf16 is chosen.
+  void theMemoryPlanAndTheKvFigureFollowTheVariantAndThePrecision() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.rightTabs()->setCurrentIndex(2);
+    QLabel* memory = w.trainingPanel()->memoryLabel();
+    auto plannedItems = [&] {
+      const RunSpec s = w.trainingPanel()->spec();
+      const MemoryPlan p = planMemory(plannedModelConfig(s), s, 0);
+      QStringList parts;
+      for (const MemoryItem& i : p.items) parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name), QString::fromStdString(formatBytes(i.bytes)));
+      return parts.join(QStringLiteral(" · ")).toHtmlEscaped();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(memory->text().contains(QStringLiteral(" free on ")), 10000);
+    const QString baseItems = plannedItems();
+    QVERIFY2(memory->text().contains(baseItems), qPrintable(memory->text()));
+    AttentionPanel* attention = w.trainingPanel()->attentionPanel();
+    QComboBox* variant = attention->variantBox();
+    variant->setFocus();
+    for (int i = 0; i < 3; ++i) QTest::keyClick(variant, Qt::Key_Down);
+    QCOMPARE(variant->currentData().toString(), QStringLiteral("mla"));
+    const QString mlaItems = plannedItems();
+    QVERIFY2(mlaItems != baseItems, qPrintable(mlaItems));
+    QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(mlaItems), qPrintable(memory->text() + QStringLiteral(" vs ") + mlaItems), 5000);
+    // The KV figure in the run's dtype.
+    const ModelConfig mla = attentionVariant(builtinArchitecture(kDemoArch), "mla", AttentionOptions{}, "attention");
+    QVERIFY2(attention->preview().contains(QStringLiteral("KV cache / token (fp32): %1").arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::F32).bytesPerToken, 2))),
+             qPrintable(attention->preview()));
+    QComboBox* precision = w.trainingPanel()->precisionBox();
+    precision->setFocus();
+    precision->setCurrentIndex(0);
+    while (precision->currentText() != QLatin1String("bf16") && precision->currentIndex() + 1 < precision->count())
+      QTest::keyClick(precision, Qt::Key_Down);
+    QCOMPARE(precision->currentText(), QStringLiteral("bf16"));
+    QVERIFY2(attention->preview().contains(QStringLiteral("KV cache / token (bf16): %1").arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::BF16).bytesPerToken, 2))),
+             qPrintable(attention->preview()));
+  }
+
+  // A model folder opened, the built-in shape chosen, then the folder's radio
+  // button clicked again: the Model tab shows the folder's model once more
+  // (its weights line), a run converts it, and the Conversion tab offers the
+  // conversion (it did not: the details and the spec kept the built-in shape).
+  void choosingTheFolderAgainReopensItsModel() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QString folder = uitest::writeZeroModelFolder(dir.filePath(QStringLiteral("zero-gqa")), "demo-gqa");
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    ModelPanel* model = w.modelPanel();
+    QVERIFY(model->openFolder(folder));
+    QVERIFY(!model->fieldText(QStringLiteral("Weights")).isEmpty());
+    QTest::mouseClick(model->builtinRadio(), Qt::LeftButton);
+    QVERIFY(model->fieldText(QStringLiteral("Weights")).isEmpty());
+    QCOMPARE(w.trainingPanel()->spec().kind, RunKind::Pretrain);
+    QTest::mouseClick(model->folderRadio(), Qt::LeftButton);
+    QVERIFY(model->folderRadio()->isChecked());
+    QVERIFY2(!model->fieldText(QStringLiteral("Weights")).isEmpty(), "the details still describe the built-in shape");
+    const RunSpec s = w.trainingPanel()->spec();
+    QCOMPARE(QString::fromStdString(s.modelDir), folder);
+    QVERIFY(s.kind != RunKind::Pretrain);
+    QVERIFY(w.conversionPanel()->methodBox()->isEnabled());
   }
 
   // The wheel over an unfocused field scrolls the Training panel and leaves
@@ -186,10 +259,10 @@ private Q_SLOTS:
   void specJsonSaveLoadRoundTrip() {
     RunSpec s;
     s.name = "smollm dkv16 2-norm";
-    s.kind = "convert-finetune";
+    s.kind = RunKind::ConvertFinetune;
     s.modelDir = "/models/SmolLM-135M";
     s.conversion.enabled = true;
-    s.conversion.ropeStrategy = "uniform";
+    s.conversion.ropeStrategy = RopeStrategy::Uniform;
     s.conversion.ropePairs = 4;
     s.conversion.dKv = 16;
     s.data.corpus = "/data/corpus.jsonl";
@@ -248,7 +321,7 @@ private Q_SLOTS:
   void memoryPlanFollowsTheSettingsAndBlocksARunThatCannotFit() {
     TrainingPanel panel;
     RunSpec s;
-    s.kind = "pretrain";
+    s.kind = RunKind::Pretrain;
     s.architecture = "smollm-135m";
     s.microBatch = 2;
     s.data.seqLen = 1024;
@@ -304,7 +377,7 @@ private Q_SLOTS:
   void zeroShardingChosenFromTheKeyboardMakesTheRunFit() {
     TrainingPanel panel;
     RunSpec s;
-    s.kind = "pretrain";
+    s.kind = RunKind::Pretrain;
     s.architecture = "smollm-1.7b";
     s.microBatch = 1;
     s.data.seqLen = 2048;

@@ -12,14 +12,20 @@
 #include <QStandardPaths>
 #include <QTest>
 
+#include <algorithm>
+#include <filesystem>
+
+#include "io/safetensors.h"
+#include "io/weight_table.h"
 #include "jobs/engine_path.h"
+#include "latentlab/architectures.h"
 
 namespace latentlab::uitest {
 
 RunSpec tinySpec(const std::string& name, int steps) {
   RunSpec s;
   s.name = name;
-  s.kind = "pretrain";
+  s.kind = RunKind::Pretrain;
   s.architecture = "demo-gqa";
   s.data.corpus = "/usr/share/doc/python3.11/html/_sources/tutorial";
   s.data.tokenizerVocab = 512;
@@ -30,6 +36,26 @@ RunSpec tinySpec(const std::string& name, int steps) {
   s.checkpointEvery = 0;
   s.optimizer.lr = 3e-3;
   return s;
+}
+
+QString writeZeroModelFolder(const QString& dir, const std::string& architecture) {
+  namespace fs = std::filesystem;
+  const fs::path folder = dir.toStdString();
+  fs::create_directories(folder);
+  const ModelConfig cfg = builtinArchitecture(architecture);
+  writeHfConfig(cfg, folder / "config.json");
+  const std::vector<ExpectedTensor> expected = expectedTensors(cfg);
+  std::int64_t largest = 0;
+  for (const ExpectedTensor& t : expected) {
+    std::int64_t n = 1;
+    for (std::int64_t d : t.shape) n *= d;
+    largest = std::max(largest, n);
+  }
+  const std::vector<float> zeros(static_cast<std::size_t>(largest), 0.0f);
+  std::vector<TensorWrite> tensors;
+  for (const ExpectedTensor& t : expected) tensors.push_back({t.name, DType::F32, t.shape, zeros.data()});
+  writeSafetensors(folder / "model.safetensors", tensors);
+  return dir;
 }
 
 bool runEngineBlocking(const QString& workspaceDir, const RunSpec& spec, QString* output) {

@@ -26,6 +26,9 @@ void isolateSettings();
 // A main window for a test: the store's queued runs not started, no saved
 // layout, no question on closing.
 ui::MainWindowOptions quietWindowOptions();
+// A Hugging Face folder of a built-in shape with zero weights (config.json
+// and one safetensors file in fp32): a model the Model tab opens, untrained.
+QString writeZeroModelFolder(const QString& dir, const std::string& architecture);
 // Shows a chart at a size and waits until it is on screen (false: it never was).
 bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
 

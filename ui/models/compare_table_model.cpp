@@ -19,22 +19,24 @@ namespace latentlab::ui {
 
 namespace {
 
+// The fixed columns, the losses and the KV figures first so that they are in
+// view together at the common window sizes.
 const QStringList& fixedKeys() {
-  static const QStringList keys = {QStringLiteral("final_val_loss"), QStringLiteral("best_val_loss"),
-                                   QStringLiteral("matched_val_loss"), QStringLiteral("tokens"),
-                                   QStringLiteral("kv_bytes_per_token"), QStringLiteral("kv_saving"),
-                                   QStringLiteral("parameters"),     QStringLiteral("tokens_per_s"),
+  static const QStringList keys = {QStringLiteral("final_val_loss"),     QStringLiteral("matched_val_loss"),
+                                   QStringLiteral("kv_saving"),          QStringLiteral("kv_bytes_per_token"),
+                                   QStringLiteral("best_val_loss"),      QStringLiteral("tokens"),
+                                   QStringLiteral("parameters"),         QStringLiteral("tokens_per_s"),
                                    QStringLiteral("status")};
   return keys;
 }
 
 // Which way is better for a fixed column (-1 lower, +1 higher, 0 neither).
 int betterDirection(int fixed) {
-  switch (fixed) {
-    case 0: case 1: case 2: case 4: return -1;
-    case 5: case 7: return +1;
-    default: return 0;
-  }
+  static const QStringList lower = {QStringLiteral("final_val_loss"), QStringLiteral("best_val_loss"),
+                                    QStringLiteral("matched_val_loss"), QStringLiteral("kv_bytes_per_token")};
+  static const QStringList higher = {QStringLiteral("kv_saving"), QStringLiteral("tokens_per_s")};
+  const QString& key = fixedKeys()[fixed];
+  return lower.contains(key) ? -1 : higher.contains(key) ? +1 : 0;
 }
 
 QString compactCount(double v) {
@@ -244,22 +246,23 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
     if (forSort) return QVariant::fromValue(static_cast<double>(*opt));
     return format(*opt);
   };
-  switch (column - 1) {
-    case 0: return num(r.finalVal, [](double v) { return QString::number(v, 'f', 4); });
-    case 1: return num(r.bestVal, [](double v) { return QString::number(v, 'f', 4); });
-    case 2: return num(r.matchedVal, [](double v) { return QString::number(v, 'f', 4); });
-    case 3: return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
-    case 4:   // the dtype in the header when the runs share it, else beside each figure
-      return num(r.kvBytes, [&](qint64 v) {
-        return r.kvDtype.isEmpty() || !sharedKvDtype().isEmpty() ? loc.toString(v)
-                                                                  : QStringLiteral("%1 (%2)").arg(loc.toString(v), r.kvDtype);
-      });
-    case 5: return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
-    case 6: return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
-    case 7: return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
-    case 8: return r.status;
-    default: break;
+  const QString& key = fixedKeys()[column - 1];
+  const auto loss = [](double v) { return QString::number(v, 'f', 4); };
+  if (key == QLatin1String("final_val_loss")) return num(r.finalVal, loss);
+  if (key == QLatin1String("best_val_loss")) return num(r.bestVal, loss);
+  if (key == QLatin1String("matched_val_loss")) return num(r.matchedVal, loss);
+  if (key == QLatin1String("tokens")) return num(r.tokens, [&](qint64 v) { return loc.toString(v); });
+  if (key == QLatin1String("kv_bytes_per_token")) {
+    // The dtype in the header when the runs share it, else beside each figure.
+    return num(r.kvBytes, [&](qint64 v) {
+      return r.kvDtype.isEmpty() || !sharedKvDtype().isEmpty() ? loc.toString(v)
+                                                                : QStringLiteral("%1 (%2)").arg(loc.toString(v), r.kvDtype);
+    });
   }
+  if (key == QLatin1String("kv_saving")) return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
+  if (key == QLatin1String("parameters")) return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
+  if (key == QLatin1String("tokens_per_s")) return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
+  if (key == QLatin1String("status")) return r.status;
   return {};
 }
 
@@ -332,21 +335,24 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
     if (section == 0) return tr("Run");
     if (section > nFixed + nTasks) return m_fields[section - 1 - nFixed - nTasks];
     if (section > nFixed) return tr("%1 acc").arg(m_tasks[section - 1 - nFixed]);
-    switch (section - 1) {
-      case 0: return tr("Final val loss");
-      case 1: return tr("Best val loss");
-      case 2: return m_matchedTokens ? tr("Val loss @ %1 tok").arg(compactCount(*m_matchedTokens)) : tr("Val loss @ tokens");
-      case 3: return tr("Tokens");
-      case 4: {
-        // In the dtype the runs train in: said once when they share it.
-        const QString dtype = sharedKvDtype();
-        return dtype.isEmpty() ? tr("KV bytes/token") : tr("KV bytes/token (%1)").arg(dtype);
-      }
-      case 5: return tr("KV saving");
-      case 6: return tr("Parameters");
-      case 7: return tr("Tokens/s");
-      default: return tr("Status");
+    // Two-line titles keep the columns narrow (the losses and the KV figures
+    // fit beside each other at 1280 px).
+    const QString& key = fixedKeys()[section - 1];
+    if (key == QLatin1String("final_val_loss")) return tr("Final\nval loss");
+    if (key == QLatin1String("best_val_loss")) return tr("Best\nval loss");
+    if (key == QLatin1String("matched_val_loss")) {
+      return m_matchedTokens ? tr("Val loss\n@ %1 tok").arg(compactCount(*m_matchedTokens)) : tr("Val loss\n@ tokens");
     }
+    if (key == QLatin1String("kv_saving")) return tr("KV\nsaving");
+    if (key == QLatin1String("kv_bytes_per_token")) {
+      // In the dtype the runs train in: said once when they share it.
+      const QString dtype = sharedKvDtype();
+      return dtype.isEmpty() ? tr("KV bytes/token") : tr("KV bytes/tok\n(%1)").arg(dtype);
+    }
+    if (key == QLatin1String("tokens")) return tr("Tokens");
+    if (key == QLatin1String("parameters")) return tr("Parameters");
+    if (key == QLatin1String("tokens_per_s")) return tr("Tokens/s");
+    return tr("Status");
   }
   if (role == Qt::ToolTipRole) {
     if (section > nFixed + nTasks) {
@@ -355,11 +361,18 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
     if (section > nFixed) {
       return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)").arg(m_tasks[section - 1 - nFixed]);
     }
-    if (section == 3 && m_matchedTokens) {
+    if (section == columnOf(QStringLiteral("kv_saving"))) {
+      return tr("How much smaller the run's KV cache is than its reference (positive: smaller): the source model's "
+                "cache for a conversion, multi-head attention with the same heads for a model trained from scratch");
+    }
+    if (section == columnOf(QStringLiteral("kv_bytes_per_token")) && !sharedKvDtype().isEmpty()) {
+      return tr("KV bytes/token (%1)").arg(sharedKvDtype());
+    }
+    if (section == columnOf(QStringLiteral("matched_val_loss")) && m_matchedTokens) {
       return tr("Validation loss of every run at %1 tokens (the fewest any selected run reached), interpolated on its "
                 "validation curve").arg(QLocale().toString(*m_matchedTokens, 'f', 0));
     }
-    return headerData(section, orientation, Qt::DisplayRole);
+    return headerData(section, orientation, Qt::DisplayRole).toString().replace(QLatin1Char('\n'), QLatin1Char(' '));
   }
   return {};
 }

@@ -187,7 +187,10 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
     const ExperimentRow& e = m_rows[static_cast<std::size_t>(idx.row())];
     if (role == ExperimentIdRole) return e.id;
     if (role == IsRunRole) return false;
-    if (role == Qt::DisplayRole && idx.column() == NameColumn) return e.name;
+    if (role == NameRole) return e.name;
+    // The run count beside the name: the experiment's row spans the columns.
+    if (role == Qt::DisplayRole && idx.column() == NameColumn)
+      return tr("%1 · %n run(s)", nullptr, static_cast<int>(e.runs.size())).arg(e.name);
     if (role == Qt::DisplayRole && idx.column() == StatusColumn) return tr("%n run(s)", nullptr, static_cast<int>(e.runs.size()));
     if (role == Qt::ToolTipRole) return e.preset.isEmpty() ? e.name : tr("%1 (preset %2)").arg(e.name, e.preset);
     if (role == Qt::FontRole && idx.column() == NameColumn) {
@@ -203,6 +206,7 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
     case RunIdRole: return r.id;
     case ExperimentIdRole: return e.id;
     case IsRunRole: return true;
+    case NameRole: return r.name;
     case StatusRole: return r.status;
     case Qt::DisplayRole:
       switch (idx.column()) {

@@ -19,7 +19,9 @@ class RunTreeModel : public QAbstractItemModel {
   Q_OBJECT
 public:
   enum Column { NameColumn, StatusColumn, StepColumn, LossColumn, ColumnCount };
-  enum Role { RunIdRole = Qt::UserRole + 1, ExperimentIdRole, IsRunRole, StatusRole };
+  // NameRole: the experiment's or run's name alone (an experiment's display
+  // adds its run count).
+  enum Role { RunIdRole = Qt::UserRole + 1, ExperimentIdRole, IsRunRole, StatusRole, NameRole };
 
   explicit RunTreeModel(std::shared_ptr<RunStore> store, QObject* parent = nullptr);
 

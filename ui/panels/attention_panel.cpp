@@ -116,7 +116,7 @@ AttentionOptions AttentionPanel::options() const {
 }
 
 void AttentionPanel::applyTo(RunSpec& spec) const {
-  if (!m_base || spec.kind != "pretrain") {
+  if (!m_base || spec.kind != RunKind::Pretrain) {
     spec.attention.clear();  // a variant is for pre-training a built-in shape only
     return;
   }
@@ -143,6 +143,12 @@ void AttentionPanel::loadFrom(const RunSpec& spec) {
 
 QString AttentionPanel::preview() const { return m_preview->text(); }
 
+void AttentionPanel::setCacheDType(DType dtype) {
+  if (dtype == m_cacheDType) return;
+  m_cacheDType = dtype;
+  update();
+}
+
 void AttentionPanel::update() {
   const QString variant = m_variant->currentData().toString();
   const bool latent = variant == QLatin1String("mla") || variant.startsWith(QLatin1String("gla")) || variant.startsWith(QLatin1String("mlra"));
@@ -166,16 +172,17 @@ void AttentionPanel::update() {
       const ModelConfig cfg = variant.isEmpty() ? *m_base
                                                 : attentionVariant(*m_base, variant.toStdString(), options(), "attention");
       const std::int64_t params = countParameters(cfg), baseParams = countParameters(*m_base);
-      const KvBudget kv = currentKvBudget(cfg, DType::BF16, m_tp->value());
-      const KvBudget kvBase = currentKvBudget(*m_base, DType::BF16, m_tp->value());
+      const KvBudget kv = currentKvBudget(cfg, m_cacheDType, m_tp->value());
+      const KvBudget kvBase = currentKvBudget(*m_base, m_cacheDType, m_tp->value());
       const QLocale loc;
-      text = tr("Parameters: %1 (base %2, %3)\nMLP width: %4 (base %5)\nKV cache / token (bf16): %6 (base %7, %8)")
+      text = tr("Parameters: %1 (base %2, %3)\nMLP width: %4 (base %5)\nKV cache / token (%9): %6 (base %7, %8)")
                  .arg(humanCount(static_cast<double>(params)), humanCount(static_cast<double>(baseParams)),
                       percent(static_cast<double>(params), static_cast<double>(baseParams)))
                  .arg(cfg.intermediateSize)
                  .arg(m_base->intermediateSize)
                  .arg(loc.formattedDataSize(kv.bytesPerToken, 2), loc.formattedDataSize(kvBase.bytesPerToken, 2),
-                      percent(static_cast<double>(kv.bytesPerToken), static_cast<double>(kvBase.bytesPerToken)));
+                      percent(static_cast<double>(kv.bytesPerToken), static_cast<double>(kvBase.bytesPerToken)))
+                 .arg(cacheDTypeName(m_cacheDType));
       if (m_tp->value() > 1) {
         text += tr("\nPer device at tensor parallel %1: %2 (base %3)")
                     .arg(m_tp->value())
@@ -187,6 +194,7 @@ void AttentionPanel::update() {
     }
   }
   m_preview->setText(text);
+  Q_EMIT changed();
   m_preview->setStyleSheet(reason.isEmpty() ? QString() : QStringLiteral("color: #c62828;"));
   if (reason != m_reason) {
     m_reason = reason;

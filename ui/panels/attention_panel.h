@@ -37,8 +37,12 @@ public:
   QString preview() const;                         // the preview's text
   QComboBox* variantBox() const { return m_variant; }
   QSpinBox* tensorParallelBox() const { return m_tp; }
+  // The dtype the KV cache is counted in: the one the run trains in.
+  void setCacheDType(DType dtype);
 
 Q_SIGNALS:
+  // Any field changed (the memory plan follows the variant).
+  void changed();
   void validityChanged(const QString& reason);
 
 private:
@@ -59,6 +63,7 @@ private:
   QComboBox* m_match = nullptr;
   QLineEdit* m_target = nullptr;
   QSpinBox* m_tp = nullptr;
+  DType m_cacheDType = DType::BF16;   // the run's dtype, which its KV cache is counted in
   QLabel* m_preview = nullptr;
 };
 

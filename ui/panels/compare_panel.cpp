@@ -2,6 +2,9 @@
 #include "panels/compare_panel.h"
 
 #include <QComboBox>
+#include <QEvent>
+#include <QFontMetrics>
+#include <QStyle>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -15,12 +18,38 @@
 #include "models/compare_table_model.h"
 #include "preset_loader.h"
 
+#include <algorithm>
+
 namespace latentlab::ui {
+
+// The table's sorting proxy, which also elides the run names of its row
+// headers to the header's width (QHeaderView cuts a row header's text at the
+// cells rather than eliding it); the tooltip keeps the whole name.
+class CompareSortProxy : public QSortFilterProxyModel {
+public:
+  using QSortFilterProxyModel::QSortFilterProxyModel;
+  void setRowNameWidth(int pixels, const QFont& font) {
+    if (pixels == m_width && font == m_font) return;
+    m_width = pixels;
+    m_font = font;
+    if (rowCount() > 0) Q_EMIT headerDataChanged(Qt::Vertical, 0, rowCount() - 1);
+  }
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override {
+    const QVariant v = QSortFilterProxyModel::headerData(section, orientation, role);
+    if (orientation != Qt::Vertical || role != Qt::DisplayRole || m_width <= 0) return v;
+    return QFontMetrics(m_font).elidedText(v.toString(), Qt::ElideRight, m_width);
+  }
+
+private:
+  int m_width = 0;
+  QFont m_font;
+};
 
 ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent) {
   m_chart = new ChartView(store);
   m_model = new CompareTableModel(store, this);
-  auto* proxy = new QSortFilterProxyModel(this);
+  auto* proxy = new CompareSortProxy(this);
+  m_proxy = proxy;
   proxy->setSourceModel(m_model);
   proxy->setSortRole(CompareTableModel::SortRole);
   m_table = new QTableView;
@@ -29,21 +58,31 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // run order until a header is clicked
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setAlternatingRowColors(true);
+  m_table->setWordWrap(false);   // one line a run: a long value is elided, its tooltip whole
   // The run names as row headers: they stay in view while the table scrolls
   // right (the model's Run column would scroll away, so it is hidden).
   m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->verticalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  // At most a third of the table's width (at least 120 px): a longer name is
+  // elided, whole in its tooltip, so the metric columns keep their room.
+  m_table->verticalHeader()->setTextElideMode(Qt::ElideRight);
+  m_table->installEventFilter(this);
   m_table->setColumnHidden(0, true);
-  connect(proxy, &QAbstractItemModel::modelReset, m_table, [this] { m_table->setColumnHidden(0, true); });
-  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  connect(proxy, &QAbstractItemModel::modelReset, m_table, [this] {
+    m_table->setColumnHidden(0, true);
+    fitColumns();
+  });
+  connect(proxy, &QAbstractItemModel::dataChanged, m_table, [this] { fitColumns(); });
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   m_table->horizontalHeader()->setStretchLastSection(true);
 
   m_modeBox = new QComboBox;
   m_modeBox->addItem(tr("Overlay"));
   m_modeBox->addItem(tr("Difference to baseline"));
   m_modeBox->addItem(tr("Paired (no scale − scaled)"));
-  m_modeBox->setMinimumContentsLength(12);  // the long entries show in the open list
-  m_modeBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  // As wide as its longest entry: a chosen mode is never cut ("Paired (no
+  // scale − s"); the chart's bar wraps where the pane is narrow.
+  m_modeBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   m_modeBox->setToolTip(tr("Overlay the runs, plot each run minus a baseline run, or the difference within each "
                            "pair of the preset; differences are aligned by tokens with linear interpolation"));
   m_baselineBox = new QComboBox;
@@ -139,6 +178,37 @@ void ComparePanel::setBaseline(qint64 runId) {
 }
 
 void ComparePanel::refreshTable() { m_model->refresh(); }
+
+void ComparePanel::fitColumns() {
+  // Each column as wide as its widest cell or its (two-line) title plus room
+  // for the sort arrow. Qt's own fit reserves the title's whole height for
+  // the arrow, which makes two-line titles wider than one-line ones.
+  QHeaderView* header = m_table->horizontalHeader();
+  const QFontMetrics fm(header->font());
+  const int margin = header->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, header);
+  const int arrow = header->style()->pixelMetric(QStyle::PM_HeaderMarkSize, nullptr, header);
+  auto* view = static_cast<QAbstractItemView*>(m_table);
+  for (int c = 1; c < m_table->model()->columnCount(); ++c) {
+    const QString title = m_table->model()->headerData(c, Qt::Horizontal).toString();
+    const int titleWidth = fm.size(0, title).width() + 4 * margin + arrow;
+    header->resizeSection(c, std::max(titleWidth, view->sizeHintForColumn(c)));
+  }
+}
+
+bool ComparePanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_table && event->type() == QEvent::Resize) {
+    QHeaderView* rows = m_table->verticalHeader();
+    const int cap = std::max(120, m_table->width() / 3);
+    if (rows->maximumWidth() != cap) {
+      rows->setMaximumWidth(cap);
+      Q_EMIT rows->geometriesChanged();   // the table lays its header out again at the new cap
+    }
+    // The room for a name: the cap less the section's margins and the colour mark.
+    const int margin = rows->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, rows);
+    m_proxy->setRowNameWidth(cap - 4 * margin - rows->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, rows), rows->font());
+  }
+  return QWidget::eventFilter(watched, event);
+}
 
 QString ComparePanel::caption() const { return m_caption->text(); }
 

@@ -23,6 +23,7 @@ class RunStore;
 namespace latentlab::ui {
 
 class CompareTableModel;
+class CompareSortProxy;
 struct PresetChart;
 
 class ComparePanel : public QWidget {
@@ -44,7 +45,12 @@ public:
   QTableView* table() const { return m_table; }
   QString caption() const;
 
+protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
+  void fitColumns();
+  CompareSortProxy* m_proxy = nullptr;
   void syncControls();
 
   ChartView* m_chart = nullptr;

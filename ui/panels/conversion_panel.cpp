@@ -18,6 +18,22 @@ namespace latentlab::ui {
 
 namespace {
 
+// The choice a combo's current entry holds (its data is the name written).
+template <typename E>
+std::optional<E> comboChoice(const QComboBox* box) {
+  return findChoice<E>(box->currentData().toString().toStdString());
+}
+
+template <typename E>
+QString choiceText(E value) {
+  const std::string_view name = choiceName(value);
+  return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
+
+} // namespace
+
+namespace {
+
 QSpinBox* spin(int lo, int hi, int value, const QString& special = {}) {
   auto* s = new QSpinBox;
   s->setRange(lo, hi);
@@ -96,7 +112,7 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   sl->addRow(tr("Calibration length:"), m_calibLen);
   m_ropeNote = new QLabel;
   m_ropeNote->setWordWrap(true);
-  m_ropeNote->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  // In the panel's text colour: it describes the choice made, not a disabled field.
   sl->addRow(m_ropeNote);
 
   auto* preview = new QGroupBox(tr("KV-cache preview"));
@@ -324,36 +340,36 @@ void ConversionPanel::applyTo(RunSpec& spec) const {
   // Only a model folder has weights to convert; a built-in shape is pre-trained.
   spec.conversion.enabled = conversionEnabled() && !spec.modelDir.empty();
   if (!spec.conversion.enabled) {
-    if (spec.kind == "convert-finetune") spec.kind = spec.modelDir.empty() ? "pretrain" : "finetune";
+    if (spec.kind == RunKind::ConvertFinetune) spec.kind = spec.modelDir.empty() ? RunKind::Pretrain : RunKind::Finetune;
     return;
   }
-  spec.kind = "convert-finetune";
-  spec.conversion.target = target() == QLatin1String("deepseek") ? "deepseek" : "mha2mla";
-  spec.conversion.factorise = m_factorise->currentData().toString().toStdString();
+  spec.kind = RunKind::ConvertFinetune;
+  spec.conversion.target = target() == QLatin1String("deepseek") ? ConversionTarget::DeepSeek : ConversionTarget::Mha2Mla;
+  spec.conversion.factorise = comboChoice<Factorisation>(m_factorise);
   spec.conversion.ropeWidth = m_ropeWidth->value();
   spec.conversion.freqFold = m_fold->value();
-  spec.conversion.ropeStrategy = m_strategy->currentData().toString().toStdString();
+  spec.conversion.ropeStrategy = comboChoice<RopeStrategy>(m_strategy).value_or(RopeStrategy::TwoNorm);
   spec.conversion.ropePairs = m_r->value();
   spec.conversion.dKv = m_dKv->value();
-  spec.conversion.svd = m_svd->currentData().toString().toStdString();
-  spec.conversion.twoNormScore = m_score->currentData().toString().toStdString();
+  spec.conversion.svd = comboChoice<SvdMethod>(m_svd).value_or(SvdMethod::Joint);
+  spec.conversion.twoNormScore = comboChoice<TwoNormScore>(m_score).value_or(TwoNormScore::Product);
   spec.conversion.calibSequences = m_calibSeqs->value();
   spec.conversion.calibSeqLen = m_calibLen->value();
 }
 
 void ConversionPanel::loadFrom(const RunSpec& spec) {
   const ConversionSpec& c = spec.conversion;
-  const bool on = c.enabled || spec.kind == "convert-finetune";
-  setTarget(!on ? QStringLiteral("none") : QString::fromStdString(c.target));
-  const int f = m_factorise->findData(QString::fromStdString(c.factorisation()));
+  const bool on = c.enabled || spec.kind == RunKind::ConvertFinetune;
+  setTarget(!on ? QStringLiteral("none") : choiceText(c.target));
+  const int f = m_factorise->findData(choiceText(c.factorisation()));
   if (f >= 0) m_factorise->setCurrentIndex(f);
   m_ropeWidth->setValue(c.ropeWidth);
   m_fold->setValue(c.freqFold);
-  setRopeStrategy(QString::fromStdString(c.ropeStrategy));
+  setRopeStrategy(choiceText(c.ropeStrategy));
   setRopePairs(c.ropePairs);
   setDKv(c.dKv);
-  setSvd(QString::fromStdString(c.svd));
-  const int i = m_score->findData(QString::fromStdString(c.twoNormScore));
+  setSvd(choiceText(c.svd));
+  const int i = m_score->findData(choiceText(c.twoNormScore));
   if (i >= 0) m_score->setCurrentIndex(i);
   m_calibSeqs->setValue(c.calibSequences);
   m_calibLen->setValue(c.calibSeqLen);

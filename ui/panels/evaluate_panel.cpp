@@ -291,7 +291,7 @@ RunSpec EvaluatePanel::spec() const {
   RunSpec s;
   if (!blockedReason().isEmpty()) return s;
   const ModelChoice& c = *current();
-  s.kind = "eval";
+  s.kind = RunKind::Eval;
   s.modelDir = c.dir.toStdString();
   s.device = m_device->currentText().toStdString();
   s.evaluatesRun = c.run;
@@ -302,10 +302,10 @@ RunSpec EvaluatePanel::spec() const {
     EvalTaskSpec t;
     t.name = item->text().toStdString();
     t.file = item->data(kFileRole).toString().toStdString();
-    t.format = item->data(kFormatRole).toString().toStdString();
+    t.format = findChoice<TaskFormat>(item->data(kFormatRole).toString().toStdString()).value_or(TaskFormat::Jsonl);
     const std::string extra = item->data(kExtraRole).toString().toStdString();
-    if (t.format == "mmlu") t.dev = extra;
-    if (t.format == "piqa") t.labels = extra;
+    if (t.format == TaskFormat::Mmlu) t.dev = extra;
+    if (t.format == TaskFormat::Piqa) t.labels = extra;
     t.limit = m_limit->value();
     s.evalTasks.push_back(t);
   }

@@ -61,6 +61,20 @@ ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   connect(m_builtinRadio, &QRadioButton::toggled, this, [this](bool on) {
     if (on) selectArchitecture(m_archBox->currentText());
   });
+  // Back to the folder: its model again (the details, the conversion and the
+  // plan described the built-in shape until now).
+  connect(m_folderRadio, &QRadioButton::clicked, this, [this] {
+    const QString dir = m_folderEdit->text().trimmed();
+    if (!dir.isEmpty()) {
+      openFolder(dir);
+    } else {
+      m_folder.clear();
+      m_config.reset();
+      clearDetails();
+      m_openError = tr("no folder given");
+      Q_EMIT modelChanged();
+    }
+  });
   connect(open, &QPushButton::clicked, this, [this] { openFolder(m_folderEdit->text().trimmed()); });
   connect(m_folderEdit, &QLineEdit::returnPressed, this, [this] { openFolder(m_folderEdit->text().trimmed()); });
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -86,7 +100,8 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
     v->setObjectName(label);
     m_details->addRow(label + QLatin1Char(':'), v);
   };
-  const KvBudget kv = currentKvBudget(cfg, DType::BF16);
+  // In the checkpoint's own dtype (a run's figures are in the dtype it trains in).
+  const KvBudget kv = currentKvBudget(cfg, cfg.torchDType);
   add(tr("Architecture"), QString::fromStdString(cfg.architecture));
   add(tr("Parameters"), humanCount(static_cast<double>(parameters)));
   add(tr("Layers"), QString::number(cfg.numLayers));
@@ -96,8 +111,9 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
   add(tr("Head dim"), QString::number(cfg.headDim));
   add(tr("Vocabulary"), QString::number(cfg.vocabSize));
   add(tr("RoPE θ"), QString::number(cfg.ropeTheta, 'g', 6));
-  add(tr("KV cache / token"), QStringLiteral("%1 elements · %2 (bf16)").arg(QLocale().toString(static_cast<qlonglong>(kv.perToken)),
-                                                                          QLocale().formattedDataSize(kv.bytesPerToken)));
+  add(tr("KV cache / token"), QStringLiteral("%1 elements · %2 (%3)")
+                                  .arg(QLocale().toString(static_cast<qlonglong>(kv.perToken)),
+                                       QLocale().formattedDataSize(kv.bytesPerToken), cacheDTypeName(cfg.torchDType)));
   if (cfg.mla) add(tr("MLA"), QStringLiteral("converted: %1, r=%2, d_kv=%3").arg(QString::fromStdString(cfg.mla->ropeStrategy))
                                   .arg(cfg.mla->ropePairs).arg(cfg.mla->dKv));
   if (!extra.isEmpty()) add(tr("Weights"), extra);
@@ -162,11 +178,11 @@ void ModelPanel::applyTo(RunSpec& spec) const {
   if (usesFolder()) {
     spec.modelDir = m_folder.toStdString();
     spec.architecture.clear();
-    if (spec.kind == "pretrain") spec.kind = "finetune";
+    if (spec.kind == RunKind::Pretrain) spec.kind = RunKind::Finetune;
   } else {
     spec.architecture = architecture().toStdString();
     spec.modelDir.clear();
-    spec.kind = "pretrain";
+    spec.kind = RunKind::Pretrain;
   }
 }
 

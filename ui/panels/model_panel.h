@@ -31,6 +31,8 @@ public:
   bool usesFolder() const;
   QString folder() const { return m_folder; }
   QComboBox* architectureBox() const { return m_archBox; }
+  QRadioButton* builtinRadio() const { return m_builtinRadio; }
+  QRadioButton* folderRadio() const { return m_folderRadio; }
   // Why no run can start from this tab now (a folder that failed to open);
   // empty when the model shown is the one a run would use.
   QString blockReason() const { return m_openError; }

@@ -40,11 +40,24 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
 
   connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           [this] { Q_EMIT selectionChanged(selectedRuns()); });
-  connect(m_model, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex& parent) {
-    if (!parent.isValid()) m_view->expandAll();
-    else m_view->expand(parent);
+  // An experiment's row spans the status and loss columns: its name (and run
+  // count) gets the pane's whole width.
+  const auto spanExperiments = [this] {
+    for (int r = 0; r < m_model->rowCount(); ++r) m_view->setFirstColumnSpanned(r, QModelIndex(), true);
+  };
+  connect(m_model, &QAbstractItemModel::rowsInserted, this, [this, spanExperiments](const QModelIndex& parent) {
+    if (!parent.isValid()) {
+      spanExperiments();
+      m_view->expandAll();
+    } else {
+      m_view->expand(parent);
+    }
   });
-  connect(m_model, &QAbstractItemModel::modelReset, this, [this] { m_view->expandAll(); });
+  connect(m_model, &QAbstractItemModel::modelReset, this, [this, spanExperiments] {
+    spanExperiments();
+    m_view->expandAll();
+  });
+  spanExperiments();
   connect(m_view, &QTreeView::customContextMenuRequested, this, [this](const QPoint& pos) {
     const qint64 id = currentRunId();
     if (id == 0) return;

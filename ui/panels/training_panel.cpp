@@ -23,6 +23,7 @@
 #include "latentlab/error.h"
 #include "latentlab/vocabulary.h"
 #include "latentlab/memory_plan.h"
+#include "panels/format.h"
 #include "panels/attention_panel.h"
 #include "panels/message_banner.h"
 
@@ -260,8 +261,18 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   connect(m_recompute, &QCheckBox::toggled, this, memoryChanged);
   connect(m_zero, &QComboBox::currentIndexChanged, this, memoryChanged);
   connect(m_tokenizer, &QLineEdit::textChanged, this, memoryChanged);
+  // A variant changes the weights, activations and cache the plan counts; its
+  // KV figure is in the dtype the run trains in.
+  connect(m_attention, &AttentionPanel::changed, this, memoryChanged);
+  auto cacheDType = [this] {
+    m_attention->setCacheDType(
+        runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto), m_device->currentText()));
+  };
+  connect(m_precision, &QComboBox::currentTextChanged, this, cacheDType);
+  connect(m_device, &QComboBox::currentTextChanged, this, cacheDType);
   setDevices({QStringLiteral("cpu")});
   setSpec(RunSpec{});
+  cacheDType();
 }
 
 void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {

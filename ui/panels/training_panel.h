@@ -57,6 +57,7 @@ public:
   QSpinBox* microBatchBox() const { return m_microBatch; }
   QCheckBox* recomputeBox() const { return m_recompute; }
   QComboBox* zeroBox() const { return m_zero; }
+  QComboBox* precisionBox() const { return m_precision; }
   // Recomputes the memory plan now (it also follows every setting, shortly after a change).
   void updateMemoryPlan();
   QPushButton* runButton() const { return m_run; }

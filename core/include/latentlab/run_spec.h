@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,20 +18,22 @@ inline constexpr int kRunSpecVersion = 1;
 
 struct ConversionSpec {
   bool enabled = false;                 // true for kind "convert-finetune"
-  std::string target = "mha2mla";       // mha2mla | deepseek (docs/conversion.md)
-  std::string factorise;                // weights | activations; "" = weights (mha2mla), activations (deepseek)
+  ConversionTarget target = ConversionTarget::Mha2Mla;  // mha2mla | deepseek (docs/conversion.md)
+  std::optional<Factorisation> factorise;   // weights | activations; unset = weights (mha2mla), activations (deepseek)
   int ropeWidth = 0;                    // deepseek: d_R; 0 = 2 r n_kv
   int freqFold = 1;                     // deepseek: FreqFold
-  std::string ropeStrategy = "2-norm";  // mha2mla: high | low | uniform | 2-norm | full
+  RopeStrategy ropeStrategy = RopeStrategy::TwoNorm;  // mha2mla: high | low | uniform | 2-norm | full
   int ropePairs = 0;                    // r; 0 = d_h/16
   int dKv = 16;                         // latent dims per KV head
-  std::string svd = "joint";            // joint | split
-  std::string twoNormScore = "product"; // product | sum
+  SvdMethod svd = SvdMethod::Joint;     // joint | split
+  TwoNormScore twoNormScore = TwoNormScore::Product;  // product | sum
   int calibSequences = 64;              // paper: 1024
   int calibSeqLen = 256;                // paper: 2048
-  bool deepseek() const { return target == "deepseek"; }
+  bool deepseek() const { return target == ConversionTarget::DeepSeek; }
   // The factorisation after its default.
-  std::string factorisation() const { return !factorise.empty() ? factorise : deepseek() ? "activations" : "weights"; }
+  Factorisation factorisation() const {
+    return factorise ? *factorise : deepseek() ? Factorisation::Activations : Factorisation::Weights;
+  }
 };
 
 struct DataSpec {
@@ -65,7 +68,7 @@ struct ScheduleSpec {
 struct EvalTaskSpec {
   std::string name;
   std::string file;                     // JSONL items (docs/evaluation.md)
-  std::string format = "jsonl";         // jsonl | arc | openbookqa | hellaswag | piqa | winogrande | mmlu
+  TaskFormat format = TaskFormat::Jsonl;  // jsonl | arc | openbookqa | hellaswag | piqa | winogrande | mmlu
   std::string labels;                   // piqa's labels file
   std::string dev;                      // mmlu: the subject's dev CSV (for shots)
   int shots = 0;                        // mmlu: solved dev examples before each question
@@ -85,7 +88,7 @@ struct PasskeySpec {
 struct RunSpec {
   int version = kRunSpecVersion;
   std::string name;
-  std::string kind = "pretrain";        // pretrain | finetune | convert-finetune | eval
+  RunKind kind = RunKind::Pretrain;     // pretrain | finetune | convert-finetune | eval
   std::string architecture;             // built-in shape for pretrain (e.g. "demo-gqa")
   std::string modelDir;                 // HF folder for finetune / convert-finetune
   std::string attention;                // pretrain only: mha | gqa | mla | gla-<k> | mlra-2 | mlra-4;

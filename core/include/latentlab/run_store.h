@@ -11,6 +11,7 @@
 #include <string>
 
 #include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
 #include <string_view>
 #include <vector>
 
@@ -221,6 +222,11 @@ public:
   // Runs. JSON arguments are validated (Error(BadInput) when malformed).
   std::int64_t createRun(std::optional<std::int64_t> experimentId, std::string_view name, std::string_view kind,
                          std::string_view specJson, std::string_view device);
+  // The same, for a run spec's kind (stored as the name the spec writes).
+  std::int64_t createRun(std::optional<std::int64_t> experimentId, std::string_view name, RunKind kind,
+                         std::string_view specJson, std::string_view device) {
+    return createRun(experimentId, name, choiceName(kind), specJson, device);
+  }
   RunRecord run(std::int64_t id) const;  // Error(Store) when there is no such run
   std::vector<RunRecord> listRuns(const RunFilter& filter = {}) const;  // by id
   // running sets started_at (first start only) and clears finished_at/error;

@@ -38,6 +38,10 @@ std::vector<ChoiceItem> readChoiceItems(const std::filesystem::path& jsonl);
 //               its dev CSV, "{question}\nA. ..\nD. ..\nAnswer:", choices " A" .. " D"
 //   jsonl       LatentLab's own {"context", "choices", "gold"} format
 // `extra` is PIQA's labels file (one 0/1 a line) or MMLU's dev CSV (for shots > 0).
+std::vector<ChoiceItem> readTaskFile(TaskFormat format, const std::filesystem::path& path,
+                                     const std::filesystem::path& extra = {}, int shots = 0);
+// The same with the format by name (the command line's --format): an unknown
+// name is Error(BadInput) listing the formats.
 std::vector<ChoiceItem> readTaskFile(const std::string& format, const std::filesystem::path& path,
                                      const std::filesystem::path& extra = {}, int shots = 0);
 

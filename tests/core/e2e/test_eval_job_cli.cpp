@@ -49,7 +49,7 @@ void writeTask(const fs::path& path, int n) {
 RunSpec evalSpec(const fs::path& task) {
   RunSpec s;
   s.name = "eval of the small model";
-  s.kind = "eval";
+  s.kind = RunKind::Eval;
   s.modelDir = textModel().string();
   EvalTaskSpec t;
   t.name = "toy";
@@ -99,7 +99,7 @@ TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
   {
     RunStore store(db);
     RunSpec pre;
-    pre.kind = "pretrain";
+    pre.kind = RunKind::Pretrain;
     pre.architecture = "demo-gqa";
     pre.steps = 300;   // the step evaluated below is one it has
     trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");

@@ -22,11 +22,11 @@ std::string errorOf(const std::string& json) {
 
 TEST(RunSpec, RoundTripsThroughJson) {
   RunSpec s;
-  s.kind = "convert-finetune";
+  s.kind = RunKind::ConvertFinetune;
   s.modelDir = "/models/base";
   s.conversion.enabled = true;
   s.conversion.dKv = 8;
-  s.conversion.ropeStrategy = "uniform";
+  s.conversion.ropeStrategy = RopeStrategy::Uniform;
   s.optimizer.lr = 3e-4;
   s.schedule.kind = ScheduleKind::Cosine;
   s.steps = 77;

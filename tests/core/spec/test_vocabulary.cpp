@@ -55,18 +55,25 @@ TEST(Vocabulary, EveryNameAndAliasRoundTrips) {
 
 TEST(Vocabulary, TheSpecReadsAliasesAsOneSpellingAndRefusesOthersNamingTheField) {
   RunSpec s;
-  s.kind = "convert-finetune";
+  s.kind = RunKind::ConvertFinetune;
   s.modelDir = "models/base";
   s.conversion.enabled = true;
-  s.conversion.ropeStrategy = "full-rope";
-  s.conversion.target = "mha2mla";
-  const RunSpec read = parseRunSpec(runSpecToJson(s), "spec.json");
-  EXPECT_EQ(read.conversion.ropeStrategy, "full");
-  s.conversion.ropeStrategy = "2norm";
-  EXPECT_EQ(parseRunSpec(runSpecToJson(s), "spec.json").conversion.ropeStrategy, "2-norm");
-  s.conversion.ropeStrategy = "medium";
+  s.conversion.target = ConversionTarget::Mha2Mla;
+  // The spec as a user writes it, with an alias in each choice field.
+  nlohmann::json j = nlohmann::json::parse(runSpecToJson(s));
+  j["conversion"]["rope_strategy"] = "full-rope";
+  const RunSpec read = parseRunSpec(j.dump(), "spec.json");
+  EXPECT_EQ(read.conversion.ropeStrategy, RopeStrategy::Full);
+  nlohmann::json deepseek = j;
+  deepseek["conversion"]["target"] = "deepseek-v3";
+  EXPECT_EQ(parseRunSpec(deepseek.dump(), "spec.json").conversion.target, ConversionTarget::DeepSeek);
+  // Written back with the one spelling.
+  EXPECT_EQ(nlohmann::json::parse(runSpecToJson(read))["conversion"]["rope_strategy"], "full");
+  j["conversion"]["rope_strategy"] = "2norm";
+  EXPECT_EQ(parseRunSpec(j.dump(), "spec.json").conversion.ropeStrategy, RopeStrategy::TwoNorm);
+  j["conversion"]["rope_strategy"] = "medium";
   try {
-    parseRunSpec(runSpecToJson(s), "spec.json");
+    parseRunSpec(j.dump(), "spec.json");
     ADD_FAILURE() << "'medium' was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("spec.json: conversion.rope_strategy must be 2-norm, high, low, uniform or full, got 'medium'"),

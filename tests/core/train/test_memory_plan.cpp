@@ -74,7 +74,7 @@ ModelConfig testShape() {
 
 RunSpec specFor(const std::string& precision, int B, int T, bool recompute, int accum) {
   RunSpec s;
-  s.kind = "pretrain";
+  s.kind = RunKind::Pretrain;
   s.architecture = "demo-gqa";
   s.precision = parseChoice<Precision>(precision, "test precision");
   s.microBatch = B;
@@ -281,7 +281,7 @@ TEST(MemoryPlan, ChoosesTheGpuForAJobThatAsksForCuda) {
 // settings name the field.
 TEST(MemoryPlan, PlannedConfigOfAConversionAndItsErrors) {
   RunSpec s;
-  s.kind = "pretrain";
+  s.kind = RunKind::Pretrain;
   s.architecture = "demo-gqa";
   s.attention = "mla";
   ModelConfig c = plannedModelConfig(s);

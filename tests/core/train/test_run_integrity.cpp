@@ -247,7 +247,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
   ASSERT_TRUE(fs::exists(modelDir / "tokenizer.json"));
 
   RunSpec ft = smallRun(8, 4);
-  ft.kind = "finetune";
+  ft.kind = RunKind::Finetune;
   ft.architecture.clear();
   ft.modelDir = modelDir.string();
   const auto id = ws.add(ft);
@@ -297,7 +297,7 @@ TEST(RunIntegrity, ATokenizerWithMoreIdsThanTheModelIsRefusedNamingBothFiles) {
   fs::copy_file(pre.finalModel / "tokenizer.json", small / "tokenizer.json");
 
   RunSpec ft = smallRun(4, 0);
-  ft.kind = "finetune";
+  ft.kind = RunKind::Finetune;
   ft.architecture.clear();
   ft.modelDir = small.string();
   const auto id = ws.add(ft);

@@ -21,7 +21,7 @@ namespace latentlab::test {
 inline RunSpec tinyPretrainSpec(int steps) {
   RunSpec s;
   s.name = "tiny";
-  s.kind = "pretrain";
+  s.kind = RunKind::Pretrain;
   s.architecture = "demo-gqa";
   s.data.corpus = "/usr/share/doc/python3.11/html/_sources/tutorial";
   s.data.tokenizerVocab = 512;
