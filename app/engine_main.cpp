@@ -48,92 +48,114 @@ const char* kMainHelp =
     "\n"
     "exit codes: 0 done, 1 error, 2 cancelled\n";
 
-int cmdInspect(int argc, char** argv) {
-  cli::Args args(argc, argv, 2, {"json", "help"}, {"tp"});
-  if (args.flag("help") || args.positionals().size() != 1) {
-    std::printf(
-        "usage: latentlab-engine inspect DIR [--json] [--tp N]\n\n"
-        "Reads DIR/config.json and the safetensors headers (no weights are loaded), checks every\n"
-        "tensor the model needs, and prints architecture, parameter count, layers, heads, KV heads,\n"
-        "head_dim, KV-cache elements and bytes per token, dtype and size on disk.\n"
-        "  --json   print one JSON object instead of text\n"
-        "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n");
-    return args.flag("help") ? 0 : 1;
-  }
-  const int tp = args.getInt("tp", 1, 1, 4096);
-  ModelSummary s = inspectModel(args.positionals()[0], tp);
+// `inspect`'s usage, printed for --help or without exactly one DIR.
+void printInspectUsage() {
+  std::printf(
+      "usage: latentlab-engine inspect DIR [--json] [--tp N]\n\n"
+      "Reads DIR/config.json and the safetensors headers (no weights are loaded), checks every\n"
+      "tensor the model needs, and prints architecture, parameter count, layers, heads, KV heads,\n"
+      "head_dim, KV-cache elements and bytes per token, dtype and size on disk.\n"
+      "  --json   print one JSON object instead of text\n"
+      "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n");
+}
+
+// The summary's flat figures: shape, KV cache, files.
+json summaryJson(const ModelSummary& s) {
   const ModelConfig& c = s.config;
-  if (args.flag("json")) {
-    json j = {{"dir", s.dir.string()},
-              {"architecture", c.architecture},
-              {"model_type", c.modelType},
-              {"parameters", s.parameters},
-              {"layers", c.numLayers},
-              {"hidden_size", c.hiddenSize},
-              {"intermediate_size", c.intermediateSize},
-              {"heads", c.numHeads},
-              {"kv_heads", c.numKvHeads},
-              {"head_dim", c.headDim},
-              {"vocab_size", c.vocabSize},
-              {"tie_word_embeddings", c.tieWordEmbeddings},
-              {"attention_bias", c.attentionBias},
-              {"mlp_bias", c.mlpBias},
-              {"rope_theta", c.ropeTheta},
-              {"dtype", dtypeName(s.weightDType)},
-              {"kv_elements_per_token", s.kv.perToken},
-              {"kv_elements_per_token_per_layer", s.kv.perTokenPerLayer},
-              {"kv_bytes_per_token", s.kv.bytesPerToken},
-              {"original_kv_bytes_per_token", s.kv.originalBytesPerToken},
-              {"kv_saving", s.kv.saving},
-              {"tp_degree", s.kv.tpDegree},
-              {"kv_elements_per_token_per_layer_per_device", s.kv.perDevicePerTokenPerLayer},
-              {"kv_bytes_per_token_per_device", s.kv.perDeviceBytesPerToken},
-              {"size_on_disk", s.sizeOnDisk},
-              {"files", s.weightFiles},
-              {"tensors", s.tensorCount},
-              {"unused_keys", s.unusedKeys},
-              {"family", c.familyDescription()},
-              {"max_position_embeddings", c.maxPositionEmbeddings},
-              {"sliding_window", c.slidingWindow ? json(*c.slidingWindow) : json(nullptr)}};
-    json rope = {{"type", c.ropeScaling.type}, {"theta", c.ropeTheta},
-                 {"attention_scaling", c.ropeScaling.attentionScaling()}};
-    if (!c.ropeScaling.isDefault()) rope["factor"] = c.ropeScaling.factor;
-    if (c.ropeScaling.originalMaxPositionEmbeddings > 0)
-      rope["original_max_position_embeddings"] = c.ropeScaling.originalMaxPositionEmbeddings;
-    j["rope"] = rope;
-    json unused = json::object();
-    for (const auto& [field, what] : c.unusedFields) unused[field] = what;
-    j["config_fields_not_used"] = unused;
-    if (c.mla) {
-      j["mla"] = {{"rope_strategy", c.mla->ropeStrategy}, {"rope_pairs", c.mla->ropePairs},
-                  {"d_kv", c.mla->dKv}, {"svd_method", c.mla->svdMethod}};
-      if (c.mla->official) {
-        j["mla"]["official_layout"] = c.mla->official->format;
-        j["mla"]["official_version"] = c.mla->official->version;
-      }
-    }
-    // The cache per layer kind: RoPE layers, and an MHA2MLA conversion's NoPE layers (latent only).
-    json kinds = json::array({{{"kind", "rope"},
-                               {"layers", c.numLayers - s.kv.nopeLayers},
-                               {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
-    if (s.kv.nopeLayers > 0) {
-      kinds.push_back({{"kind", "nope"}, {"layers", s.kv.nopeLayers},
-                       {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
-    }
-    j["kv_layer_kinds"] = kinds;
-    j["kv_key_scale_elements_per_token_per_layer"] = s.kv.keyScalePerTokenPerLayer;
-    j["qk_norm"] = c.qkNorm;
-    j["nope_layers"] = c.nopeLayers;
-    j["rotary_dim"] = c.ropeDim();
-    if (c.latent) {
-      const LatentAttention& a = *c.latent;
-      j["latent"] = {{"variant", a.name()},          {"d_c", a.dC},        {"d_rope", a.dRope},
-                     {"d_nope", a.dNope},            {"d_v", a.dV},        {"q_lora_rank", a.qLoraRank},
-                     {"latent_heads", a.latentHeads}, {"branches", a.branches}, {"scaled", a.scaled}};
-    }
-    std::cout << j.dump(2) << "\n";
-    return 0;
+  return {{"dir", s.dir.string()},
+          {"architecture", c.architecture},
+          {"model_type", c.modelType},
+          {"parameters", s.parameters},
+          {"layers", c.numLayers},
+          {"hidden_size", c.hiddenSize},
+          {"intermediate_size", c.intermediateSize},
+          {"heads", c.numHeads},
+          {"kv_heads", c.numKvHeads},
+          {"head_dim", c.headDim},
+          {"vocab_size", c.vocabSize},
+          {"tie_word_embeddings", c.tieWordEmbeddings},
+          {"attention_bias", c.attentionBias},
+          {"mlp_bias", c.mlpBias},
+          {"rope_theta", c.ropeTheta},
+          {"dtype", dtypeName(s.weightDType)},
+          {"kv_elements_per_token", s.kv.perToken},
+          {"kv_elements_per_token_per_layer", s.kv.perTokenPerLayer},
+          {"kv_bytes_per_token", s.kv.bytesPerToken},
+          {"original_kv_bytes_per_token", s.kv.originalBytesPerToken},
+          {"kv_saving", s.kv.saving},
+          {"tp_degree", s.kv.tpDegree},
+          {"kv_elements_per_token_per_layer_per_device", s.kv.perDevicePerTokenPerLayer},
+          {"kv_bytes_per_token_per_device", s.kv.perDeviceBytesPerToken},
+          {"size_on_disk", s.sizeOnDisk},
+          {"files", s.weightFiles},
+          {"tensors", s.tensorCount},
+          {"unused_keys", s.unusedKeys},
+          {"family", c.familyDescription()},
+          {"max_position_embeddings", c.maxPositionEmbeddings},
+          {"sliding_window", c.slidingWindow ? json(*c.slidingWindow) : json(nullptr)}};
+}
+
+// The RoPE settings: type, theta, and the scaling's factor and original context when set.
+json ropeJson(const ModelConfig& c) {
+  json rope = {{"type", c.ropeScaling.type}, {"theta", c.ropeTheta},
+               {"attention_scaling", c.ropeScaling.attentionScaling()}};
+  if (!c.ropeScaling.isDefault()) rope["factor"] = c.ropeScaling.factor;
+  if (c.ropeScaling.originalMaxPositionEmbeddings > 0)
+    rope["original_max_position_embeddings"] = c.ropeScaling.originalMaxPositionEmbeddings;
+  return rope;
+}
+
+// An MHA2MLA conversion's settings, and the official layout it was read from.
+json mlaJson(const MlaConversion& mla) {
+  json j = {{"rope_strategy", mla.ropeStrategy}, {"rope_pairs", mla.ropePairs},
+            {"d_kv", mla.dKv}, {"svd_method", mla.svdMethod}};
+  if (mla.official) {
+    j["official_layout"] = mla.official->format;
+    j["official_version"] = mla.official->version;
   }
+  return j;
+}
+
+// The cache per layer kind: RoPE layers, and an MHA2MLA conversion's NoPE layers (latent only).
+json kvLayerKindsJson(const ModelSummary& s) {
+  json kinds = json::array({{{"kind", "rope"},
+                             {"layers", s.config.numLayers - s.kv.nopeLayers},
+                             {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
+  if (s.kv.nopeLayers > 0) {
+    kinds.push_back({{"kind", "nope"}, {"layers", s.kv.nopeLayers},
+                     {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
+  }
+  return kinds;
+}
+
+// Latent attention's variant and dimensions.
+json latentJson(const LatentAttention& a) {
+  return {{"variant", a.name()},          {"d_c", a.dC},        {"d_rope", a.dRope},
+          {"d_nope", a.dNope},            {"d_v", a.dV},        {"q_lora_rank", a.qLoraRank},
+          {"latent_heads", a.latentHeads}, {"branches", a.branches}, {"scaled", a.scaled}};
+}
+
+// `inspect --json`: the whole summary as one JSON object.
+void printInspectJson(const ModelSummary& s) {
+  const ModelConfig& c = s.config;
+  json j = summaryJson(s);
+  j["rope"] = ropeJson(c);
+  json unused = json::object();
+  for (const auto& [field, what] : c.unusedFields) unused[field] = what;
+  j["config_fields_not_used"] = unused;
+  if (c.mla) j["mla"] = mlaJson(*c.mla);
+  j["kv_layer_kinds"] = kvLayerKindsJson(s);
+  j["kv_key_scale_elements_per_token_per_layer"] = s.kv.keyScalePerTokenPerLayer;
+  j["qk_norm"] = c.qkNorm;
+  j["nope_layers"] = c.nopeLayers;
+  j["rotary_dim"] = c.ropeDim();
+  if (c.latent) j["latent"] = latentJson(*c.latent);
+  std::cout << j.dump(2) << "\n";
+}
+
+// Text: the model itself (architecture, shape, RoPE, an MHA2MLA conversion or latent attention).
+void printModelSection(const ModelSummary& s) {
+  const ModelConfig& c = s.config;
   std::printf("model         %s\n", s.dir.string().c_str());
   std::printf("architecture  %s (model_type %s)%s\n", c.architecture.c_str(), c.modelType.c_str(),
               c.mla ? "  [MHA2MLA-converted]" : "");
@@ -160,6 +182,11 @@ int cmdInspect(int argc, char** argv) {
                 a.name().c_str(), a.dC, a.latentHeads, a.dRope, a.dNope, a.dV, a.qLoraRank,
                 a.scaled ? "scaled" : "no scale");
   }
+}
+
+// Text: the KV cache per token, per layer kind and per device, and its saving.
+void printKvSection(const ModelSummary& s) {
+  const ModelConfig& c = s.config;
   std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
               static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
               formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
@@ -182,12 +209,33 @@ int cmdInspect(int argc, char** argv) {
                 c.latent && !c.latent->conversion ? "MHA with the same heads" : "the original",
                 formatBytes(static_cast<std::int64_t>(s.kv.originalBytesPerToken)).c_str());
   }
+}
+
+// Text: the weights' dtype, files and keys the model does not use.
+void printFilesSection(const ModelSummary& s) {
   std::printf("dtype         %s\n", dtypeName(s.weightDType));
   std::printf("on disk       %s in %zu file(s), %d tensors\n", formatBytes(static_cast<std::int64_t>(s.sizeOnDisk)).c_str(),
               s.weightFiles.size(), s.tensorCount);
   if (!s.unusedKeys.empty()) {
     std::printf("unused keys   %zu (first: %s)\n", s.unusedKeys.size(), s.unusedKeys.front().c_str());
   }
+}
+
+int cmdInspect(int argc, char** argv) {
+  cli::Args args(argc, argv, 2, {"json", "help"}, {"tp"});
+  if (args.flag("help") || args.positionals().size() != 1) {
+    printInspectUsage();
+    return args.flag("help") ? 0 : 1;
+  }
+  const int tp = args.getInt("tp", 1, 1, 4096);
+  ModelSummary s = inspectModel(args.positionals()[0], tp);
+  if (args.flag("json")) {
+    printInspectJson(s);
+    return 0;
+  }
+  printModelSection(s);
+  printKvSection(s);
+  printFilesSection(s);
   return 0;
 }
 

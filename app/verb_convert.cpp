@@ -13,42 +13,42 @@
 
 namespace latentlab::cli {
 
-int cmdConvert(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "force", "json", "quiet", "check"},
-            {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences",
-             "calib-seq-len", "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold",
-             "held-out"});
-  if (args.flag("help") || !args.get("model") || (!args.get("out") && !args.flag("check")) || !args.get("dkv")) {
-    std::printf(
-        "usage: latentlab-engine convert --model DIR --dkv N --out DIR [options]\n\n"
-        "--target mha2mla (default): keeps RoPE on r frequency pairs per head (the strategy) and\n"
-        "factorises the NoPE keys and the values into a latent of n_kv*d_kv dims.\n"
-        "--target deepseek: DeepSeek-V3 attention (exportable with `export`): RoRoPE puts the\n"
-        "positional part of all KV heads into one shared RoPE key of d_R dims, the rest of the keys\n"
-        "and the values go into one latent of n_kv*d_kv dims with an RMSNorm; needs calibration.\n"
-        "  --model DIR             original HF Llama-family folder\n"
-        "  --out DIR               output folder (must not exist unless --force)\n"
-        "  --target T              mha2mla (default) | deepseek\n"
-        "  --rope S                mha2mla: high | low | uniform | 2-norm (default) | full\n"
-        "  --r N                   RoPE frequency pairs kept per head (default d_h/16)\n"
-        "  --rope-width N          deepseek: d_R of the shared RoPE key (default 2*r*n_kv)\n"
-        "  --freq-fold N           deepseek: adjacent frequencies folded into one (default 1)\n"
-        "  --dkv N                 latent dims per KV head\n"
-        "  --svd M                 joint (default) | split (mha2mla)\n"
-        "  --factorise F           weights (mha2mla default) | activations (deepseek default)\n"
-        "  --held-out FILE         text: report the loss of the original and the converted model on it\n"
-        "  --calib-data FILE       calibration tokens (raw ids, or text with --calib-format text)\n"
-        "  --calib-format F        u16 (default) | u32 | text (tokenized with DIR/tokenizer.json)\n"
-        "  --calib-sequences N     calibration sequences (default 64; the paper: 1024)\n"
-        "  --calib-seq-len N       tokens per sequence (default 512; the paper: 2048)\n"
-        "  --score S               2-norm score: product (default, Q*K) | sum (Q+K)\n"
-        "  --dtype T               saved dtype (default: the checkpoint's)\n"
-        "  --device D              cpu (default) | cuda | cuda:N\n"
-        "  --force                 replace an existing output folder\n"
-        "  --check                 only validate and print the KV-cache budget\n"
-        "  --json                  print the report as JSON\n");
-    return args.flag("help") ? 0 : 1;
-  }
+namespace {
+
+// `convert`'s usage, printed for --help or without the required flags.
+void printConvertUsage() {
+  std::printf(
+      "usage: latentlab-engine convert --model DIR --dkv N --out DIR [options]\n\n"
+      "--target mha2mla (default): keeps RoPE on r frequency pairs per head (the strategy) and\n"
+      "factorises the NoPE keys and the values into a latent of n_kv*d_kv dims.\n"
+      "--target deepseek: DeepSeek-V3 attention (exportable with `export`): RoRoPE puts the\n"
+      "positional part of all KV heads into one shared RoPE key of d_R dims, the rest of the keys\n"
+      "and the values go into one latent of n_kv*d_kv dims with an RMSNorm; needs calibration.\n"
+      "  --model DIR             original HF Llama-family folder\n"
+      "  --out DIR               output folder (must not exist unless --force)\n"
+      "  --target T              mha2mla (default) | deepseek\n"
+      "  --rope S                mha2mla: high | low | uniform | 2-norm (default) | full\n"
+      "  --r N                   RoPE frequency pairs kept per head (default d_h/16)\n"
+      "  --rope-width N          deepseek: d_R of the shared RoPE key (default 2*r*n_kv)\n"
+      "  --freq-fold N           deepseek: adjacent frequencies folded into one (default 1)\n"
+      "  --dkv N                 latent dims per KV head\n"
+      "  --svd M                 joint (default) | split (mha2mla)\n"
+      "  --factorise F           weights (mha2mla default) | activations (deepseek default)\n"
+      "  --held-out FILE         text: report the loss of the original and the converted model on it\n"
+      "  --calib-data FILE       calibration tokens (raw ids, or text with --calib-format text)\n"
+      "  --calib-format F        u16 (default) | u32 | text (tokenized with DIR/tokenizer.json)\n"
+      "  --calib-sequences N     calibration sequences (default 64; the paper: 1024)\n"
+      "  --calib-seq-len N       tokens per sequence (default 512; the paper: 2048)\n"
+      "  --score S               2-norm score: product (default, Q*K) | sum (Q+K)\n"
+      "  --dtype T               saved dtype (default: the checkpoint's)\n"
+      "  --device D              cpu (default) | cuda | cuda:N\n"
+      "  --force                 replace an existing output folder\n"
+      "  --check                 only validate and print the KV-cache budget\n"
+      "  --json                  print the report as JSON\n");
+}
+
+// The conversion the flags ask for, with the defaults of the ones not given.
+ConvertSpec convertSpecFromArgs(const Args& args) {
   ConvertSpec s;
   s.modelDir = *args.get("model");
   s.outDir = args.get("out", "");
@@ -69,47 +69,51 @@ int cmdConvert(int argc, char** argv) {
   s.dtype = args.get("dtype", "");
   s.device = args.get("device", "cpu");
   s.force = args.flag("force");
-  if (args.flag("check")) {
-    KvBudget b = checkConvertSpec(s);
-    std::printf("kv cache %lld elements/token (%lld per layer", static_cast<long long>(b.perToken),
-                static_cast<long long>(b.perTokenPerLayer));
-    if (b.nopeLayers > 0) {
-      std::printf(" with RoPE, %lld in each of %d layers without", static_cast<long long>(b.nopePerTokenPerLayer),
-                  b.nopeLayers);
-    }
-    if (b.keyScalePerTokenPerLayer > 0) {
-      std::printf(", %lld key-norm scales included", static_cast<long long>(b.keyScalePerTokenPerLayer));
-    }
-    std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %.2f%%\n",
-                static_cast<long long>(b.originalBytesPerToken), static_cast<long long>(b.bytesPerToken),
-                b.saving == 0.0 ? 0.0 : -100.0 * b.saving);
-    return 0;
+  return s;
+}
+
+// `convert --check`: the KV-cache budget of the conversion, on one line.
+void printKvBudget(const KvBudget& b) {
+  std::printf("kv cache %lld elements/token (%lld per layer", static_cast<long long>(b.perToken),
+              static_cast<long long>(b.perTokenPerLayer));
+  if (b.nopeLayers > 0) {
+    std::printf(" with RoPE, %lld in each of %d layers without", static_cast<long long>(b.nopePerTokenPerLayer),
+                b.nopeLayers);
   }
-  StderrProgress progress(args.flag("quiet"));
-  ConvertReport r = convert(s, progress, cancelToken());
-  if (args.flag("json")) {
-    nlohmann::json stages = nlohmann::json::object();
-    for (const auto& st : r.stages) stages[st.stage] = st.seconds;
-    std::cout << nlohmann::json{{"out", r.outDir.string()}, {"target", r.target}, {"factorise", r.factorise},
-                                {"rope_strategy", r.mla.ropeStrategy},
-                                {"rope_pairs", r.mla.ropePairs}, {"d_kv", r.mla.dKv}, {"svd", r.mla.svdMethod},
-                                {"d_c", r.latent.dC}, {"d_rope", r.latent.dRope},
-                                {"rope_energy_kept", r.ropeEnergyKept}, {"balance", r.balance},
-                                {"activation_error", r.activationError},
-                                {"mean_activation_error", r.meanActivationError},
-                                {"held_out_loss_before", r.heldOutLossBefore},
-                                {"held_out_loss_after", r.heldOutLossAfter}, {"held_out_tokens", r.heldOutTokens},
-                                {"pairs", r.pairsSummary}, {"reconstruction_error", r.reconstructionError},
-                                {"mean_reconstruction_error", r.meanReconstructionError},
-                                {"kv_elements_per_token_before", r.before.perToken},
-                                {"kv_elements_per_token_after", r.after.perToken}, {"kv_saving", r.after.saving},
-                                {"parameters_before", r.parametersBefore}, {"parameters_after", r.parametersAfter},
-                                {"calibration_tokens", r.calibrationTokens}, {"stages", stages},
-                                {"seconds", r.totalSeconds}}
-                     .dump(2)
-              << "\n";
-    return 0;
+  if (b.keyScalePerTokenPerLayer > 0) {
+    std::printf(", %lld key-norm scales included", static_cast<long long>(b.keyScalePerTokenPerLayer));
   }
+  std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %.2f%%\n",
+              static_cast<long long>(b.originalBytesPerToken), static_cast<long long>(b.bytesPerToken),
+              b.saving == 0.0 ? 0.0 : -100.0 * b.saving);
+}
+
+// `convert --json`: the report as one JSON object.
+void printReportJson(const ConvertReport& r) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto& st : r.stages) stages[st.stage] = st.seconds;
+  std::cout << nlohmann::json{{"out", r.outDir.string()}, {"target", r.target}, {"factorise", r.factorise},
+                              {"rope_strategy", r.mla.ropeStrategy},
+                              {"rope_pairs", r.mla.ropePairs}, {"d_kv", r.mla.dKv}, {"svd", r.mla.svdMethod},
+                              {"d_c", r.latent.dC}, {"d_rope", r.latent.dRope},
+                              {"rope_energy_kept", r.ropeEnergyKept}, {"balance", r.balance},
+                              {"activation_error", r.activationError},
+                              {"mean_activation_error", r.meanActivationError},
+                              {"held_out_loss_before", r.heldOutLossBefore},
+                              {"held_out_loss_after", r.heldOutLossAfter}, {"held_out_tokens", r.heldOutTokens},
+                              {"pairs", r.pairsSummary}, {"reconstruction_error", r.reconstructionError},
+                              {"mean_reconstruction_error", r.meanReconstructionError},
+                              {"kv_elements_per_token_before", r.before.perToken},
+                              {"kv_elements_per_token_after", r.after.perToken}, {"kv_saving", r.after.saving},
+                              {"parameters_before", r.parametersBefore}, {"parameters_after", r.parametersAfter},
+                              {"calibration_tokens", r.calibrationTokens}, {"stages", stages},
+                              {"seconds", r.totalSeconds}}
+                   .dump(2)
+            << "\n";
+}
+
+// The report as text: what was written, the RoPE part, the latent and its errors, the figures and the time.
+void printReportText(const ConvertReport& r) {
   std::printf("wrote %s\n", r.outDir.string().c_str());
   if (r.target == "deepseek") {
     double kept = 0.0;
@@ -137,6 +141,31 @@ int cmdConvert(int argc, char** argv) {
   for (std::size_t i = 0; i < r.stages.size(); ++i)
     std::printf("%s%s %.2f s", i ? ", " : "", r.stages[i].stage.c_str(), r.stages[i].seconds);
   std::printf(")\n");
+}
+
+} // namespace
+
+int cmdConvert(int argc, char** argv) {
+  Args args(argc, argv, 2, {"help", "force", "json", "quiet", "check"},
+            {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences",
+             "calib-seq-len", "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold",
+             "held-out"});
+  if (args.flag("help") || !args.get("model") || (!args.get("out") && !args.flag("check")) || !args.get("dkv")) {
+    printConvertUsage();
+    return args.flag("help") ? 0 : 1;
+  }
+  const ConvertSpec s = convertSpecFromArgs(args);
+  if (args.flag("check")) {
+    printKvBudget(checkConvertSpec(s));
+    return 0;
+  }
+  StderrProgress progress(args.flag("quiet"));
+  ConvertReport r = convert(s, progress, cancelToken());
+  if (args.flag("json")) {
+    printReportJson(r);
+    return 0;
+  }
+  printReportText(r);
   return 0;
 }
 

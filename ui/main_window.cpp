@@ -52,6 +52,7 @@
 #include "panels/model_panel.h"
 #include "panels/runs_panel.h"
 #include "panels/training_panel.h"
+#include "preset_plan.h"
 #include "panels/wheel_guard.h"
 #include "preset_loader.h"
 
@@ -458,11 +459,8 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
   try {
     Preset p = loadPreset(path, scale, m_ws.dir);
     // GPU runs need a GPU here; nothing is asked or queued without one.
-    bool wantsGpu = false;
-    for (const RunSpec& s : p.runs) wantsGpu = wantsGpu || QString::fromStdString(s.device).startsWith(QLatin1String("cuda"));
-    std::vector<DeviceInfo> gpus;
-    for (const DeviceInfo& d : m_devices)
-      if (d.id.rfind("cuda:", 0) == 0) gpus.push_back(d);
+    const bool wantsGpu = presetWantsGpu(p);
+    const std::vector<DeviceInfo> gpus = cudaDevices(m_devices);
     if (wantsGpu && gpus.empty()) {
       m_banner->showMessage(MessageBanner::Level::Warning,
                             tr("%1 (%2 scale) runs on CUDA GPUs, and this machine has none").arg(p.title, scale),
@@ -506,30 +504,9 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
       }
     }
     // GPU runs: the memory plan of each on this machine's GPUs, before anything is queued.
-    QString planNote;
-    if (wantsGpu) {
-      // Per model: where a run of it goes on these GPUs when they are free.
-      QStringList lines, seen;
-      for (const RunSpec& s : p.runs) {
-        const QString model = QFileInfo(QString::fromStdString(s.modelDir.empty() ? s.architecture : s.modelDir)).fileName();
-        if (seen.contains(model)) continue;
-        seen << model;
-        std::int64_t sourceParameters = 0;
-        const ModelConfig cfg = plannedModelConfig(s, &sourceParameters);
-        const std::string placed = chooseGpu(s, cfg, sourceParameters, gpus, {});
-        RunSpec there = s;
-        there.device = placed.empty() || placed == "cuda" ? gpus.front().id : placed;
-        std::int64_t least = INT64_MAX;
-        for (const std::string& d : deviceList(there.device))
-          least = std::min(least, availableBytesOn(d, gpus));
-        const MemoryPlan plan = planMemory(cfg, there, least, sourceParameters);
-        const int ranks = static_cast<int>(deviceList(there.device).size());
-        lines << (plan.fits() ? tr("%1 runs need %2 per GPU on %3 GPU(s)").arg(model, QString::fromStdString(formatBytes(plan.peakBytes))).arg(ranks)
-                              : tr("%1 runs need %2 per GPU and do not fit these GPUs (%3)")
-                                    .arg(model, QString::fromStdString(formatBytes(plan.peakBytes)), QString::fromStdString(plan.suggestion)));
-      }
-      planNote = tr("Memory plan: %1; the runs are spread over the free GPUs").arg(lines.join(QStringLiteral("; ")));
-    }
+    const QString planNote = wantsGpu ? tr("Memory plan: %1; the runs are spread over the free GPUs")
+                                            .arg(presetGpuPlan(p, gpus).join(QStringLiteral("; ")))
+                                      : QString();
     std::vector<std::int64_t> ids;
     instantiatePreset(*m_store, p, &ids);
     m_runModel->refresh();
@@ -662,41 +639,6 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   }
   if (m_options.restoreLayout) saveLayout();
   event->accept();
-}
-
-void MainWindow::saveLayout() {
-  QSettings s;
-  if (!m_sizesBeforeTry.isEmpty()) m_vertical->setSizes(m_sizesBeforeTry);   // Try it's room is not the layout
-  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
-  s.setValue(QStringLiteral("window/state"), saveState());
-  s.setValue(QStringLiteral("window/horizontal"), m_horizontal->saveState());
-  s.setValue(QStringLiteral("window/vertical"), m_vertical->saveState());
-  s.setValue(QStringLiteral("window/rightTab"), m_rightTabs->currentIndex());
-}
-
-void MainWindow::restoreLayout() {
-  QSettings s;
-  if (s.contains(QStringLiteral("window/geometry"))) restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
-  // A geometry saved on a larger screen is not restored past this one (the
-  // right panel, the Run button and the status bar would be cut off).
-  if (const QScreen* screen = QGuiApplication::primaryScreen()) {
-    const QRect free = screen->availableGeometry();
-    if (geometry().width() > free.width() || geometry().height() > free.height() || !free.intersects(geometry())) {
-      setGeometry(QRect(free.topLeft(), QSize(1440, 900).boundedTo(free.size())));
-    }
-  }
-  restoreState(s.value(QStringLiteral("window/state")).toByteArray());
-  m_horizontal->restoreState(s.value(QStringLiteral("window/horizontal")).toByteArray());
-  m_vertical->restoreState(s.value(QStringLiteral("window/vertical")).toByteArray());
-  m_rightTabs->setCurrentIndex(s.value(QStringLiteral("window/rightTab"), 0).toInt());
-  QTimer::singleShot(0, this, &MainWindow::keepPlotShare);   // once the splitter has its real height
-}
-
-void MainWindow::keepPlotShare() {
-  const QList<int> sizes = m_vertical->sizes();
-  if (sizes.size() != 2) return;
-  const int total = sizes[0] + sizes[1];
-  if (total > 0 && sizes[0] < total * 2 / 5) m_vertical->setSizes({total * 3 / 5, total - total * 3 / 5});
 }
 
 } // namespace latentlab::ui

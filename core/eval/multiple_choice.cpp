@@ -35,6 +35,21 @@ int argmax(const std::vector<double>& v) {
   return best;
 }
 
+// One (context, choice) request: its tokens (context then continuation, the
+// last maxLength+1 kept) and how many of them are the continuation's.
+struct Request {
+  std::vector<std::int64_t> tokens;
+  std::int64_t contLen = 0;
+  std::size_t item = 0, choice = 0;
+};
+
+// The rows of one forward pass, right-padded, and for each continuation
+// token its predicting position (row, position), its target and its request's row.
+struct PackedBatch {
+  torch::Tensor input;   // (B, W) token ids
+  std::vector<std::int64_t> rowIdx, posIdx, targets, segment;
+};
+
 } // namespace
 
 struct ChoiceScorer::Impl {
@@ -75,6 +90,57 @@ struct ChoiceScorer::Impl {
     std::vector<std::int32_t> cont(whole.begin() + static_cast<std::ptrdiff_t>(split), whole.end());
     return {std::move(ctx), std::move(cont)};
   }
+
+  // The request of item i's choice c (`item` is items[i]); throws when the
+  // continuation alone is longer than the window scored.
+  Request request(const ChoiceItem& item, std::size_t i, std::size_t c) const {
+    auto [ctx, cont] = encodePair(item.contexts.empty() ? item.context : item.contexts[c], item.choices[c]);
+    if (static_cast<std::int64_t>(cont.size()) > maxLength) {  // lm-eval refuses it too
+      throw Error(ErrorCode::BadData,
+                  "item " + std::to_string(i + 1) + ", choice " + std::to_string(c) + ": the continuation is " +
+                      std::to_string(cont.size()) + " tokens, longer than the " + std::to_string(maxLength) +
+                      "-token window scored",
+                  "Shorten the choice, or score with a longer --max-length (up to the model's context).");
+    }
+    Request q;
+    q.tokens.assign(ctx.begin(), ctx.end());
+    q.tokens.insert(q.tokens.end(), cont.begin(), cont.end());
+    // The model predicts tokens 1..end from 0..end-1; keep the last maxLength+1.
+    if (static_cast<std::int64_t>(q.tokens.size()) > maxLength + 1)
+      q.tokens.erase(q.tokens.begin(), q.tokens.end() - (maxLength + 1));
+    q.contLen = std::min(static_cast<std::int64_t>(cont.size()), static_cast<std::int64_t>(q.tokens.size()) - 1);
+    q.item = i;
+    q.choice = c;
+    return q;
+  }
+
+  // Every choice of the first n items as a request, in scoring order.
+  std::vector<Request> requests(const std::vector<ChoiceItem>& items, std::size_t n, const CancelToken& cancel) const {
+    std::vector<Request> all;
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t c = 0; c < items[i].choices.size(); ++c) {
+        Request q = request(items[i], i, c);
+        if (i % 256 == 0) throwIfCancelled(cancel, "multiple choice");
+        all.push_back(std::move(q));
+      }
+    }
+    // Longest first (as lm-eval orders them), so each batch is padded to its
+    // first request's length and the slowest batches come first.
+    std::stable_sort(all.begin(), all.end(),
+                     [](const Request& a, const Request& b) { return a.tokens.size() > b.tokens.size(); });
+    return all;
+  }
+
+  // The forward pass of one batch: each row's continuation log-likelihood,
+  // (B) float64 on the CPU.
+  torch::Tensor continuationLogLikelihoods(const PackedBatch& batch) const {
+    // Only the continuation's positions reach the output layer.
+    auto h = model->hidden(batch.input.to(device));
+    auto picked = h.index({torch::tensor(batch.rowIdx).to(device), torch::tensor(batch.posIdx).to(device)});   // (K, d)
+    auto logprobs = torch::log_softmax(model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();  // (K, V)
+    auto tokenLp = logprobs.gather(1, torch::tensor(batch.targets).unsqueeze(1)).squeeze(1);
+    return torch::zeros({batch.input.size(0)}, torch::kFloat64).index_add_(0, torch::tensor(batch.segment), tokenLp);
+  }
 };
 
 ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_unique<Impl>()) {
@@ -103,14 +169,6 @@ ChoiceScorer::~ChoiceScorer() = default;
 
 namespace {
 
-// One (context, choice) request: its tokens (context then continuation, the
-// last maxLength+1 kept) and how many of them are the continuation's.
-struct Request {
-  std::vector<std::int64_t> tokens;
-  std::int64_t contLen = 0;
-  std::size_t item = 0, choice = 0;
-};
-
 // acc, acc_norm and their standard errors from the hit counts of the `done`
 // items scored so far (lm-eval's mean_stderr of 0/1 hits: the sample
 // standard deviation over sqrt(n)).
@@ -128,6 +186,99 @@ void setFigures(ChoiceEvalResult& r, std::int64_t done, std::int64_t hits, std::
   r.accNormStderr = stderrOf(r.accNorm);
 }
 
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What score() counts as the batches come back.
+struct Tally {
+  std::vector<std::size_t> unscored;   // choices of each item not scored yet
+  std::int64_t done = 0, hits = 0, hitsNorm = 0;
+};
+
+// The result's lists sized for the first n items (every log-likelihood 0, no
+// prediction yet), and every choice of them not scored yet.
+Tally startItems(const std::vector<ChoiceItem>& items, std::size_t n, ChoiceEvalResult& r) {
+  Tally t;
+  r.logLikelihoods.resize(n);
+  r.predicted.assign(n, -1);
+  r.predictedNorm.assign(n, -1);
+  t.unscored.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    r.logLikelihoods[i].assign(items[i].choices.size(), 0.0);
+    t.unscored[i] = items[i].choices.size();
+  }
+  return t;
+}
+
+// How far one forward pass reaches from `next`: as many requests as fit the
+// token budget at the batch's width (at least one).
+std::size_t batchEnd(const std::vector<Request>& requests, std::size_t next, std::int64_t budget) {
+  const auto W = static_cast<std::int64_t>(requests[next].tokens.size()) - 1;
+  std::size_t end = next + 1;
+  while (end < requests.size() && static_cast<std::int64_t>(end - next + 1) * W <= budget) ++end;
+  return end;
+}
+
+// Rows of one forward pass: requests [next, end), right-padded to the batch's width.
+PackedBatch packBatch(const std::vector<Request>& requests, std::size_t next, std::size_t end) {
+  const auto W = static_cast<std::int64_t>(requests[next].tokens.size()) - 1;
+  const auto B = static_cast<std::int64_t>(end - next);
+  PackedBatch batch;
+  batch.input = torch::zeros({B, W}, torch::kInt64);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const Request& q = requests[next + static_cast<std::size_t>(b)];
+    const auto len = static_cast<std::int64_t>(q.tokens.size()) - 1;
+    std::copy(q.tokens.begin(), q.tokens.begin() + len, batch.input[b].data_ptr<std::int64_t>());
+    for (std::int64_t p = len - q.contLen; p < len; ++p) {   // the continuation's predicting positions
+      batch.rowIdx.push_back(b);
+      batch.posIdx.push_back(p);
+      batch.targets.push_back(q.tokens[static_cast<std::size_t>(p + 1)]);
+      batch.segment.push_back(b);
+    }
+  }
+  return batch;
+}
+
+// The item's last choice was scored: its predictions and hits.
+void recordItem(const ChoiceItem& item, std::size_t i, ChoiceEvalResult& r, Tally& t) {
+  const std::vector<double>& lls = r.logLikelihoods[i];
+  std::vector<double> norm(lls.size());
+  for (std::size_t c = 0; c < lls.size(); ++c) norm[c] = lls[c] / static_cast<double>(item.choices[c].size());
+  r.predicted[i] = argmax(lls);
+  r.predictedNorm[i] = argmax(norm);
+  ++t.done;
+  t.hits += r.predicted[i] == item.gold ? 1 : 0;
+  t.hitsNorm += r.predictedNorm[i] == item.gold ? 1 : 0;
+}
+
+// The log-likelihoods of one batch, requests from `next` on, into the result.
+void recordBatch(const std::vector<ChoiceItem>& items, const std::vector<Request>& requests, std::size_t next,
+                 const torch::Tensor& sums, ChoiceEvalResult& r, Tally& t) {
+  for (std::int64_t b = 0; b < sums.size(0); ++b) {
+    const Request& q = requests[next + static_cast<std::size_t>(b)];
+    r.logLikelihoods[q.item][q.choice] = sums[b].item<double>();
+    if (--t.unscored[q.item] > 0) continue;
+    recordItem(items[q.item], q.item, r, t);
+  }
+}
+
+// A cancelled score: the items left unscored are dropped.
+void dropUnscored(ChoiceEvalResult& r) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {
+    if (r.predicted[i] < 0) continue;
+    r.logLikelihoods[kept] = r.logLikelihoods[i];
+    r.predicted[kept] = r.predicted[i];
+    r.predictedNorm[kept] = r.predictedNorm[i];
+    r.scoredItems.push_back(i);
+    ++kept;
+  }
+  r.logLikelihoods.resize(kept);
+  r.predicted.resize(kept);
+  r.predictedNorm.resize(kept);
+}
+
 } // namespace
 
 ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
@@ -143,42 +294,8 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
     ChoiceEvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
     const std::size_t n = limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
-    std::vector<Request> requests;
-    r.logLikelihoods.resize(n);
-    r.predicted.assign(n, -1);
-    r.predictedNorm.assign(n, -1);
-    std::vector<std::size_t> unscored(n);   // choices of each item not scored yet
-    std::int64_t done = 0, hits = 0, hitsNorm = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const ChoiceItem& item = items[i];
-      r.logLikelihoods[i].assign(item.choices.size(), 0.0);
-      unscored[i] = item.choices.size();
-      for (std::size_t c = 0; c < item.choices.size(); ++c) {
-        auto [ctx, cont] = d.encodePair(item.contexts.empty() ? item.context : item.contexts[c], item.choices[c]);
-        if (static_cast<std::int64_t>(cont.size()) > d.maxLength) {  // lm-eval refuses it too
-          throw Error(ErrorCode::BadData,
-                      "item " + std::to_string(i + 1) + ", choice " + std::to_string(c) + ": the continuation is " +
-                          std::to_string(cont.size()) + " tokens, longer than the " + std::to_string(d.maxLength) +
-                          "-token window scored",
-                      "Shorten the choice, or score with a longer --max-length (up to the model's context).");
-        }
-        if (i % 256 == 0) throwIfCancelled(cancel, "multiple choice");
-        Request q;
-        q.tokens.assign(ctx.begin(), ctx.end());
-        q.tokens.insert(q.tokens.end(), cont.begin(), cont.end());
-        // The model predicts tokens 1..end from 0..end-1; keep the last maxLength+1.
-        if (static_cast<std::int64_t>(q.tokens.size()) > d.maxLength + 1)
-          q.tokens.erase(q.tokens.begin(), q.tokens.end() - (d.maxLength + 1));
-        q.contLen = std::min(static_cast<std::int64_t>(cont.size()), static_cast<std::int64_t>(q.tokens.size()) - 1);
-        q.item = i;
-        q.choice = c;
-        requests.push_back(std::move(q));
-      }
-    }
-    // Longest first (as lm-eval orders them), so each batch is padded to its
-    // first request's length and the slowest batches come first.
-    std::stable_sort(requests.begin(), requests.end(),
-                     [](const Request& a, const Request& b) { return a.tokens.size() > b.tokens.size(); });
+    Tally t = startItems(items, n, r);
+    const std::vector<Request> requests = d.requests(items, n, cancel);
     const std::int64_t budget = std::max<std::int64_t>(d.options.batchTokens, 1);
     std::size_t next = 0;
     while (next < requests.size()) {
@@ -186,70 +303,21 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
         r.cancelled = true;
         break;
       }
-      // Rows of one forward pass: as many requests as fit the token budget at
-      // the batch's width (at least one), right-padded.
-      const auto W = static_cast<std::int64_t>(requests[next].tokens.size()) - 1;
-      std::size_t end = next + 1;
-      while (end < requests.size() && static_cast<std::int64_t>(end - next + 1) * W <= budget) ++end;
-      const auto B = static_cast<std::int64_t>(end - next);
-      auto input = torch::zeros({B, W}, torch::kInt64);
-      std::vector<std::int64_t> rowIdx, posIdx, targets, segment;
-      for (std::int64_t b = 0; b < B; ++b) {
-        const Request& q = requests[next + static_cast<std::size_t>(b)];
-        const auto len = static_cast<std::int64_t>(q.tokens.size()) - 1;
-        std::copy(q.tokens.begin(), q.tokens.begin() + len, input[b].data_ptr<std::int64_t>());
-        for (std::int64_t p = len - q.contLen; p < len; ++p) {   // the continuation's predicting positions
-          rowIdx.push_back(b);
-          posIdx.push_back(p);
-          targets.push_back(q.tokens[static_cast<std::size_t>(p + 1)]);
-          segment.push_back(b);
-        }
-      }
-      // Only the continuation's positions reach the output layer.
-      auto h = d.model->hidden(input.to(d.device));
-      auto picked = h.index({torch::tensor(rowIdx).to(d.device), torch::tensor(posIdx).to(d.device)});   // (K, d)
-      auto logprobs = torch::log_softmax(d.model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();  // (K, V)
-      auto tokenLp = logprobs.gather(1, torch::tensor(targets).unsqueeze(1)).squeeze(1);
-      auto sums = torch::zeros({B}, torch::kFloat64).index_add_(0, torch::tensor(segment), tokenLp);
-      for (std::int64_t b = 0; b < B; ++b) {
-        const Request& q = requests[next + static_cast<std::size_t>(b)];
-        r.logLikelihoods[q.item][q.choice] = sums[b].item<double>();
-        if (--unscored[q.item] > 0) continue;
-        // The item's last choice: its predictions and hits.
-        const std::vector<double>& lls = r.logLikelihoods[q.item];
-        std::vector<double> norm(lls.size());
-        for (std::size_t c = 0; c < lls.size(); ++c) norm[c] = lls[c] / static_cast<double>(items[q.item].choices[c].size());
-        r.predicted[q.item] = argmax(lls);
-        r.predictedNorm[q.item] = argmax(norm);
-        ++done;
-        hits += r.predicted[q.item] == items[q.item].gold ? 1 : 0;
-        hitsNorm += r.predictedNorm[q.item] == items[q.item].gold ? 1 : 0;
-      }
+      const std::size_t end = batchEnd(requests, next, budget);
+      const torch::Tensor sums = d.continuationLogLikelihoods(packBatch(requests, next, end));
+      recordBatch(items, requests, next, sums, r, t);
       next = end;
       progress.progress("eval", static_cast<double>(next), static_cast<double>(requests.size()), "");
       if (partial && next < requests.size()) {
         ChoiceEvalResult sofar;   // the figures only
-        setFigures(sofar, done, hits, hitsNorm);
-        sofar.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        setFigures(sofar, t.done, t.hits, t.hitsNorm);
+        sofar.seconds = secondsSince(t0);
         partial(sofar);
       }
     }
-    setFigures(r, done, hits, hitsNorm);
-    if (r.cancelled) {   // the items left unscored are dropped
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < r.logLikelihoods.size(); ++i) {
-        if (r.predicted[i] < 0) continue;
-        r.logLikelihoods[kept] = r.logLikelihoods[i];
-        r.predicted[kept] = r.predicted[i];
-        r.predictedNorm[kept] = r.predictedNorm[i];
-        r.scoredItems.push_back(i);
-        ++kept;
-      }
-      r.logLikelihoods.resize(kept);
-      r.predicted.resize(kept);
-      r.predictedNorm.resize(kept);
-    }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    setFigures(r, t.done, t.hits, t.hitsNorm);
+    if (r.cancelled) dropUnscored(r);   // the items left unscored are dropped
+    r.seconds = secondsSince(t0);
     return r;
   });
 }

@@ -2,7 +2,9 @@
 // queued -> running -> completed (a second one waits for the single CPU slot);
 // cancel stops a run with exit 2 and status cancelled; a SIGKILLed child is
 // marked crashed; a dead run found on reopening is marked crashed.
+#include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QJsonDocument>
@@ -13,6 +15,7 @@
 #include <csignal>
 
 #include "jobs/engine_path.h"
+#include "jobs/engine_process.h"
 #include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "models/job_table_model.h"
@@ -393,6 +396,25 @@ private Q_SLOTS:
   }
 
   // After a resume the ETA follows the pace seen since, not the whole run's.
+  // A job's engine.log: opened at its first line, closed when the job ends;
+  // a run whose log folder was removed meanwhile gets it back on its next line.
+  void aJobLogIsWrittenAgainAfterItsFolderWasRemoved() {
+    QTemporaryDir dir;
+    JobLogFiles logs(dir.path());
+    const QString folder = dir.filePath(QStringLiteral("runs/7"));
+    logs.append(7, QStringLiteral("first"));
+    logs.append(7, QStringLiteral("second"));
+    auto read = [&] {
+      QFile f(folder + QStringLiteral("/engine.log"));
+      return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QStringLiteral("<missing>");
+    };
+    QCOMPARE(read(), QStringLiteral("first\nsecond\n"));   // flushed line by line
+    logs.close(7);
+    QVERIFY(QDir(folder).removeRecursively());
+    logs.append(7, QStringLiteral("retried"));
+    QCOMPARE(read(), QStringLiteral("retried\n"));
+  }
+
   void etaFollowsTheRecentPace() {
     JobInfo j;
     j.status = RunStatus::Running;

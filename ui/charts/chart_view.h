@@ -235,6 +235,15 @@ private:
     }
   };
 
+  // The constructor's steps: the plot and its navigation, the bar of
+  // controls (chart_bar.cpp), the plot / placeholder / grid stack, the legend
+  // and the redraw, poll and refine timers.
+  void createCanvas();
+  QWidget* buildBar();
+  QWidget* buildPlotStack();
+  void createLegend();
+  void startTimers();
+  void exportFromDialog();   // the Export… button: PNG, SVG or CSV, and the message beside it
   void rebuild();      // tracks (store reads) and curves
   void buildCurves();  // curves over the tracks for the mode
   void loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax);

@@ -112,12 +112,15 @@ void setRunColor(qint64 runId, const QColor& color) {
 
 void forgetRunColors() { registry().clear(); }
 
-QColor statusColor(const QString& status) {
-  if (status == QLatin1String("running")) return QColor(0x1f77b4);
-  if (status == QLatin1String("completed")) return QColor(0x2e7d32);
-  if (status == QLatin1String("failed") || status == QLatin1String("crashed")) return QColor(0xc62828);
-  if (status == QLatin1String("cancelled")) return QColor(0xef6c00);
-  return QColor(0x757575);  // queued
+QColor statusColor(RunStatus status) {
+  switch (status) {
+    case RunStatus::Running: return QColor(0x1f77b4);
+    case RunStatus::Completed: return QColor(0x2e7d32);
+    case RunStatus::Failed:
+    case RunStatus::Crashed: return QColor(0xc62828);
+    case RunStatus::Cancelled: return QColor(0xef6c00);
+    default: return QColor(0x757575);  // queued
+  }
 }
 
 } // namespace latentlab::ui

@@ -10,6 +10,8 @@
 #include <QHash>
 #include <vector>
 
+#include "latentlab/run_store.h"
+
 namespace latentlab::ui {
 
 QColor runColor(qint64 runId);
@@ -28,7 +30,7 @@ double labDistance(const QColor& a, const QColor& b);
 // familiar colours.
 QColor distinctColor(const std::vector<QColor>& taken);
 
-// Foreground colour of a status name (queued, running, completed, ...).
-QColor statusColor(const QString& status);
+// Foreground colour of a run's status.
+QColor statusColor(RunStatus status);
 
 } // namespace latentlab::ui

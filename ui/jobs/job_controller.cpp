@@ -3,17 +3,11 @@
 
 #include <optional>
 
-#include <QDir>
-#include <QFile>
-#include <QProcessEnvironment>
-#include <QThread>
-#include <arpa/inet.h>
-#include <csignal>
 #include <cmath>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <csignal>
 
+#include "jobs/engine_process.h"
+#include "jobs/job_placement.h"
 #include "latentlab/error.h"
 #include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
@@ -27,27 +21,6 @@ namespace {
 constexpr int kMaxLogLines = 2000;
 
 QString statusName(RunStatus s) { return QString::fromLatin1(runStatusName(s)); }
-
-// A loopback TCP port free right now, for a data-parallel job's rendezvous.
-int freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 29500;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-void killProcess(const QPointer<QProcess>& p) {
-  if (p != nullptr && p->state() != QProcess::NotRunning) p->kill();
-}
 
 } // namespace
 
@@ -91,7 +64,8 @@ double storePace(const std::vector<MetricPoint>& rows) {
 } // namespace
 
 JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent)
-    : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)) {
+    : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)),
+      m_logs(m_workspaceDir) {
   qRegisterMetaType<latentlab::RunStatus>("latentlab::RunStatus");   // statusChanged's argument, queued and spied
   m_externalTimer.setInterval(2000);
   connect(&m_externalTimer, &QTimer::timeout, this, &JobController::pollExternal);
@@ -143,24 +117,7 @@ qint64 JobController::processId(qint64 runId) const {
   return it.value()->process->processId();
 }
 
-QStringList JobController::rankDevices(const QString& device) {
-  QStringList out;
-  for (const std::string& d : deviceList(device.toStdString())) {
-    if (!d.empty()) out.push_back(QString::fromStdString(d).trimmed());
-  }
-  if (out.isEmpty()) out.push_back(QStringLiteral("cpu"));
-  return out;
-}
-
-QHash<QString, int> JobController::slotNeeds(const QString& device) {
-  // One slot per GPU rank; the CPU ranks of one job share the cores, so they take one CPU slot together.
-  QHash<QString, int> need;
-  for (const QString& d : rankDevices(device)) {
-    const QString slot = slotOf(d);
-    need[slot] = slot == QLatin1String("cpu") ? 1 : need.value(slot) + 1;
-  }
-  return need;
-}
+QStringList JobController::rankDevices(const QString& device) { return rankDevicesOf(device); }
 
 QList<qint64> JobController::rankProcessIds(qint64 runId) const {
   QList<qint64> out;
@@ -171,18 +128,11 @@ QList<qint64> JobController::rankProcessIds(qint64 runId) const {
   return out;
 }
 
-QString JobController::slotOf(const QString& device) {
-  if (device.startsWith(QLatin1String("cuda"))) return device == QLatin1String("cuda") ? QStringLiteral("cuda:0") : device;
-  return QStringLiteral("cpu");
-}
-
 void JobController::setDevices(const std::vector<DeviceInfo>& devices, const QString& runOn) {
   m_devices = devices;
   m_runOn = runOn;
   schedule();
 }
-
-int JobController::capacityOf(const QString& slot) const { return slot == QLatin1String("cpu") ? m_cpuSlots : 1; }
 
 bool JobController::markInStore(qint64 runId, RunStatus target, const QString& error) {
   try {
@@ -198,6 +148,7 @@ bool JobController::markInStore(qint64 runId, RunStatus target, const QString& e
 }
 
 void JobController::enqueue(qint64 runId, qint64 after) {
+  m_logs.close(runId);   // a retry writes to the log as it is now (its folder may have been removed)
   RunRecord rec;
   try {
     rec = m_store->run(runId);
@@ -285,76 +236,43 @@ bool JobController::prerequisiteMet(JobInfo& job) {
 }
 
 void JobController::schedule() {
-  QHash<QString, int> busy;
-  for (const auto& j : m_jobs) {
-    if (j.status != RunStatus::Running) continue;
-    const QHash<QString, int> held = slotNeeds(j.device);
-    for (auto it = held.cbegin(); it != held.cend(); ++it) busy[it.key()] += it.value();
-  }
+  SlotPool pool(m_cpuSlots);
+  for (const auto& j : m_jobs)
+    if (j.status == RunStatus::Running) pool.hold(j.device);
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
     if (j.status != RunStatus::Queued) continue;
     if (j.after != 0 && !prerequisiteMet(j)) continue;
     if (j.device == QLatin1String("cuda") && !m_devices.empty()) {
       // "cuda": the free GPU with the most memory that the plan says holds the run.
-      std::vector<std::string> taken;
-      for (auto it = busy.cbegin(); it != busy.cend(); ++it)
-        if (it.value() > 0) taken.push_back(it.key().toStdString());
       std::string chosen = "cuda";
       try {
-        const RunSpec spec = parseRunSpec(m_store->run(j.runId).specJson, "run " + std::to_string(j.runId));
-        std::int64_t sourceParameters = 0;
-        const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
-        chosen = chooseGpu(spec, cfg, sourceParameters, m_devices, taken);
+        chosen = placeOnGpu(m_store->run(j.runId).specJson, j.runId, m_devices, pool.busySlots());
       } catch (const Error&) {
-        // No plan (e.g. the model folder is gone): the engine says why when it starts.
+        // The run is gone from the store: the engine says so when it starts.
       }
       if (chosen.empty()) continue;   // waits for a GPU that holds it
       j.device = QString::fromStdString(chosen);
       appendLog(j, QStringLiteral("device: %1").arg(j.device));
     }
     // A data-parallel job starts when every one of its devices has room.
-    const QHash<QString, int> need = slotNeeds(j.device);
-    bool fits = true;
-    for (auto it = need.cbegin(); it != need.cend(); ++it) fits = fits && busy.value(it.key()) + it.value() <= capacityOf(it.key());
-    if (!fits) continue;
-    for (auto it = need.cbegin(); it != need.cend(); ++it) busy[it.key()] += it.value();
+    if (!pool.fits(j.device)) continue;
+    pool.hold(j.device);
     start(j);
   }
 }
 
 QProcess* JobController::spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port) {
-  auto* proc = new QProcess(this);
-  proc->setProgram(m_enginePath);
-  proc->setArguments({QStringLiteral("run"), QStringLiteral("--db"), QString::fromStdString(m_store->path().string()),
-                      QStringLiteral("--run"), QString::number(runId), QStringLiteral("--device"), device,
-                      QStringLiteral("--quiet")});
-  proc->setWorkingDirectory(m_workspaceDir);
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  if (worldSize > 1) {
-    // What torchrun sets for a one-node job of worldSize processes.
-    env.insert(QStringLiteral("RANK"), QString::number(rank));
-    env.insert(QStringLiteral("WORLD_SIZE"), QString::number(worldSize));
-    env.insert(QStringLiteral("LOCAL_RANK"), QString::number(rank));
-    env.insert(QStringLiteral("LOCAL_WORLD_SIZE"), QString::number(worldSize));
-    env.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
-    env.insert(QStringLiteral("MASTER_PORT"), QString::number(port));
-    env.insert(QStringLiteral("LATENTLAB_DIST"), QStringLiteral("on"));
-    // Share the cores among the CPU ranks instead of oversubscribing them.
-    if (device == QLatin1String("cpu") && !env.contains(QStringLiteral("OMP_NUM_THREADS"))) {
-      env.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(std::max(1, QThread::idealThreadCount() / worldSize)));
-    }
-  } else {
-    // A one-device job never joins a group, even inside a Slurm allocation.
-    env.insert(QStringLiteral("LATENTLAB_DIST"), QStringLiteral("off"));
-  }
-  proc->setProcessEnvironment(env);
-  // Its own process group (a Ctrl-C in the GUI's terminal does not reach it)
-  // and SIGPIPE ignored, so a job the user keeps outlives the GUI.
-  proc->setChildProcessModifier([] {
-    ::setpgid(0, 0);
-    std::signal(SIGPIPE, SIG_IGN);
-  });
+  EngineLaunch launch;
+  launch.enginePath = m_enginePath;
+  launch.dbPath = QString::fromStdString(m_store->path().string());
+  launch.workspaceDir = m_workspaceDir;
+  launch.runId = runId;
+  launch.device = device;
+  launch.rank = rank;
+  launch.worldSize = worldSize;
+  launch.port = port;
+  QProcess* proc = newEngineProcess(launch, this);
   connect(proc, &QProcess::errorOccurred, this, [this, runId](QProcess::ProcessError e) {
     if (e == QProcess::FailedToStart) onStartFailed(runId);
   });
@@ -569,6 +487,7 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
   }
   appendLog(job, QStringLiteral("engine exited (%1)").arg(exitStatus == QProcess::CrashExit ? QStringLiteral("signal %1").arg(exitCode)
                                                                                             : QStringLiteral("code %1").arg(exitCode)));
+  m_logs.close(runId);   // the job's last line: a retry opens its log afresh
   Q_EMIT finished(runId, reported);
   schedule();
 }
@@ -576,6 +495,7 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
 void JobController::setJobStatus(JobInfo& job, RunStatus status) {
   if (job.status == status) return;
   job.status = status;
+  if (isTerminal(status)) m_logs.close(job.runId);   // a later line reopens it
   Q_EMIT statusChanged(job.runId, status);
   Q_EMIT jobUpdated(job.runId);
 }
@@ -583,9 +503,7 @@ void JobController::setJobStatus(JobInfo& job, RunStatus status) {
 void JobController::appendLog(JobInfo& job, const QString& line) {
   job.log.push_back(line);
   if (job.log.size() > kMaxLogLines) job.log.removeFirst();
-  QFile file(QStringLiteral("%1/runs/%2/engine.log").arg(m_workspaceDir).arg(job.runId));
-  QDir().mkpath(QStringLiteral("%1/runs/%2").arg(m_workspaceDir).arg(job.runId));
-  if (file.open(QIODevice::Append | QIODevice::Text)) file.write(line.toUtf8() + '\n');
+  m_logs.append(job.runId, line);
   Q_EMIT logLine(job.runId, line);
 }
 
@@ -690,7 +608,10 @@ void JobController::clearFinished() {
   QVector<qint64> keep;
   for (qint64 id : m_order) {
     if (m_jobs[id].isActive()) keep.push_back(id);
-    else m_jobs.remove(id);
+    else {
+      m_jobs.remove(id);
+      m_logs.close(id);
+    }
   }
   if (keep.size() != m_order.size()) {
     m_order = keep;

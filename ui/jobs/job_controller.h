@@ -1,6 +1,8 @@
 // The job queue: one `latentlab-engine run --db DB --run ID` child process
 // per job (one per CUDA device, a limited number on the CPU), its JSON lines
 // turned into signals, cancel / kill / crash handling written to the store.
+// Where jobs go is jobs/job_placement.h; the child processes and their log
+// files are jobs/engine_process.h.
 // A job whose device lists several devices ("cuda:0,cuda:1", "cpu,cpu") is a
 // data-parallel job: one engine per device with RANK / WORLD_SIZE / LOCAL_RANK /
 // MASTER_ADDR / MASTER_PORT set as torchrun would; rank 0 reports.
@@ -20,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "jobs/engine_process.h"
 #include "jobs/line_protocol_parser.h"
 #include "latentlab/engine.h"
 #include "latentlab/run_store.h"
@@ -143,8 +146,6 @@ private:
   // running; a run that ended otherwise cancels the job (and false).
   bool prerequisiteMet(JobInfo& job);
   bool markInStore(qint64 runId, RunStatus status, const QString& error);
-  static QString slotOf(const QString& device);
-  static QHash<QString, int> slotNeeds(const QString& device);
   void onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus);
   QProcess* spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port);
 
@@ -153,8 +154,6 @@ public:
   static QStringList rankDevices(const QString& device);
 
 private:
-  int capacityOf(const QString& slot) const;
-
   std::shared_ptr<RunStore> m_store;
   QString m_workspaceDir;
   QString m_enginePath;
@@ -166,6 +165,7 @@ private:
   QTimer m_externalTimer;
   std::vector<DeviceInfo> m_devices;
   QString m_runOn;
+  JobLogFiles m_logs;
 };
 
 } // namespace latentlab::ui

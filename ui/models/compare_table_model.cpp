@@ -71,7 +71,7 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
   r.id = id;
   const RunRecord rec = m_store->run(id);
   r.name = QString::fromStdString(rec.name);
-  r.status = QString::fromLatin1(runStatusName(rec.status));
+  r.status = rec.status;
   r.spec = flattenJson(QString::fromStdString(rec.specJson));
   const QJsonObject summary = QJsonDocument::fromJson(QByteArray::fromStdString(rec.summaryJson)).object();
   // Validation loss from the stored rows (live and finished alike); they are few.
@@ -262,7 +262,7 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
   if (key == QLatin1String("kv_saving")) return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
   if (key == QLatin1String("parameters")) return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
   if (key == QLatin1String("tokens_per_s")) return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
-  if (key == QLatin1String("status")) return r.status;
+  if (key == QLatin1String("status")) return QString::fromLatin1(runStatusName(r.status));
   return {};
 }
 

@@ -57,7 +57,7 @@ private:
   struct Row {
     qint64 id = 0;
     QString name;
-    QString status;
+    RunStatus status = RunStatus::Queued;
     QMap<QString, QString> spec;  // flattened
     std::optional<double> finalVal, bestVal, matchedVal, kvSaving, tokensPerS;
     std::vector<CurvePoint> val;  // (tokens, validation loss)

@@ -74,7 +74,7 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
         default: return {};
       }
     case Qt::ForegroundRole:
-      return idx.column() == StatusColumn ? QVariant(statusColor(QString::fromLatin1(runStatusName(j->status)))) : QVariant();
+      return idx.column() == StatusColumn ? QVariant(statusColor(j->status)) : QVariant();
     case Qt::ToolTipRole:
       return j->error.isEmpty() ? QVariant(j->device) : QVariant(j->error);
     case Qt::TextAlignmentRole:

@@ -48,7 +48,7 @@ std::vector<RunTreeModel::ExperimentRow> RunTreeModel::load() const {
       row.id = r.id;
       row.name = QString::fromStdString(r.name);
       row.kind = QString::fromStdString(r.kind);
-      row.status = QString::fromLatin1(runStatusName(r.status));
+      row.status = r.status;
       row.error = QString::fromStdString(r.error);
       if (auto last = m_store->lastStep(r.id, "train/loss")) {
         row.step = *last;
@@ -207,11 +207,11 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
     case ExperimentIdRole: return e.id;
     case IsRunRole: return true;
     case NameRole: return r.name;
-    case StatusRole: return r.status;
+    case StatusRole: return QVariant::fromValue(r.status);
     case Qt::DisplayRole:
       switch (idx.column()) {
         case NameColumn: return r.name;
-        case StatusColumn: return r.status;
+        case StatusColumn: return QString::fromLatin1(runStatusName(r.status));
         case StepColumn: return r.step >= 0 ? QVariant(r.step) : QVariant(QStringLiteral("–"));
         case LossColumn: return r.hasLoss ? QVariant(QString::number(r.loss, 'f', 3)) : QVariant(QStringLiteral("–"));
         default: return {};
@@ -226,7 +226,7 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
       return QStringLiteral("%1\nrun %2 · %3 · %4%5")
           .arg(r.name)
           .arg(r.id)
-          .arg(r.kind, r.status, r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
+          .arg(r.kind, QString::fromLatin1(runStatusName(r.status)), r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
     default: return {};
   }
 }

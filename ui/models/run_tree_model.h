@@ -8,10 +8,7 @@
 #include <memory>
 #include <vector>
 
-namespace latentlab {
-class RunStore;
-struct RunRecord;
-}
+#include "latentlab/run_store.h"
 
 namespace latentlab::ui {
 
@@ -20,7 +17,7 @@ class RunTreeModel : public QAbstractItemModel {
 public:
   enum Column { NameColumn, StatusColumn, StepColumn, LossColumn, ColumnCount };
   // NameRole: the experiment's or run's name alone (an experiment's display
-  // adds its run count).
+  // adds its run count); StatusRole: a run's RunStatus.
   enum Role { RunIdRole = Qt::UserRole + 1, ExperimentIdRole, IsRunRole, StatusRole, NameRole };
 
   explicit RunTreeModel(std::shared_ptr<RunStore> store, QObject* parent = nullptr);
@@ -51,7 +48,7 @@ private:
     qint64 id = 0;
     QString name;
     QString kind;
-    QString status;
+    RunStatus status = RunStatus::Queued;
     QString error;
     qint64 step = -1;
     double loss = 0;

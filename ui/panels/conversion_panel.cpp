@@ -46,6 +46,14 @@ QSpinBox* spin(int lo, int hi, int value, const QString& special = {}) {
 } // namespace
 
 ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
+  createFields();
+  buildLayout();
+  connectSignals();
+  update();
+}
+
+// The settings' fields; the group boxes lay them out.
+void ConversionPanel::createFields() {
   m_method = new QComboBox;
   m_method->addItem(tr("None (keep the original attention)"), QStringLiteral("none"));
   m_method->addItem(tr("MHA2MLA (partial RoPE + low-rank KV)"), QStringLiteral("mha2mla"));
@@ -92,11 +100,17 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_cacheDType->addItem(QStringLiteral("bf16"), static_cast<int>(DType::BF16));
   m_cacheDType->addItem(QStringLiteral("fp16"), static_cast<int>(DType::F16));
   m_cacheDType->addItem(QStringLiteral("fp32"), static_cast<int>(DType::F32));
+}
 
+QGroupBox* ConversionPanel::buildMethodBox() {
   auto* methodBox = new QGroupBox(tr("Method"));
   auto* ml = new QFormLayout(methodBox);
   ml->addRow(tr("Conversion:"), m_method);
+  return methodBox;
+}
 
+// The settings of the chosen method, in m_settingsBox.
+void ConversionPanel::buildSettingsBox() {
   m_settingsBox = new QGroupBox(tr("Conversion settings"));
   auto* sl = new QFormLayout(m_settingsBox);
   sl->setLabelAlignment(Qt::AlignRight);
@@ -114,7 +128,9 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   m_ropeNote->setWordWrap(true);
   // In the panel's text colour: it describes the choice made, not a disabled field.
   sl->addRow(m_ropeNote);
+}
 
+QGroupBox* ConversionPanel::buildPreviewBox() {
   auto* preview = new QGroupBox(tr("KV-cache preview"));
   auto* pl = new QFormLayout(preview);
   pl->setLabelAlignment(Qt::AlignRight);
@@ -136,6 +152,13 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   pl->addRow(tr("Per token:"), m_perToken);
   pl->addRow(tr("Saving:"), m_saving);
   pl->addRow(tr("Whole cache:"), m_total);
+  return preview;
+}
+
+void ConversionPanel::buildLayout() {
+  QGroupBox* methodBox = buildMethodBox();
+  buildSettingsBox();
+  QGroupBox* preview = buildPreviewBox();
 
   m_banner = new MessageBanner;
   m_banner->setDismissable(false);
@@ -147,7 +170,9 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(m_banner);
   layout->addWidget(preview);
   layout->addStretch(1);
+}
 
+void ConversionPanel::connectSignals() {
   auto changed = [this] { update(); };
   // Each target starts on its usual factorisation: the DeepSeek target is defined by its activations.
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
@@ -165,7 +190,6 @@ ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   connect(m_dKv, &QSpinBox::valueChanged, this, changed);
   connect(m_context, &QSpinBox::valueChanged, this, changed);
   connect(m_batch, &QSpinBox::valueChanged, this, changed);
-  update();
 }
 
 void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {

@@ -58,6 +58,13 @@ Q_SIGNALS:
   void validityChanged(const QString& reason);
 
 private:
+  // The constructor's parts: the fields, one builder per group box, the layout, the connections.
+  void createFields();
+  QGroupBox* buildMethodBox();
+  void buildSettingsBox();
+  QGroupBox* buildPreviewBox();
+  void buildLayout();
+  void connectSignals();
   void update();
 
   std::optional<ModelConfig> m_config;

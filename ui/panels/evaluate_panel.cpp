@@ -1,3 +1,4 @@
+// Evaluate tab: the evaluation job's choices and the chosen model's stored results.
 #include "panels/evaluate_panel.h"
 
 #include <QCheckBox>
@@ -79,9 +80,32 @@ int contextOf(const QString& modelDir) {
 
 EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceDir, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)), m_workspace(std::move(workspaceDir)) {
+  buildLayout();
+  connectSignals();
+  refresh();
+}
+
+// The panel top to bottom: the model, its stored results, then a new evaluation.
+void EvaluatePanel::buildLayout() {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
 
+  layout->addWidget(buildModelBox());
+
+  // What is stored for the chosen model, first: the reason to come here.
+  layout->addWidget(buildResultsBox(), 1);
+
+  auto* heading = new QLabel(tr("<b>New evaluation</b> of this model"));
+  layout->addWidget(heading);
+  layout->addWidget(buildTasksBox());
+  layout->addWidget(buildPasskeyBox());
+  layout->addLayout(buildRunRow());
+  m_status = new QLabel;
+  m_status->setWordWrap(true);
+  layout->addWidget(m_status);
+}
+
+QGroupBox* EvaluatePanel::buildModelBox() {
   auto* what = new QGroupBox(tr("Model"));
   auto* wl = new QHBoxLayout(what);
   m_model = new QComboBox;
@@ -91,9 +115,10 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_folder->setToolTip(tr("Add a Hugging Face model folder (config.json, safetensors, tokenizer.json)"));
   wl->addWidget(m_model, 1);
   wl->addWidget(m_folder);
-  layout->addWidget(what);
+  return what;
+}
 
-  // What is stored for the chosen model, first: the reason to come here.
+QGroupBox* EvaluatePanel::buildResultsBox() {
   auto* results = new QGroupBox(tr("Results of this model"));
   auto* rl = new QVBoxLayout(results);
   m_results = new QTableWidget(0, 4);
@@ -107,20 +132,20 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_heatmap = new PasskeyHeatmap;
   m_heatmap->setMinimumHeight(180);
   rl->addWidget(m_heatmap, 1);
-  layout->addWidget(results, 1);
+  return results;
+}
 
-  auto* heading = new QLabel(tr("<b>New evaluation</b> of this model"));
-  layout->addWidget(heading);
+QGroupBox* EvaluatePanel::buildTasksBox() {
   auto* tasks = new QGroupBox(tr("Multiple-choice tasks"));
   tasks->setToolTip(tr("Scored by log-likelihood as lm-evaluation-harness does: acc and acc_norm"));
   auto* tl = new QFormLayout(tasks);
   m_taskFile = new QLineEdit;
   m_taskFile->setPlaceholderText(tr("JSONL or a benchmark's file"));
-  auto* browse = new QPushButton(tr("…"));
-  browse->setMaximumWidth(30);
+  m_browse = new QPushButton(tr("…"));
+  m_browse->setMaximumWidth(30);
   auto* fileRow = new QHBoxLayout;
   fileRow->addWidget(m_taskFile, 1);
-  fileRow->addWidget(browse);
+  fileRow->addWidget(m_browse);
   tl->addRow(tr("File"), fileRow);
   m_format = new QComboBox;
   for (const std::string& f : choiceNames<TaskFormat>()) m_format->addItem(QString::fromStdString(f));
@@ -140,8 +165,10 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_limit->setRange(0, 1000000);
   m_limit->setSpecialValueText(tr("all items"));
   tl->addRow(tr("Items per task"), m_limit);
-  layout->addWidget(tasks);
+  return tasks;
+}
 
+QGroupBox* EvaluatePanel::buildPasskeyBox() {
   auto* passkey = new QGroupBox(tr("Long-context retrieval"));
   auto* pl = new QFormLayout(passkey);
   m_passkey = new QCheckBox(tr("Passkey test"));
@@ -157,8 +184,11 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   m_trials->setRange(1, 100);
   m_trials->setValue(3);
   pl->addRow(tr("Keys per cell"), m_trials);
-  layout->addWidget(passkey);
+  return passkey;
+}
 
+// The device and the Evaluate button.
+QHBoxLayout* EvaluatePanel::buildRunRow() {
   auto* runRow = new QHBoxLayout;
   m_device = new QComboBox;
   m_device->addItem(QStringLiteral("cpu"));
@@ -167,13 +197,11 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
   runRow->addWidget(m_device);
   runRow->addStretch(1);
   runRow->addWidget(m_evaluate);
-  layout->addLayout(runRow);
-  m_status = new QLabel;
-  m_status->setWordWrap(true);
-  layout->addWidget(m_status);
+  return runRow;
+}
 
-
-  connect(browse, &QPushButton::clicked, this, [this] {
+void EvaluatePanel::connectSignals() {
+  connect(m_browse, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Task file"), QString(), tr("Tasks (*.jsonl *.json *.csv);;All files (*)"));
     if (!f.isEmpty()) m_taskFile->setText(f);
   });
@@ -196,7 +224,6 @@ EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceD
     const RunSpec s = spec();
     if (!s.name.empty()) Q_EMIT evaluateRequested(s);
   });
-  refresh();
 }
 
 void EvaluatePanel::setDevices(const QStringList& devices) {

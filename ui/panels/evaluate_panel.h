@@ -13,6 +13,8 @@
 
 class QCheckBox;
 class QComboBox;
+class QGroupBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -66,6 +68,14 @@ Q_SIGNALS:
   void evaluateRequested(const RunSpec& spec);
 
 private:
+  // The constructor's parts: the layout (one builder per group box), the connections.
+  void buildLayout();
+  QGroupBox* buildModelBox();
+  QGroupBox* buildResultsBox();
+  QGroupBox* buildTasksBox();
+  QGroupBox* buildPasskeyBox();
+  QHBoxLayout* buildRunRow();
+  void connectSignals();
   void addTask();
   void updateState();
   void followContext();   // the passkey lengths the chosen model's context allows
@@ -84,6 +94,7 @@ private:
   QComboBox* m_model = nullptr;
   QPushButton* m_folder = nullptr;
   QLineEdit* m_taskFile = nullptr;
+  QPushButton* m_browse = nullptr;   // picks m_taskFile
   QComboBox* m_format = nullptr;
   QLineEdit* m_extra = nullptr;   // piqa labels / mmlu dev CSV
   QPushButton* m_addTask = nullptr;

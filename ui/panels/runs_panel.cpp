@@ -61,18 +61,18 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
   connect(m_view, &QTreeView::customContextMenuRequested, this, [this](const QPoint& pos) {
     const qint64 id = currentRunId();
     if (id == 0) return;
-    const QString status = m_model->indexOfRun(id).data(RunTreeModel::StatusRole).toString();
+    const auto status = m_model->indexOfRun(id).data(RunTreeModel::StatusRole).value<RunStatus>();
     QMenu menu(this);
-    QAction* retry = menu.addAction(status == QLatin1String("queued") ? tr("Start") : tr("Retry / resume"));
-    retry->setEnabled(status != QLatin1String("running") && status != QLatin1String("completed"));
+    QAction* retry = menu.addAction(status == RunStatus::Queued ? tr("Start") : tr("Retry / resume"));
+    retry->setEnabled(status != RunStatus::Running && status != RunStatus::Completed);
     QAction* cancel = menu.addAction(tr("Cancel"));
-    cancel->setEnabled(status == QLatin1String("running") || status == QLatin1String("queued"));
+    cancel->setEnabled(status == RunStatus::Running || status == RunStatus::Queued);
     QAction* exportCsv = menu.addAction(tr("Export metrics as CSV…"));
     QAction* exportModel = menu.addAction(tr("Export checkpoint as DeepSeek-V3…"));
     QAction* colour = menu.addAction(tr("Colour…"));
     menu.addSeparator();
     QAction* del = menu.addAction(tr("Delete run"));
-    del->setEnabled(status != QLatin1String("running"));
+    del->setEnabled(status != RunStatus::Running);
     QAction* chosen = menu.exec(m_view->viewport()->mapToGlobal(pos));
     if (chosen == retry) Q_EMIT retryRequested(id);
     else if (chosen == cancel) Q_EMIT cancelRequested(id);

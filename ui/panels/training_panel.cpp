@@ -68,6 +68,16 @@ QFormLayout* form(QGroupBox* box) {
 } // namespace
 
 TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
+  createFields();
+  buildLayout();
+  connectSignals();
+  setDevices({QStringLiteral("cpu")});
+  setSpec(RunSpec{});
+  updateCacheDType();
+}
+
+// The editors of the spec's fields; the group boxes lay them out.
+void TrainingPanel::createFields() {
   m_name = new QLineEdit;
   m_name->setPlaceholderText(tr("e.g. smollm dkv16 2-norm"));
   m_corpus = new QLineEdit;
@@ -127,13 +137,9 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_recompute->setToolTip(tr("Keep one tensor a decoder layer and run the layer again in backward: much less "
                              "activation memory for about a third more compute; the same gradients"));
   m_lrCurve = new LrCurveView;
+}
 
-  auto* runBox = new QGroupBox(tr("Run"));
-  auto* rf = form(runBox);
-  rf->addRow(tr("Name:"), m_name);
-
-  m_attention = new AttentionPanel;
-
+QGroupBox* TrainingPanel::buildDataBox() {
   auto* dataBox = new QGroupBox(tr("Data"));
   auto* df = form(dataBox);
   df->addRow(tr("Corpus:"), m_corpus);
@@ -141,7 +147,10 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   df->addRow(tr("Vocabulary (trained):"), m_vocab);
   df->addRow(tr("Sequence length:"), m_seqLen);
   df->addRow(tr("Validation share:"), m_valShare);
+  return dataBox;
+}
 
+QGroupBox* TrainingPanel::buildOptimiserBox() {
   auto* optBox = new QGroupBox(tr("Optimiser (AdamW)"));
   auto* of = form(optBox);
   of->addRow(tr("Learning rate:"), m_lr);
@@ -152,7 +161,10 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   of->addRow(tr("ε:"), m_eps);
   of->addRow(tr("Weight decay:"), m_wd);
   of->addRow(tr("Gradient clip:"), m_clip);
+  return optBox;
+}
 
+QGroupBox* TrainingPanel::buildScheduleBox() {
   auto* schedBox = new QGroupBox(tr("Schedule"));
   auto* sf = form(schedBox);
   sf->addRow(tr("Kind:"), m_schedule);
@@ -160,7 +172,10 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   sf->addRow(tr("Decay steps:"), m_decay);
   sf->addRow(tr("Min LR ratio:"), m_minLr);
   sf->addRow(m_lrCurve);
+  return schedBox;
+}
 
+QGroupBox* TrainingPanel::buildLengthBox() {
   auto* lenBox = new QGroupBox(tr("Length and batch"));
   auto* lf = form(lenBox);
   lf->addRow(tr("Steps:"), m_steps);
@@ -169,13 +184,21 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   lf->addRow(tr("Seed:"), m_seed);
   lf->addRow(m_zeroInit);
   lf->addRow(m_recompute);
+  return lenBox;
+}
 
+QGroupBox* TrainingPanel::buildEvalBox() {
   auto* evalBox = new QGroupBox(tr("Evaluation and checkpoints"));
   auto* ef = form(evalBox);
   ef->addRow(tr("Evaluate every:"), m_evalEvery);
   ef->addRow(tr("Eval batches:"), m_evalBatches);
   ef->addRow(tr("Checkpoint every:"), m_ckptEvery);
+  return evalBox;
+}
 
+// The device group; it also makes the memory plan label, which buildLayout()
+// keeps in view under the fields.
+QGroupBox* TrainingPanel::buildDeviceBox() {
   auto* devBox = new QGroupBox(tr("Device"));
   auto* vf = form(devBox);
   vf->addRow(tr("Device:"), m_device);
@@ -187,6 +210,23 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_memory->setTextFormat(Qt::RichText);
   m_memory->setToolTip(tr("What one device holds at the run's peak, predicted from the model's shape and these "
                           "settings (docs/memory.md); the same plan `latentlab-engine run SPEC --check` prints"));
+  return devBox;
+}
+
+// Every group of the spec, one under another, in a scroll area.
+QScrollArea* TrainingPanel::buildFieldArea() {
+  auto* runBox = new QGroupBox(tr("Run"));
+  auto* rf = form(runBox);
+  rf->addRow(tr("Name:"), m_name);
+
+  m_attention = new AttentionPanel;
+
+  QGroupBox* dataBox = buildDataBox();
+  QGroupBox* optBox = buildOptimiserBox();
+  QGroupBox* schedBox = buildScheduleBox();
+  QGroupBox* lenBox = buildLengthBox();
+  QGroupBox* evalBox = buildEvalBox();
+  QGroupBox* devBox = buildDeviceBox();
 
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
@@ -202,10 +242,16 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
   // Never cut off: a panel narrower than its fields scrolls sideways too.
+  return scroll;
+}
+
+// The fields, then the memory plan, the messages and the buttons under them.
+void TrainingPanel::buildLayout() {
+  QScrollArea* scroll = buildFieldArea();
 
   m_banner = new MessageBanner;
-  auto* load = new QPushButton(tr("Load spec…"));
-  auto* save = new QPushButton(tr("Save spec…"));
+  m_load = new QPushButton(tr("Load spec…"));
+  m_save = new QPushButton(tr("Save spec…"));
   m_run = new QPushButton(tr("Run"));
   m_run->setDefault(true);
   m_run->setMinimumWidth(96);
@@ -215,8 +261,8 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   m_blockedLabel->setStyleSheet(QStringLiteral("color: #c62828;"));
   m_blockedLabel->hide();
   auto* buttons = new QHBoxLayout;
-  buttons->addWidget(load);
-  buttons->addWidget(save);
+  buttons->addWidget(m_load);
+  buttons->addWidget(m_save);
   buttons->addStretch(1);
   buttons->addWidget(m_run);
 
@@ -232,14 +278,16 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(m_banner);
   layout->addWidget(m_blockedLabel);
   layout->addLayout(buttons);
+}
 
+void TrainingPanel::connectSignals() {
   connect(m_run, &QPushButton::clicked, this, [this] { Q_EMIT runRequested(spec()); });
-  connect(save, &QPushButton::clicked, this, [this] {
+  connect(m_save, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save run spec"), m_name->text() + QStringLiteral(".json"),
                                                       tr("Run spec (*.json)"));
     if (!path.isEmpty()) saveSpecFile(path);
   });
-  connect(load, &QPushButton::clicked, this, [this] {
+  connect(m_load, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Load run spec"), {}, tr("Run spec (*.json)"));
     if (!path.isEmpty()) loadSpecFile(path);
   });
@@ -264,15 +312,14 @@ TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   // A variant changes the weights, activations and cache the plan counts; its
   // KV figure is in the dtype the run trains in.
   connect(m_attention, &AttentionPanel::changed, this, memoryChanged);
-  auto cacheDType = [this] {
-    m_attention->setCacheDType(
-        runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto), m_device->currentText()));
-  };
+  auto cacheDType = [this] { updateCacheDType(); };
   connect(m_precision, &QComboBox::currentTextChanged, this, cacheDType);
   connect(m_device, &QComboBox::currentTextChanged, this, cacheDType);
-  setDevices({QStringLiteral("cpu")});
-  setSpec(RunSpec{});
-  cacheDType();
+}
+
+void TrainingPanel::updateCacheDType() {
+  m_attention->setCacheDType(
+      runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto), m_device->currentText()));
 }
 
 void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {

@@ -17,9 +17,11 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QScrollArea;
 class QSpinBox;
 
 namespace latentlab::ui {
@@ -70,6 +72,19 @@ Q_SIGNALS:
   void specLoaded(const latentlab::RunSpec& spec);
 
 private:
+  // The constructor's parts: the fields, one builder per group box, the layout, the connections.
+  void createFields();
+  QGroupBox* buildDataBox();
+  QGroupBox* buildOptimiserBox();
+  QGroupBox* buildScheduleBox();
+  QGroupBox* buildLengthBox();
+  QGroupBox* buildEvalBox();
+  QGroupBox* buildDeviceBox();
+  QScrollArea* buildFieldArea();
+  void buildLayout();
+  void connectSignals();
+  // The attention panel's KV figure follows the dtype the run trains in.
+  void updateCacheDType();
   void updateLrCurve();
   void updateRunState();
   void scheduleMemoryPlan();
@@ -112,6 +127,8 @@ private:
   LrCurveView* m_lrCurve = nullptr;
   AttentionPanel* m_attention = nullptr;
   MessageBanner* m_banner = nullptr;
+  QPushButton* m_load = nullptr;
+  QPushButton* m_save = nullptr;
   QPushButton* m_run = nullptr;
   QLabel* m_blockedLabel = nullptr;
   QLabel* m_memory = nullptr;
