@@ -12,8 +12,7 @@
 
 namespace latentlab::cli {
 
-Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-           const std::set<std::string>& options) {
+Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& options) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) == 0 && a.size() > 2) {
@@ -88,7 +87,7 @@ double Args::getDouble(const std::string& name, double fallback, double min, dou
     throw Error(ErrorCode::BadInput, "--" + name + " must be a number, got '" + *v + "'");
   }
   if (!std::isfinite(x) || errno == ERANGE || x < min || x > max) {
-    auto shortest = [](double d) {   // 0 and 1000000, not 0.000000 and 1000000.000000
+    auto shortest = [](double d) {  // 0 and 1000000, not 0.000000 and 1000000.000000
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.10g", d);
       return std::string(buf);
@@ -99,4 +98,4 @@ double Args::getDouble(const std::string& name, double fallback, double min, dou
   return x;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

@@ -12,10 +12,9 @@
 namespace latentlab::cli {
 
 class Args {
-public:
+ public:
   // `flags` take no value; every other --option takes one.
-  Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-       const std::set<std::string>& options);
+  Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& options);
 
   bool flag(const std::string& name) const { return m_flags.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
@@ -29,7 +28,7 @@ public:
   double getDouble(const std::string& name, double fallback, double min, double max) const;
   const std::vector<std::string>& positionals() const { return m_positionals; }
 
-private:
+ private:
   std::set<std::string> m_flags;
   std::map<std::string, std::string> m_values;
   std::vector<std::string> m_positionals;
@@ -38,4 +37,4 @@ private:
 // The same rules for a positional argument or any other text: `what` names it.
 std::int64_t parseInteger(const std::string& text, const std::string& what, std::int64_t min, std::int64_t max);
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

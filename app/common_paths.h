@@ -11,4 +11,4 @@ inline std::filesystem::path workspaceOf(const std::filesystem::path& db) {
   return abs.has_parent_path() ? abs.parent_path() : std::filesystem::current_path();
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

@@ -11,10 +11,14 @@ namespace latentlab::cli {
 
 namespace {
 CancelToken g_cancel;
-void onSignal(int) { g_cancel.request(); }
-} // namespace
+void onSignal(int) {
+  g_cancel.request();
+}
+}  // namespace
 
-CancelToken& cancelToken() { return g_cancel; }
+CancelToken& cancelToken() {
+  return g_cancel;
+}
 
 void installCancelHandlers() {
   std::signal(SIGINT, onSignal);
@@ -56,5 +60,4 @@ void StderrProgress::log(LogLevel level, std::string_view message) {
   std::fprintf(stderr, "%s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(message.size()), message.data());
 }
 
-
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

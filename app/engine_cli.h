@@ -17,13 +17,13 @@ void watchStdinForCancel();
 
 // Progress as a one-line bar on stderr, redrawn in place.
 class StderrProgress final : public ProgressSink {
-public:
+ public:
   explicit StderrProgress(bool quiet) : m_quiet(quiet) {}
   ~StderrProgress() override;
   void progress(std::string_view stage, double done, double total, std::string_view detail) override;
   void log(LogLevel level, std::string_view message) override;
 
-private:
+ private:
   bool m_quiet;
   bool m_drawn = false;
 };
@@ -38,4 +38,4 @@ class Args;
 // `eval DIR --passkey FILE` (verb_passkey.cpp).
 int evalPasskey(const Args& args);
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

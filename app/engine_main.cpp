@@ -1,7 +1,7 @@
 // latentlab-engine: the headless engine. One verb per job; exit codes
 // 0 done, 1 error, 2 cancelled.
-#include <csignal>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -12,12 +12,12 @@
 #include <string>
 
 #include "cli_args.h"
-#include "latentlab/multiple_choice.h"
 #include "engine_cli.h"
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
 #include "latentlab/memory_plan.h"
+#include "latentlab/multiple_choice.h"
 #include "latentlab/version.h"
 
 using namespace latentlab;
@@ -27,26 +27,25 @@ using namespace latentlab::cli;
 
 namespace {
 
-
-const char* kMainHelp =
-    "latentlab-engine " LATENTLAB_VERSION " - MHA/GQA to MLA conversion and latent-attention training\n"
-    "\n"
-    "usage: latentlab-engine VERB [options]   (VERB --help for its options)\n"
-    "\n"
-    "verbs:\n"
-    "  inspect DIR        architecture, parameters, KV cache per token of an HF model folder\n"
-    "  eval DIR           mean loss and perplexity over a held-out token stream\n"
-    "  generate           text from a model with its own (latent) cache, streamed\n"
-    "  convert            MHA/GQA -> MLA conversion (MHA2MLA or DeepSeek-V3 attention)\n"
-    "  export             write a converted or MLA model as a DeepSeek-V3 checkpoint\n"
-    "  init               write a randomly initialised built-in architecture\n"
-    "  run                run a training job (a spec file, or a run in a workspace DB)\n"
-    "  runs               list, show or export the runs of a workspace DB\n"
-    "  demo               pre-train the demo base models and run the demo experiment\n"
-    "  devices            devices LibTorch can use here\n"
-    "  version            versions of LatentLab and LibTorch\n"
-    "\n"
-    "exit codes: 0 done, 1 error, 2 cancelled\n";
+const char* kMainHelp = "latentlab-engine " LATENTLAB_VERSION
+                        " - MHA/GQA to MLA conversion and latent-attention training\n"
+                        "\n"
+                        "usage: latentlab-engine VERB [options]   (VERB --help for its options)\n"
+                        "\n"
+                        "verbs:\n"
+                        "  inspect DIR        architecture, parameters, KV cache per token of an HF model folder\n"
+                        "  eval DIR           mean loss and perplexity over a held-out token stream\n"
+                        "  generate           text from a model with its own (latent) cache, streamed\n"
+                        "  convert            MHA/GQA -> MLA conversion (MHA2MLA or DeepSeek-V3 attention)\n"
+                        "  export             write a converted or MLA model as a DeepSeek-V3 checkpoint\n"
+                        "  init               write a randomly initialised built-in architecture\n"
+                        "  run                run a training job (a spec file, or a run in a workspace DB)\n"
+                        "  runs               list, show or export the runs of a workspace DB\n"
+                        "  demo               pre-train the demo base models and run the demo experiment\n"
+                        "  devices            devices LibTorch can use here\n"
+                        "  version            versions of LatentLab and LibTorch\n"
+                        "\n"
+                        "exit codes: 0 done, 1 error, 2 cancelled\n";
 
 // `inspect`'s usage, printed for --help or without exactly one DIR.
 void printInspectUsage() {
@@ -97,8 +96,8 @@ json summaryJson(const ModelSummary& s) {
 
 // The RoPE settings: type, theta, and the scaling's factor and original context when set.
 json ropeJson(const ModelConfig& c) {
-  json rope = {{"type", c.ropeScaling.type}, {"theta", c.ropeTheta},
-               {"attention_scaling", c.ropeScaling.attentionScaling()}};
+  json rope = {
+      {"type", c.ropeScaling.type}, {"theta", c.ropeTheta}, {"attention_scaling", c.ropeScaling.attentionScaling()}};
   if (!c.ropeScaling.isDefault()) rope["factor"] = c.ropeScaling.factor;
   if (c.ropeScaling.originalMaxPositionEmbeddings > 0)
     rope["original_max_position_embeddings"] = c.ropeScaling.originalMaxPositionEmbeddings;
@@ -107,8 +106,10 @@ json ropeJson(const ModelConfig& c) {
 
 // An MHA2MLA conversion's settings, and the official layout it was read from.
 json mlaJson(const MlaConversion& mla) {
-  json j = {{"rope_strategy", mla.ropeStrategy}, {"rope_pairs", mla.ropePairs},
-            {"d_kv", mla.dKv}, {"svd_method", mla.svdMethod}};
+  json j = {{"rope_strategy", mla.ropeStrategy},
+            {"rope_pairs", mla.ropePairs},
+            {"d_kv", mla.dKv},
+            {"svd_method", mla.svdMethod}};
   if (mla.official) {
     j["official_layout"] = mla.official->format;
     j["official_version"] = mla.official->version;
@@ -122,17 +123,23 @@ json kvLayerKindsJson(const ModelSummary& s) {
                              {"layers", s.config.numLayers - s.kv.nopeLayers},
                              {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
   if (s.kv.nopeLayers > 0) {
-    kinds.push_back({{"kind", "nope"}, {"layers", s.kv.nopeLayers},
-                     {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
+    kinds.push_back(
+        {{"kind", "nope"}, {"layers", s.kv.nopeLayers}, {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
   }
   return kinds;
 }
 
 // Latent attention's variant and dimensions.
 json latentJson(const LatentAttention& a) {
-  return {{"variant", a.name()},          {"d_c", a.dC},        {"d_rope", a.dRope},
-          {"d_nope", a.dNope},            {"d_v", a.dV},        {"q_lora_rank", a.qLoraRank},
-          {"latent_heads", a.latentHeads}, {"branches", a.branches}, {"scaled", a.scaled}};
+  return {{"variant", a.name()},
+          {"d_c", a.dC},
+          {"d_rope", a.dRope},
+          {"d_nope", a.dNope},
+          {"d_v", a.dV},
+          {"q_lora_rank", a.qLoraRank},
+          {"latent_heads", a.latentHeads},
+          {"branches", a.branches},
+          {"scaled", a.scaled}};
 }
 
 // `inspect --json`: the whole summary as one JSON object.
@@ -163,7 +170,10 @@ void printModelSection(const ModelSummary& s) {
   std::printf("layers        %d\n", c.numLayers);
   std::printf("hidden        %d   (MLP %d)\n", c.hiddenSize, c.intermediateSize);
   std::printf("heads         %d   KV heads %d   head_dim %d   (%s)\n", c.numHeads, c.numKvHeads, c.headDim,
-              c.latent ? "latent; KV heads unused" : c.numKvHeads == c.numHeads ? "MHA" : c.numKvHeads == 1 ? "MQA" : "GQA");
+              c.latent                     ? "latent; KV heads unused"
+              : c.numKvHeads == c.numHeads ? "MHA"
+              : c.numKvHeads == 1          ? "MQA"
+                                           : "GQA");
   std::printf("vocab         %d   tied embeddings %s\n", c.vocabSize, c.tieWordEmbeddings ? "yes" : "no");
   std::printf("biases        attention %s   mlp %s\n", c.attentionBias ? "yes" : "no", c.mlpBias ? "yes" : "no");
   std::printf("family        %s\n", c.familyDescription().c_str());
@@ -172,9 +182,10 @@ void printModelSection(const ModelSummary& s) {
   if (c.mla) {
     std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s%s\n", c.mla->ropeStrategy.c_str(),
                 c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str(),
-                !c.mla->official                ? ""
-                : c.mla->official->format == 2 ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"
-                                                : "   (official MHA2MLA checkpoint, first-release \"RoPE\"/\"SVD\" layout)");
+                !c.mla->official ? ""
+                : c.mla->official->format == 2
+                    ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"
+                    : "   (official MHA2MLA checkpoint, first-release \"RoPE\"/\"SVD\" layout)");
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
@@ -214,8 +225,8 @@ void printKvSection(const ModelSummary& s) {
 // Text: the weights' dtype, files and keys the model does not use.
 void printFilesSection(const ModelSummary& s) {
   std::printf("dtype         %s\n", dtypeName(s.weightDType));
-  std::printf("on disk       %s in %zu file(s), %d tensors\n", formatBytes(static_cast<std::int64_t>(s.sizeOnDisk)).c_str(),
-              s.weightFiles.size(), s.tensorCount);
+  std::printf("on disk       %s in %zu file(s), %d tensors\n",
+              formatBytes(static_cast<std::int64_t>(s.sizeOnDisk)).c_str(), s.weightFiles.size(), s.tensorCount);
   if (!s.unusedKeys.empty()) {
     std::printf("unused keys   %zu (first: %s)\n", s.unusedKeys.size(), s.unusedKeys.front().c_str());
   }
@@ -256,19 +267,24 @@ int evalTask(const cli::Args& args) {
   o.batchTokens = args.getInt64("batch-tokens", o.batchTokens, 1, INT64_MAX);
   StderrProgress progress(args.flag("quiet"));
   const std::string format = args.get("format", "jsonl");
-  const auto items = readTaskFile(format, spec, args.get(format == "mmlu" ? "dev" : "labels", ""),
-                                  args.getInt("shots", 0, 0, 1000));
+  const auto items =
+      readTaskFile(format, spec, args.get(format == "mmlu" ? "dev" : "labels", ""), args.getInt("shots", 0, 0, 1000));
   ChoiceEvalResult r;
   try {
     r = evaluateChoices(o, items, progress, cancelToken());
   } catch (const Error& e) {
     if (e.code() != ErrorCode::BadData) throw;
-    throw e.withContext(spec);   // an item that cannot be scored: its file too
+    throw e.withContext(spec);  // an item that cannot be scored: its file too
   }
   if (args.flag("json")) {
-    std::cout << json{{"task", name},           {"file", spec},           {"items", r.items},
-                      {"acc", r.acc},           {"acc_stderr", r.accStderr}, {"acc_norm", r.accNorm},
-                      {"acc_norm_stderr", r.accNormStderr}, {"seconds", r.seconds},
+    std::cout << json{{"task", name},
+                      {"file", spec},
+                      {"items", r.items},
+                      {"acc", r.acc},
+                      {"acc_stderr", r.accStderr},
+                      {"acc_norm", r.accNorm},
+                      {"acc_norm_stderr", r.accNormStderr},
+                      {"seconds", r.seconds},
                       {"log_likelihoods", r.logLikelihoods}}
                      .dump()
               << "\n";
@@ -281,9 +297,9 @@ int evalTask(const cli::Args& args) {
 
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
-                 {"text", "tokens", "token-format", "seq-len", "batch", "max-tokens", "device", "dtype", "task", "limit",
-                  "max-length", "batch-tokens", "format", "labels", "dev", "shots", "passkey", "lengths", "depths", "trials", "seed",
-                  "logits-out"});
+                 {"text",    "tokens",  "token-format", "seq-len",      "batch",  "max-tokens", "device", "dtype",
+                  "task",    "limit",   "max-length",   "batch-tokens", "format", "labels",     "dev",    "shots",
+                  "passkey", "lengths", "depths",       "trials",       "seed",   "logits-out"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.positionals().size() == 1 && args.get("passkey") && !args.flag("help")) return cli::evalPasskey(args);
   if (args.flag("help") || args.positionals().size() != 1) {
@@ -329,8 +345,11 @@ int cmdEval(int argc, char** argv) {
   StderrProgress progress(args.flag("quiet"));
   EvalResult r = evaluate(o, progress, cancelToken());
   if (args.flag("json")) {
-    std::cout << json{{"loss", r.meanLoss}, {"perplexity", r.perplexity}, {"tokens", r.tokens},
-                      {"seconds", r.seconds}, {"tokens_per_second", r.tokensPerSecond}}
+    std::cout << json{{"loss", r.meanLoss},
+                      {"perplexity", r.perplexity},
+                      {"tokens", r.tokens},
+                      {"seconds", r.seconds},
+                      {"tokens_per_second", r.tokensPerSecond}}
                      .dump()
               << "\n";
   } else {
@@ -343,8 +362,9 @@ int cmdEval(int argc, char** argv) {
 int cmdInit(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"help"}, {"arch", "out", "seed", "dtype", "vocab"});
   if (args.flag("help") || !args.get("arch") || !args.get("out")) {
-    std::printf("usage: latentlab-engine init --arch NAME --out DIR [--seed N] [--dtype f32|bf16] [--vocab N]\n\n"
-                "Writes a randomly initialised model (normal(0, 0.02)) as an HF folder.\narchitectures:");
+    std::printf(
+        "usage: latentlab-engine init --arch NAME --out DIR [--seed N] [--dtype f32|bf16] [--vocab N]\n\n"
+        "Writes a randomly initialised model (normal(0, 0.02)) as an HF folder.\narchitectures:");
     for (const auto& n : builtinArchitectureNames()) std::printf(" %s", n.c_str());
     std::printf("\n");
     return args.flag("help") ? 0 : 1;
@@ -360,8 +380,9 @@ int cmdInit(int argc, char** argv) {
 int cmdDevices(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"help", "json"}, {});
   if (args.flag("help")) {
-    std::printf("usage: latentlab-engine devices [--json]\n\nLists cpu and each CUDA device LibTorch sees, with total "
-                "and free memory (the host's RAM for cpu).\n");
+    std::printf(
+        "usage: latentlab-engine devices [--json]\n\nLists cpu and each CUDA device LibTorch sees, with total "
+        "and free memory (the host's RAM for cpu).\n");
     return 0;
   }
   auto devices = listDevices();
@@ -369,16 +390,17 @@ int cmdDevices(int argc, char** argv) {
     std::cout << devicesJson(devices) << "\n";
   } else {
     for (const auto& d : devices) {
-      const std::string memory = d.memoryBytes > 0 ? "  " + formatBytes(static_cast<std::int64_t>(d.freeBytes)) + " free of " +
-                                                         formatBytes(static_cast<std::int64_t>(d.memoryBytes))
-                                                   : std::string();
+      const std::string memory = d.memoryBytes > 0
+                                     ? "  " + formatBytes(static_cast<std::int64_t>(d.freeBytes)) + " free of " +
+                                           formatBytes(static_cast<std::int64_t>(d.memoryBytes))
+                                     : std::string();
       std::printf("%-8s %s%s\n", d.id.c_str(), d.name.c_str(), memory.c_str());
     }
   }
   return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   // Waiting OpenMP threads sleep instead of spinning: on a shared or busy CPU
@@ -392,8 +414,15 @@ int main(int argc, char** argv) {
     return argc < 2 ? 1 : 0;
   }
   const std::map<std::string, std::function<int(int, char**)>> verbs = {
-      {"inspect", cmdInspect}, {"eval", cmdEval}, {"init", cmdInit}, {"devices", cmdDevices},
-      {"run", cmdRun}, {"runs", cmdRuns}, {"demo", cmdDemo}, {"convert", cmdConvert}, {"export", cmdExport},
+      {"inspect", cmdInspect},
+      {"eval", cmdEval},
+      {"init", cmdInit},
+      {"devices", cmdDevices},
+      {"run", cmdRun},
+      {"runs", cmdRuns},
+      {"demo", cmdDemo},
+      {"convert", cmdConvert},
+      {"export", cmdExport},
       {"generate", cmdGenerate},
       {"version", [](int, char**) {
          std::printf("latentlab %s\nlibtorch %s\n", LATENTLAB_VERSION, libtorchVersion().c_str());

@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   cli.setApplicationDescription(QStringLiteral("LatentLab: MHA/GQA -> MLA conversion and latent-attention workbench"));
   cli.addHelpOption();
   cli.addVersionOption();
-  QCommandLineOption wsOption(QStringLiteral("workspace"), QStringLiteral("Open this workspace folder."), QStringLiteral("DIR"));
+  QCommandLineOption wsOption(QStringLiteral("workspace"), QStringLiteral("Open this workspace folder."),
+                              QStringLiteral("DIR"));
   QCommandLineOption noStart(QStringLiteral("no-autostart"), QStringLiteral("Do not start queued runs."));
   cli.addOption(wsOption);
   cli.addOption(noStart);
@@ -49,8 +50,9 @@ int main(int argc, char** argv) {
     }
   } catch (const latentlab::Error& e) {
     // No window exists yet to hold an inline banner: this is the one place a box is right.
-    QMessageBox::critical(nullptr, QStringLiteral("LatentLab"),
-                          QString::fromStdString(e.message()) + QStringLiteral("\n\n") + QString::fromStdString(e.hint()));
+    QMessageBox::critical(
+        nullptr, QStringLiteral("LatentLab"),
+        QString::fromStdString(e.message()) + QStringLiteral("\n\n") + QString::fromStdString(e.hint()));
     return 1;
   }
   settings.setValue(QStringLiteral("workspace/last"), ws.dir);

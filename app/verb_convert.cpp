@@ -92,21 +92,32 @@ void printKvBudget(const KvBudget& b) {
 void printReportJson(const ConvertReport& r) {
   nlohmann::json stages = nlohmann::json::object();
   for (const auto& st : r.stages) stages[st.stage] = st.seconds;
-  std::cout << nlohmann::json{{"out", r.outDir.string()}, {"target", r.target}, {"factorise", r.factorise},
+  std::cout << nlohmann::json{{"out", r.outDir.string()},
+                              {"target", r.target},
+                              {"factorise", r.factorise},
                               {"rope_strategy", r.mla.ropeStrategy},
-                              {"rope_pairs", r.mla.ropePairs}, {"d_kv", r.mla.dKv}, {"svd", r.mla.svdMethod},
-                              {"d_c", r.latent.dC}, {"d_rope", r.latent.dRope},
-                              {"rope_energy_kept", r.ropeEnergyKept}, {"balance", r.balance},
+                              {"rope_pairs", r.mla.ropePairs},
+                              {"d_kv", r.mla.dKv},
+                              {"svd", r.mla.svdMethod},
+                              {"d_c", r.latent.dC},
+                              {"d_rope", r.latent.dRope},
+                              {"rope_energy_kept", r.ropeEnergyKept},
+                              {"balance", r.balance},
                               {"activation_error", r.activationError},
                               {"mean_activation_error", r.meanActivationError},
                               {"held_out_loss_before", r.heldOutLossBefore},
-                              {"held_out_loss_after", r.heldOutLossAfter}, {"held_out_tokens", r.heldOutTokens},
-                              {"pairs", r.pairsSummary}, {"reconstruction_error", r.reconstructionError},
+                              {"held_out_loss_after", r.heldOutLossAfter},
+                              {"held_out_tokens", r.heldOutTokens},
+                              {"pairs", r.pairsSummary},
+                              {"reconstruction_error", r.reconstructionError},
                               {"mean_reconstruction_error", r.meanReconstructionError},
                               {"kv_elements_per_token_before", r.before.perToken},
-                              {"kv_elements_per_token_after", r.after.perToken}, {"kv_saving", r.after.saving},
-                              {"parameters_before", r.parametersBefore}, {"parameters_after", r.parametersAfter},
-                              {"calibration_tokens", r.calibrationTokens}, {"stages", stages},
+                              {"kv_elements_per_token_after", r.after.perToken},
+                              {"kv_saving", r.after.saving},
+                              {"parameters_before", r.parametersBefore},
+                              {"parameters_after", r.parametersAfter},
+                              {"calibration_tokens", r.calibrationTokens},
+                              {"stages", stages},
                               {"seconds", r.totalSeconds}}
                    .dump(2)
             << "\n";
@@ -143,13 +154,13 @@ void printReportText(const ConvertReport& r) {
   std::printf(")\n");
 }
 
-} // namespace
+}  // namespace
 
 int cmdConvert(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "force", "json", "quiet", "check"},
-            {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences",
-             "calib-seq-len", "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold",
-             "held-out"});
+  Args args(
+      argc, argv, 2, {"help", "force", "json", "quiet", "check"},
+      {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences", "calib-seq-len",
+       "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold", "held-out"});
   if (args.flag("help") || !args.get("model") || (!args.get("out") && !args.flag("check")) || !args.get("dkv")) {
     printConvertUsage();
     return args.flag("help") ? 0 : 1;
@@ -169,4 +180,4 @@ int cmdConvert(int argc, char** argv) {
   return 0;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

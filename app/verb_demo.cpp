@@ -50,11 +50,13 @@ int cmdDemo(int argc, char** argv) {
         }
       }
       if (done) continue;
-      if (id == 0) id = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? "cpu" : env.device);
+      if (id == 0)
+        id = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? "cpu" : env.device);
       progress.log(LogLevel::Info, "run " + std::to_string(id) + ": " + spec.name);
       RunResult r = runJob(store, id, env, progress, cancelToken());
       if (r.status == RunStatus::Cancelled) return 2;
-      if (r.status != RunStatus::Completed) throw Error(ErrorCode::Internal, "demo run '" + spec.name + "' failed: " + r.errorText());
+      if (r.status != RunStatus::Completed)
+        throw Error(ErrorCode::Internal, "demo run '" + spec.name + "' failed: " + r.errorText());
     }
   }
   std::printf("%-5s %-10s %-28s %10s %10s\n", "run", "status", "name", "train", "val");
@@ -72,4 +74,4 @@ int cmdDemo(int argc, char** argv) {
   return 0;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

@@ -37,12 +37,18 @@ int cmdExport(int argc, char** argv) {
   StderrProgress progress(args.flag("quiet"));
   ExportReport r = exportModel(s, progress, cancelToken());
   if (args.flag("json")) {
-    std::cout << nlohmann::json{{"out", r.outDir.string()},         {"format", s.format},
-                                {"kv_lora_rank", r.kvLoraRank},     {"qk_rope_head_dim", r.qkRopeHeadDim},
-                                {"qk_nope_head_dim", r.qkNopeHeadDim}, {"v_head_dim", r.vHeadDim},
-                                {"q_lora_rank", r.qLoraRank},       {"rope_theta", r.ropeTheta},
-                                {"rope_type", r.ropeType},          {"kv_elements_per_token_per_layer", r.kvPerTokenPerLayer},
-                                {"kv_bytes_per_token", r.kvBytesPerToken}, {"tensors", r.tensors}}
+    std::cout << nlohmann::json{{"out", r.outDir.string()},
+                                {"format", s.format},
+                                {"kv_lora_rank", r.kvLoraRank},
+                                {"qk_rope_head_dim", r.qkRopeHeadDim},
+                                {"qk_nope_head_dim", r.qkNopeHeadDim},
+                                {"v_head_dim", r.vHeadDim},
+                                {"q_lora_rank", r.qLoraRank},
+                                {"rope_theta", r.ropeTheta},
+                                {"rope_type", r.ropeType},
+                                {"kv_elements_per_token_per_layer", r.kvPerTokenPerLayer},
+                                {"kv_bytes_per_token", r.kvBytesPerToken},
+                                {"tensors", r.tensors}}
                      .dump(2)
               << "\n";
     return 0;
@@ -57,4 +63,4 @@ int cmdExport(int argc, char** argv) {
   return 0;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

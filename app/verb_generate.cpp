@@ -9,8 +9,8 @@
 #include "cli_args.h"
 #include "engine_cli.h"
 #include "latentlab/error.h"
-#include "latentlab/memory_plan.h"
 #include "latentlab/generate.h"
+#include "latentlab/memory_plan.h"
 
 namespace latentlab::cli {
 namespace fs = std::filesystem;
@@ -18,15 +18,18 @@ using nlohmann::json;
 
 namespace {
 
-std::string readWholeFile(const fs::path& path) { return readPromptFile(path); }
+std::string readWholeFile(const fs::path& path) {
+  return readPromptFile(path);
+}
 
-} // namespace
+}  // namespace
 
 int cmdGenerate(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "json", "greedy", "events"},
             {"model", "prompt", "prompt-file", "prompts-jsonl", "max-new-tokens", "temperature", "top-k", "top-p",
              "seed", "device", "dtype"});
-  const int sources = (args.get("prompt") ? 1 : 0) + (args.get("prompt-file") ? 1 : 0) + (args.get("prompts-jsonl") ? 1 : 0);
+  const int sources =
+      (args.get("prompt") ? 1 : 0) + (args.get("prompt-file") ? 1 : 0) + (args.get("prompts-jsonl") ? 1 : 0);
   if (args.flag("help") || !args.get("model") || sources != 1) {
     std::printf(
         "usage: latentlab-engine generate --model DIR (--prompt TEXT | --prompt-file F | --prompts-jsonl F)\n"
@@ -41,7 +44,8 @@ int cmdGenerate(int argc, char** argv) {
         "  --seed S            sampling seed (default 0)\n"
         "  --json              one JSON object per prompt instead of streamed text\n"
         "  --events            JSON lines as it generates: {\"event\": \"token\", \"text\", \"generated_tokens\",\n"
-        "                      \"decode_tokens_per_s\", \"kv_cache_bytes\"} per token, then {\"event\": \"done\", ...the --json fields}\n");
+        "                      \"decode_tokens_per_s\", \"kv_cache_bytes\"} per token, then {\"event\": \"done\", "
+        "...the --json fields}\n");
     return args.flag("help") ? 0 : 1;
   }
   GenerateOptions o;
@@ -73,7 +77,7 @@ int cmdGenerate(int argc, char** argv) {
   for (const std::string& prompt : prompts) {
     TextSink sink;
     TokenSink onToken;
-    std::string pending;   // --events: text not yet sent
+    std::string pending;  // --events: text not yet sent
     if (events) {
       sink = [&](std::string_view piece) { pending += piece; };
       onToken = [&](const GenerateResult& sofar) {
@@ -105,13 +109,14 @@ int cmdGenerate(int argc, char** argv) {
                 {"kv_cache_bytes", r.kvBytes}};
       if (events) {
         j["event"] = "done";
-        j["tail"] = pending;   // text that arrived after the last token line (a held-back character)
+        j["tail"] = pending;  // text that arrived after the last token line (a held-back character)
       }
       line(j);
     } else {
       std::printf("\n");
-      std::fprintf(stderr, "generate: %zu prompt + %zu generated tokens%s; prefill %.1f tok/s, decode %.1f tok/s; "
-                           "KV cache %s held\n",
+      std::fprintf(stderr,
+                   "generate: %zu prompt + %zu generated tokens%s; prefill %.1f tok/s, decode %.1f tok/s; "
+                   "KV cache %s held\n",
                    r.promptIds.size(), r.generatedIds.size(), r.stoppedAtEos ? " (EOS)" : "",
                    r.prefillTokensPerSecond(), r.decodeTokensPerSecond(),
                    formatBytes(static_cast<std::int64_t>(r.kvBytes)).c_str());
@@ -120,4 +125,4 @@ int cmdGenerate(int argc, char** argv) {
   return 0;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

@@ -29,7 +29,7 @@ std::vector<T> parseList(const std::string& option, const std::string& text, Par
   return out;
 }
 
-} // namespace
+}  // namespace
 
 int evalPasskey(const Args& args) {
   PasskeyOptions o;
@@ -47,7 +47,8 @@ int evalPasskey(const Args& args) {
       used = 0;
     }
     if (used != s.size() || !(d >= 0.0 && d <= 1.0)) {
-      throw Error(ErrorCode::BadInput, "--depths '" + s + "': each depth is a number from 0 (the start) to 1 (the end)");
+      throw Error(ErrorCode::BadInput,
+                  "--depths '" + s + "': each depth is a number from 0 (the start) to 1 (the end)");
     }
     return d;
   });
@@ -62,11 +63,17 @@ int evalPasskey(const Args& args) {
     for (const PasskeyCell& c : r.cells) {
       json trials = json::array();
       for (const PasskeyTrial& t : c.trials) {
-        trials.push_back({{"key", t.key}, {"answer", t.answer}, {"correct", t.correct}, {"key_position", t.keyPosition},
+        trials.push_back({{"key", t.key},
+                          {"answer", t.answer},
+                          {"correct", t.correct},
+                          {"key_position", t.keyPosition},
                           {"prompt_tokens", t.promptTokens}});
       }
-      cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()},
-                       {"trials", static_cast<int>(c.trials.size())}, {"runs", trials}});
+      cells.push_back({{"length", c.length},
+                       {"depth", c.depth},
+                       {"correct", c.correct()},
+                       {"trials", static_cast<int>(c.trials.size())},
+                       {"runs", trials}});
     }
     std::cout << json{{"task", "passkey"}, {"haystack", o.haystack.string()}, {"cells", cells}}.dump() << "\n";
     return 0;
@@ -86,4 +93,4 @@ int evalPasskey(const Args& args) {
   return 0;
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

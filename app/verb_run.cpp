@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli_args.h"
 #include "common_paths.h"
@@ -34,11 +34,15 @@ int exitCodeFor(RunStatus s) {
 json planJson(const MemoryPlan& p) {
   json items = json::array();
   for (const MemoryItem& i : p.items) items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"detail", i.detail}});
-  json j = {{"precision", p.precision},        {"cuda", p.cuda},
-            {"ranks", p.ranks},                {"parameters", p.parameters},
+  json j = {{"precision", p.precision},
+            {"cuda", p.cuda},
+            {"ranks", p.ranks},
+            {"parameters", p.parameters},
             {"tokens_per_micro_batch", p.tokensPerMicroBatch},
-            {"items", items},                  {"peak_bytes", p.peakBytes},
-            {"peak_phase", p.peakPhase},       {"host_bytes", p.hostBytes},
+            {"items", items},
+            {"peak_bytes", p.peakBytes},
+            {"peak_phase", p.peakPhase},
+            {"host_bytes", p.hostBytes},
             {"available_bytes", p.availableBytes ? json(p.availableBytes) : json(nullptr)},
             {"fits", p.known() ? json(p.fits()) : json(nullptr)},
             {"largest_micro_batch", p.known() ? json(p.largestMicroBatch) : json(nullptr)}};
@@ -58,10 +62,20 @@ std::int64_t parseBytes(const std::string& text) {
     used = 0;
   }
   const std::string unit = text.substr(used);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},           {"B", 1},          {"K", 1024.0},     {"KiB", 1024.0},   {"KB", 1e3},
-      {"M", 1048576.0},  {"MiB", 1048576.0}, {"MB", 1e6},       {"G", 1073741824.0}, {"GiB", 1073741824.0},
-      {"GB", 1e9},       {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"K", 1024.0},
+                                                          {"KiB", 1024.0},
+                                                          {"KB", 1e3},
+                                                          {"M", 1048576.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"MB", 1e6},
+                                                          {"G", 1073741824.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"GB", 1e9},
+                                                          {"T", 1099511627776.0},
+                                                          {"TiB", 1099511627776.0},
+                                                          {"TB", 1e12}};
   for (const auto& [name, factor] : kUnits) {
     if (used > 0 && unit == name && value > 0) return static_cast<std::int64_t>(value * factor);
   }
@@ -75,21 +89,23 @@ void checkEvaluatedRun(RunStore& store, const RunSpec& spec, const fs::path& spe
   try {
     evaluated = store.run(spec.evaluatesRun);
   } catch (const Error&) {
-    throw Error(ErrorCode::BadSpec,
-                specPath.string() + ": evaluates.run " + std::to_string(spec.evaluatesRun) + " is not a run of " +
-                    db.string(),
-                "Name a run of this workspace (runs list).");
+    throw Error(
+        ErrorCode::BadSpec,
+        specPath.string() + ": evaluates.run " + std::to_string(spec.evaluatesRun) + " is not a run of " + db.string(),
+        "Name a run of this workspace (runs list).");
   }
   // Its scores go under a step the run has: 0 (before training) to its last.
-  std::int64_t lastStep = INT64_MAX;   // unknown when its stored spec does not say
+  std::int64_t lastStep = INT64_MAX;  // unknown when its stored spec does not say
   const json stored = json::parse(evaluated.specJson, nullptr, /*allow_exceptions=*/false);
-  if (stored.is_object() && stored.value("kind", std::string()) == "eval") lastStep = 0;
+  if (stored.is_object() && stored.value("kind", std::string()) == "eval")
+    lastStep = 0;
   else if (stored.is_object() && stored.contains("steps") && stored["steps"].is_number_integer())
     lastStep = stored["steps"].get<std::int64_t>();
   if (spec.evaluatesStep < 0 || spec.evaluatesStep > lastStep) {
     throw Error(ErrorCode::BadSpec,
-                specPath.string() + ": evaluates.step " + std::to_string(spec.evaluatesStep) + " is not a step of run " +
-                    std::to_string(spec.evaluatesRun) + " (0 to " + std::to_string(lastStep) + ")",
+                specPath.string() + ": evaluates.step " + std::to_string(spec.evaluatesStep) +
+                    " is not a step of run " + std::to_string(spec.evaluatesRun) + " (0 to " +
+                    std::to_string(lastStep) + ")",
                 "Name the step of the checkpoint the model folder holds.");
   }
 }
@@ -104,30 +120,30 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
   std::int64_t sourceParameters = 0;
   const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
   const std::int64_t free = available ? parseBytes(*available) : availableBytesOn(spec.device, listDevices());
-  const MemoryPlan plan = spec.kind == RunKind::Eval ? planInferenceMemory(cfg, spec, free)
-                                               : planMemory(cfg, spec, free, sourceParameters);
+  const MemoryPlan plan =
+      spec.kind == RunKind::Eval ? planInferenceMemory(cfg, spec, free) : planMemory(cfg, spec, free, sourceParameters);
   if (asJson) {
     json j = planJson(plan);
     j["spec"] = specPath.string();
     j["device"] = spec.device;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s: %s on %s\n%s", specPath.string().c_str(), std::string(choiceName(spec.kind)).c_str(), spec.device.c_str(),
-                describeMemoryPlan(plan).c_str());
+    std::printf("%s: %s on %s\n%s", specPath.string().c_str(), std::string(choiceName(spec.kind)).c_str(),
+                spec.device.c_str(), describeMemoryPlan(plan).c_str());
   }
   return plan.fits() ? 0 : 4;
 }
 
-} // namespace
+}  // namespace
 
 int cmdRun(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan"},
             {"db", "run", "workspace", "device", "available"});
   if (args.flag("check") && !args.flag("help") && !args.positionals().empty())
     return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"), args.get("available"),
-                     args.get("workspace")  ? fs::path(*args.get("workspace"))
-                     : args.get("db")       ? workspaceOf(*args.get("db"))
-                                            : fs::current_path());
+                     args.get("workspace") ? fs::path(*args.get("workspace"))
+                     : args.get("db")      ? workspaceOf(*args.get("db"))
+                                           : fs::current_path());
   if (args.flag("help") || !args.get("db") || (args.positionals().empty() && !args.get("run"))) {
     std::printf(
         "usage: latentlab-engine run SPEC.json --db FILE [options]\n"
@@ -165,7 +181,8 @@ int cmdRun(int argc, char** argv) {
     // touched: a spec that cannot run registers no run.
     const fs::path specPath = args.positionals()[0];
     newSpec = loadRunSpec(specPath);
-    preflightRunSpec(*newSpec, specPath.string(), args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db));
+    preflightRunSpec(*newSpec, specPath.string(),
+                     args.get("workspace") ? fs::path(*args.get("workspace")) : workspaceOf(db));
     if (!args.flag("ignore-memory-plan") && dist.worldSize == 1) {
       const std::string why = memoryPlanVerdict(*newSpec, args.get("device", newSpec->device));
       if (!why.empty()) throw Error(ErrorCode::BadSpec, specPath.string() + ": " + why, kMemoryHint);
@@ -174,8 +191,8 @@ int cmdRun(int argc, char** argv) {
   if (newSpec && newSpec->evaluatesRun > 0 && !fs::exists(db)) {
     // No database yet, so no run to evaluate: refused before one is created.
     throw Error(ErrorCode::BadSpec,
-                args.positionals()[0] + ": evaluates.run " + std::to_string(newSpec->evaluatesRun) + " is not a run of " +
-                    db.string() + " (the database does not exist)",
+                args.positionals()[0] + ": evaluates.run " + std::to_string(newSpec->evaluatesRun) +
+                    " is not a run of " + db.string() + " (the database does not exist)",
                 "Name a run of this workspace (runs list).");
   }
   RunStore store(db, newSpec ? StoreOpen::CreateIfMissing : StoreOpen::MustExist);
@@ -210,14 +227,14 @@ int cmdRun(int argc, char** argv) {
   if (dist.writesMetrics()) {
     env.lines(eventLine(EngineEvent::hello(runId, static_cast<std::int64_t>(::getpid()))));
   } else {
-    env.lines = nullptr;   // one event stream per job: rank 0's
+    env.lines = nullptr;  // one event stream per job: rank 0's
   }
   watchStdinForCancel();
   StderrProgress progress(args.flag("quiet") || !dist.writesMetrics());
   RunResult r = runJob(store, runId, env, progress, cancelToken());
   if (r.status == RunStatus::Failed) {
-    std::fprintf(stderr, "error: run %lld %s: %s\n", static_cast<long long>(runId), r.notStarted ? "not started" : "failed",
-                 r.errorText().c_str());
+    std::fprintf(stderr, "error: run %lld %s: %s\n", static_cast<long long>(runId),
+                 r.notStarted ? "not started" : "failed", r.errorText().c_str());
   }
   return exitCodeFor(r.status);
 }
@@ -246,8 +263,9 @@ int cmdRuns(int argc, char** argv) {
       check = e.message();
     }
     if (check != "ok") {
-      std::fprintf(stderr, "warning: %s is damaged (%s); what follows may be incomplete. Restore it from a backup "
-                           "or recover it with `sqlite3 FILE .recover`.\n",
+      std::fprintf(stderr,
+                   "warning: %s is damaged (%s); what follows may be incomplete. Restore it from a backup "
+                   "or recover it with `sqlite3 FILE .recover`.\n",
                    args.get("db")->c_str(), check.c_str());
     }
   }
@@ -255,7 +273,9 @@ int cmdRuns(int argc, char** argv) {
     RunFilter filter;
     if (args.get("experiment")) filter.experimentId = args.getInt64("experiment", 0, 1, INT64_MAX);
     json out = json::array();
-    if (!args.flag("json")) std::printf("%5s  %-10s  %-9s  %-17s  %7s  %10s  %10s\n", "id", "status", "device", "kind", "step", "train", "val");
+    if (!args.flag("json"))
+      std::printf("%5s  %-10s  %-9s  %-17s  %7s  %10s  %10s\n", "id", "status", "device", "kind", "step", "train",
+                  "val");
     for (const auto& r : store.listRuns(filter)) {
       auto last = [&](const char* name) -> std::optional<double> {
         auto s = store.lastStep(r.id, name);
@@ -269,14 +289,19 @@ int cmdRuns(int argc, char** argv) {
       // "running" only while the engine's lease is live: a killed engine's run reads crashed.
       const RunStatus status = observedStatus(r, now);
       if (args.flag("json")) {
-        out.push_back({{"id", r.id}, {"name", r.name}, {"status", runStatusName(status)}, {"kind", r.kind},
-                       {"device", r.device}, {"step", step ? json(*step) : json(nullptr)},
-                       {"train_loss", tl ? json(*tl) : json(nullptr)}, {"val_loss", vl ? json(*vl) : json(nullptr)}});
+        out.push_back({{"id", r.id},
+                       {"name", r.name},
+                       {"status", runStatusName(status)},
+                       {"kind", r.kind},
+                       {"device", r.device},
+                       {"step", step ? json(*step) : json(nullptr)},
+                       {"train_loss", tl ? json(*tl) : json(nullptr)},
+                       {"val_loss", vl ? json(*vl) : json(nullptr)}});
       } else {
-        std::printf("%5lld  %-10s  %-9s  %-17s  %7s  %10s  %10s  %s\n", static_cast<long long>(r.id), runStatusName(status),
-                    r.device.c_str(), r.kind.c_str(), step ? std::to_string(*step).c_str() : "-",
-                    tl ? std::to_string(*tl).substr(0, 8).c_str() : "-", vl ? std::to_string(*vl).substr(0, 8).c_str() : "-",
-                    r.name.c_str());
+        std::printf("%5lld  %-10s  %-9s  %-17s  %7s  %10s  %10s  %s\n", static_cast<long long>(r.id),
+                    runStatusName(status), r.device.c_str(), r.kind.c_str(), step ? std::to_string(*step).c_str() : "-",
+                    tl ? std::to_string(*tl).substr(0, 8).c_str() : "-",
+                    vl ? std::to_string(*vl).substr(0, 8).c_str() : "-", r.name.c_str());
       }
     }
     if (args.flag("json")) std::cout << out.dump(2) << "\n";
@@ -287,21 +312,32 @@ int cmdRuns(int argc, char** argv) {
   if (sub == "show") {
     RunRecord r = store.run(id);
     const LeaseCheck lease = checkLease(r, now);
-    json j = {{"id", r.id}, {"name", r.name}, {"status", runStatusName(observedStatus(r, now))}, {"kind", r.kind},
-              {"device", r.device}, {"error", r.error},
+    json j = {{"id", r.id},
+              {"name", r.name},
+              {"status", runStatusName(observedStatus(r, now))},
+              {"kind", r.kind},
+              {"device", r.device},
+              {"error", r.error},
               {"spec", r.specJson.empty() ? json(nullptr) : json::parse(r.specJson)},
               {"summary", r.summaryJson.empty() ? json(nullptr) : json::parse(r.summaryJson)},
-              {"metrics", store.metricNames(id)}, {"metric_rows", store.metricCount(id)}};
+              {"metrics", store.metricNames(id)},
+              {"metric_rows", store.metricCount(id)}};
     json ev = json::array();
     for (const auto& e : store.listEvents(id)) ev.push_back({{"kind", e.kind}, {"message", e.message}});
     j["events"] = ev;
     json ar = json::array();
-    for (const auto& a : store.listArtifacts(id)) ar.push_back({{"kind", a.kind}, {"path", a.path}, {"step", a.step ? json(*a.step) : json(nullptr)}});
+    for (const auto& a : store.listArtifacts(id))
+      ar.push_back({{"kind", a.kind}, {"path", a.path}, {"step", a.step ? json(*a.step) : json(nullptr)}});
     j["artifacts"] = ar;
     json evals = json::array();
     for (const auto& e : store.listEvaluations(id)) {
-      evals.push_back({{"step", e.step}, {"task", e.task}, {"metric", e.metric}, {"value", e.value},
-                       {"stderr", e.stderrValue}, {"items", e.items}, {"partial", e.partial}});
+      evals.push_back({{"step", e.step},
+                       {"task", e.task},
+                       {"metric", e.metric},
+                       {"value", e.value},
+                       {"stderr", e.stderrValue},
+                       {"items", e.items},
+                       {"partial", e.partial}});
     }
     j["evaluations"] = evals;
     if (lease.state != LeaseState::Free) {
@@ -314,10 +350,11 @@ int cmdRuns(int argc, char** argv) {
   if (sub == "export") {
     if (!args.get("out")) throw Error(ErrorCode::BadInput, "runs export needs --out FILE.csv");
     store.exportCsv(id, *args.get("out"));
-    std::printf("wrote %s (%llu rows)\n", args.get("out")->c_str(), static_cast<unsigned long long>(store.metricCount(id)));
+    std::printf("wrote %s (%llu rows)\n", args.get("out")->c_str(),
+                static_cast<unsigned long long>(store.metricCount(id)));
     return 0;
   }
   throw Error(ErrorCode::BadInput, "unknown runs command '" + sub + "'", "Use list, show or export.");
 }
 
-} // namespace latentlab::cli
+}  // namespace latentlab::cli

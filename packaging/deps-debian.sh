@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  clang-format          # the format check (tools/check_format.sh)
   python3 python3-venv python3-pip
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   libsqlite3-dev nlohmann-json3-dev googletest libgtest-dev

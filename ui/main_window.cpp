@@ -4,24 +4,24 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDateTime>
 #include <QColorDialog>
+#include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QItemSelectionModel>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProcess>
+#include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSet>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QItemSelectionModel>
-#include <QProcess>
-#include <QPushButton>
 #include <QTabWidget>
 #include <QTreeView>
 #include <QUrl>
@@ -45,16 +45,16 @@
 #include "panels/compare_panel.h"
 #include "panels/conversion_panel.h"
 #include "panels/evaluate_panel.h"
-#include "panels/try_panel.h"
 #include "panels/jobs_panel.h"
 #include "panels/log_panel.h"
 #include "panels/message_banner.h"
 #include "panels/model_panel.h"
 #include "panels/runs_panel.h"
 #include "panels/training_panel.h"
-#include "preset_plan.h"
+#include "panels/try_panel.h"
 #include "panels/wheel_guard.h"
 #include "preset_loader.h"
+#include "preset_plan.h"
 
 namespace latentlab::ui {
 
@@ -89,23 +89,24 @@ QWidget* padded(QWidget* w, bool scrolls = true) {
   return scroll;
 }
 
-} // namespace
+}  // namespace
 
 MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QWidget* parent)
     : QMainWindow(parent), m_ws(workspace), m_options(std::move(options)) {
   ensureResourcesLoaded();
-  WheelGuard::install();   // before the panels' fields are polished
+  WheelGuard::install();  // before the panels' fields are polished
   // The platform appends the application's display name ("… — LatentLab").
   setWindowTitle(QDir::toNativeSeparators(m_ws.dir));
   setWindowIcon(QIcon(QStringLiteral(":/icons/latentlab.svg")));
   m_store = std::make_shared<RunStore>(m_ws.dbPath().toStdString());
-  m_jobs = new JobController(m_store, m_ws.dir, m_options.enginePath.isEmpty() ? engineExecutablePath() : m_options.enginePath, this);
+  m_jobs = new JobController(m_store, m_ws.dir,
+                             m_options.enginePath.isEmpty() ? engineExecutablePath() : m_options.enginePath, this);
   m_runModel = new RunTreeModel(m_store, this);
   m_jobModel = new JobTableModel(m_jobs, this);
 
   m_runs = new RunsPanel(m_runModel);
   m_compare = new ComparePanel(m_store);
-  m_compare->chart()->setExportFolder(m_ws.dir);   // exports go to the workspace, not where LatentLab was started
+  m_compare->chart()->setExportFolder(m_ws.dir);  // exports go to the workspace, not where LatentLab was started
   m_model = new ModelPanel;
   m_conversion = new ConversionPanel;
   m_training = new TrainingPanel;
@@ -118,7 +119,8 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_rightTabs = new QTabWidget;
   m_rightTabs->addTab(padded(m_model), tr("Model"));
   m_rightTabs->addTab(padded(m_conversion), tr("Conversion"));
-  m_rightTabs->addTab(padded(m_training, /*scrolls=*/false), tr("Training"));  // its own scroll area, buttons fixed below
+  m_rightTabs->addTab(padded(m_training, /*scrolls=*/false),
+                      tr("Training"));  // its own scroll area, buttons fixed below
   m_rightTabs->addTab(padded(m_evaluate), tr("Evaluate"));
   m_rightTabs->setMinimumWidth(330);
   m_bottomTabs = new QTabWidget;
@@ -198,8 +200,8 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   m_refreshTimer.setInterval(5000);
   connect(&m_refreshTimer, &QTimer::timeout, this, [this] {
     m_runModel->refresh();
-    m_compare->refreshTable();   // running runs' tokens, tokens/s and validation loss
-    if (m_evaluate->isVisible()) m_evaluate->refreshResults();   // an evaluation's figures as they are stored
+    m_compare->refreshTable();                                  // running runs' tokens, tokens/s and validation loss
+    if (m_evaluate->isVisible()) m_evaluate->refreshResults();  // an evaluation's figures as they are stored
     updateStatusBar();
   });
   m_refreshTimer.start();
@@ -207,7 +209,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
 }
 
 MainWindow::~MainWindow() {
-  if (m_deviceProbe != nullptr) {   // a window closed within a second of opening
+  if (m_deviceProbe != nullptr) {  // a window closed within a second of opening
     m_deviceProbe->disconnect(this);
     m_deviceProbe->kill();
     m_deviceProbe->waitForFinished(2000);
@@ -267,66 +269,29 @@ void MainWindow::buildMenus() {
 // The devices with their total and free memory, from the engine (this process
 // never initialises CUDA itself): the device list of the Training panel and
 // its memory plan's verdict. Until the engine answers the list is "cpu".
-void MainWindow::probeDevices() {
-  m_training->setDevices({QStringLiteral("cpu")});
-  auto* proc = new QProcess(this);
-  m_deviceProbe = proc;
-  connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus status) {
-    proc->deleteLater();
-    m_deviceProbe = nullptr;
-    if (status != QProcess::NormalExit || code != 0) return;
-    const std::vector<DeviceInfo> devices = parseDevicesJson(proc->readAllStandardOutput().toStdString());
-    if (devices.empty()) return;
-    applyDevices(devices);
-  });
-  connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError error) {
-    if (error != QProcess::FailedToStart) return;   // a crash or kill also ends in finished()
-    proc->deleteLater();
-    m_deviceProbe = nullptr;
-  });
-  proc->start(m_jobs->enginePath(), {QStringLiteral("devices"), QStringLiteral("--json")});
-}
-
-void MainWindow::setDevices(const std::vector<DeviceInfo>& devices) {
-  // A list given here wins: the engine's answer, if still to come, is dropped.
-  if (m_deviceProbe != nullptr) {
-    m_deviceProbe->disconnect(this);
-    m_deviceProbe->kill();
-    m_deviceProbe->waitForFinished(2000);
-    m_deviceProbe->deleteLater();
-    m_deviceProbe = nullptr;
-  }
-  applyDevices(devices);
-}
-
-void MainWindow::applyDevices(const std::vector<DeviceInfo>& devices) {
-  m_devices = devices;
-  QStringList ids;
-  for (const DeviceInfo& d : devices) ids << QString::fromStdString(d.id);
-  m_training->setDevices(ids);
-  m_training->setDeviceMemory(devices);
-  m_jobs->setDevices(devices);
-  m_evaluate->setDevices(ids);
-}
-
 QString MainWindow::presetPath(const QString& presetTitle, const QString& original, bool folder) {
   QSettings settings;
   settings.beginGroup(QStringLiteral("presetPaths"));
-  const QString key = QString::fromLatin1(QUrl::toPercentEncoding(QDir(m_ws.dir).absolutePath() + QLatin1Char('|') + original));
+  const QString key =
+      QString::fromLatin1(QUrl::toPercentEncoding(QDir(m_ws.dir).absolutePath() + QLatin1Char('|') + original));
   const QString remembered = settings.value(key).toString();
   auto usable = [folder](const QString& p) {
-    return folder ? QFileInfo::exists(p + QStringLiteral("/config.json")) : QFileInfo(p).isFile() || QFileInfo(p).isDir();
+    return folder ? QFileInfo::exists(p + QStringLiteral("/config.json"))
+                  : QFileInfo(p).isFile() || QFileInfo(p).isDir();
   };
   if (!remembered.isEmpty() && usable(remembered)) return remembered;
   const QString name = QFileInfo(original).fileName();
   const QString chosen =
-      folder ? QFileDialog::getExistingDirectory(this, tr("%1: choose the %2 model folder (config.json and safetensors)").arg(presetTitle, name),
-                                                 m_ws.dir)
-             : QFileDialog::getOpenFileName(this, tr("%1: choose the training data (%2: text, JSONL or a folder's file)").arg(presetTitle, name),
-                                            m_ws.dir);
+      folder ? QFileDialog::getExistingDirectory(
+                   this, tr("%1: choose the %2 model folder (config.json and safetensors)").arg(presetTitle, name),
+                   m_ws.dir)
+             : QFileDialog::getOpenFileName(
+                   this, tr("%1: choose the training data (%2: text, JSONL or a folder's file)").arg(presetTitle, name),
+                   m_ws.dir);
   if (chosen.isEmpty()) return {};
   if (!usable(chosen)) {
-    m_banner->showMessage(MessageBanner::Level::Error, tr("%1 is not a Hugging Face model folder: it has no config.json").arg(chosen),
+    m_banner->showMessage(MessageBanner::Level::Error,
+                          tr("%1 is not a Hugging Face model folder: it has no config.json").arg(chosen),
                           tr("Choose the folder that holds config.json and the .safetensors files."));
     return {};
   }
@@ -369,8 +334,8 @@ void MainWindow::wire() {
   connect(m_runs, &RunsPanel::retryRequested, m_jobs, &JobController::retry);
   connect(m_runs, &RunsPanel::cancelRequested, m_jobs, &JobController::cancel);
   connect(m_runs, &RunsPanel::exportRequested, this, [this](qint64 id) {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"),
-                                                      chart()->exportFolder() + QStringLiteral("/run-%1.csv").arg(id), tr("CSV (*.csv)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export metrics"), chart()->exportFolder() + QStringLiteral("/run-%1.csv").arg(id), tr("CSV (*.csv)"));
     if (path.isEmpty()) return;
     QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(path).absolutePath());
     try {
@@ -382,7 +347,9 @@ void MainWindow::wire() {
   });
   connect(m_runs, &RunsPanel::exportModelRequested, this, [this](qint64 id) { exportRunCheckpoint(id); });
   connect(m_runs, &RunsPanel::deleteRequested, this, [this](qint64 id) {
-    if (QMessageBox::question(this, tr("Delete run"), tr("Delete run #%1 and all its metrics?").arg(id)) != QMessageBox::Yes) return;
+    if (QMessageBox::question(this, tr("Delete run"), tr("Delete run #%1 and all its metrics?").arg(id)) !=
+        QMessageBox::Yes)
+      return;
     try {
       m_store->deleteRun(id);
     } catch (const Error& e) {
@@ -442,7 +409,8 @@ qint64 MainWindow::submitRun(const RunSpec& spec) {
 qint64 MainWindow::submitEvaluation(const RunSpec& spec) {
   try {
     validateRunSpec(spec, "the evaluation");
-    const std::int64_t exp = findOrCreateExperiment(*m_store, "evaluations", "", "Evaluation jobs started from the workbench");
+    const std::int64_t exp =
+        findOrCreateExperiment(*m_store, "evaluations", "", "Evaluation jobs started from the workbench");
     const std::int64_t id = m_store->createRun(exp, spec.name, spec.kind, runSpecToJson(spec), spec.device);
     m_runModel->refresh();
     m_jobs->enqueue(id);
@@ -462,10 +430,11 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
     const bool wantsGpu = presetWantsGpu(p);
     const std::vector<DeviceInfo> gpus = cudaDevices(m_devices);
     if (wantsGpu && gpus.empty()) {
-      m_banner->showMessage(MessageBanner::Level::Warning,
-                            tr("%1 (%2 scale) runs on CUDA GPUs, and this machine has none").arg(p.title, scale),
-                            tr("The engine sees no CUDA device here (latentlab-engine devices). Load the demo scale, or "
-                               "this preset on a machine with GPUs."));
+      m_banner->showMessage(
+          MessageBanner::Level::Warning,
+          tr("%1 (%2 scale) runs on CUDA GPUs, and this machine has none").arg(p.title, scale),
+          tr("The engine sees no CUDA device here (latentlab-engine devices). Load the demo scale, or "
+             "this preset on a machine with GPUs."));
       return false;
     }
     // A preset on the demo base before the base exists waits for the run
@@ -484,10 +453,10 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
           }
         }
         if (demoBase && waitFor == 0) {
-          m_banner->showMessage(MessageBanner::Level::Warning,
-                                tr("%1 needs the model %2, which is not there yet").arg(p.title, model),
-                                tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
-                                   "retry that run, then load the preset again."));
+          m_banner->showMessage(
+              MessageBanner::Level::Warning, tr("%1 needs the model %2, which is not there yet").arg(p.title, model),
+              tr("The demo base is made by the run \"pretrain demo-gqa\" (experiment \"demo bases\"); "
+                 "retry that run, then load the preset again."));
           return false;
         }
         if (!demoBase) {
@@ -515,11 +484,14 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
       const QModelIndex exp = m_runModel->indexOfRun(ids.front()).parent();
       m_runs->view()->selectionModel()->select(exp, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     }
-    const QString loaded = tr("Loaded the preset %1 (%2 scale): %n run(s) queued", nullptr, static_cast<int>(ids.size())).arg(p.title, scale);
-    m_banner->showMessage(MessageBanner::Level::Info,
-                          waitFor == 0 ? loaded
-                                       : loaded + tr(", waiting for run #%1 (the demo base's pre-training) to complete").arg(waitFor),
-                          planNote.isEmpty() ? p.chart.note : planNote + QStringLiteral(". ") + p.chart.note);
+    const QString loaded =
+        tr("Loaded the preset %1 (%2 scale): %n run(s) queued", nullptr, static_cast<int>(ids.size()))
+            .arg(p.title, scale);
+    m_banner->showMessage(
+        MessageBanner::Level::Info,
+        waitFor == 0 ? loaded
+                     : loaded + tr(", waiting for run #%1 (the demo base's pre-training) to complete").arg(waitFor),
+        planNote.isEmpty() ? p.chart.note : planNote + QStringLiteral(". ") + p.chart.note);
     return true;
   } catch (const Error& e) {
     m_banner->showError(e);
@@ -527,7 +499,9 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
   }
 }
 
-ChartView* MainWindow::chart() const { return m_compare->chart(); }
+ChartView* MainWindow::chart() const {
+  return m_compare->chart();
+}
 
 void MainWindow::showSelection(const QVector<ChartRun>& runs) {
   m_compare->setRuns(runs);
@@ -542,7 +516,8 @@ void MainWindow::showSelection(const QVector<ChartRun>& runs) {
   const qint64 experiment = *experiments.begin();
   if (experiment <= 0 || !(runExperiments - experiments).isEmpty()) return;
   try {
-    const QString path = QStringLiteral(":/presets/%1.json").arg(QString::fromStdString(m_store->experiment(experiment).preset));
+    const QString path =
+        QStringLiteral(":/presets/%1.json").arg(QString::fromStdString(m_store->experiment(experiment).preset));
     if (!QFileInfo::exists(path)) return;
     // instantiatePreset names the experiment "<title> (<scale>)".
     const QStringList scales = presetScales(path);
@@ -559,17 +534,19 @@ void MainWindow::showSelection(const QVector<ChartRun>& runs) {
 
 void MainWindow::onStatusChanged(qint64 runId, RunStatus status) {
   m_runModel->refresh();
-  m_evaluate->refresh();   // new checkpoints and figures
+  m_evaluate->refresh();  // new checkpoints and figures
   if (!m_try->running()) m_try->refresh();
   m_compare->refreshTable();
   updateStatusBar();
   chart()->pollStore(runId);
   const JobInfo* job = m_jobs->job(runId);
   if (status == RunStatus::Failed || status == RunStatus::Crashed) {
-    m_banner->showMessage(MessageBanner::Level::Error,
-                          tr("Run #%1 %2 %3").arg(runId).arg(job != nullptr ? job->name : QString(),
-                                                               QString::fromLatin1(runStatusName(status))),
-                          job != nullptr && !job->error.isEmpty() ? job->error : tr("See the Log tab for the engine's output."));
+    m_banner->showMessage(
+        MessageBanner::Level::Error,
+        tr("Run #%1 %2 %3")
+            .arg(runId)
+            .arg(job != nullptr ? job->name : QString(), QString::fromLatin1(runStatusName(status))),
+        job != nullptr && !job->error.isEmpty() ? job->error : tr("See the Log tab for the engine's output."));
   }
   if (status == RunStatus::Completed) {
     try {
@@ -577,7 +554,8 @@ void MainWindow::onStatusChanged(qint64 runId, RunStatus status) {
         QString why;
         if (publishDemoBase(*m_store, m_ws, runId, &why)) {
           if (!m_model->usesFolder()) m_model->openFolder(m_ws.demoBaseDir());
-          m_banner->showMessage(MessageBanner::Level::Info, tr("The demo base model is ready: %1").arg(m_ws.demoBaseDir()),
+          m_banner->showMessage(MessageBanner::Level::Info,
+                                tr("The demo base model is ready: %1").arg(m_ws.demoBaseDir()),
                                 tr("Convert it on the Conversion tab, or load a preset from File › Load preset."));
         } else {
           m_banner->showMessage(MessageBanner::Level::Warning, tr("The demo base model could not be published"), why);
@@ -616,8 +594,9 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   if (m_options.askBeforeClosing && m_jobs->runningCount() > 0) {
     QMessageBox box(QMessageBox::Question, tr("Jobs are running"),
                     tr("%n job(s) are still running.", nullptr, m_jobs->runningCount()), QMessageBox::NoButton, this);
-    box.setInformativeText(tr("They are separate processes: they can keep running, and LatentLab reattaches to them when "
-                              "this workspace is opened again. Stopped jobs checkpoint and can be resumed."));
+    box.setInformativeText(
+        tr("They are separate processes: they can keep running, and LatentLab reattaches to them when "
+           "this workspace is opened again. Stopped jobs checkpoint and can be resumed."));
     QPushButton* keep = box.addButton(tr("Keep running"), QMessageBox::AcceptRole);
     QPushButton* stop = box.addButton(tr("Stop jobs"), QMessageBox::DestructiveRole);
     box.addButton(QMessageBox::Cancel);
@@ -641,4 +620,4 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   event->accept();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

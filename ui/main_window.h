@@ -22,7 +22,7 @@ class QProcess;
 namespace latentlab {
 class RunStore;
 struct RunSpec;
-}
+}  // namespace latentlab
 
 namespace latentlab::ui {
 
@@ -51,7 +51,7 @@ struct MainWindowOptions {
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
-public:
+ public:
   explicit MainWindow(const Workspace& workspace, MainWindowOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
 
@@ -91,13 +91,13 @@ public:
   // The last export's outcome, as shown in the status bar (empty before any).
   QString lastExportMessage() const { return m_lastExport; }
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void exportFinished(bool ok, const QString& outDir);
 
-protected:
+ protected:
   void closeEvent(QCloseEvent* event) override;
 
-private:
+ private:
   void buildMenus();
   void wire();
   void onStatusChanged(qint64 runId, RunStatus status);
@@ -112,10 +112,10 @@ private:
   // and remembered per workspace. Empty when the user declines.
   QString presetPath(const QString& presetTitle, const QString& original, bool folder);
   std::vector<DeviceInfo> m_devices;
-  QProcess* m_deviceProbe = nullptr;   // `devices --json` while it runs
+  QProcess* m_deviceProbe = nullptr;  // `devices --json` while it runs
   void saveLayout();
   void restoreLayout();
-  void keepPlotShare();   // the plot keeps at least 40% of the window's height
+  void keepPlotShare();  // the plot keeps at least 40% of the window's height
 
   Workspace m_ws;
   MainWindowOptions m_options;
@@ -136,7 +136,7 @@ private:
   QTabWidget* m_rightTabs = nullptr;
   QTabWidget* m_bottomTabs = nullptr;
   QSplitter* m_vertical = nullptr;
-  QList<int> m_sizesBeforeTry;   // the plot/bottom split before Try it opened the bottom area
+  QList<int> m_sizesBeforeTry;  // the plot/bottom split before Try it opened the bottom area
   QSplitter* m_horizontal = nullptr;
   QLabel* m_statusJobs = nullptr;
   QTimer m_refreshTimer;
@@ -144,4 +144,4 @@ private:
   QString m_lastExport;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

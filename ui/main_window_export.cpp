@@ -35,13 +35,15 @@ bool MainWindow::exportRunCheckpoint(qint64 runId, QString outDir) {
     return false;
   }
   if (problem) {
-    m_banner->showMessage(MessageBanner::Level::Error,
-                          tr("Run #%1 cannot be exported as DeepSeek-V3: %2.").arg(runId).arg(QString::fromStdString(*problem)),
-                          tr("Convert with the DeepSeek-V3 target (Conversion tab) to get an exportable model."));
+    m_banner->showMessage(
+        MessageBanner::Level::Error,
+        tr("Run #%1 cannot be exported as DeepSeek-V3: %2.").arg(runId).arg(QString::fromStdString(*problem)),
+        tr("Convert with the DeepSeek-V3 target (Conversion tab) to get an exportable model."));
     return false;
   }
   if (m_export != nullptr && m_export->running()) {
-    m_banner->showMessage(MessageBanner::Level::Warning, tr("An export is still running"), tr("Wait for it to finish."));
+    m_banner->showMessage(MessageBanner::Level::Warning, tr("An export is still running"),
+                          tr("Wait for it to finish."));
     return false;
   }
   if (outDir.isEmpty()) {
@@ -61,7 +63,8 @@ bool MainWindow::exportRunCheckpoint(qint64 runId, QString outDir) {
     connect(m_export, &ModelExport::finished, this, [this](bool ok, const QString& dir, const QString& message) {
       if (ok) {
         m_lastExport = tr("Exported as DeepSeek-V3 to %1").arg(QDir::toNativeSeparators(dir));
-        statusBar()->showMessage(m_lastExport + QStringLiteral(" — ") + message.section(QLatin1Char('\n'), -1).simplified());
+        statusBar()->showMessage(m_lastExport + QStringLiteral(" — ") +
+                                 message.section(QLatin1Char('\n'), -1).simplified());
       } else {
         m_lastExport = tr("Export failed: %1").arg(message);
         m_banner->showMessage(MessageBanner::Level::Error, tr("The export to %1 failed").arg(dir), message);

@@ -14,7 +14,7 @@ namespace latentlab::ui {
 
 void MainWindow::saveLayout() {
   QSettings s;
-  if (!m_sizesBeforeTry.isEmpty()) m_vertical->setSizes(m_sizesBeforeTry);   // Try it's room is not the layout
+  if (!m_sizesBeforeTry.isEmpty()) m_vertical->setSizes(m_sizesBeforeTry);  // Try it's room is not the layout
   s.setValue(QStringLiteral("window/geometry"), saveGeometry());
   s.setValue(QStringLiteral("window/state"), saveState());
   s.setValue(QStringLiteral("window/horizontal"), m_horizontal->saveState());
@@ -24,7 +24,8 @@ void MainWindow::saveLayout() {
 
 void MainWindow::restoreLayout() {
   QSettings s;
-  if (s.contains(QStringLiteral("window/geometry"))) restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  if (s.contains(QStringLiteral("window/geometry")))
+    restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
   // A geometry saved on a larger screen is not restored past this one (the
   // right panel, the Run button and the status bar would be cut off).
   if (const QScreen* screen = QGuiApplication::primaryScreen()) {
@@ -37,7 +38,7 @@ void MainWindow::restoreLayout() {
   m_horizontal->restoreState(s.value(QStringLiteral("window/horizontal")).toByteArray());
   m_vertical->restoreState(s.value(QStringLiteral("window/vertical")).toByteArray());
   m_rightTabs->setCurrentIndex(s.value(QStringLiteral("window/rightTab"), 0).toInt());
-  QTimer::singleShot(0, this, &MainWindow::keepPlotShare);   // once the splitter has its real height
+  QTimer::singleShot(0, this, &MainWindow::keepPlotShare);  // once the splitter has its real height
 }
 
 void MainWindow::keepPlotShare() {
@@ -47,4 +48,4 @@ void MainWindow::keepPlotShare() {
   if (total > 0 && sizes[0] < total * 2 / 5) m_vertical->setSizes({total * 3 / 5, total - total * 3 / 5});
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

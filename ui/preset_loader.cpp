@@ -12,7 +12,9 @@
 #include "latentlab/run_store.h"
 
 // Q_INIT_RESOURCE must be used outside any namespace.
-static void initLatentlabResources() { Q_INIT_RESOURCE(latentlab); }
+static void initLatentlabResources() {
+  Q_INIT_RESOURCE(latentlab);
+}
 
 namespace latentlab::ui {
 
@@ -33,25 +35,29 @@ QJsonObject readObject(const QString& path) {
   QJsonParseError err{};
   const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
   if (err.error != QJsonParseError::NoError || !doc.isObject()) {
-    throw Error(ErrorCode::BadSpec, path.toStdString() + ": " + err.errorString().toStdString() + " at offset " +
-                                        std::to_string(err.offset),
-                "A preset is one JSON object with \"scales\".");
+    throw Error(
+        ErrorCode::BadSpec,
+        path.toStdString() + ": " + err.errorString().toStdString() + " at offset " + std::to_string(err.offset),
+        "A preset is one JSON object with \"scales\".");
   }
   return doc.object();
 }
 
-} // namespace
+}  // namespace
 
 QStringList builtinPresetFiles() {
   ensureResourcesLoaded();
   QStringList out;
-  for (const QString& n : QDir(QStringLiteral(":/presets")).entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
+  for (const QString& n :
+       QDir(QStringLiteral(":/presets")).entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
     out << QStringLiteral(":/presets/") + n;
   }
   return out;
 }
 
-QStringList presetScales(const QString& path) { return readObject(path).value(QStringLiteral("scales")).toObject().keys(); }
+QStringList presetScales(const QString& path) {
+  return readObject(path).value(QStringLiteral("scales")).toObject().keys();
+}
 
 Preset loadPreset(const QString& path, const QString& scale, const QString& workspaceDir) {
   const QJsonObject o = readObject(path);
@@ -70,7 +76,8 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
   for (qsizetype i = 0; i < pairs.size(); ++i) {
     const QJsonArray pair = pairs[i].toArray();
     if (pair.size() != 2 || !pair[0].isString() || !pair[1].isString()) {
-      throw Error(ErrorCode::BadSpec, path.toStdString() + ": chart.pairs[" + std::to_string(i) + "] is not two run names",
+      throw Error(ErrorCode::BadSpec,
+                  path.toStdString() + ": chart.pairs[" + std::to_string(i) + "] is not two run names",
                   "Each pair is [\"<run without scale>\", \"<run with scale>\"].");
     }
     // "{scale} mla" names the run of the scale being loaded ("demo mla").
@@ -83,7 +90,8 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
                 "Scales here: " + scales.keys().join(QStringLiteral(", ")).toStdString());
   }
   const QJsonArray runs = scales.value(scale).toObject().value(QStringLiteral("runs")).toArray();
-  if (runs.isEmpty()) throw Error(ErrorCode::BadSpec, path.toStdString() + ": scale '" + scale.toStdString() + "' has no runs");
+  if (runs.isEmpty())
+    throw Error(ErrorCode::BadSpec, path.toStdString() + ": scale '" + scale.toStdString() + "' has no runs");
   for (qsizetype i = 0; i < runs.size(); ++i) {
     QString json = QString::fromUtf8(QJsonDocument(runs[i].toObject()).toJson(QJsonDocument::Compact));
     json.replace(QStringLiteral("<workspace>"), QDir(workspaceDir).absolutePath());
@@ -97,7 +105,8 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
 
 std::int64_t instantiatePreset(RunStore& store, const Preset& preset, std::vector<std::int64_t>* runIds) {
   const QString name = QStringLiteral("%1 (%2)").arg(preset.title, preset.scale);
-  const std::int64_t exp = store.createExperiment(name.toStdString(), preset.id.toStdString(), preset.description.toStdString());
+  const std::int64_t exp =
+      store.createExperiment(name.toStdString(), preset.id.toStdString(), preset.description.toStdString());
   for (const RunSpec& spec : preset.runs) {
     const std::int64_t id = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), spec.device);
     if (runIds != nullptr) runIds->push_back(id);
@@ -105,4 +114,4 @@ std::int64_t instantiatePreset(RunStore& store, const Preset& preset, std::vecto
   return exp;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -19,19 +19,19 @@ class RunStore;
 namespace latentlab::ui {
 
 struct PresetChart {
-  QString metric = QStringLiteral("loss");   // as ChartView::setMetric
-  QString x = QStringLiteral("step");        // step | tokens
+  QString metric = QStringLiteral("loss");     // as ChartView::setMetric
+  QString x = QStringLiteral("step");          // step | tokens
   QString compare = QStringLiteral("curves");  // curves | difference
   double smoothing = -1;                       // the train curves' smoothing, 0..0.99 (< 0: left as it is)
   QList<QPair<QString, QString>> pairs;        // difference within pairs: (minuend, subtrahend) run names
-  QString note;                              // what the figure shows
+  QString note;                                // what the figure shows
 };
 
 struct Preset {
-  QString id;            // file stem: rope-strategies, ...
+  QString id;  // file stem: rope-strategies, ...
   QString title;
   QString description;
-  QString scale;         // demo | paper
+  QString scale;  // demo | paper
   PresetChart chart;
   std::vector<RunSpec> runs;
 };
@@ -49,4 +49,4 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
 // the experiment id and appends the run ids to `runIds`.
 std::int64_t instantiatePreset(RunStore& store, const Preset& preset, std::vector<std::int64_t>* runIds = nullptr);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

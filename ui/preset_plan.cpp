@@ -11,8 +11,9 @@
 namespace latentlab::ui {
 
 bool presetWantsGpu(const Preset& preset) {
-  return std::any_of(preset.runs.begin(), preset.runs.end(),
-                     [](const RunSpec& s) { return QString::fromStdString(s.device).startsWith(QLatin1String("cuda")); });
+  return std::any_of(preset.runs.begin(), preset.runs.end(), [](const RunSpec& s) {
+    return QString::fromStdString(s.device).startsWith(QLatin1String("cuda"));
+  });
 }
 
 std::vector<DeviceInfo> cudaDevices(const std::vector<DeviceInfo>& devices) {
@@ -27,7 +28,8 @@ QStringList presetGpuPlan(const Preset& preset, const std::vector<DeviceInfo>& g
   if (gpus.empty()) return lines;
   for (const RunSpec& s : preset.runs) {
     // Per model: where a run of it goes on these GPUs when they are free.
-    const QString model = QFileInfo(QString::fromStdString(s.modelDir.empty() ? s.architecture : s.modelDir)).fileName();
+    const QString model =
+        QFileInfo(QString::fromStdString(s.modelDir.empty() ? s.architecture : s.modelDir)).fileName();
     if (seen.contains(model)) continue;
     seen << model;
     std::int64_t sourceParameters = 0;
@@ -40,12 +42,15 @@ QStringList presetGpuPlan(const Preset& preset, const std::vector<DeviceInfo>& g
     const MemoryPlan plan = planMemory(cfg, there, least, sourceParameters);
     const int ranks = static_cast<int>(deviceList(there.device).size());
     const QString peak = QString::fromStdString(formatBytes(plan.peakBytes));
-    const char* context = "latentlab::ui::MainWindow";   // where these lines were written before
-    lines << (plan.fits() ? QCoreApplication::translate(context, "%1 runs need %2 per GPU on %3 GPU(s)").arg(model, peak).arg(ranks)
-                          : QCoreApplication::translate(context, "%1 runs need %2 per GPU and do not fit these GPUs (%3)")
-                                .arg(model, peak, QString::fromStdString(plan.suggestion)));
+    const char* context = "latentlab::ui::MainWindow";  // where these lines were written before
+    lines << (plan.fits()
+                  ? QCoreApplication::translate(context, "%1 runs need %2 per GPU on %3 GPU(s)")
+                        .arg(model, peak)
+                        .arg(ranks)
+                  : QCoreApplication::translate(context, "%1 runs need %2 per GPU and do not fit these GPUs (%3)")
+                        .arg(model, peak, QString::fromStdString(plan.suggestion)));
   }
   return lines;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -23,4 +23,4 @@ std::vector<DeviceInfo> cudaDevices(const std::vector<DeviceInfo>& devices);
 // on the GPU(s) chosen for it, or that it does not fit them and what would.
 QStringList presetGpuPlan(const Preset& preset, const std::vector<DeviceInfo>& gpus);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -20,7 +20,8 @@ Workspace openWorkspace(const QString& dir) {
   QDir d(dir);
   for (const char* sub : {"models", "cache", "runs"}) {
     if (!d.mkpath(QString::fromLatin1(sub))) {
-      throw Error(ErrorCode::Io, (dir + QLatin1Char('/') + QLatin1String(sub)).toStdString() + ": cannot create the folder",
+      throw Error(ErrorCode::Io,
+                  (dir + QLatin1Char('/') + QLatin1String(sub)).toStdString() + ": cannot create the folder",
                   "Choose a workspace folder you can write to.");
     }
   }
@@ -36,7 +37,8 @@ QString defaultDemoWorkspaceDir() {
 
 std::optional<std::int64_t> ensureDemoPretrainQueued(RunStore& store, const Workspace& ws) {
   if (QFileInfo::exists(ws.demoBaseDir() + QStringLiteral("/config.json"))) return std::nullopt;
-  const std::int64_t exp = findOrCreateExperiment(store, kDemoBasesExperiment, "", "Base models pre-trained by LatentLab");
+  const std::int64_t exp =
+      findOrCreateExperiment(store, kDemoBasesExperiment, "", "Base models pre-trained by LatentLab");
   const RunSpec spec = demoPretrainSpec(kDemoArch);
   for (const auto& r : store.listRuns(RunFilter{exp, std::nullopt, std::nullopt})) {
     if (r.name == spec.name && r.status != RunStatus::Completed) return r.id;
@@ -61,4 +63,4 @@ bool publishDemoBase(RunStore& store, const Workspace& ws, std::int64_t runId, Q
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -43,4 +43,4 @@ bool publishDemoBase(RunStore& store, const Workspace& ws, std::int64_t runId, Q
 // True when `runId` is the demo base pre-training run of the workspace.
 bool isDemoPretrainRun(RunStore& store, std::int64_t runId);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -12,8 +12,8 @@
 namespace latentlab {
 
 namespace {
-ModelConfig shape(int vocab, int hidden, int inter, int layers, int heads, int kv, bool tied, double eps,
-                  double theta, int maxPos) {
+ModelConfig shape(int vocab, int hidden, int inter, int layers, int heads, int kv, bool tied, double eps, double theta,
+                  int maxPos) {
   ModelConfig c;
   c.vocabSize = vocab;
   c.hiddenSize = hidden;
@@ -118,7 +118,7 @@ const std::map<std::string, ModelConfig>& table() {
   };
   return t;
 }
-} // namespace
+}  // namespace
 
 std::vector<std::string> builtinArchitectureNames() {
   std::vector<std::string> out;
@@ -141,8 +141,8 @@ ModelConfig builtinArchitecture(const std::string& name, int vocabSize) {
 
 namespace {
 struct ParsedVariant {
-  std::string kind;   // mha | gqa | mla | gla | mlra
-  int k = 1;          // gla: latent heads; mlra: branches
+  std::string kind;  // mha | gqa | mla | gla | mlra
+  int k = 1;         // gla: latent heads; mlra: branches
 };
 
 std::optional<ParsedVariant> parseVariant(const std::string& name) {
@@ -160,9 +160,11 @@ std::optional<ParsedVariant> parseVariant(const std::string& name) {
 [[noreturn]] void badOption(const std::string& where, const std::string& field, const std::string& problem) {
   throw Error(ErrorCode::BadSpec, where + "." + field + " " + problem);
 }
-} // namespace
+}  // namespace
 
-bool isAttentionVariant(const std::string& attention) { return parseVariant(attention).has_value(); }
+bool isAttentionVariant(const std::string& attention) {
+  return parseVariant(attention).has_value();
+}
 
 ModelConfig attentionVariant(const ModelConfig& base, const std::string& attention, const AttentionOptions& o,
                              const std::string& where) {
@@ -171,8 +173,9 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
   const std::string opt = "attention_options";
   if (o.matchMultiple < 1) badOption(where, opt + ".match_multiple", "must be at least 1");
   if (base.moe) {
-    badOption(where, "attention", "variants of a mixture-of-experts shape are not supported: the variants compare "
-                                  "dense decoders at matched parameters");
+    badOption(where, "attention",
+              "variants of a mixture-of-experts shape are not supported: the variants compare "
+              "dense decoders at matched parameters");
   }
   ModelConfig cfg = base;
   cfg.mla.reset();
@@ -185,8 +188,8 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
   } else if (v->kind == "gqa") {
     const int group = o.gqaGroup > 0 ? o.gqaGroup : (base.numKvHeads < nh ? base.kvGroupSize() : 4);
     if (nh % group != 0) {
-      badOption(where, opt + ".gqa_group", "(" + std::to_string(group) + ") does not divide the " +
-                                               std::to_string(nh) + " query heads");
+      badOption(where, opt + ".gqa_group",
+                "(" + std::to_string(group) + ") does not divide the " + std::to_string(nh) + " query heads");
     }
     cfg.numKvHeads = nh / group;
   } else {
@@ -201,15 +204,17 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     a.qLoraRank = o.qLoraRank > 0 ? o.qLoraRank : defaultQLoraRank(cfg.hiddenSize, a.kind, o.matchMultiple);
     a.scaled = o.scaled;
     if (nh % a.latentsPerBranch() != 0) {
-      badOption(where, "attention", "'" + attention + "' splits the query heads into " +
-                                        std::to_string(a.latentsPerBranch()) + " groups, but there are " +
-                                        std::to_string(nh) + " heads");
+      badOption(where, "attention",
+                "'" + attention + "' splits the query heads into " + std::to_string(a.latentsPerBranch()) +
+                    " groups, but there are " + std::to_string(nh) + " heads");
     }
     if (a.dC % a.latentHeads != 0) {
-      badOption(where, opt + ".d_c", "(" + std::to_string(a.dC) + ") is not divisible by the " +
-                                         std::to_string(a.latentHeads) + " latent heads of " + attention);
+      badOption(where, opt + ".d_c",
+                "(" + std::to_string(a.dC) + ") is not divisible by the " + std::to_string(a.latentHeads) +
+                    " latent heads of " + attention);
     }
-    if (a.dRope % 2 != 0) badOption(where, opt + ".d_rope", "must be even (RoPE rotates pairs), got " + std::to_string(a.dRope));
+    if (a.dRope % 2 != 0)
+      badOption(where, opt + ".d_rope", "must be even (RoPE rotates pairs), got " + std::to_string(a.dRope));
     cfg.numKvHeads = nh;
     cfg.latent = a;
     // A latent layer has its own RoPE key and no QK norms: a family's layer
@@ -234,8 +239,9 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     if (o.targetParameters <= 0) badOption(where, opt + ".target_parameters", "must be positive for match 'target'");
     return matchParameters(cfg, o.targetParameters, o.matchMultiple);
   }
-  if (o.match != "none") badOption(where, opt + ".match", "must be architecture, target or none, got '" + o.match + "'");
+  if (o.match != "none")
+    badOption(where, opt + ".match", "must be architecture, target or none, got '" + o.match + "'");
   return cfg;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

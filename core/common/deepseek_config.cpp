@@ -12,17 +12,52 @@ namespace {
 // transformers' DeepseekV3RMSNorm epsilon for q_a_layernorm and kv_a_layernorm.
 constexpr double kLatentNormEps = 1e-6;
 
-const std::set<std::string> kDeepSeekUsed = {
-    "model_type", "architectures", "hidden_act", "vocab_size", "hidden_size", "intermediate_size",
-    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rms_norm_eps",
-    "tie_word_embeddings", "attention_bias", "rope_theta", "rope_scaling", "rope_parameters", "rope_interleave",
-    "bos_token_id", "eos_token_id", "torch_dtype", "dtype", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
-    "qk_nope_head_dim", "v_head_dim", "first_k_dense_replace", "quantization_config"};
-const std::set<std::string> kExpertFields = {"moe_intermediate_size", "n_routed_experts", "n_shared_experts",
-                                             "num_experts_per_tok", "n_group", "topk_group", "routed_scaling_factor",
-                                             "norm_topk_prob", "topk_method", "scoring_func", "moe_layer_freq",
-                                             "num_nextn_predict_layers", "num_mtp_layers", "ep_size", "aux_loss_alpha",
-                                             "seq_aux", "output_router_logits", "router_aux_loss_coef"};
+const std::set<std::string> kDeepSeekUsed = {"model_type",
+                                             "architectures",
+                                             "hidden_act",
+                                             "vocab_size",
+                                             "hidden_size",
+                                             "intermediate_size",
+                                             "num_hidden_layers",
+                                             "num_attention_heads",
+                                             "num_key_value_heads",
+                                             "max_position_embeddings",
+                                             "rms_norm_eps",
+                                             "tie_word_embeddings",
+                                             "attention_bias",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "rope_parameters",
+                                             "rope_interleave",
+                                             "bos_token_id",
+                                             "eos_token_id",
+                                             "torch_dtype",
+                                             "dtype",
+                                             "kv_lora_rank",
+                                             "q_lora_rank",
+                                             "qk_rope_head_dim",
+                                             "qk_nope_head_dim",
+                                             "v_head_dim",
+                                             "first_k_dense_replace",
+                                             "quantization_config"};
+const std::set<std::string> kExpertFields = {"moe_intermediate_size",
+                                             "n_routed_experts",
+                                             "n_shared_experts",
+                                             "num_experts_per_tok",
+                                             "n_group",
+                                             "topk_group",
+                                             "routed_scaling_factor",
+                                             "norm_topk_prob",
+                                             "topk_method",
+                                             "scoring_func",
+                                             "moe_layer_freq",
+                                             "num_nextn_predict_layers",
+                                             "num_mtp_layers",
+                                             "ep_size",
+                                             "aux_loss_alpha",
+                                             "seq_aux",
+                                             "output_router_logits",
+                                             "router_aux_loss_coef"};
 }  // namespace
 
 ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::string& source) {
@@ -41,11 +76,13 @@ ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::
   cfg.numKvHeads = cfg.numHeads;
   // transformers' default is 3: the first three layers dense, the rest experts.
   if (r.optInt("first_k_dense_replace", 3) < cfg.numLayers) {
-    throw Error(ErrorCode::Unsupported,
-                source + ": first_k_dense_replace is below num_hidden_layers: mixture-of-experts layers are not supported",
-                "LatentLab reads dense DeepSeek-V3 models (every layer a plain MLP), such as its own exports.");
+    throw Error(
+        ErrorCode::Unsupported,
+        source + ": first_k_dense_replace is below num_hidden_layers: mixture-of-experts layers are not supported",
+        "LatentLab reads dense DeepSeek-V3 models (every layer a plain MLP), such as its own exports.");
   }
-  if (r.optBool("attention_bias", false)) r.fail("attention_bias", "must be false (DeepSeek-V3 attention without biases)");
+  if (r.optBool("attention_bias", false))
+    r.fail("attention_bias", "must be false (DeepSeek-V3 attention without biases)");
   cfg.maxPositionEmbeddings = r.optInt("max_position_embeddings", 4096);
   cfg.rmsNormEps = r.optDouble("rms_norm_eps", 1e-6);
   cfg.tieWordEmbeddings = r.optBool("tie_word_embeddings", false);
@@ -87,8 +124,8 @@ ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::
   cfg.headDim = a.dV % 2 == 0 ? a.dV : a.dV + 1;  // the per-head width the KV saving compares against
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (kDeepSeekUsed.count(it.key())) continue;
-    cfg.unusedFields.emplace_back(it.key(), kExpertFields.count(it.key()) ? "ignored (expert settings: every layer is dense)"
-                                                                          : "ignored");
+    cfg.unusedFields.emplace_back(
+        it.key(), kExpertFields.count(it.key()) ? "ignored (expert settings: every layer is dense)" : "ignored");
   }
   cfg.validate(source);
   return cfg;

@@ -46,7 +46,8 @@ std::optional<std::string> deepSeekExportProblem(const ModelConfig& cfg) {
   if (cfg.slidingWindow) return std::string("it uses a sliding window, which DeepSeek-V3 attention has not");
   const std::string& t = cfg.ropeScaling.type;
   if (t != "default" && t != "linear" && t != "llama3") {
-    return "its RoPE scaling (" + t + ") depends on the head width, which the export changes; only default, linear "
+    return "its RoPE scaling (" + t +
+           ") depends on the head width, which the export changes; only default, linear "
            "and llama3 scaling carry over exactly";
   }
   double theta = 0.0;

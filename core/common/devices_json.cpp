@@ -16,7 +16,7 @@ std::string devicesJson(const std::vector<DeviceInfo>& devices) {
 }
 
 std::vector<DeviceInfo> parseDevicesJson(std::string_view text) {
-  const auto start = text.find('[');   // anything a launcher printed before the array is not ours
+  const auto start = text.find('[');  // anything a launcher printed before the array is not ours
   const json list = start == std::string_view::npos ? json() : json::parse(text.substr(start), nullptr, false);
   std::vector<DeviceInfo> out;
   if (!list.is_array()) return out;
@@ -32,4 +32,4 @@ std::vector<DeviceInfo> parseDevicesJson(std::string_view text) {
   return out;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -36,27 +36,29 @@ std::optional<int> tasksPerNode(const std::optional<std::string>& v) {
   return parseInt("SLURM_NTASKS_PER_NODE", head, 1, 1 << 20);
 }
 
-} // namespace
+}  // namespace
 
 DistEnv readDistEnv(const EnvLookup& env) {
   DistEnv d;
-  if (auto t = env("LATENTLAB_DIST_TIMEOUT")) d.timeout = std::chrono::seconds(parseInt("LATENTLAB_DIST_TIMEOUT", *t, 1, 86400));
+  if (auto t = env("LATENTLAB_DIST_TIMEOUT"))
+    d.timeout = std::chrono::seconds(parseInt("LATENTLAB_DIST_TIMEOUT", *t, 1, 86400));
   if (auto off = env("LATENTLAB_DIST"); off && (*off == "off" || *off == "0")) return d;
 
   const auto rank = env("RANK"), world = env("WORLD_SIZE");
   const auto slurmRank = env("SLURM_PROCID"), slurmTasks = env("SLURM_NTASKS");
   if (rank || world) {
     if (!rank || !world) {
-      throw Error(ErrorCode::BadInput, std::string("environment variable ") + (rank ? "WORLD_SIZE" : "RANK") + " is not set but " +
-                  (rank ? "RANK" : "WORLD_SIZE") + " is",
+      throw Error(ErrorCode::BadInput,
+                  std::string("environment variable ") + (rank ? "WORLD_SIZE" : "RANK") + " is not set but " +
+                      (rank ? "RANK" : "WORLD_SIZE") + " is",
                   "torchrun sets both; a hand-made launch must set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.");
     }
     d.launcher = "torchrun";
     d.worldSize = parseInt("WORLD_SIZE", *world, 1, 1 << 20);
     d.rank = parseInt("RANK", *rank, 0, d.worldSize - 1);
     d.localRank = env("LOCAL_RANK") ? parseInt("LOCAL_RANK", *env("LOCAL_RANK"), 0, d.worldSize - 1) : d.rank;
-    d.localWorldSize = env("LOCAL_WORLD_SIZE") ? parseInt("LOCAL_WORLD_SIZE", *env("LOCAL_WORLD_SIZE"), 1, d.worldSize)
-                                               : d.worldSize;
+    d.localWorldSize =
+        env("LOCAL_WORLD_SIZE") ? parseInt("LOCAL_WORLD_SIZE", *env("LOCAL_WORLD_SIZE"), 1, d.worldSize) : d.worldSize;
   } else if (slurmRank && slurmTasks) {
     d.launcher = "slurm";
     d.worldSize = parseInt("SLURM_NTASKS", *slurmTasks, 1, 1 << 20);
@@ -67,14 +69,15 @@ DistEnv readDistEnv(const EnvLookup& env) {
     return d;
   }
   if (d.localRank >= d.localWorldSize && d.launcher == "torchrun") {
-    throw Error(ErrorCode::BadInput,
-                "LOCAL_RANK " + std::to_string(d.localRank) + " is not below LOCAL_WORLD_SIZE " + std::to_string(d.localWorldSize));
+    throw Error(ErrorCode::BadInput, "LOCAL_RANK " + std::to_string(d.localRank) + " is not below LOCAL_WORLD_SIZE " +
+                                         std::to_string(d.localWorldSize));
   }
   if (!d.distributed()) return d;
   auto addr = env("MASTER_ADDR");
   if (!addr || addr->empty()) {
-    throw Error(ErrorCode::BadInput, "environment variable MASTER_ADDR is not set for a " + std::to_string(d.worldSize) +
-                "-process " + d.launcher + " job",
+    throw Error(ErrorCode::BadInput,
+                "environment variable MASTER_ADDR is not set for a " + std::to_string(d.worldSize) + "-process " +
+                    d.launcher + " job",
                 d.launcher == "slurm" ? "Export MASTER_ADDR (the first host of the allocation) in the batch script; "
                                         "see packaging/slurm/latentlab.sbatch."
                                       : "Set MASTER_ADDR to rank 0's host.");
@@ -84,4 +87,4 @@ DistEnv readDistEnv(const EnvLookup& env) {
   return d;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

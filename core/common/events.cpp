@@ -15,8 +15,8 @@ struct KindName {
   const char* name;
 };
 constexpr KindName kKindNames[] = {
-    {EventKind::Hello, "hello"},     {EventKind::Status, "status"},         {EventKind::Progress, "progress"},
-    {EventKind::Eval, "eval"},       {EventKind::EvalTask, "eval_task"},    {EventKind::Checkpoint, "checkpoint"},
+    {EventKind::Hello, "hello"}, {EventKind::Status, "status"},      {EventKind::Progress, "progress"},
+    {EventKind::Eval, "eval"},   {EventKind::EvalTask, "eval_task"}, {EventKind::Checkpoint, "checkpoint"},
     {EventKind::Log, "log"},
 };
 
@@ -45,7 +45,7 @@ std::optional<double> optionalNumber(const json& o, const char* key) {
   return it->get<double>();
 }
 
-} // namespace
+}  // namespace
 
 const char* eventKindName(EventKind kind) {
   for (const KindName& k : kKindNames) {
@@ -220,4 +220,4 @@ EngineEvent parseEventLine(std::string_view line) {
   return e;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -1,17 +1,17 @@
 // Memory maps and atomic writes.
 #include "common/file_util.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 #include "latentlab/error.h"
@@ -48,10 +48,14 @@ std::size_t allowedBytes(std::size_t size) {
   }
   return size;
 }
-} // namespace
+}  // namespace
 
-void setWriteBudgetForTesting(long long bytes) { writeBudget().store(bytes < 0 ? -1 : bytes); }
-long long writeBudgetLeftForTesting() { return writeBudget().load(); }
+void setWriteBudgetForTesting(long long bytes) {
+  writeBudget().store(bytes < 0 ? -1 : bytes);
+}
+long long writeBudgetLeftForTesting() {
+  return writeBudget().load();
+}
 
 MappedFile::MappedFile(const fs::path& path) : m_path(path) {
   // A regular file only: a FIFO would block the open for ever, a device has no end.
@@ -75,7 +79,9 @@ MappedFile::MappedFile(const fs::path& path) : m_path(path) {
   ::close(fd);
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : m_path(std::move(other.m_path)), m_data(other.m_data), m_size(other.m_size) {
@@ -142,7 +148,8 @@ std::string readAllFrom(int fd, const fs::path& path, std::uint64_t limit) {
     }
     if (n == 0) return out;
     if (out.size() + static_cast<std::size_t>(n) > limit) {
-      throw Error(ErrorCode::Io, path.string() + ": larger than " + limitText(limit) + ", the most LatentLab reads there");
+      throw Error(ErrorCode::Io,
+                  path.string() + ": larger than " + limitText(limit) + ", the most LatentLab reads there");
     }
     out.append(buf, static_cast<std::size_t>(n));
   }
@@ -154,7 +161,8 @@ std::string readFileBounded(const fs::path& path, std::uint64_t maxBytes) {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) > maxBytes) {
     ::close(fd);
-    throw Error(ErrorCode::Io, path.string() + ": larger than " + limitText(maxBytes) + ", the most LatentLab reads there");
+    throw Error(ErrorCode::Io,
+                path.string() + ": larger than " + limitText(maxBytes) + ", the most LatentLab reads there");
   }
   try {
     std::string out = readAllFrom(fd, path, maxBytes);
@@ -166,7 +174,9 @@ std::string readFileBounded(const fs::path& path, std::uint64_t maxBytes) {
   }
 }
 
-std::string readTextFile(const fs::path& path) { return readFileBounded(path, kMaxReadBytes); }
+std::string readTextFile(const fs::path& path) {
+  return readFileBounded(path, kMaxReadBytes);
+}
 
 void forEachLine(const fs::path& path, const std::function<void(std::string_view line, int number)>& fn,
                  std::uint64_t maxLineBytes, std::uint64_t maxFileBytes) {
@@ -185,8 +195,8 @@ void forEachLine(const fs::path& path, const std::function<void(std::string_view
       if (n == 0) break;
       total += static_cast<std::uint64_t>(n);
       if (total > maxFileBytes) {
-        throw Error(ErrorCode::Io, path.string() + ": larger than " + limitText(maxFileBytes) +
-                                       ", the most LatentLab reads there");
+        throw Error(ErrorCode::Io,
+                    path.string() + ": larger than " + limitText(maxFileBytes) + ", the most LatentLab reads there");
       }
       std::string_view chunk(buf, static_cast<std::size_t>(n));
       while (!chunk.empty()) {
@@ -235,7 +245,8 @@ std::optional<std::string> readModelFile(const fs::path& dir, const std::string&
   }
   static const std::vector<fs::path> kSystem = {"/proc", "/sys", "/dev"};
   for (const auto& sys : kSystem) {
-    if (inside(sys)) throw Error(ErrorCode::BadModel, file.string() + ": " + real.string() + " is a system file, not copied");
+    if (inside(sys))
+      throw Error(ErrorCode::BadModel, file.string() + ": " + real.string() + " is a system file, not copied");
   }
   return readFileBounded(real, maxBytes);
 }
@@ -298,4 +309,4 @@ void atomicWriteText(const fs::path& path, std::string_view text) {
   atomicWrite(path, [&](int fd) { writeAll(fd, text.data(), text.size(), path); });
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -13,7 +13,7 @@
 namespace latentlab {
 
 class MappedFile {
-public:
+ public:
   MappedFile() = default;
   explicit MappedFile(const std::filesystem::path& path);  // throws Error(Io)
   ~MappedFile();
@@ -26,7 +26,7 @@ public:
   std::size_t size() const { return m_size; }
   const std::filesystem::path& path() const { return m_path; }
 
-private:
+ private:
   void release() noexcept;
   std::filesystem::path m_path;
   const std::byte* m_data = nullptr;
@@ -75,6 +75,6 @@ void writeAll(int fd, const void* data, std::size_t size, const std::filesystem:
 // turns it off, the default). The engine reads LATENTLAB_FAULT_DISK_BYTES at
 // start-up so a test can fill the "disk" of a child process.
 void setWriteBudgetForTesting(long long bytes);
-long long writeBudgetLeftForTesting();   // < 0: no limit
+long long writeBudgetLeftForTesting();  // < 0: no limit
 
-} // namespace latentlab
+}  // namespace latentlab

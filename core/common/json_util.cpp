@@ -86,4 +86,4 @@ std::string JsonReader::optString(const std::string& key, const std::string& fal
   return has(key) ? requireString(key) : fallback;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -21,7 +21,7 @@ void forEachJsonLine(const std::filesystem::path& path, ErrorCode code, const st
 nlohmann::json parseJson(const std::string& text, const std::string& source, ErrorCode code);
 
 class JsonReader {
-public:
+ public:
   JsonReader(const nlohmann::json& obj, std::string source, ErrorCode code)
       : m_obj(obj), m_source(std::move(source)), m_code(code) {}
 
@@ -40,10 +40,10 @@ public:
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   const std::string& source() const { return m_source; }
 
-private:
+ private:
   const nlohmann::json& m_obj;
   std::string m_source;
   ErrorCode m_code;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -9,7 +9,9 @@
 
 namespace latentlab {
 
-int defaultRopePairs(int headDim) { return std::max(1, headDim / 16); }
+int defaultRopePairs(int headDim) {
+  return std::max(1, headDim / 16);
+}
 
 int headsPerDevice(int heads, int tpDegree) {
   if (tpDegree < 1) throw Error(ErrorCode::BadInput, "tensor-parallel degree must be at least 1");
@@ -21,7 +23,7 @@ int effectivePairs(const ModelConfig& cfg, const KvSettings& s) {
   if (s.fullRope) return cfg.ropeDim() / 2;
   return s.ropePairs > 0 ? s.ropePairs : defaultRopePairs(cfg.headDim);
 }
-} // namespace
+}  // namespace
 
 int effectiveRopeWidth(const ModelConfig& cfg, const KvSettings& s) {
   if (s.ropeWidth > 0) return s.ropeWidth;
@@ -47,7 +49,8 @@ std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, i
     if (pairs % groups != 0 || pairs / groups > perGroup) {
       return "d_R = " + std::to_string(ropeWidth) + " does not fit " + std::to_string(groups) +
              " frequency groups: above " + std::to_string(2 * groups) + " it must be a multiple of " +
-             std::to_string(2 * groups) + " up to " + std::to_string(2 * groups * perGroup) + " (every rotated component of every group)";
+             std::to_string(2 * groups) + " up to " + std::to_string(2 * groups * perGroup) +
+             " (every rotated component of every group)";
     }
     l.groups = groups;
     l.components = pairs / groups;
@@ -65,16 +68,19 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
   if (cfg.latent) return std::string("the model has latent attention from scratch; conversion needs MHA/GQA");
   if (s.method == KvMethod::DeepSeek) {
     if (cfg.qkNorm) {
-      return std::string("the model normalises its keys (QK norm, q_norm/k_norm); DeepSeek-V3 attention has no key norm "
-                         "and its latent cannot hold one exactly: use the mha2mla target, whose cache keeps the norm exact");
+      return std::string(
+          "the model normalises its keys (QK norm, q_norm/k_norm); DeepSeek-V3 attention has no key norm "
+          "and its latent cannot hold one exactly: use the mha2mla target, whose cache keeps the norm exact");
     }
     if (!cfg.nopeLayers.empty()) {
-      return std::string("the model has layers without RoPE (no_rope_layers); the DeepSeek target's shared RoPE key "
-                         "needs RoPE in every layer: use the mha2mla target");
+      return std::string(
+          "the model has layers without RoPE (no_rope_layers); the DeepSeek target's shared RoPE key "
+          "needs RoPE in every layer: use the mha2mla target");
     }
     if (cfg.rotaryDim > 0) {
-      return std::string("the model rotates only part of each head (partial_rotary_factor); the DeepSeek target needs "
-                         "fully rotating heads: use the mha2mla target");
+      return std::string(
+          "the model rotates only part of each head (partial_rotary_factor); the DeepSeek target needs "
+          "fully rotating heads: use the mha2mla target");
     }
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
     if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, s), s.freqFold, nullptr)) return why;
@@ -84,17 +90,18 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
     const std::int64_t rank = std::min<std::int64_t>(2LL * cfg.numKvHeads * cfg.headDim, cfg.hiddenSize);
     if (latent > rank) {
       return "d_kv = " + std::to_string(s.dKv) + " needs a rank-" + std::to_string(latent) +
-             " latent but [K_nope; V] has rank at most " + std::to_string(rank) + " (d_kv <= " +
-             std::to_string(rank / cfg.numKvHeads) + ")";
+             " latent but [K_nope; V] has rank at most " + std::to_string(rank) +
+             " (d_kv <= " + std::to_string(rank / cfg.numKvHeads) + ")";
     }
     if (cfg.attentionBias || cfg.oProjBias) {
-      return std::string("the model has attention biases (Qwen2-style q/k/v biases); DeepSeek-V3's q_proj and kv_b_proj "
-                         "have none, so the DeepSeek target refuses them: use the mha2mla target");
+      return std::string(
+          "the model has attention biases (Qwen2-style q/k/v biases); DeepSeek-V3's q_proj and kv_b_proj "
+          "have none, so the DeepSeek target refuses them: use the mha2mla target");
     }
     if (cfg.slidingWindow) return std::string("the model uses a sliding window, which DeepSeek-V3 attention has not");
     return std::nullopt;
   }
-  const int half = cfg.ropeDim() / 2;   // the pairs of the rotating dims
+  const int half = cfg.ropeDim() / 2;  // the pairs of the rotating dims
   if (!s.fullRope) {
     if (s.ropePairs < 0) return "r must be at least 1 (got " + std::to_string(s.ropePairs) + ")";
     const int r = effectivePairs(cfg, s);
@@ -104,8 +111,7 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
         return "r = " + std::to_string(r) + " exceeds the " + std::to_string(half) + " frequency pairs that rotate (" +
                std::to_string(cfg.rotaryDim) + " of " + std::to_string(cfg.headDim) + " head dims)";
       }
-      return "r = " + std::to_string(r) + " exceeds d_h/2 = " + std::to_string(half) +
-             " frequency pairs per head";
+      return "r = " + std::to_string(r) + " exceeds d_h/2 = " + std::to_string(half) + " frequency pairs per head";
     }
     if (s.uniformStrategy && half % r != 0) {
       return "S_uniform needs r to divide " + std::string(cfg.rotaryDim > 0 ? "the rotating pairs" : "d_h/2") + " = " +
@@ -127,7 +133,8 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
   } else {
     if (nope == 0) return std::string("SVD_split needs NoPE key dims; with every pair kept as RoPE use SVD_joint");
     const std::int64_t rankK = std::min<std::int64_t>(static_cast<std::int64_t>(cfg.numKvHeads) * nope, cfg.hiddenSize);
-    const std::int64_t rankV = std::min<std::int64_t>(static_cast<std::int64_t>(cfg.numKvHeads) * cfg.headDim, cfg.hiddenSize);
+    const std::int64_t rankV =
+        std::min<std::int64_t>(static_cast<std::int64_t>(cfg.numKvHeads) * cfg.headDim, cfg.hiddenSize);
     if (latent > std::min(rankK, rankV)) {
       return "d_kv = " + std::to_string(s.dKv) + " exceeds the rank of W_k_nope (" + std::to_string(rankK) +
              ") or W_v (" + std::to_string(rankV) + ") divided by n_kv";
@@ -254,4 +261,4 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
   return computeKvBudget(original, s, cacheDType, tpDegree);
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -20,9 +20,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
-constexpr std::int64_t kBucketBytes = 64 * kMiB;          // data parallel's gradient bucket (fp32)
-constexpr std::int64_t kCudaContextBytes = 512 * kMiB;    // CUDA context, cuBLAS and kernel workspaces (estimate)
-constexpr double kCudaSlack = 0.08;                       // caching-allocator fragmentation (estimate)
+constexpr std::int64_t kBucketBytes = 64 * kMiB;        // data parallel's gradient bucket (fp32)
+constexpr std::int64_t kCudaContextBytes = 512 * kMiB;  // CUDA context, cuBLAS and kernel workspaces (estimate)
+constexpr double kCudaSlack = 0.08;                     // caching-allocator fragmentation (estimate)
 
 // Bytes per element of each kind of tensor under a precision policy.
 struct Widths {
@@ -36,14 +36,14 @@ Widths widthsFor(const std::string& precision) {
   if (precision == "fp64") return {8, 8, 16, 0, 8, 8, 24, 24};
   if (precision == "bf16") return {2, 2, 8, 4, 2.27, 2, 12.5, 8};
   if (precision == "bf16-mixed") return {4, 4, 8, 0, 3.44, 4, 12.5, 8};
-  return {4, 4, 8, 0, 4, 4, 12, 12};   // fp32
+  return {4, 4, 8, 0, 4, 4, 12, 12};  // fp32
 }
 
 // Elements autograd keeps per token for one decoder layer in training.
 double layerElements(const ModelConfig& c) {
   const double h = c.hiddenSize, I = c.intermediateSize;
-  double e = 5 * h + 4 * I;   // two norms with the residual stream, the gated MLP
-  if (c.moe) {                // Qwen3-MoE: each token through top-k experts, the router's probabilities
+  double e = 5 * h + 4 * I;  // two norms with the residual stream, the gated MLP
+  if (c.moe) {               // Qwen3-MoE: each token through top-k experts, the router's probabilities
     int sparse = 0;
     for (int l = 0; l < c.numLayers; ++l) sparse += c.sparseLayer(l) ? 1 : 0;
     const double share = c.numLayers > 0 ? static_cast<double>(sparse) / c.numLayers : 0.0;  // of the layers
@@ -53,7 +53,7 @@ double layerElements(const ModelConfig& c) {
     const LatentAttention& a = *c.latent;
     const double nh = c.numHeads, dn = a.dNope, dv = a.dV, dr = a.dRope;
     e += 3.25 * h + 3.0 * a.dC + (2 * nh + 2) * dr + 2 * nh * (dn + dv) + 3.0 * a.qLoraRank;
-    e += (a.branches - 1) * nh * (2 * (dn + dv) + (dn + dr) + 2 * dv);   // each further branch's attention
+    e += (a.branches - 1) * nh * (2 * (dn + dv) + (dn + dr) + 2 * dv);  // each further branch's attention
     if (a.latentHeads > 1 && a.branches == 1) e += 1.25 * nh * (dn + dv);
   } else if (c.mla) {
     const double q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, lat = c.numKvHeads * c.mla->dKv;
@@ -68,14 +68,16 @@ double layerElements(const ModelConfig& c) {
   return e;
 }
 
-
-
 std::string count(double n) {
   char buf[32];
-  if (n >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fB", n / 1e9);
-  else if (n >= 1e6) std::snprintf(buf, sizeof(buf), "%.1fM", n / 1e6);
-  else if (n >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f", n);
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2fB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.1fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f", n);
   return buf;
 }
 
@@ -103,17 +105,17 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   // ZeRO: masters, moments and the averaged gradient slices are split over the ranks.
   const bool zero = spec.zeroStage > 0;
   const double shards = zero ? p.ranks : 1;
-  const double full = p.precision == "fp64" ? 8 : 4;   // the masters' and slices' element size
+  const double full = p.precision == "fp64" ? 8 : 4;  // the masters' and slices' element size
   const double weights = P * w.weight;
   const double master = zero ? P * full / shards : P * w.master;
   const double optimizer = P * w.optimizer / shards;
   const double slices = zero ? P * full / shards : 0;
   const double grads = P * w.grad;
-  const double layer = layerElements(c) * w.activation * N;                // one layer's saved activations
+  const double layer = layerElements(c) * w.activation * N;                  // one layer's saved activations
   const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
   const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N;
-  const double headGrad = V * h * w.grad;                                  // the first gradient backward makes
-  const double accumulated = spec.gradAccum > 1 ? grads : 0;               // gradients kept between micro-batches
+  const double headGrad = V * h * w.grad;                     // the first gradient backward makes
+  const double accumulated = spec.gradAccum > 1 ? grads : 0;  // gradients kept between micro-batches
   // Tied embeddings: the input and output uses' gradients (each V x h) are
   // summed into the weight's at the end of backward.
   const double tiedSum = c.tieWordEmbeddings ? 2 * V * h * w.grad : 0;
@@ -124,7 +126,7 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
     double grads, activations, logits, extra;
     const char* extraName;
   };
-  const bool masterGrads = w.master > 0 && !zero;       // bf16 without ZeRO: fp32 gradients of the masters
+  const bool masterGrads = w.master > 0 && !zero;  // bf16 without ZeRO: fp32 gradients of the masters
   const double movedGrads = masterGrads ? P * 4 : 0;
   const double bucket = p.ranks > 1 ? std::min<double>(static_cast<double>(kBucketBytes), P * full) : 0;
   // At the step: stage 2 has released the model's gradients, stage 1 keeps the averaged ones.
@@ -147,11 +149,13 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
     p.items.push_back({name, static_cast<std::int64_t>(std::llround(bytes)), detail});
   };
   add("weights", weights, bytesEach(w.weight) + " B x " + count(P) + " parameters");
-  const std::string perRank = zero ? ", 1/" + std::to_string(p.ranks) + " per rank (ZeRO-" + std::to_string(spec.zeroStage) + ")" : "";
+  const std::string perRank =
+      zero ? ", 1/" + std::to_string(p.ranks) + " per rank (ZeRO-" + std::to_string(spec.zeroStage) + ")" : "";
   add("master weights", master, (zero ? "full-precision masters" : "fp32 copy of the bf16 weights") + perRank);
   add("optimizer state", optimizer, "AdamW moments, " + bytesEach(w.optimizer) + " B per parameter" + perRank);
   add("gradient slices", slices, "the averaged gradients this rank updates" + perRank);
-  add("gradients", worst->grads, worst->grads >= grads ? bytesEach(w.grad) + " B per parameter" : "the output layer's so far");
+  add("gradients", worst->grads,
+      worst->grads >= grads ? bytesEach(w.grad) + " B per parameter" : "the output layer's so far");
   add("activations", worst->activations,
       spec.recompute ? "layer inputs of " + std::to_string(c.numLayers) + " layers (recompute) and one layer recomputed"
                      : std::to_string(c.numLayers) + " layers x " + count(N) + " tokens");
@@ -188,7 +192,7 @@ std::string suggestSettings(const ModelConfig& c, const RunSpec& spec, std::int6
     RunSpec s = spec;
     s.precision = precision;
     s.recompute = true;
-    for (int mb = spec.microBatch; mb >= 1; mb = mb > 1 ? mb / 2 : 0) {   // halving: a few plans at most
+    for (int mb = spec.microBatch; mb >= 1; mb = mb > 1 ? mb / 2 : 0) {  // halving: a few plans at most
       s.microBatch = mb;
       const std::int64_t peak = planOnce(c, s, available, sourceParameters).peakBytes;
       least = least == 0 ? peak : std::min(least, peak);
@@ -205,7 +209,7 @@ std::string suggestSettings(const ModelConfig& c, const RunSpec& spec, std::int6
          ": this model needs a larger device, or its optimizer state sharded over several (ZeRO)";
 }
 
-} // namespace
+}  // namespace
 
 MemoryPlan planMemory(const ModelConfig& trained, const RunSpec& spec, std::int64_t availableBytes,
                       std::int64_t sourceParameters) {
@@ -261,7 +265,8 @@ MemoryPlan planInferenceMemory(const ModelConfig& c, const RunSpec& spec, std::i
     const KvBudget kv = currentKvBudget(c, DType::F32);
     p.items.push_back({"passkey cache", kv.bytesPerToken * longest,
                        std::to_string(longest) + " tokens x " + std::to_string(kv.bytesPerToken) + " B"});
-    p.items.push_back({"passkey prefill", static_cast<std::int64_t>(static_cast<double>(longest) * 4 * (c.vocabSize + 8.0 * c.hiddenSize)),
+    p.items.push_back({"passkey prefill",
+                       static_cast<std::int64_t>(static_cast<double>(longest) * 4 * (c.vocabSize + 8.0 * c.hiddenSize)),
                        std::to_string(longest) + " tokens x (logits + hidden states) fp32"});
   }
   for (const MemoryItem& i : p.items) p.peakBytes += i.bytes;
@@ -283,7 +288,8 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     const KvSettings kv = kvSettingsFor(spec.conversion);
     if (auto why = checkKvSettings(cfg, kv))
       throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
-    if (spec.conversion.deepseek()) return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == Factorisation::Activations);
+    if (spec.conversion.deepseek())
+      return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == Factorisation::Activations);
     MlaConversion m;
     m.ropeStrategy = std::string(choiceName(spec.conversion.ropeStrategy));
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
@@ -317,8 +323,10 @@ std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int6
     gpus.push_back(&d);
     if (std::find(busy.begin(), busy.end(), d.id) == busy.end()) idle.push_back(&d);
   }
-  std::sort(idle.begin(), idle.end(), [](const DeviceInfo* a, const DeviceInfo* b) { return a->freeBytes > b->freeBytes; });
-  std::sort(gpus.begin(), gpus.end(), [](const DeviceInfo* a, const DeviceInfo* b) { return a->memoryBytes > b->memoryBytes; });
+  std::sort(idle.begin(), idle.end(),
+            [](const DeviceInfo* a, const DeviceInfo* b) { return a->freeBytes > b->freeBytes; });
+  std::sort(gpus.begin(), gpus.end(),
+            [](const DeviceInfo* a, const DeviceInfo* b) { return a->memoryBytes > b->memoryBytes; });
   // The k GPUs of `pool` (first k) as one job; fits when the plan holds on the smallest of them.
   auto fitsOn = [&](const std::vector<const DeviceInfo*>& pool, std::size_t k, bool total) -> std::string {
     std::string list;
@@ -346,7 +354,7 @@ std::string chooseGpu(const RunSpec& spec, const ModelConfig& trained, std::int6
     }
   }
   for (std::size_t k = 1; k <= most; ++k)
-    if (!fitsOn(gpus, k, true).empty()) return {};   // it will fit once those GPUs are free: wait
+    if (!fitsOn(gpus, k, true).empty()) return {};  // it will fit once those GPUs are free: wait
   return idle.empty() ? std::string("cuda") : idle.front()->id;
 }
 
@@ -359,16 +367,21 @@ std::string formatBytes(std::int64_t bytes) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
-  else std::snprintf(buf, sizeof(buf), std::fabs(v) >= 100 ? "%.0f %s" : std::fabs(v) >= 10 ? "%.1f %s" : "%.2f %s", v,
-                     kUnits[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(buf, sizeof(buf),
+                  std::fabs(v) >= 100  ? "%.0f %s"
+                  : std::fabs(v) >= 10 ? "%.1f %s"
+                                       : "%.2f %s",
+                  v, kUnits[u]);
   return buf;
 }
 
 std::string describeMemoryPlan(const MemoryPlan& p) {
   std::string out;
   char line[256];
-  const bool inference = p.peakPhase == "inference";   // an evaluation job: no micro-batches
+  const bool inference = p.peakPhase == "inference";  // an evaluation job: no micro-batches
   if (inference) {
     std::snprintf(line, sizeof(line), "memory per device (%s, %s)\n", p.cuda ? "cuda" : "cpu", p.precision.c_str());
   } else {
@@ -378,23 +391,27 @@ std::string describeMemoryPlan(const MemoryPlan& p) {
   }
   out += line;
   for (const MemoryItem& i : p.items) {
-    std::snprintf(line, sizeof(line), "  %-30s %10s  %s\n", i.name.c_str(), formatBytes(i.bytes).c_str(), i.detail.c_str());
+    std::snprintf(line, sizeof(line), "  %-30s %10s  %s\n", i.name.c_str(), formatBytes(i.bytes).c_str(),
+                  i.detail.c_str());
     out += line;
   }
   std::snprintf(line, sizeof(line), "  %-30s %10s  at the %s\n", "peak", formatBytes(p.peakBytes).c_str(),
                 p.peakPhase.c_str());
   out += line;
   if (p.peakWithRecompute > 0) {
-    std::snprintf(line, sizeof(line), "  %-30s %10s\n", "peak with recompute", formatBytes(p.peakWithRecompute).c_str());
+    std::snprintf(line, sizeof(line), "  %-30s %10s\n", "peak with recompute",
+                  formatBytes(p.peakWithRecompute).c_str());
     out += line;
   }
   if (p.known() && inference) {
-    std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device\n", p.fits() ? "fits" : "does not fit",
-                  formatBytes(p.peakBytes).c_str(), formatBytes(p.availableBytes).c_str());
+    std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device\n",
+                  p.fits() ? "fits" : "does not fit", formatBytes(p.peakBytes).c_str(),
+                  formatBytes(p.availableBytes).c_str());
     out += line;
     if (!p.suggestion.empty()) out += "to fit: " + p.suggestion + "\n";
   } else if (p.known()) {
-    std::snprintf(line, sizeof(line), "%s: needs %s of the %s available per device; the largest micro_batch that fits is %d\n",
+    std::snprintf(line, sizeof(line),
+                  "%s: needs %s of the %s available per device; the largest micro_batch that fits is %d\n",
                   p.fits() ? "fits" : "does not fit", formatBytes(p.peakBytes).c_str(),
                   formatBytes(p.availableBytes).c_str(), p.largestMicroBatch);
     out += line;
@@ -405,4 +422,4 @@ std::string describeMemoryPlan(const MemoryPlan& p) {
   return out;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -18,20 +18,28 @@ using nlohmann::json;
 
 const char* dtypeName(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F64: return "F64";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F64:
+      return "F64";
   }
   return "?";
 }
 
 std::size_t dtypeSize(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::F64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }
@@ -43,8 +51,7 @@ DType parseDType(const std::string& name) {
   if (n == "f16" || n == "float16" || n == "fp16" || n == "half") return DType::F16;
   if (n == "bf16" || n == "bfloat16") return DType::BF16;
   if (n == "f64" || n == "float64" || n == "fp64" || n == "double") return DType::F64;
-  throw Error(ErrorCode::BadInput, "unknown dtype '" + name + "'",
-              "Use one of f32, bf16, f16, f64.");
+  throw Error(ErrorCode::BadInput, "unknown dtype '" + name + "'", "Use one of f32, bf16, f16, f64.");
 }
 
 namespace detail {
@@ -132,7 +139,7 @@ void readRope(const json& j, const JsonReader& r, ModelConfig& cfg) {
     s.originalMaxPositionEmbeddings =
         r.has("original_max_position_embeddings") ? r.requireInt("original_max_position_embeddings")
         : cfg.modelType == "phi3"                 ? 4096
-                                                  : p.optInt("original_max_position_embeddings", cfg.maxPositionEmbeddings);
+                                  : p.optInt("original_max_position_embeddings", cfg.maxPositionEmbeddings);
     if (s.originalMaxPositionEmbeddings < 1) p.fail("original_max_position_embeddings", "must be positive");
     s.factor = p.has("factor") ? positive("factor")
                                : static_cast<double>(cfg.maxPositionEmbeddings) / s.originalMaxPositionEmbeddings;
@@ -179,7 +186,6 @@ json ropeParametersJson(const ModelConfig& cfg) {
   return p;
 }
 
-
 std::optional<int> firstTokenId(const json& j, const std::string& key, const JsonReader& r) {
   if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
   const json& v = j.at(key);
@@ -191,7 +197,7 @@ std::optional<int> firstTokenId(const json& j, const std::string& key, const Jso
   return r.requireInt(key);
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 using detail::firstTokenId;
@@ -200,16 +206,55 @@ using detail::ropeParametersJson;
 
 // What the reader does with each config.json field it does not use.
 std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& j) {
-  static const std::set<std::string> kUsed = {
-      "model_type", "architectures", "hidden_act", "hidden_activation", "vocab_size", "hidden_size", "intermediate_size",
-      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-      "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
-      "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
-      "latentlab_mla", "latentlab_latent", "original_max_position_embeddings", "quantization_config",
-      "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval", "layer_types", "mha2mla", "RoPE", "SVD",
-      "query_pre_attn_scalar", "final_logit_softcapping", "rope_local_base_freq", "sliding_window_pattern",
-      "_sliding_window_pattern", "use_bidirectional_attention", "num_experts", "num_local_experts",
-      "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
+  static const std::set<std::string> kUsed = {"model_type",
+                                              "architectures",
+                                              "hidden_act",
+                                              "hidden_activation",
+                                              "vocab_size",
+                                              "hidden_size",
+                                              "intermediate_size",
+                                              "num_hidden_layers",
+                                              "num_attention_heads",
+                                              "num_key_value_heads",
+                                              "head_dim",
+                                              "max_position_embeddings",
+                                              "rms_norm_eps",
+                                              "tie_word_embeddings",
+                                              "attention_bias",
+                                              "mlp_bias",
+                                              "use_sliding_window",
+                                              "sliding_window",
+                                              "rope_theta",
+                                              "rope_scaling",
+                                              "rope_parameters",
+                                              "bos_token_id",
+                                              "eos_token_id",
+                                              "torch_dtype",
+                                              "dtype",
+                                              "latentlab_mla",
+                                              "latentlab_latent",
+                                              "original_max_position_embeddings",
+                                              "quantization_config",
+                                              "partial_rotary_factor",
+                                              "no_rope_layers",
+                                              "no_rope_layer_interval",
+                                              "layer_types",
+                                              "mha2mla",
+                                              "RoPE",
+                                              "SVD",
+                                              "query_pre_attn_scalar",
+                                              "final_logit_softcapping",
+                                              "rope_local_base_freq",
+                                              "sliding_window_pattern",
+                                              "_sliding_window_pattern",
+                                              "use_bidirectional_attention",
+                                              "num_experts",
+                                              "num_local_experts",
+                                              "num_experts_per_tok",
+                                              "moe_intermediate_size",
+                                              "norm_topk_prob",
+                                              "decoder_sparse_step",
+                                              "mlp_only_layers"};
   static const std::map<std::string, std::string> kKnown = {
       {"transformers_version", "ignored (metadata)"},
       {"_name_or_path", "ignored (metadata)"},
@@ -239,7 +284,6 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
   return out;
 }
 
-
 MlaConversion readMla(const json& m, const std::string& source) {
   JsonReader r(m, source + " latentlab_mla", ErrorCode::BadModel);
   MlaConversion mla;
@@ -258,9 +302,9 @@ MlaConversion readMla(const json& m, const std::string& source) {
   return mla;
 }
 
-const std::set<std::string> kLatentFields = {"kind",        "d_c",          "d_rope",   "d_nope", "d_v",
-                                             "q_lora_rank", "latent_heads", "branches", "scaled", "latent_norm",
-                                             "rope_source", "conversion"};
+const std::set<std::string> kLatentFields = {"kind",   "d_c",         "d_rope",       "d_nope",
+                                             "d_v",    "q_lora_rank", "latent_heads", "branches",
+                                             "scaled", "latent_norm", "rope_source",  "conversion"};
 
 LatentAttention readLatent(const json& m, const std::string& source) {
   const std::string where = source + " latentlab_latent";
@@ -313,26 +357,31 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
   auto bad = [&](const std::string& field, const std::string& problem) {
     throw Error(ErrorCode::BadModel, source + ": latentlab_latent." + field + " " + problem);
   };
-  if (a.kind != "mla" && a.kind != "gla" && a.kind != "mlra") bad("kind", "must be mla, gla or mlra, got '" + a.kind + "'");
+  if (a.kind != "mla" && a.kind != "gla" && a.kind != "mlra")
+    bad("kind", "must be mla, gla or mlra, got '" + a.kind + "'");
   if (a.dC < 1) bad("d_c", "must be positive");
   if (a.dRope < 2 || a.dRope % 2 != 0) bad("d_rope", "must be a positive even number, got " + std::to_string(a.dRope));
   if (a.dNope < 1) bad("d_nope", "must be positive");
   if (a.dV < 1) bad("d_v", "must be positive");
   if (a.qLoraRank < 0) bad("q_lora_rank", "must be 0 (a plain q_proj) or positive");
-  if (a.kind == "mla" && (a.latentHeads != 1 || a.branches != 1)) bad("latent_heads", "must be 1 (with 1 branch) for mla");
-  if (a.kind == "gla" && (a.latentHeads < 1 || a.branches != 1)) bad("latent_heads", "must be >= 1 (with 1 branch) for gla");
+  if (a.kind == "mla" && (a.latentHeads != 1 || a.branches != 1))
+    bad("latent_heads", "must be 1 (with 1 branch) for mla");
+  if (a.kind == "gla" && (a.latentHeads < 1 || a.branches != 1))
+    bad("latent_heads", "must be >= 1 (with 1 branch) for gla");
   if (a.kind == "mlra" && a.latentHeads != 4) bad("latent_heads", "must be 4 for mlra");
   if (a.kind == "mlra" && a.branches != 2 && a.branches != 4) bad("branches", "must be 2 or 4 for mlra");
   if (a.dC % a.latentHeads != 0) {
-    bad("d_c", "(" + std::to_string(a.dC) + ") is not divisible by latent_heads (" + std::to_string(a.latentHeads) + ")");
+    bad("d_c",
+        "(" + std::to_string(a.dC) + ") is not divisible by latent_heads (" + std::to_string(a.latentHeads) + ")");
   }
   if (c.numHeads % a.latentsPerBranch() != 0) {
-    bad("latent_heads", "(" + std::to_string(a.latentsPerBranch()) + " per branch) does not divide num_attention_heads (" +
-                            std::to_string(c.numHeads) + ")");
+    bad("latent_heads", "(" + std::to_string(a.latentsPerBranch()) +
+                            " per branch) does not divide num_attention_heads (" + std::to_string(c.numHeads) + ")");
   }
   if (c.attentionBias || c.oProjBias) bad("kind", "models carry no attention biases (set attention_bias false)");
   if (!a.ropeSourcePairs.empty() || a.ropeSourceHeadDim != 0) {
-    if (a.ropeSourceHeadDim < 2 || a.ropeSourceHeadDim % 2 != 0) bad("rope_source.head_dim", "must be a positive even number");
+    if (a.ropeSourceHeadDim < 2 || a.ropeSourceHeadDim % 2 != 0)
+      bad("rope_source.head_dim", "must be a positive even number");
     if (static_cast<int>(a.ropeSourcePairs.size()) * 2 != a.dRope) bad("rope_source.pairs", "must list d_rope/2 pairs");
     for (int p : a.ropeSourcePairs) {
       if (p < 0 || p >= a.ropeSourceHeadDim / 2) bad("rope_source.pairs", "has a pair index out of range");
@@ -343,12 +392,13 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
   }
   if (c.mla) bad("kind", "cannot be combined with latentlab_mla (an MHA2MLA conversion)");
   if (c.qkNorm || !c.nopeLayers.empty() || c.rotaryDim != 0 || c.slidingWindow) {
-    bad("kind", "cannot be combined with QK norms, NoPE layers, partial rotary or sliding windows (a latent layer "
-                "has its own RoPE key and attends to every token)");
+    bad("kind",
+        "cannot be combined with QK norms, NoPE layers, partial rotary or sliding windows (a latent layer "
+        "has its own RoPE key and attends to every token)");
   }
 }
 
-} // namespace
+}  // namespace
 
 std::string LatentAttention::name() const {
   if (kind == "mla") return "mla";
@@ -387,8 +437,8 @@ std::string RopeScaling::describe() const {
   } else if (type == "dynamic") {
     out += " beyond the context";
   } else if (type == "longrope") {
-    out += ", original context " + std::to_string(originalMaxPositionEmbeddings) + ", long factors past it, attention factor " +
-           num(attentionScaling());
+    out += ", original context " + std::to_string(originalMaxPositionEmbeddings) +
+           ", long factors past it, attention factor " + num(attentionScaling());
   }
   return out + ")";
 }
@@ -439,10 +489,11 @@ void ModelConfig::validate(const std::string& source) const {
   if (numLayers <= 0) bad("num_hidden_layers", "must be positive");
   if (numHeads <= 0) bad("num_attention_heads", "must be positive");
   if (numKvHeads <= 0) bad("num_key_value_heads", "must be positive");
-  if (headDim <= 0 || headDim % 2 != 0) bad("head_dim", "must be a positive even number, got " + std::to_string(headDim));
+  if (headDim <= 0 || headDim % 2 != 0)
+    bad("head_dim", "must be a positive even number, got " + std::to_string(headDim));
   if (numHeads % numKvHeads != 0) {
-    bad("num_attention_heads", "(" + std::to_string(numHeads) +
-        ") is not divisible by num_key_value_heads (" + std::to_string(numKvHeads) + ")");
+    bad("num_attention_heads", "(" + std::to_string(numHeads) + ") is not divisible by num_key_value_heads (" +
+                                   std::to_string(numKvHeads) + ")");
   }
   if (maxPositionEmbeddings <= 0) bad("max_position_embeddings", "must be positive");
   if (rmsNormEps <= 0) bad("rms_norm_eps", "must be positive");
@@ -468,7 +519,7 @@ void ModelConfig::validate(const std::string& source) const {
     const int half = ropeDim() / 2;
     if (mla->ropePairs < 0 || mla->ropePairs > half) bad("latentlab_mla.rope_pairs", "must be in [0, rotating dims/2]");
     if (mla->dKv <= 0) bad("latentlab_mla.d_kv", "must be positive");
-    const bool pending = mla->official && mla->pairs.empty();   // an official 2-norm checkpoint before loading
+    const bool pending = mla->official && mla->pairs.empty();  // an official 2-norm checkpoint before loading
     if (!pending && static_cast<int>(mla->pairs.size()) != numLayers) {
       bad("latentlab_mla.pairs", "must have one entry per layer");
     }
@@ -479,10 +530,12 @@ void ModelConfig::validate(const std::string& source) const {
       const std::size_t kept = usesRope(l) ? static_cast<std::size_t>(mla->ropePairs) : 0;
       for (const auto& head : layer) {
         if (head.size() != kept) {
-          bad("latentlab_mla.pairs", "must list rope_pairs pairs per head of a RoPE layer and none in a NoPE layer (layer " +
-                                         std::to_string(l) + ")");
+          bad("latentlab_mla.pairs",
+              "must list rope_pairs pairs per head of a RoPE layer and none in a NoPE layer (layer " +
+                  std::to_string(l) + ")");
         }
-        for (int p : head) if (p < 0 || p >= half) bad("latentlab_mla.pairs", "has a pair index out of range");
+        for (int p : head)
+          if (p < 0 || p >= half) bad("latentlab_mla.pairs", "has a pair index out of range");
       }
     }
   }
@@ -493,8 +546,7 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   const std::string source = configJson.string();
   std::error_code ec;
   if (!fs::exists(configJson, ec)) {
-    throw Error(ErrorCode::BadModel, source + ": config.json not found",
-                "Is this a Hugging Face model folder?");
+    throw Error(ErrorCode::BadModel, source + ": config.json not found", "Is this a Hugging Face model folder?");
   }
   json j = parseJson(readTextFile(configJson), source, ErrorCode::BadModel);
   if (!j.is_object()) throw Error(ErrorCode::BadModel, source + ": must hold a JSON object");
@@ -525,8 +577,8 @@ ModelConfig readHfConfig(const fs::path& configJson) {
   if (act == "gelu_pytorch_tanh") {
     cfg.geluTanh = true;
   } else if (act != "silu") {
-    throw Error(ErrorCode::Unsupported, source + ": " + actField + " '" + act +
-                                            "' is not supported (silu, or gelu_pytorch_tanh)");
+    throw Error(ErrorCode::Unsupported,
+                source + ": " + actField + " '" + act + "' is not supported (silu, or gelu_pytorch_tanh)");
   }
   cfg.vocabSize = r.requireInt("vocab_size");
   cfg.hiddenSize = r.requireInt("hidden_size");
@@ -567,7 +619,8 @@ ModelConfig readHfConfig(const fs::path& configJson) {
                 "Use the model's full-precision (fp32/bf16/fp16) weights.");
   }
   if (!cfg.ropeScaling.isDefault() && cfg.latent && cfg.latent->ropeSourcePairs.empty()) {
-    throw Error(ErrorCode::Unsupported, source + ": RoPE scaling on a from-scratch latent-attention model is not supported");
+    throw Error(ErrorCode::Unsupported,
+                source + ": RoPE scaling on a from-scratch latent-attention model is not supported");
   }
   cfg.validate(source);
   return cfg;
@@ -617,11 +670,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   }
   if (cfg.latent) {
     const LatentAttention& a = *cfg.latent;
-    j["latentlab_latent"] = {{"kind", a.kind},       {"d_c", a.dC},
-                             {"d_rope", a.dRope},    {"d_nope", a.dNope},
-                             {"d_v", a.dV},          {"q_lora_rank", a.qLoraRank},
-                             {"latent_heads", a.latentHeads}, {"branches", a.branches},
-                             {"scaled", a.scaled}};
+    j["latentlab_latent"] = detail::latentDimensionsJson(a);
     if (!a.latentNorm) j["latentlab_latent"]["latent_norm"] = false;
     if (!a.ropeSourcePairs.empty()) {
       j["latentlab_latent"]["rope_source"] = {{"head_dim", a.ropeSourceHeadDim}, {"pairs", a.ropeSourcePairs}};
@@ -656,24 +705,24 @@ std::int64_t attentionParameters(const ModelConfig& c, int layer) {
     attn += nh * a.dV * d;
     return attn;
   }
-  std::int64_t attn = d * nh * dh + nh * dh * d;            // q, o
+  std::int64_t attn = d * nh * dh + nh * dh * d;  // q, o
   if (c.attentionBias) attn += nh * dh;
   if (c.oProjBias) attn += d;
-  if (c.qkNorm) attn += 2 * dh;                             // q_norm, k_norm
+  if (c.qkNorm) attn += 2 * dh;  // q_norm, k_norm
   if (!c.mla) {
     attn += 2 * d * nkv * dh;
     if (c.attentionBias) attn += 2 * nkv * dh;
   } else {
     // A NoPE layer keeps no RoPE key (no k_rope_proj).
     const std::int64_t r2 = c.usesRope(layer) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, dkv = c.mla->dKv;
-    attn += d * nkv * r2;                                    // k_rope_proj
+    attn += d * nkv * r2;                                           // k_rope_proj
     if (c.attentionBias) attn += nkv * r2 + nkv * nope + nkv * dh;  // rope, up-k, up-v biases
     if (c.mla->svdMethod == "split") {
-      attn += 2 * d * nkv * dkv;                             // k_down, v_down
-      attn += nkv * nope * nkv * dkv + nkv * dh * nkv * dkv; // k_up, v_up
+      attn += 2 * d * nkv * dkv;                              // k_down, v_down
+      attn += nkv * nope * nkv * dkv + nkv * dh * nkv * dkv;  // k_up, v_up
     } else {
-      attn += d * nkv * dkv;                                 // kv_down
-      attn += (nkv * nope + nkv * dh) * nkv * dkv;           // kv_up
+      attn += d * nkv * dkv;                        // kv_down
+      attn += (nkv * nope + nkv * dh) * nkv * dkv;  // kv_up
     }
   }
   return attn;
@@ -683,7 +732,7 @@ std::int64_t countParameters(const ModelConfig& c) {
   const std::int64_t d = c.hiddenSize, I = c.intermediateSize, V = c.vocabSize;
   std::int64_t mlp = 3 * d * I + (c.mlpBias ? 2 * I + d : 0);
   std::int64_t total = V * d + d;
-  const std::int64_t norms = (c.sandwichNorms ? 4 : 2) * d;   // Gemma: pre/post feed-forward norms too
+  const std::int64_t norms = (c.sandwichNorms ? 4 : 2) * d;  // Gemma: pre/post feed-forward norms too
   for (int l = 0; l < c.numLayers; ++l) {
     // A sparse layer: the router and every expert's SwiGLU.
     const std::int64_t ffn =
@@ -698,7 +747,7 @@ namespace {
 int roundToMultiple(double x, int multiple) {
   return static_cast<int>(std::llround(x / multiple)) * multiple;
 }
-} // namespace
+}  // namespace
 
 int defaultQLoraRank(int hidden, const std::string& kind, int multiple) {
   // The paper's ranks at d = 3072: MLA 1536 (d/2), GLA-2 and MLRA-2 1024 (d/3).
@@ -723,12 +772,24 @@ ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple) 
   const int I = roundToMultiple(width, multiple);
   if (I < multiple) {
     throw Error(ErrorCode::BadInput,
-                "parameter matching: a target of " + std::to_string(target) + " parameters leaves no room for an MLP (" +
-                    std::to_string(fixed) + " parameters without it)",
+                "parameter matching: a target of " + std::to_string(target) +
+                    " parameters leaves no room for an MLP (" + std::to_string(fixed) + " parameters without it)",
                 "Raise the target or shrink the attention (d_c, q_lora_rank).");
   }
   cfg.intermediateSize = I;
   return cfg;
 }
 
-} // namespace latentlab
+nlohmann::json detail::latentDimensionsJson(const LatentAttention& a) {
+  return {{"kind", a.kind},
+          {"d_c", a.dC},
+          {"d_rope", a.dRope},
+          {"d_nope", a.dNope},
+          {"d_v", a.dV},
+          {"q_lora_rank", a.qLoraRank},
+          {"latent_heads", a.latentHeads},
+          {"branches", a.branches},
+          {"scaled", a.scaled}};
+}
+
+}  // namespace latentlab

@@ -14,6 +14,9 @@ namespace latentlab::detail {
 void readRope(const nlohmann::json& j, const JsonReader& r, ModelConfig& cfg);
 // transformers 5's rope_parameters of a scaled RoPE.
 nlohmann::json ropeParametersJson(const ModelConfig& cfg);
+// A latent attention's kind and dimensions as config.json's latentlab_latent
+// block writes them (the run notes write the same object).
+nlohmann::json latentDimensionsJson(const LatentAttention& a);
 // A token id field that may be a list (the first entry is used).
 std::optional<int> firstTokenId(const nlohmann::json& j, const std::string& key, const JsonReader& r);
 
@@ -23,7 +26,7 @@ struct FamilyInfo {
   const char* name;          // "Qwen3"
   const char* architecture;  // transformers' class when config.json names none
   // transformers' defaults for fields config.json may leave out.
-  bool tied = false;         // tie_word_embeddings
+  bool tied = false;  // tie_word_embeddings
   double ropeTheta = 10000.0;
   double rmsNormEps = 1e-6;
 };

@@ -1,13 +1,13 @@
 // RunSpec JSON (versioned), validation, and the learning-rate schedules.
 #include "latentlab/run_spec.h"
-#include "latentlab/vocabulary.h"
 #include "latentlab/passkey.h"
+#include "latentlab/vocabulary.h"
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/file_util.h"
@@ -22,7 +22,7 @@ namespace {
 // Reads optional fields into a struct, rejecting unknown keys so a typo in a
 // spec is reported rather than silently ignored.
 class Fields {
-public:
+ public:
   Fields(const json& j, std::string where) : m_j(j), m_where(std::move(where)) {
     if (!j.is_object()) throw Error(ErrorCode::BadSpec, m_where + " must be a JSON object");
   }
@@ -37,12 +37,12 @@ public:
       } else if constexpr (std::is_integral_v<T>) {
         if (!v.is_number_integer()) throw std::invalid_argument("an integer");
         // In the field's range: nothing wraps (-1 is no uint64 seed) or truncates.
-        const bool fits = v.is_number_unsigned()
-                              ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                              : v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-                                    (v.get<std::int64_t>() < 0 ||
-                                     static_cast<std::uint64_t>(v.get<std::int64_t>()) <=
-                                         static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
+        const bool fits =
+            v.is_number_unsigned()
+                ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                : v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                      (v.get<std::int64_t>() < 0 || static_cast<std::uint64_t>(v.get<std::int64_t>()) <=
+                                                        static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
         if (!fits) {
           throw std::invalid_argument("an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
                                       std::to_string(std::numeric_limits<T>::max()));
@@ -79,7 +79,7 @@ public:
     }
   }
 
-private:
+ private:
   const json& m_j;
   std::string m_where;
   std::set<std::string> m_known;
@@ -110,18 +110,24 @@ void checkChoice(const std::string& source, const std::string& field, const std:
 void validateAttention(const RunSpec& s, const std::string& source) {
   const AttentionOptions& o = s.attentionOptions;
   const std::string opt = "attention_options.";
-  for (auto [field, value] : {std::pair<const char*, int>{"gqa_group", o.gqaGroup}, {"d_c", o.dC}, {"d_rope", o.dRope},
-                              {"d_nope", o.dNope}, {"d_v", o.dV}, {"q_lora_rank", o.qLoraRank}}) {
+  for (auto [field, value] : {std::pair<const char*, int>{"gqa_group", o.gqaGroup},
+                              {"d_c", o.dC},
+                              {"d_rope", o.dRope},
+                              {"d_nope", o.dNope},
+                              {"d_v", o.dV},
+                              {"q_lora_rank", o.qLoraRank}}) {
     if (value < 0) bad(source, opt + field, "must be >= 0 (0 derives it from the architecture)");
   }
   if (o.match != "architecture" && o.match != "target" && o.match != "none")
     bad(source, opt + "match", "must be architecture, target or none, got '" + o.match + "'");
-  if (o.match == "target" && o.targetParameters <= 0) bad(source, opt + "target_parameters", "must be positive for match 'target'");
+  if (o.match == "target" && o.targetParameters <= 0)
+    bad(source, opt + "target_parameters", "must be positive for match 'target'");
   if (o.matchMultiple < 1) bad(source, opt + "match_multiple", "must be at least 1");
   if (s.attention.empty()) return;
   if (!isAttentionVariant(s.attention))
     bad(source, "attention", "must be mha, gqa, mla, gla-<k>, mlra-2 or mlra-4 (or empty), got '" + s.attention + "'");
-  if (s.kind != RunKind::Pretrain) bad(source, "attention", "applies to kind pretrain only (a model folder keeps its attention)");
+  if (s.kind != RunKind::Pretrain)
+    bad(source, "attention", "applies to kind pretrain only (a model folder keeps its attention)");
   const auto names = builtinArchitectureNames();
   if (std::find(names.begin(), names.end(), s.architecture) != names.end()) {
     // Shape-dependent checks (d_c divisible by the latent heads, head groups, matching) now, not at run time.
@@ -143,13 +149,14 @@ Precision readPrecision(Fields& f, const json& j, const std::string& source) {
   Precision current = Precision::Auto;
   std::string precision(choiceName(current));
   f.get("precision", precision);
-  if (j.is_object() && j.contains("dtype")) {   // the field's name before precision
+  if (j.is_object() && j.contains("dtype")) {  // the field's name before precision
     std::string legacy;
     f.get("dtype", legacy);
     static const std::map<std::string, std::string> kLegacy = {
         {"auto", "auto"}, {"f32", "fp32"}, {"bf16", "bf16-mixed"}, {"f64", "fp64"}};
     const auto it = kLegacy.find(legacy);
-    if (it == kLegacy.end()) bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + legacy + "' (use precision)");
+    if (it == kLegacy.end())
+      bad(source, "dtype", "must be auto, f32, bf16 or f64, got '" + legacy + "' (use precision)");
     if (j.contains("precision") && precision != it->second)
       bad(source, "precision", "'" + precision + "' contradicts dtype '" + legacy + "'; give precision only");
     precision = it->second;
@@ -199,7 +206,7 @@ void readConversion(Fields& f, RunSpec& s, const std::string& source) {
     s.conversion.enabled = true;
     g.get("enabled", s.conversion.enabled);
     readChoice(g, "target", s.conversion.target, source, "conversion.target");
-    if (g.object("factorise") != nullptr) {   // unset: the target's default
+    if (g.object("factorise") != nullptr) {  // unset: the target's default
       Factorisation factorise = Factorisation::Weights;
       readChoice(g, "factorise", factorise, source, "conversion.factorise");
       s.conversion.factorise = factorise;
@@ -269,7 +276,7 @@ void readTraining(Fields& f, RunSpec& s, const std::string& source) {
   }
 }
 
-} // namespace
+}  // namespace
 
 RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   json j = parseJson(text, source, ErrorCode::BadSpec);
@@ -278,7 +285,8 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("version", s.version);
   if (s.version > kRunSpecVersion) {
     throw Error(ErrorCode::BadSpec, source + ": spec version " + std::to_string(s.version) +
-                " is newer than this engine understands (" + std::to_string(kRunSpecVersion) + ")");
+                                        " is newer than this engine understands (" + std::to_string(kRunSpecVersion) +
+                                        ")");
   }
   f.get("name", s.name);
   readChoice(f, "kind", s.kind, source, "kind");
@@ -309,7 +317,9 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   return s;
 }
 
-RunSpec loadRunSpec(const std::filesystem::path& path) { return parseRunSpec(readTextFile(path), path.string()); }
+RunSpec loadRunSpec(const std::filesystem::path& path) {
+  return parseRunSpec(readTextFile(path), path.string());
+}
 
 std::vector<std::string> deviceList(const std::string& device) {
   std::vector<std::string> out;
@@ -341,7 +351,8 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.passkey.trials < 1 || s.passkey.trials > kMaxPasskeyTrials)
       bad(source, "passkey.trials", "must be in [1, " + std::to_string(kMaxPasskeyTrials) + "]");
   }
-  if (s.kind == RunKind::Pretrain && s.architecture.empty()) bad(source, "architecture", "is required for kind pretrain");
+  if (s.kind == RunKind::Pretrain && s.architecture.empty())
+    bad(source, "architecture", "is required for kind pretrain");
   if (s.kind != RunKind::Pretrain && s.modelDir.empty())
     bad(source, "model_dir", "is required for kind " + std::string(choiceName(s.kind)));
   if (s.steps < 1) bad(source, "steps", "must be at least 1");
@@ -351,14 +362,15 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.evalBatches < 1) bad(source, "eval_batches", "must be at least 1");
   if (s.checkpointEvery < 0) bad(source, "checkpoint_every", "must be 0 (end only) or positive");
   if (s.zeroStage < 0 || s.zeroStage > 2)
-    bad(source, "zero_stage", "must be 0 (off), 1 (optimizer state sharded) or 2 (and gradients), got " +
-                                  std::to_string(s.zeroStage));
+    bad(source, "zero_stage",
+        "must be 0 (off), 1 (optimizer state sharded) or 2 (and gradients), got " + std::to_string(s.zeroStage));
   // One device, or a comma list of devices for a data-parallel job (one rank each).
   for (const std::string& d : deviceList(s.device)) {
-    const bool cudaN = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
-                       d.find_first_not_of("0123456789", 5) == std::string::npos;
+    const bool cudaN =
+        d.rfind("cuda:", 0) == 0 && d.size() > 5 && d.find_first_not_of("0123456789", 5) == std::string::npos;
     if (d != "cpu" && d != "cuda" && !cudaN)
-      bad(source, "device", "must be cpu, cuda, cuda:N or a comma list of them (one rank each), got '" + s.device + "'");
+      bad(source, "device",
+          "must be cpu, cuda, cuda:N or a comma list of them (one rank each), got '" + s.device + "'");
   }
   if (s.data.seqLen < 2) bad(source, "data.seq_len", "must be at least 2");
   if (s.data.validationShare < 0 || s.data.validationShare >= 0.5)
@@ -402,37 +414,79 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
 }
 
 std::string runSpecToJson(const RunSpec& s) {
-  json j = {
-      {"version", s.version}, {"name", s.name}, {"kind", std::string(choiceName(s.kind))}, {"architecture", s.architecture},
-      {"model_dir", s.modelDir}, {"attention", s.attention}, {"steps", s.steps}, {"micro_batch", s.microBatch},
-      {"grad_accum", s.gradAccum}, {"precision", std::string(choiceName(s.precision))}, {"seed", s.seed}, {"eval_every", s.evalEvery},
-      {"eval_batches", s.evalBatches}, {"checkpoint_every", s.checkpointEvery}, {"init_std", s.initStd},
-      {"zero_init_output", s.zeroInitOutput}, {"recompute", s.recompute}, {"zero_stage", s.zeroStage}, {"device", s.device}, {"out_dir", s.outDir},
-      {"data", {{"corpus", s.data.corpus}, {"text_field", s.data.textField}, {"tokenizer", s.data.tokenizer},
-                {"tokenizer_vocab", s.data.tokenizerVocab}, {"token_format", std::string(choiceName(s.data.tokenFormat))},
-                {"seq_len", s.data.seqLen}, {"validation_share", s.data.validationShare},
-                {"max_corpus_bytes", s.data.maxCorpusBytes}}},
-      {"optimizer", {{"lr", s.optimizer.lr}, {"beta1", s.optimizer.beta1}, {"beta2", s.optimizer.beta2},
-                     {"eps", s.optimizer.eps}, {"weight_decay", s.optimizer.weightDecay}, {"clip", s.optimizer.clip}}},
-      {"schedule", {{"kind", std::string(choiceName(s.schedule.kind))}, {"warmup_steps", s.schedule.warmupSteps},
-                    {"decay_steps", s.schedule.decaySteps}, {"min_lr_ratio", s.schedule.minLrRatio}}}};
+  json j = {{"version", s.version},
+            {"name", s.name},
+            {"kind", std::string(choiceName(s.kind))},
+            {"architecture", s.architecture},
+            {"model_dir", s.modelDir},
+            {"attention", s.attention},
+            {"steps", s.steps},
+            {"micro_batch", s.microBatch},
+            {"grad_accum", s.gradAccum},
+            {"precision", std::string(choiceName(s.precision))},
+            {"seed", s.seed},
+            {"eval_every", s.evalEvery},
+            {"eval_batches", s.evalBatches},
+            {"checkpoint_every", s.checkpointEvery},
+            {"init_std", s.initStd},
+            {"zero_init_output", s.zeroInitOutput},
+            {"recompute", s.recompute},
+            {"zero_stage", s.zeroStage},
+            {"device", s.device},
+            {"out_dir", s.outDir},
+            {"data",
+             {{"corpus", s.data.corpus},
+              {"text_field", s.data.textField},
+              {"tokenizer", s.data.tokenizer},
+              {"tokenizer_vocab", s.data.tokenizerVocab},
+              {"token_format", std::string(choiceName(s.data.tokenFormat))},
+              {"seq_len", s.data.seqLen},
+              {"validation_share", s.data.validationShare},
+              {"max_corpus_bytes", s.data.maxCorpusBytes}}},
+            {"optimizer",
+             {{"lr", s.optimizer.lr},
+              {"beta1", s.optimizer.beta1},
+              {"beta2", s.optimizer.beta2},
+              {"eps", s.optimizer.eps},
+              {"weight_decay", s.optimizer.weightDecay},
+              {"clip", s.optimizer.clip}}},
+            {"schedule",
+             {{"kind", std::string(choiceName(s.schedule.kind))},
+              {"warmup_steps", s.schedule.warmupSteps},
+              {"decay_steps", s.schedule.decaySteps},
+              {"min_lr_ratio", s.schedule.minLrRatio}}}};
   if (!s.attention.empty()) {
     const AttentionOptions& o = s.attentionOptions;
-    j["attention_options"] = {{"gqa_group", o.gqaGroup}, {"d_c", o.dC}, {"d_rope", o.dRope}, {"d_nope", o.dNope},
-                              {"d_v", o.dV}, {"q_lora_rank", o.qLoraRank}, {"scaled", o.scaled}, {"match", o.match},
-                              {"target_parameters", o.targetParameters}, {"match_multiple", o.matchMultiple}};
+    j["attention_options"] = {{"gqa_group", o.gqaGroup},
+                              {"d_c", o.dC},
+                              {"d_rope", o.dRope},
+                              {"d_nope", o.dNope},
+                              {"d_v", o.dV},
+                              {"q_lora_rank", o.qLoraRank},
+                              {"scaled", o.scaled},
+                              {"match", o.match},
+                              {"target_parameters", o.targetParameters},
+                              {"match_multiple", o.matchMultiple}};
   }
   if (!s.evalTasks.empty()) {
     json tasks = json::array();
     for (const auto& t : s.evalTasks) {
-      tasks.push_back({{"name", t.name}, {"file", t.file},   {"format", std::string(choiceName(t.format))}, {"labels", t.labels},
-                       {"dev", t.dev},   {"shots", t.shots}, {"limit", t.limit}});
+      tasks.push_back({{"name", t.name},
+                       {"file", t.file},
+                       {"format", std::string(choiceName(t.format))},
+                       {"labels", t.labels},
+                       {"dev", t.dev},
+                       {"shots", t.shots},
+                       {"limit", t.limit}});
     }
     j["eval_tasks"] = tasks;
   }
   if (!s.passkey.file.empty()) {
-    j["passkey"] = {{"file", s.passkey.file}, {"lengths", s.passkey.lengths}, {"depths", s.passkey.depths},
-                    {"trials", s.passkey.trials}, {"seed", s.passkey.seed}};
+    j["passkey"] = {{"file", s.passkey.file},
+                    {"lengths", s.passkey.lengths},
+                    {"depths", s.passkey.depths},
+                    {"trials", s.passkey.trials},
+                    {"seed", s.passkey.seed}};
   }
   if (s.evaluatesRun > 0) j["evaluates"] = {{"run", s.evaluatesRun}, {"step", s.evaluatesStep}};
   if (s.conversion.enabled) {
@@ -481,4 +535,4 @@ double learningRateAt(const OptimizerSpec& opt, const ScheduleSpec& sched, int s
   return lrMin + (lr0 - lrMin) * (1.0 - std::sqrt(frac));
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -211,7 +211,8 @@ int hellaSwagGold(const json& j, const std::string& where, std::size_t endings) 
     const bool digits = !text.empty() && text.size() < 10 &&
                         std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch); });
     if (!digits) {
-      throw Error(ErrorCode::BadData, where + ": field 'label' is '" + label.get<std::string>() + "', not the index of an ending");
+      throw Error(ErrorCode::BadData,
+                  where + ": field 'label' is '" + label.get<std::string>() + "', not the index of an ending");
     }
     gold = std::stoll(text);
   }
@@ -224,19 +225,20 @@ int hellaSwagGold(const json& j, const std::string& where, std::size_t endings) 
 
 Items readHellaSwag(const fs::path& path) {
   Items items;
-  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::HellaSwag), [&](const json& j, const std::string& where) {
-    ChoiceItem item;
-    item.context = cleanHellaSwag(stringAt(j, "activity_label", where) + ": " + stringAt(j, "ctx_a", where) + " " +
-                                  capitalized(stringAt(j, "ctx_b", where)));
-    if (!j.contains("endings") || !j.at("endings").is_array() || j.at("endings").size() < 2)
-      throw Error(ErrorCode::BadData, where + ": field 'endings' must list at least two endings");
-    for (const auto& e : j.at("endings")) {
-      if (!e.is_string()) throw Error(ErrorCode::BadData, where + ": field 'endings' must hold strings");
-      item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
-    }
-    item.gold = hellaSwagGold(j, where, item.choices.size());
-    items.push_back(std::move(item));
-  });
+  forEachJsonLine(
+      path, ErrorCode::BadData, formatHint(TaskFormat::HellaSwag), [&](const json& j, const std::string& where) {
+        ChoiceItem item;
+        item.context = cleanHellaSwag(stringAt(j, "activity_label", where) + ": " + stringAt(j, "ctx_a", where) + " " +
+                                      capitalized(stringAt(j, "ctx_b", where)));
+        if (!j.contains("endings") || !j.at("endings").is_array() || j.at("endings").size() < 2)
+          throw Error(ErrorCode::BadData, where + ": field 'endings' must list at least two endings");
+        for (const auto& e : j.at("endings")) {
+          if (!e.is_string()) throw Error(ErrorCode::BadData, where + ": field 'endings' must hold strings");
+          item.choices.push_back(" " + cleanHellaSwag(e.get<std::string>()));
+        }
+        item.gold = hellaSwagGold(j, where, item.choices.size());
+        items.push_back(std::move(item));
+      });
   return items;
 }
 
@@ -270,21 +272,24 @@ Items readPiqa(const fs::path& path, const fs::path& labels) {
 
 Items readWinoGrande(const fs::path& path) {
   Items items;
-  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::WinoGrande), [&](const json& j, const std::string& where) {
-    const std::string sentence = stringAt(j, "sentence", where);
-    const auto blank = sentence.find('_');
-    if (blank == std::string::npos) throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
-    const std::string rest = trimmed(sentence.substr(blank + 1));
-    ChoiceItem item;
-    for (const char* option : {"option1", "option2"}) {
-      item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
-      item.choices.push_back(" " + rest);
-    }
-    const std::string answer = stringAt(j, "answer", where);
-    if (answer != "1" && answer != "2") throw Error(ErrorCode::BadData, where + ": field 'answer' must be \"1\" or \"2\"");
-    item.gold = answer == "1" ? 0 : 1;
-    items.push_back(std::move(item));
-  });
+  forEachJsonLine(path, ErrorCode::BadData, formatHint(TaskFormat::WinoGrande),
+                  [&](const json& j, const std::string& where) {
+                    const std::string sentence = stringAt(j, "sentence", where);
+                    const auto blank = sentence.find('_');
+                    if (blank == std::string::npos)
+                      throw Error(ErrorCode::BadData, where + ": the sentence has no '_' blank");
+                    const std::string rest = trimmed(sentence.substr(blank + 1));
+                    ChoiceItem item;
+                    for (const char* option : {"option1", "option2"}) {
+                      item.contexts.push_back(sentence.substr(0, blank) + stringAt(j, option, where));
+                      item.choices.push_back(" " + rest);
+                    }
+                    const std::string answer = stringAt(j, "answer", where);
+                    if (answer != "1" && answer != "2")
+                      throw Error(ErrorCode::BadData, where + ": field 'answer' must be \"1\" or \"2\"");
+                    item.gold = answer == "1" ? 0 : 1;
+                    items.push_back(std::move(item));
+                  });
   return items;
 }
 
@@ -306,7 +311,8 @@ Items readMmlu(const fs::path& path, const fs::path& dev, int shots) {
     if (static_cast<std::size_t>(shots) > examples.size())
       throw Error(ErrorCode::BadData, dev.string() + ": " + std::to_string(examples.size()) + " examples for " +
                                           std::to_string(shots) + " shots");
-    for (std::size_t k = 0; k < static_cast<std::size_t>(shots); ++k) prefix += question(examples[k]) + " " + examples[k][5] + "\n\n";
+    for (std::size_t k = 0; k < static_cast<std::size_t>(shots); ++k)
+      prefix += question(examples[k]) + " " + examples[k][5] + "\n\n";
   }
   Items items;
   for (const auto& row : readMmluCsv(path)) {
@@ -324,19 +330,31 @@ Items readMmlu(const fs::path& path, const fs::path& dev, int shots) {
 std::vector<ChoiceItem> readTaskFile(TaskFormat format, const fs::path& path, const fs::path& extra, int shots) {
   Items items;
   switch (format) {
-    case TaskFormat::Jsonl: return readChoiceItems(path);
+    case TaskFormat::Jsonl:
+      return readChoiceItems(path);
     case TaskFormat::Arc:
-    case TaskFormat::OpenBookQa: items = readArc(path, format); break;
-    case TaskFormat::HellaSwag: items = readHellaSwag(path); break;
-    case TaskFormat::Piqa: items = readPiqa(path, extra); break;
-    case TaskFormat::WinoGrande: items = readWinoGrande(path); break;
-    case TaskFormat::Mmlu: items = readMmlu(path, extra, shots); break;
+    case TaskFormat::OpenBookQa:
+      items = readArc(path, format);
+      break;
+    case TaskFormat::HellaSwag:
+      items = readHellaSwag(path);
+      break;
+    case TaskFormat::Piqa:
+      items = readPiqa(path, extra);
+      break;
+    case TaskFormat::WinoGrande:
+      items = readWinoGrande(path);
+      break;
+    case TaskFormat::Mmlu:
+      items = readMmlu(path, extra, shots);
+      break;
   }
   if (items.empty()) throw Error(ErrorCode::BadData, path.string() + ": no items");
   return items;
 }
 
-std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& extra, int shots) {
+std::vector<ChoiceItem> readTaskFile(const std::string& format, const fs::path& path, const fs::path& extra,
+                                     int shots) {
   const auto known = findChoice<TaskFormat>(format);
   if (!known) {
     throw Error(ErrorCode::BadInput, "task format '" + format + "' is not known",

@@ -52,11 +52,12 @@ void addAttentionInput(LayerInputStats& stats, int layer, const torch::Tensor& h
   stats.cov[static_cast<std::size_t>(layer)].add_(torch::matmul(rows.t(), rows));
 }
 
-LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches,
-                                    ProgressSink& progress, const CancelToken& cancel) {
+LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
+                                    const CancelToken& cancel) {
   LayerInputStats out = emptyInputStats(model);
-  out.tokens = forEachAttentionInput(model, batches, progress, cancel, "calibration",
-                                     [&](int l, LlamaAttention&, const torch::Tensor& h) { addAttentionInput(out, l, h); });
+  out.tokens =
+      forEachAttentionInput(model, batches, progress, cancel, "calibration",
+                            [&](int l, LlamaAttention&, const torch::Tensor& h) { addAttentionInput(out, l, h); });
   return out;
 }
 

@@ -39,7 +39,7 @@ void addAttentionInput(LayerInputStats& stats, int layer, const torch::Tensor& h
 // Runs the original model layer by layer over `batches` (each (B, T) int64
 // ids), progress and cancel between batches. Throws Error(BadInput) when a
 // layer is not original MHA/GQA attention or there are no batches.
-LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches,
-                                    ProgressSink& progress, const CancelToken& cancel);
+LayerInputStats attentionInputStats(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
+                                    const CancelToken& cancel);
 
 }  // namespace latentlab

@@ -9,9 +9,9 @@
 #include "convert/converter.h"
 #include "convert/deepseek_convert.h"
 #include "convert/output_folder.h"
-#include "latentlab/engine.h"
 #include "data/token_shard.h"
 #include "latentlab/convert.h"
+#include "latentlab/engine.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
 
@@ -25,8 +25,8 @@ namespace {
 struct Prepared {
   ModelConfig cfg;
   bool deepseek = false;
-  ConversionOptions opts;     // mha2mla
-  DeepSeekOptions dsOpts;     // deepseek
+  ConversionOptions opts;  // mha2mla
+  DeepSeekOptions dsOpts;  // deepseek
   bool needsCalibration = false;
   DType saveDType = DType::F32;
 };
@@ -67,13 +67,15 @@ Prepared prepare(const ConvertSpec& spec) {
     p.dsOpts.dKv = spec.dKv;
     p.dsOpts.activations = activations;
     if (parseSvd(spec.svd) == SvdMethod::Split) {
-      throw Error(ErrorCode::BadInput, "DeepSeek-target conversion: DeepSeek-V3 has one joint latent; SVD_split does not apply",
+      throw Error(ErrorCode::BadInput,
+                  "DeepSeek-target conversion: DeepSeek-V3 has one joint latent; SVD_split does not apply",
                   "Use --svd joint, or the mha2mla target.");
     }
     validateDeepSeekConversion(p.cfg, p.dsOpts);
     if (!haveData) {
-      throw Error(ErrorCode::BadInput, "DeepSeek-target conversion needs calibration data",
-                  "RoRoPE, the latent and its norm are set from the activations on calibration text: give --calib-data.");
+      throw Error(
+          ErrorCode::BadInput, "DeepSeek-target conversion needs calibration data",
+          "RoRoPE, the latent and its norm are set from the activations on calibration text: give --calib-data.");
     }
     p.needsCalibration = true;
   } else {
@@ -89,19 +91,21 @@ Prepared prepare(const ConvertSpec& spec) {
   if (!spec.heldOutText.empty()) {
     std::error_code ec;
     if (!fs::is_regular_file(spec.heldOutText, ec)) {
-      throw Error(ErrorCode::BadInput, spec.heldOutText.string() + ": held-out text " +
-                                           (fs::exists(spec.heldOutText, ec) ? "is not a regular file (a folder, FIFO or device)"
-                                                                              : "file not found"));
+      throw Error(ErrorCode::BadInput,
+                  spec.heldOutText.string() + ": held-out text " +
+                      (fs::exists(spec.heldOutText, ec) ? "is not a regular file (a folder, FIFO or device)"
+                                                        : "file not found"));
     }
   }
   if (p.needsCalibration) {
     const auto& c = spec.calibration;
     std::error_code ec;
     if (!fs::is_regular_file(c.dataFile, ec)) {
-      throw Error(ErrorCode::BadInput, c.dataFile.string() + ": calibration data " +
-                                           (fs::exists(c.dataFile, ec) ? "is not a regular file (a folder, FIFO or device)"
-                                                                        : "file not found"),
-                  "Give token ids (u16/u32) from the training data.");
+      throw Error(
+          ErrorCode::BadInput,
+          c.dataFile.string() + ": calibration data " +
+              (fs::exists(c.dataFile, ec) ? "is not a regular file (a folder, FIFO or device)" : "file not found"),
+          "Give token ids (u16/u32) from the training data.");
     }
     if (c.format != "u16" && c.format != "u32" && c.format != "text") {
       throw Error(ErrorCode::BadInput, "convert spec calibration format: '" + c.format + "' is not u16, u32 or text");
@@ -119,7 +123,8 @@ Prepared prepare(const ConvertSpec& spec) {
 std::vector<std::int64_t> readTokenIds(const CalibrationSpec& c, const fs::path& modelDir, int vocab) {
   if (c.format == "text") return tokenizeForModel(modelDir, c.dataFile);
   const auto wanted = static_cast<std::uint64_t>(c.numSequences) * static_cast<std::uint64_t>(c.seqLen);
-  return readRawTokenIds(c.dataFile, rawLayout(c.format, "convert calibration"), static_cast<std::uint32_t>(vocab), wanted);
+  return readRawTokenIds(c.dataFile, rawLayout(c.format, "convert calibration"), static_cast<std::uint32_t>(vocab),
+                         wanted);
 }
 
 // The first numSequences windows of seqLen tokens, batched (B, seqLen).
@@ -191,8 +196,8 @@ std::string summariseRoRope(const LatentAttention& a, int half) {
     if (i == 0 || a.ropeSourcePairs[i] != a.ropeSourcePairs[i - 1]) ++groups;
   }
   const int perGroup = groups > 0 ? static_cast<int>(a.ropeSourcePairs.size()) / groups : 0;
-  s << "shared RoPE key d_R=" << a.dRope << ": " << groups << " of " << half / fold << " frequency groups (fold " << fold
-    << "), " << perGroup << " component" << (perGroup == 1 ? "" : "s") << " each; latent " << a.dC;
+  s << "shared RoPE key d_R=" << a.dRope << ": " << groups << " of " << half / fold << " frequency groups (fold "
+    << fold << "), " << perGroup << " component" << (perGroup == 1 ? "" : "s") << " each; latent " << a.dC;
   return s.str();
 }
 
@@ -260,8 +265,8 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
       copyTokenizerFiles(spec.modelDir, dir);
     });
     if (leftover) {
-      progress.log(LogLevel::Warning, "the old folder could not be removed completely; what is left of it is at " +
-                                          leftover->string());
+      progress.log(LogLevel::Warning,
+                   "the old folder could not be removed completely; what is left of it is at " + leftover->string());
     }
     endStage("save");
 

@@ -112,8 +112,8 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
     // Row indices into q_proj / k_proj in the converted head layout.
     std::vector<std::int64_t> qRows, kRopeRows, kNopeRows;
     for (int g = 0; g < nkv; ++g) {
-      const auto order =
-          MlaAttention::headDimOrder(pairs[static_cast<std::size_t>(l)][static_cast<std::size_t>(g)], dh, cfg.ropeDim());
+      const auto order = MlaAttention::headDimOrder(pairs[static_cast<std::size_t>(l)][static_cast<std::size_t>(g)], dh,
+                                                    cfg.ropeDim());
       for (int j = 0; j < dh; ++j)
         (j < r2 ? kRopeRows : kNopeRows)
             .push_back(static_cast<std::int64_t>(g) * dh + order[static_cast<std::size_t>(j)]);
@@ -188,8 +188,8 @@ std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& 
   s.pairs = selectRopePairs(cfg, opts.rope, effectiveRopePairs(cfg, opts), &norms, opts.twoNormScore);
   s.selectSeconds = secondsSince(t0);
   t0 = std::chrono::steady_clock::now();
-  auto out = buildConvertedModel(base, opts, s.pairs, progress, cancel, &s.reconstructionError, &inputs,
-                                 &s.activationError);
+  auto out =
+      buildConvertedModel(base, opts, s.pairs, progress, cancel, &s.reconstructionError, &inputs, &s.activationError);
   s.factoriseSeconds = secondsSince(t0);
   return out;
 }

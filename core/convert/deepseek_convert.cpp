@@ -83,9 +83,19 @@ struct LayerConverter {
 
   LayerConverter(const ModelConfig& cfg, const ModelConfig& mcfg, const DeepSeekOptions& options,
                  const RoRopeLayout& ropeLayout, torch::Device dev)
-      : opts(options), layout(ropeLayout), device(dev), nh(cfg.numHeads), nkv(cfg.numKvHeads), dh(cfg.headDim),
-        half(dh / 2), G(cfg.kvGroupSize()), f(layout.fold), c(layout.components), dR(layout.width),
-        d(cfg.hiddenSize), rank(mcfg.latent->dC),
+      : opts(options),
+        layout(ropeLayout),
+        device(dev),
+        nh(cfg.numHeads),
+        nkv(cfg.numKvHeads),
+        dh(cfg.headDim),
+        half(dh / 2),
+        G(cfg.kvGroupSize()),
+        f(layout.fold),
+        c(layout.components),
+        dR(layout.width),
+        d(cfg.hiddenSize),
+        rank(mcfg.latent->dC),
         // The original softmax scale (yarn's factor included) moved into the queries.
         qFactor(cfg.softmaxScale(dh) * std::sqrt(static_cast<double>(dh + dR))),
         f64(torch::TensorOptions(torch::kFloat64).device(device)) {
@@ -122,7 +132,7 @@ struct LayerConverter {
       auto [evals, evecs] = at::linalg_eigh(mcov);
       auto u = evecs.flip({1}).narrow(1, 0, c);  // (n, c), largest first
       s.keptEnergy += evals.flip({0}).narrow(0, 0, c).sum().item<double>();
-      auto kx = wk.index_select(0, ix), ky = wk.index_select(0, iy);  // (n, d)
+      auto kx = wk.index_select(0, ix), ky = wk.index_select(0, iy);      // (n, d)
       auto rx = torch::matmul(u.t(), kx), ry = torch::matmul(u.t(), ky);  // (c, d)
       s.kpe.narrow(0, k * c, c).copy_(rx);
       s.kpe.narrow(0, dR / 2 + k * c, c).copy_(ry);

@@ -31,11 +31,11 @@ KvSettings kvSettings(const DeepSeekOptions& opts);
 
 // Per-layer figures of the conversion, for the report.
 struct DeepSeekLayerStats {
-  double ropeEnergyKept = 0.0;    // share of the keys' energy (on calibration) carried by the RoPE key
-  double balance = 1.0;           // alpha: K_nope scaled by it, Q_nope by 1/alpha
-  double latentWeightError = 0.0; // ||W - up down||_F / ||W||_F of [alpha K_res; V]
-  double latentActError = 0.0;    // the same on the calibration activations
-  double normWeight = 0.0;        // kv_a_layernorm's weight (every dim)
+  double ropeEnergyKept = 0.0;     // share of the keys' energy (on calibration) carried by the RoPE key
+  double balance = 1.0;            // alpha: K_nope scaled by it, Q_nope by 1/alpha
+  double latentWeightError = 0.0;  // ||W - up down||_F / ||W||_F of [alpha K_res; V]
+  double latentActError = 0.0;     // the same on the calibration activations
+  double normWeight = 0.0;         // kv_a_layernorm's weight (every dim)
 };
 
 // Throws Error(BadInput) when the options are impossible for `cfg`.

@@ -121,8 +121,8 @@ ExportReport exportModel(const ExportSpec& spec, ProgressSink& progress, const C
       copyTokenizerFiles(spec.modelDir, dir);
     });
     if (leftover) {
-      progress.log(LogLevel::Warning, "the old folder could not be removed completely; what is left of it is at " +
-                                          leftover->string());
+      progress.log(LogLevel::Warning,
+                   "the old folder could not be removed completely; what is left of it is at " + leftover->string());
     }
     progress.progress("save", 1, 1, "");
 

@@ -39,8 +39,8 @@ struct KvFactors {
   // Joint: kvDown (rank, d), kvUp ([Wk_nope rows; Wv rows], rank).
   // Split: kDown/kUp and vDown/vUp, each of rank `rank`.
   torch::Tensor kvDown, kvUp, kDown, kUp, vDown, vUp;
-  double relError = 0.0;  // relative Frobenius error of [Wk_nope; Wv] overall
-  double actError = -1.0; // relative error on the calibration activations (-1 without them)
+  double relError = 0.0;   // relative Frobenius error of [Wk_nope; Wv] overall
+  double actError = -1.0;  // relative error on the calibration activations (-1 without them)
 };
 
 // wkNope (n_kv*(d_h-2r), d) and wv (n_kv*d_h, d); rank = n_kv * d_kv. With

@@ -1,9 +1,9 @@
 // Output folders of conversions and exports.
 #include "convert/output_folder.h"
 
-#include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
+#include <cstdio>
 
 #include "latentlab/error.h"
 
@@ -24,7 +24,8 @@ void checkOutputFolder(const fs::path& out, const fs::path& source, bool force, 
   }
   const bool replaceable = fs::is_directory(out, ec) && (fs::is_empty(out, ec) || fs::exists(out / "config.json", ec));
   if (!replaceable) {
-    throw Error(ErrorCode::BadInput, out.string() + ": exists and is not a model folder; --force only replaces model folders",
+    throw Error(ErrorCode::BadInput,
+                out.string() + ": exists and is not a model folder; --force only replaces model folders",
                 "Choose a new folder.");
   }
 }

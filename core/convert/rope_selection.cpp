@@ -18,7 +18,9 @@ RopeStrategy parseRopeStrategy(const std::string& name, const std::string& field
   }
 }
 
-const char* ropeStrategyName(RopeStrategy s) { return choiceName(s).data(); }
+const char* ropeStrategyName(RopeStrategy s) {
+  return choiceName(s).data();
+}
 
 TwoNormScore parseTwoNormScore(const std::string& name, const std::string& field) {
   if (name.empty()) return TwoNormScore::Product;
@@ -29,7 +31,9 @@ TwoNormScore parseTwoNormScore(const std::string& name, const std::string& field
   }
 }
 
-const char* twoNormScoreName(TwoNormScore s) { return choiceName(s).data(); }
+const char* twoNormScoreName(TwoNormScore s) {
+  return choiceName(s).data();
+}
 
 PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& batches, ProgressSink& progress,
                              const CancelToken& cancel, LayerInputStats* inputs) {
@@ -46,7 +50,7 @@ PairNorms calibratePairNorms(CausalLm& model, const std::vector<torch::Tensor>& 
   // Pair norms of (B, T, H*dh) projections summed over tokens -> (H, half) fp64.
   // With QK norms the pairs are measured after the norm: what RoPE turns.
   auto pairNormSum = [&](const torch::Tensor& proj, int heads, RmsNorm norm) {
-    auto p = proj.view({proj.size(0), proj.size(1), heads, dh});   // (B, T, H, dh)
+    auto p = proj.view({proj.size(0), proj.size(1), heads, dh});  // (B, T, H, dh)
     if (norm) p = norm->forward(p);
     p = p.to(torch::kFloat64).view({-1, heads, dh});               // (B*T, H, dh)
     auto a = p.narrow(-1, 0, half), b = p.narrow(-1, half, half);  // dims k and k + d_rot/2
@@ -93,8 +97,8 @@ PairSelection selectRopePairs(const ModelConfig& cfg, RopeStrategy strategy, int
     case RopeStrategy::Uniform:
       if (half % r != 0) {
         throw Error(ErrorCode::BadInput, "S_uniform needs r to divide " +
-                                             std::string(cfg.rotaryDim > 0 ? "the rotating pairs" : "d_h/2") +
-                                             " = " + std::to_string(half) + " (got r = " + std::to_string(r) + ")");
+                                             std::string(cfg.rotaryDim > 0 ? "the rotating pairs" : "d_h/2") + " = " +
+                                             std::to_string(half) + " (got r = " + std::to_string(r) + ")");
       }
       for (int k = 0; k < half; k += half / r) fixed.push_back(k);
       break;

@@ -20,9 +20,11 @@ std::uint64_t splitMix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-const char* splitName(Split split) { return split == Split::Train ? "train" : "validation"; }
+const char* splitName(Split split) {
+  return split == Split::Train ? "train" : "validation";
+}
 
-} // namespace
+}  // namespace
 
 std::uint64_t boundedDraw(std::mt19937_64& rng, std::uint64_t bound) {
   // Values below 2^64 mod bound would make small results more likely; reject them.
@@ -65,23 +67,24 @@ BatchLoader::BatchLoader(TokenShard shard, Split split, const LoaderOptions& opt
   const std::string name = m_shard.path().string();
   if (options.batchSize < 1 || options.seqLen < 1) {
     throw Error(ErrorCode::BadInput, name + ": batch size and seq_len must be at least 1 (got " +
-                                         std::to_string(options.batchSize) + " and " + std::to_string(options.seqLen) + ")");
+                                         std::to_string(options.batchSize) + " and " + std::to_string(options.seqLen) +
+                                         ")");
   }
   if (options.worldSize < 1 || options.rank < 0 || options.rank >= options.worldSize) {
-    throw Error(ErrorCode::BadInput, "rank " + std::to_string(options.rank) + " is outside world size " +
-                                         std::to_string(options.worldSize));
+    throw Error(ErrorCode::BadInput,
+                "rank " + std::to_string(options.rank) + " is outside world size " + std::to_string(options.worldSize));
   }
   if (!(options.validationShare >= 0.0 && options.validationShare < 1.0)) {
-    throw Error(ErrorCode::BadInput, "validation share " + std::to_string(options.validationShare) +
-                                         " must be in [0, 1)");
+    throw Error(ErrorCode::BadInput,
+                "validation share " + std::to_string(options.validationShare) + " must be in [0, 1)");
   }
   SplitRange range = splitRange(m_shard.size(), options.validationShare, split);
   m_begin = range.begin;
   m_end = range.end;
   const std::uint64_t tokens = m_end - m_begin;
   const std::uint64_t width = static_cast<std::uint64_t>(options.seqLen) + 1;
-  const std::uint64_t globalRows = static_cast<std::uint64_t>(options.batchSize) *
-                                   static_cast<std::uint64_t>(options.worldSize);
+  const std::uint64_t globalRows =
+      static_cast<std::uint64_t>(options.batchSize) * static_cast<std::uint64_t>(options.worldSize);
   m_windows = tokens / width;
   if (m_windows > std::numeric_limits<std::uint32_t>::max()) {
     throw Error(ErrorCode::Unsupported, name + ": more than 2^32 windows in one split; use a longer seq_len");
@@ -89,9 +92,10 @@ BatchLoader::BatchLoader(TokenShard shard, Split split, const LoaderOptions& opt
   if (m_windows < globalRows) {
     std::uint64_t needed = globalRows * width;
     throw Error(ErrorCode::BadData,
-                name + ": the " + splitName(split) + " split has " + std::to_string(tokens) + " tokens, but one batch of " +
-                    std::to_string(options.batchSize) + " rows x " + std::to_string(options.worldSize) +
-                    " ranks x (seq_len " + std::to_string(options.seqLen) + " + 1) needs " + std::to_string(needed),
+                name + ": the " + splitName(split) + " split has " + std::to_string(tokens) +
+                    " tokens, but one batch of " + std::to_string(options.batchSize) + " rows x " +
+                    std::to_string(options.worldSize) + " ranks x (seq_len " + std::to_string(options.seqLen) +
+                    " + 1) needs " + std::to_string(needed),
                 "Use a larger corpus, a shorter seq_len, a smaller batch" +
                     std::string(split == Split::Validation ? " or a larger validation share." : "."));
   }
@@ -159,4 +163,4 @@ void BatchLoader::restore(const LoaderPosition& position) {
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -56,16 +56,16 @@ struct LoaderPosition {
 };
 
 struct Batch {
-  std::vector<std::int64_t> ids;           // rows x cols, row-major
+  std::vector<std::int64_t> ids;  // rows x cols, row-major
   int rows = 0;
-  int cols = 0;                            // seqLen + 1
-  std::vector<std::uint64_t> windowStarts; // offset of each row in the shard
+  int cols = 0;                             // seqLen + 1
+  std::vector<std::uint64_t> windowStarts;  // offset of each row in the shard
   std::uint64_t epoch = 0;
-  std::uint64_t index = 0;                 // step within the epoch
+  std::uint64_t index = 0;  // step within the epoch
 };
 
 class BatchLoader {
-public:
+ public:
   // Throws Error(BadInput) for invalid options and Error(BadData) when the
   // split is too short for one global batch, saying how many tokens it has
   // and how many are needed.
@@ -88,7 +88,7 @@ public:
   std::uint64_t splitEnd() const { return m_end; }
   const LoaderOptions& options() const { return m_options; }
 
-private:
+ private:
   void preparePermutation();
 
   TokenShard m_shard;
@@ -117,4 +117,4 @@ struct SplitRange {
 };
 SplitRange splitRange(std::uint64_t tokens, double validationShare, Split split);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -46,7 +46,7 @@ std::string extensionList(const std::vector<std::string>& extensions) {
   return s;
 }
 
-} // namespace
+}  // namespace
 
 std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t hash) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -174,8 +174,7 @@ bool DocumentReader::nextJsonl(Document& doc) {
       try {
         obj = nlohmann::json::parse(line);
       } catch (const nlohmann::json::parse_error& e) {
-        throw Error(ErrorCode::BadData,
-                    where + ": not valid JSON (at byte " + std::to_string(e.byte) + ")",
+        throw Error(ErrorCode::BadData, where + ": not valid JSON (at byte " + std::to_string(e.byte) + ")",
                     "Each line of a JSONL file must be one JSON object.");
       } catch (const nlohmann::json::exception& e) {
         throw Error(ErrorCode::BadData, where + ": not valid JSON: " + e.what(),
@@ -212,17 +211,19 @@ bool DocumentReader::nextJsonl(Document& doc) {
 Corpus pythonDocsCorpus(const fs::path& sourcesDir) {
   std::error_code ec;
   if (!fs::is_directory(sourcesDir, ec)) {
-    throw Error(ErrorCode::BadData,
-                sourcesDir.string() + ": the Python documentation sources are not installed",
+    throw Error(ErrorCode::BadData, sourcesDir.string() + ": the Python documentation sources are not installed",
                 "install python3.11-doc (sudo apt-get install python3.11-doc), or choose another corpus");
   }
   try {
     return Corpus::open(sourcesDir, CorpusOptions{CorpusFormat::Text, {".rst.txt"}, "text"});
   } catch (const Error& e) {
-    throw Error(e.code(), e.message(), "install python3.11-doc (sudo apt-get install python3.11-doc), or choose another corpus");
+    throw Error(e.code(), e.message(),
+                "install python3.11-doc (sudo apt-get install python3.11-doc), or choose another corpus");
   }
 }
 
-Corpus defaultDemoCorpus() { return pythonDocsCorpus(kDebianPythonDocs); }
+Corpus defaultDemoCorpus() {
+  return pythonDocsCorpus(kDebianPythonDocs);
+}
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -27,7 +27,7 @@ struct CorpusOptions {
 struct CorpusFile {
   std::filesystem::path path;  // absolute, normalised
   std::uintmax_t size = 0;
-  std::int64_t mtimeNs = 0;    // last write time, nanoseconds since the file clock's epoch
+  std::int64_t mtimeNs = 0;  // last write time, nanoseconds since the file clock's epoch
 };
 
 struct Document {
@@ -37,7 +37,7 @@ struct Document {
 };
 
 class Corpus {
-public:
+ public:
   // A file or a folder (searched recursively, hidden entries skipped, files in
   // byte order of their path). Throws Error(BadData) naming `path` when it
   // matches no file or only empty files, Error(Io) when it does not exist.
@@ -52,7 +52,7 @@ public:
   // size and mtime: it changes when any source file changes.
   std::string fingerprint() const;
 
-private:
+ private:
   Corpus() = default;
   std::filesystem::path m_root;
   CorpusOptions m_options;
@@ -63,7 +63,7 @@ private:
 // empty JSON string) are skipped. A bad JSONL line or a missing field throws
 // Error(BadData) naming the file and the line number.
 class DocumentReader {
-public:
+ public:
   explicit DocumentReader(const Corpus& corpus);
 
   // Fills `doc` with the next document; false at the end of the corpus.
@@ -71,13 +71,13 @@ public:
   // Bytes of the source files consumed so far (for progress and throughput).
   std::uintmax_t bytesRead() const { return m_bytesRead; }
 
-private:
+ private:
   bool nextText(Document& doc);
   bool nextJsonl(Document& doc);
 
   const Corpus& m_corpus;
   std::size_t m_fileIndex = 0;
-  std::ifstream m_jsonl;        // the open JSONL file, if any
+  std::ifstream m_jsonl;  // the open JSONL file, if any
   std::uint64_t m_line = 0;
   std::uintmax_t m_bytesRead = 0;
 };
@@ -94,4 +94,4 @@ Corpus defaultDemoCorpus();
 std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t hash = 0xcbf29ce484222325ULL);
 std::string toHex16(std::uint64_t value);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -2,6 +2,7 @@
 // and the cached, atomic, cancellable tokenization of a corpus.
 #include "data/token_shard.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -9,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <unistd.h>
 
 #include "common/file_util.h"
 #include "latentlab/error.h"
@@ -85,7 +85,8 @@ ShardHeader decodeHeader(const unsigned char* b, std::uintmax_t fileSize, const 
   }
   std::uint32_t dtype = getU32(&b[12]);
   if (dtype != 2 && dtype != 4) {
-    throw Error(ErrorCode::BadData, name + ": field 'dtype' is " + std::to_string(dtype) + " bytes per id; expected 2 or 4", hint);
+    throw Error(ErrorCode::BadData,
+                name + ": field 'dtype' is " + std::to_string(dtype) + " bytes per id; expected 2 or 4", hint);
   }
   h.dtype = static_cast<TokenDtype>(dtype);
   h.count = getU64(&b[16]);
@@ -93,7 +94,8 @@ ShardHeader decodeHeader(const unsigned char* b, std::uintmax_t fileSize, const 
   h.eosId = static_cast<std::int32_t>(getU32(&b[28]));
   h.documents = getU64(&b[32]);
   if (getU32(&b[40]) != ShardHeader::kSize) {
-    throw Error(ErrorCode::BadData, name + ": field 'header size' is " + std::to_string(getU32(&b[40])) + "; expected 256", hint);
+    throw Error(ErrorCode::BadData,
+                name + ": field 'header size' is " + std::to_string(getU32(&b[40])) + "; expected 256", hint);
   }
   h.tokenizerHash = getString(&b[48], ShardHeader::kHashField);
   h.sourceFingerprint = getString(&b[144], ShardHeader::kFingerprintField);
@@ -115,7 +117,7 @@ std::string rate(double perSecond, const char* unit) {
   return buf;
 }
 
-} // namespace
+}  // namespace
 
 std::string storedTokenizerHash(const std::string& tokenizerHash) {
   if (tokenizerHash.size() < ShardHeader::kHashField) return tokenizerHash;
@@ -199,9 +201,8 @@ void TokenShard::copyTo(std::uint64_t begin, std::uint64_t count, std::int64_t* 
   }
 }
 
-ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
-                                   const std::string& tokenizerHash, std::uint32_t vocabSize,
-                                   std::int32_t eosId, const fs::path& cachePath,
+ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode, const std::string& tokenizerHash,
+                                   std::uint32_t vocabSize, std::int32_t eosId, const fs::path& cachePath,
                                    ProgressSink& progress, const CancelToken& cancel) {
   ShardBuildReport report;
   report.path = cachePath;
@@ -228,8 +229,8 @@ ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
                                          std::to_string(have.count) + " tokens)");
         return report;
       }
-      progress.log(LogLevel::Info, "token shard " + cachePath.string() +
-                                       " is stale (corpus or tokenizer changed); rebuilding");
+      progress.log(LogLevel::Info,
+                   "token shard " + cachePath.string() + " is stale (corpus or tokenizer changed); rebuilding");
     } catch (const Error& e) {
       progress.log(LogLevel::Warning, e.message() + "; rebuilding");
     }
@@ -255,8 +256,8 @@ ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
     double secs = std::max(1e-9, std::chrono::duration<double>(now - start).count());
     progress.progress("tokenize", static_cast<double>(bytes), static_cast<double>(report.sourceBytes),
                       rate(static_cast<double>(bytes) / secs, "B") + ", " +
-                          rate(static_cast<double>(h.count) / secs, "tok") + ", " +
-                          std::to_string(h.documents) + " documents");
+                          rate(static_cast<double>(h.count) / secs, "tok") + ", " + std::to_string(h.documents) +
+                          " documents");
   };
 
   std::uintmax_t bytesRead = 0;
@@ -282,8 +283,9 @@ ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
         if (id < 0 || static_cast<std::uint32_t>(id) >= vocabSize) {
           std::string where = doc.source.string();
           if (doc.line != 0) where.append(":").append(std::to_string(doc.line));
-          throw Error(ErrorCode::BadData, where + ": the tokenizer produced id " + std::to_string(id) +
-                                              " outside its vocabulary of " + std::to_string(vocabSize),
+          throw Error(ErrorCode::BadData,
+                      where + ": the tokenizer produced id " + std::to_string(id) + " outside its vocabulary of " +
+                          std::to_string(vocabSize),
                       "The tokenizer and its vocab size do not match.");
         }
         put(static_cast<std::uint32_t>(id));
@@ -314,8 +316,8 @@ ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
   report.tokensPerSecond = static_cast<double>(h.count) / secs;
   progress.log(LogLevel::Info, "tokenized " + corpus.root().string() + ": " + std::to_string(h.count) +
                                    " tokens from " + std::to_string(h.documents) + " documents in " +
-                                   std::to_string(report.seconds) + " s (" + rate(report.bytesPerSecond, "B") +
-                                   ", " + rate(report.tokensPerSecond, "tok") + ")");
+                                   std::to_string(report.seconds) + " s (" + rate(report.bytesPerSecond, "B") + ", " +
+                                   rate(report.tokensPerSecond, "tok") + ")");
   return report;
 }
 
@@ -341,4 +343,4 @@ std::vector<std::int64_t> readRawTokenIds(const std::filesystem::path& path, Sha
   return ids;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -57,7 +57,7 @@ struct ShardHeader {
   std::uint32_t vocabSize = 0;
   std::int32_t eosId = -1;
   std::uint64_t documents = 0;
-  std::string tokenizerHash;      // as stored (see storedTokenizerHash)
+  std::string tokenizerHash;  // as stored (see storedTokenizerHash)
   std::string sourceFingerprint;
 };
 
@@ -68,7 +68,7 @@ TokenDtype dtypeForVocab(std::uint32_t vocabSize);
 
 // A read-only, memory-mapped token shard. Copies share the mapping.
 class TokenShard {
-public:
+ public:
   // Opens and validates a shard. A wrong magic, version or dtype, or a size
   // that does not match the count (truncated) throws Error(BadData) naming the
   // file. Raw layouts accept any non-empty file whose size is a multiple of
@@ -86,7 +86,7 @@ public:
   // when the range leaves the shard.
   void copyTo(std::uint64_t begin, std::uint64_t count, std::int64_t* out) const;
 
-private:
+ private:
   std::shared_ptr<const MappedFile> m_file;
   const unsigned char* m_ids = nullptr;
   std::uint64_t m_count = 0;
@@ -110,10 +110,10 @@ std::vector<std::int64_t> readRawTokenIds(const std::filesystem::path& path, Sha
 
 struct ShardBuildReport {
   std::filesystem::path path;
-  bool rebuilt = false;          // false: the cached shard was still valid
+  bool rebuilt = false;  // false: the cached shard was still valid
   ShardHeader header;
   std::uintmax_t sourceBytes = 0;
-  double seconds = 0;            // tokenizing and writing (0 when reused)
+  double seconds = 0;  // tokenizing and writing (0 when reused)
   double bytesPerSecond = 0;
   double tokensPerSecond = 0;
 };
@@ -126,9 +126,8 @@ struct ShardBuildReport {
 // with MB/s and tokens/s) at most 4 times a second; throws Error(Cancelled).
 // An id outside [0, vocabSize) or a corpus that yields no tokens throws
 // Error(BadData).
-ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode,
-                                   const std::string& tokenizerHash, std::uint32_t vocabSize,
-                                   std::int32_t eosId, const std::filesystem::path& cachePath,
+ShardBuildReport buildOrReuseShard(const Corpus& corpus, const EncodeFn& encode, const std::string& tokenizerHash,
+                                   std::uint32_t vocabSize, std::int32_t eosId, const std::filesystem::path& cachePath,
                                    ProgressSink& progress, const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -27,13 +27,16 @@ std::vector<std::string> readPrompts(const fs::path& jsonl) {
   forEachJsonLine(jsonl, ErrorCode::BadInput, hint, [&](const nlohmann::json& j, const std::string& where) {
     if (!j.is_object() || !j.contains("prompt") || !j.at("prompt").is_string())
       throw Error(ErrorCode::BadInput, where + ": needs a string field \"prompt\"", hint);
-    if (j.at("prompt").get<std::string>().empty()) throw Error(ErrorCode::BadInput, where + ": the prompt is empty", hint);
+    if (j.at("prompt").get<std::string>().empty())
+      throw Error(ErrorCode::BadInput, where + ": the prompt is empty", hint);
     prompts.push_back(j.at("prompt").get<std::string>());
   });
   return prompts;
 }
 
-std::string readPromptFile(const fs::path& path) { return readFileBounded(path, 256ULL << 20); }
+std::string readPromptFile(const fs::path& path) {
+  return readFileBounded(path, 256ULL << 20);
+}
 
 double GenerateResult::prefillTokensPerSecond() const {
   return prefillSeconds > 0 ? static_cast<double>(promptIds.size()) / prefillSeconds : 0.0;
@@ -71,7 +74,7 @@ struct Generator::Impl {
       // Keep the smallest set of most likely tokens whose probability reaches top_p.
       auto [sorted, order] = l.sort(/*dim=*/0, /*descending=*/true);
       const auto sortedProbs = sorted.softmax(0);
-      auto drop = (sortedProbs.cumsum(0) - sortedProbs) >= options.topP;   // mass before the token already reaches p
+      auto drop = (sortedProbs.cumsum(0) - sortedProbs) >= options.topP;  // mass before the token already reaches p
       drop[0] = false;
       l = l.scatter(0, order.masked_select(drop), ninf);
     }
@@ -104,13 +107,16 @@ Generator::Generator(const GenerateOptions& options) : m_impl(std::make_unique<I
 
 Generator::~Generator() = default;
 
-const ModelConfig& Generator::config() const { return m_impl->model->config(); }
+const ModelConfig& Generator::config() const {
+  return m_impl->model->config();
+}
 
 GenerateResult Generator::generate(const std::string& prompt, const TextSink& sink, const CancelToken& cancel,
                                    const TokenSink& onToken) {
   if (!m_impl->tokenizer) {
-    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() + ": not found; text generation "
-                                    "needs the model's tokenizer");
+    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() +
+                                        ": not found; text generation "
+                                        "needs the model's tokenizer");
   }
   return generateIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true), sink, cancel, onToken);
 }
@@ -121,8 +127,8 @@ void Generator::checkPromptIds(const std::vector<std::int32_t>& promptIds) const
   const int vocab = d.model->config().vocabSize;
   for (std::int32_t id : promptIds) {
     if (id < 0 || id >= vocab) {
-      throw Error(ErrorCode::BadInput, "prompt token id " + std::to_string(id) + " is outside the model's vocabulary (" +
-                                           std::to_string(vocab) + ")");
+      throw Error(ErrorCode::BadInput, "prompt token id " + std::to_string(id) +
+                                           " is outside the model's vocabulary (" + std::to_string(vocab) + ")");
     }
   }
   const int context = d.model->config().maxPositionEmbeddings;
@@ -138,8 +144,9 @@ void Generator::checkPromptIds(const std::vector<std::int32_t>& promptIds) const
 
 void Generator::checkPrompt(const std::string& prompt) const {
   if (!m_impl->tokenizer) {
-    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() + ": not found; text generation "
-                                    "needs the model's tokenizer");
+    throw Error(ErrorCode::BadData, (m_impl->options.model / "tokenizer.json").string() +
+                                        ": not found; text generation "
+                                        "needs the model's tokenizer");
   }
   checkPromptIds(m_impl->tokenizer->encode(prompt, /*addSpecial=*/true));
 }
@@ -211,4 +218,4 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
   });
 }
 
-} // namespace latentlab
+}  // namespace latentlab

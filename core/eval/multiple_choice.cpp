@@ -4,13 +4,13 @@
 #include "common/file_util.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/json_util.h"
 #include "io/tokenizer.h"
@@ -46,11 +46,11 @@ struct Request {
 // The rows of one forward pass, right-padded, and for each continuation
 // token its predicting position (row, position), its target and its request's row.
 struct PackedBatch {
-  torch::Tensor input;   // (B, W) token ids
+  torch::Tensor input;  // (B, W) token ids
   std::vector<std::int64_t> rowIdx, posIdx, targets, segment;
 };
 
-} // namespace
+}  // namespace
 
 struct ChoiceScorer::Impl {
   ChoiceEvalOptions options;
@@ -65,7 +65,7 @@ struct ChoiceScorer::Impl {
                                                                              std::string continuation) const {
     const std::size_t kept = context.find_last_not_of(kWhitespace);
     const std::size_t spaces = kept == std::string::npos ? context.size() : context.size() - kept - 1;
-    if (spaces > 0) {   // the context's trailing whitespace belongs to the continuation
+    if (spaces > 0) {  // the context's trailing whitespace belongs to the continuation
       continuation = context.substr(context.size() - spaces) + continuation;
       context.resize(context.size() - spaces);
     }
@@ -136,8 +136,8 @@ struct ChoiceScorer::Impl {
   torch::Tensor continuationLogLikelihoods(const PackedBatch& batch) const {
     // Only the continuation's positions reach the output layer.
     auto h = model->hidden(batch.input.to(device));
-    auto picked = h.index({torch::tensor(batch.rowIdx).to(device), torch::tensor(batch.posIdx).to(device)});   // (K, d)
-    auto logprobs = torch::log_softmax(model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();  // (K, V)
+    auto picked = h.index({torch::tensor(batch.rowIdx).to(device), torch::tensor(batch.posIdx).to(device)});  // (K, d)
+    auto logprobs = torch::log_softmax(model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();        // (K, V)
     auto tokenLp = logprobs.gather(1, torch::tensor(batch.targets).unsqueeze(1)).squeeze(1);
     return torch::zeros({batch.input.size(0)}, torch::kFloat64).index_add_(0, torch::tensor(batch.segment), tokenLp);
   }
@@ -162,7 +162,7 @@ ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_
   });
   requireTokenizerFits(*d.tok, d.model->config().vocabSize, options.model / "config.json");
   d.maxLength = options.maxLength > 0 ? options.maxLength : d.model->config().maxPositionEmbeddings;
-  d.eos = d.tok->eosId() ? d.tok->eosId() : d.model->config().eosTokenId;   // lm-eval: the tokenizer's EOS
+  d.eos = d.tok->eosId() ? d.tok->eosId() : d.model->config().eosTokenId;  // lm-eval: the tokenizer's EOS
 }
 
 ChoiceScorer::~ChoiceScorer() = default;
@@ -192,7 +192,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 // What score() counts as the batches come back.
 struct Tally {
-  std::vector<std::size_t> unscored;   // choices of each item not scored yet
+  std::vector<std::size_t> unscored;  // choices of each item not scored yet
   std::int64_t done = 0, hits = 0, hitsNorm = 0;
 };
 
@@ -230,7 +230,7 @@ PackedBatch packBatch(const std::vector<Request>& requests, std::size_t next, st
     const Request& q = requests[next + static_cast<std::size_t>(b)];
     const auto len = static_cast<std::int64_t>(q.tokens.size()) - 1;
     std::copy(q.tokens.begin(), q.tokens.begin() + len, batch.input[b].data_ptr<std::int64_t>());
-    for (std::int64_t p = len - q.contLen; p < len; ++p) {   // the continuation's predicting positions
+    for (std::int64_t p = len - q.contLen; p < len; ++p) {  // the continuation's predicting positions
       batch.rowIdx.push_back(b);
       batch.posIdx.push_back(p);
       batch.targets.push_back(q.tokens[static_cast<std::size_t>(p + 1)]);
@@ -279,7 +279,7 @@ void dropUnscored(ChoiceEvalResult& r) {
   r.predictedNorm.resize(kept);
 }
 
-} // namespace
+}  // namespace
 
 ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
                                      const CancelToken& cancel, const ChoiceResultSink& partial) {
@@ -293,7 +293,8 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
     torch::NoGradGuard noGrad;
     ChoiceEvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
-    const std::size_t n = limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
+    const std::size_t n =
+        limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
     Tally t = startItems(items, n, r);
     const std::vector<Request> requests = d.requests(items, n, cancel);
     const std::int64_t budget = std::max<std::int64_t>(d.options.batchTokens, 1);
@@ -309,14 +310,14 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
       next = end;
       progress.progress("eval", static_cast<double>(next), static_cast<double>(requests.size()), "");
       if (partial && next < requests.size()) {
-        ChoiceEvalResult sofar;   // the figures only
+        ChoiceEvalResult sofar;  // the figures only
         setFigures(sofar, t.done, t.hits, t.hitsNorm);
         sofar.seconds = secondsSince(t0);
         partial(sofar);
       }
     }
     setFigures(r, t.done, t.hits, t.hitsNorm);
-    if (r.cancelled) dropUnscored(r);   // the items left unscored are dropped
+    if (r.cancelled) dropUnscored(r);  // the items left unscored are dropped
     r.seconds = secondsSince(t0);
     return r;
   });
@@ -329,4 +330,4 @@ ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::ve
   return r;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

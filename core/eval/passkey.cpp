@@ -62,7 +62,8 @@ PasskeyPrompt buildPrompt(const Tokenizer& tok, const std::vector<std::int32_t>&
   PasskeyPrompt p;
   p.ids = head;
   auto addFiller = [&](std::int64_t from, std::int64_t count) {
-    for (std::int64_t i = 0; i < count; ++i) p.ids.push_back(filler[static_cast<std::size_t>((from + i) % static_cast<std::int64_t>(filler.size()))]);
+    for (std::int64_t i = 0; i < count; ++i)
+      p.ids.push_back(filler[static_cast<std::size_t>((from + i) % static_cast<std::int64_t>(filler.size()))]);
   };
   addFiller(0, before);
   p.keyPosition = static_cast<std::int64_t>(p.ids.size());
@@ -89,13 +90,16 @@ bool passkeyAnswered(const std::string& answer, const std::string& key) {
 }
 
 PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, const CancelToken& cancel) {
-  if (options.lengths.empty() || options.depths.empty()) throw Error(ErrorCode::BadInput, "passkey: no lengths or depths given");
+  if (options.lengths.empty() || options.depths.empty())
+    throw Error(ErrorCode::BadInput, "passkey: no lengths or depths given");
   if (options.trials < 1) throw Error(ErrorCode::BadInput, "passkey: --trials must be at least 1");
   for (double d : options.depths) {
-    if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorCode::BadInput, "passkey depth " + std::to_string(d) + ": must be in 0..1");
+    if (!(d >= 0.0 && d <= 1.0))
+      throw Error(ErrorCode::BadInput, "passkey depth " + std::to_string(d) + ": must be in 0..1");
   }
   const fs::path tokPath = options.model / "tokenizer.json";
-  if (!fs::exists(tokPath)) throw Error(ErrorCode::BadData, tokPath.string() + ": not found; the passkey test needs the model's tokenizer");
+  if (!fs::exists(tokPath))
+    throw Error(ErrorCode::BadData, tokPath.string() + ": not found; the passkey test needs the model's tokenizer");
   const Tokenizer tok = Tokenizer::fromFile(tokPath);
   const std::vector<std::int32_t> filler = tok.encode(readText(options.haystack));
   if (filler.empty()) throw Error(ErrorCode::BadInput, options.haystack.string() + ": the haystack file has no tokens");

@@ -26,16 +26,13 @@ void storeChoiceScores(RunStore& store, std::int64_t run, std::int64_t step, con
     e.partial = partial;
     rows.push_back(e);
   }
-  store.addEvaluations(rows);   // acc and acc_norm together or not at all
+  store.addEvaluations(rows);  // acc and acc_norm together or not at all
 }
 
 json choiceScoresJson(const ChoiceEvalResult& r, std::int64_t taskItems) {
-  return {{"acc", r.acc},
-          {"acc_stderr", r.accStderr},
-          {"acc_norm", r.accNorm},
-          {"acc_norm_stderr", r.accNormStderr},
-          {"items", r.items},
-          {"partial", r.cancelled || r.items < taskItems},
+  return {{"acc", r.acc},          {"acc_stderr", r.accStderr},
+          {"acc_norm", r.accNorm}, {"acc_norm_stderr", r.accNormStderr},
+          {"items", r.items},      {"partial", r.cancelled || r.items < taskItems},
           {"seconds", r.seconds}};
 }
 
@@ -56,7 +53,7 @@ ChoiceEvalResult scoreTaskIntoStore(ChoiceScorer& scorer, const EvalTaskSpec& ta
     r = scorer.score(items, task.limit, itemProgress, cancel, sofarSink);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::BadData) throw;
-    throw e.withContext(task.file);   // an item that cannot be scored: its file too
+    throw e.withContext(task.file);  // an item that cannot be scored: its file too
   }
   // Partial: scored on fewer items than the task has (cancelled, or a limit).
   const bool partial = r.cancelled || r.items < static_cast<std::int64_t>(items.size());
@@ -66,8 +63,11 @@ ChoiceEvalResult scoreTaskIntoStore(ChoiceScorer& scorer, const EvalTaskSpec& ta
   }
   log.log(LogLevel::Info, task.name + " at step " + std::to_string(target.step) + ": acc " + std::to_string(r.acc) +
                               ", acc_norm " + std::to_string(r.accNorm) + " over " + std::to_string(r.items) +
-                              " items" + (r.cancelled ? " (cancelled)" : partial ? " (limited)" : ""));
+                              " items" +
+                              (r.cancelled ? " (cancelled)"
+                               : partial   ? " (limited)"
+                                           : ""));
   return r;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

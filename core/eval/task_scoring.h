@@ -43,4 +43,4 @@ ChoiceEvalResult scoreTaskIntoStore(ChoiceScorer& scorer, const EvalTaskSpec& ta
                                     const std::vector<ChoiceItem>& items, const TaskScoreTarget& target,
                                     ProgressSink& itemProgress, ProgressSink& log, const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -164,8 +164,9 @@ BpeModel BpeModel::fromJson(const nlohmann::json& model, const std::string& sour
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer() || (!it.value().is_number_unsigned() && it.value().get<long long>() < 0))
       bad(source, "model.vocab[\"" + it.key() + "\"]", "must be a non-negative integer id, got " + it.value().dump());
-    if (it.value().is_number_unsigned() ? it.value().get<unsigned long long>() >= static_cast<unsigned long long>(kMaxTokenIds)
-                                        : it.value().get<long long>() >= kMaxTokenIds)
+    if (it.value().is_number_unsigned()
+            ? it.value().get<unsigned long long>() >= static_cast<unsigned long long>(kMaxTokenIds)
+            : it.value().get<long long>() >= kMaxTokenIds)
       bad(source, "model.vocab[\"" + it.key() + "\"]",
           "id " + it.value().dump() + " is beyond the largest vocabulary LatentLab accepts (" +
               std::to_string(kMaxTokenIds) + " ids)");

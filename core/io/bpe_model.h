@@ -86,7 +86,7 @@ class BpeModel {
   bool m_byteLevel = false;
   bool m_ignoreMerges = false;
   bool m_fuseUnk = false;
-  bool m_byteFallback = false;                  // characters outside the vocabulary as <0xNN> tokens
+  bool m_byteFallback = false;                    // characters outside the vocabulary as <0xNN> tokens
   std::array<std::int32_t, 256> m_fallbackIds{};  // id of <0xNN> per byte (byte_fallback)
   std::optional<std::int32_t> m_unk;
 

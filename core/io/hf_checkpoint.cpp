@@ -1,8 +1,8 @@
 // HF model folders: config.json + safetensors (single or sharded).
 #include "io/hf_checkpoint.h"
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
 #include "common/json_util.h"
@@ -38,20 +38,22 @@ HfCheckpoint::HfCheckpoint(const fs::path& dir) : m_dir(dir) {
       }
       const std::string shard = it.value().get<std::string>();
       if (shard.find('/') != std::string::npos || shard == "..") {
-        throw Error(ErrorCode::BadCheckpoint, index.string() + ": shard name '" + shard + "' must be a plain file name");
+        throw Error(ErrorCode::BadCheckpoint,
+                    index.string() + ": shard name '" + shard + "' must be a plain file name");
       }
       SafetensorsFile*& file = byName[shard];
       if (file == nullptr) {
         const fs::path p = dir / shard;
         if (!fs::exists(p, ec)) {
-          throw Error(ErrorCode::BadCheckpoint, index.string() + ": shard '" + shard + "' (for '" + it.key() + "') is missing");
+          throw Error(ErrorCode::BadCheckpoint,
+                      index.string() + ": shard '" + shard + "' (for '" + it.key() + "') is missing");
         }
         file = addFile(p);
       }
       const TensorInfo* info = file->find(it.key());
       if (info == nullptr) {
-        throw Error(ErrorCode::BadCheckpoint, (dir / shard).string() + ": tensor '" + it.key() +
-                    "' listed in the index is not in this shard");
+        throw Error(ErrorCode::BadCheckpoint,
+                    (dir / shard).string() + ": tensor '" + it.key() + "' listed in the index is not in this shard");
       }
       m_entries[it.key()] = Entry{file, info};
     }
@@ -61,8 +63,9 @@ HfCheckpoint::HfCheckpoint(const fs::path& dir) : m_dir(dir) {
   } else {
     std::string hint = "Expected model.safetensors or model.safetensors.index.json.";
     if (fs::exists(dir / "pytorch_model.bin", ec)) {
-      hint = "Only PyTorch .bin weights were found; convert them to safetensors first "
-             "(for example with transformers' save_pretrained(safe_serialization=True)).";
+      hint =
+          "Only PyTorch .bin weights were found; convert them to safetensors first "
+          "(for example with transformers' save_pretrained(safe_serialization=True)).";
     }
     throw Error(ErrorCode::BadCheckpoint, dir.string() + ": no safetensors weights found", hint);
   }
@@ -108,7 +111,10 @@ DType HfCheckpoint::dominantDType() const {
   DType best = m_config.torchDType;
   std::uint64_t most = 0;
   for (const auto& [dt, n] : bytes) {
-    if (n > most) { most = n; best = dt; }
+    if (n > most) {
+      most = n;
+      best = dt;
+    }
   }
   return best;
 }
@@ -170,4 +176,4 @@ void writeHfCheckpoint(const fs::path& dir, const ModelConfig& cfg, const std::v
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

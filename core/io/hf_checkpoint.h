@@ -16,7 +16,7 @@
 namespace latentlab {
 
 class HfCheckpoint {
-public:
+ public:
   // Throws Error naming the file at fault (config.json, index, shard).
   explicit HfCheckpoint(const std::filesystem::path& dir);
 
@@ -28,12 +28,12 @@ public:
   const std::filesystem::path& dir() const { return m_dir; }
   const ModelConfig& config() const { return m_config; }
   std::optional<Entry> find(const std::string& name) const;
-  std::vector<std::string> names() const;   // sorted
+  std::vector<std::string> names() const;  // sorted
   std::vector<std::filesystem::path> files() const;
   std::uintmax_t sizeOnDisk() const;
-  DType dominantDType() const;              // dtype holding most weight bytes
+  DType dominantDType() const;  // dtype holding most weight bytes
 
-private:
+ private:
   std::filesystem::path m_dir;
   ModelConfig m_config;
   std::vector<std::unique_ptr<SafetensorsFile>> m_files;
@@ -44,8 +44,7 @@ private:
 // maxShardBytes with an index) into `dir`, which must not exist yet: the
 // folder is assembled under a temporary name and renamed into place.
 void writeHfCheckpoint(const std::filesystem::path& dir, const ModelConfig& cfg,
-                       const std::vector<TensorWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata = {},
+                       const std::vector<TensorWrite>& tensors, const std::map<std::string, std::string>& metadata = {},
                        std::uint64_t maxShardBytes = 0);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -1,7 +1,7 @@
 // inspectModel: what a model folder holds, without loading its weights.
 #include "io/hf_checkpoint.h"
-#include "latentlab/engine.h"
 #include "io/weight_table.h"
+#include "latentlab/engine.h"
 
 namespace latentlab {
 
@@ -20,4 +20,4 @@ ModelSummary inspectModel(const std::filesystem::path& dir, int tpDegree) {
   return s;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -105,14 +105,18 @@ void parseStep(const nlohmann::json& j, const std::string& source, const std::st
     }
     if (j.contains("prepend_scheme") && !j.at("prepend_scheme").is_null()) {
       const std::string scheme = j.at("prepend_scheme").is_string() ? j.at("prepend_scheme").get<std::string>() : "";
-      if (scheme == "always") step.prependScheme = PreTokStep::Prepend::Always;
-      else if (scheme == "first") step.prependScheme = PreTokStep::Prepend::First;
-      else if (scheme == "never") step.prependScheme = PreTokStep::Prepend::Never;
-      else bad(source, path + ".prepend_scheme", "must be always, first or never, got " + j.at("prepend_scheme").dump());
+      if (scheme == "always")
+        step.prependScheme = PreTokStep::Prepend::Always;
+      else if (scheme == "first")
+        step.prependScheme = PreTokStep::Prepend::First;
+      else if (scheme == "never")
+        step.prependScheme = PreTokStep::Prepend::Never;
+      else
+        bad(source, path + ".prepend_scheme", "must be always, first or never, got " + j.at("prepend_scheme").dump());
     } else {
       // Files written before prepend_scheme existed say add_prefix_space.
-      step.prependScheme = optBool(j, "add_prefix_space", true, source, path) ? PreTokStep::Prepend::Always
-                                                                              : PreTokStep::Prepend::Never;
+      step.prependScheme =
+          optBool(j, "add_prefix_space", true, source, path) ? PreTokStep::Prepend::Always : PreTokStep::Prepend::Never;
     }
     step.splitWords = optBool(j, "split", true, source, path);
   } else {
@@ -249,8 +253,10 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
         std::string t;
         t.reserve(piece.size() + step.replacement.size());
         for (char c : piece) {
-          if (c == ' ') t += step.replacement;
-          else t += c;
+          if (c == ' ')
+            t += step.replacement;
+          else
+            t += c;
         }
         const bool startsWithReplacement = t.compare(0, step.replacement.size(), step.replacement) == 0;
         if (!startsWithReplacement && (step.prependScheme == PreTokStep::Prepend::Always ||

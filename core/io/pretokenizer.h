@@ -38,11 +38,11 @@ struct PreTokStep {
   std::string literal;  // Literal
   SplitBehavior behavior = SplitBehavior::Isolated;
   bool invert = false;
-  bool addPrefixSpace = false;  // ByteLevel
-  bool useRegex = true;         // ByteLevel
+  bool addPrefixSpace = false;               // ByteLevel
+  bool useRegex = true;                      // ByteLevel
   std::string replacement = "\xE2\x96\x81";  // Metaspace: U+2581 stands for a space
-  Prepend prependScheme = Prepend::Always;        // Metaspace: where a replacement is prepended
-  bool splitWords = true;                         // Metaspace: a word begins at each replacement
+  Prepend prependScheme = Prepend::Always;   // Metaspace: where a replacement is prepended
+  bool splitWords = true;                    // Metaspace: a word begins at each replacement
 };
 
 // End of the regex match starting at s[i] (i itself when nothing matches).

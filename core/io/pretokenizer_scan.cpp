@@ -15,7 +15,9 @@ using unicode::kSpace;
 using unicode::kUpperish;
 
 // \p{L}, \p{N} and \s bits only (the scanners of GPT-2 and Llama-3 test them alone).
-std::uint8_t classOf(char32_t cp) { return unicode::classOf(cp) & kBasic; }
+std::uint8_t classOf(char32_t cp) {
+  return unicode::classOf(cp) & kBasic;
+}
 
 char32_t peek(std::string_view s, std::size_t i, std::size_t& next) {
   next = i;

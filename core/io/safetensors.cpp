@@ -15,9 +15,8 @@ namespace {
 
 std::optional<std::size_t> elementSize(const std::string& dt) {
   static const std::map<std::string, std::size_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8},
-      {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4},  {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},     {"I16", 2},    {"I8", 1},
+      {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4},  {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dt);
   if (it == sizes.end()) return std::nullopt;
   return it->second;
@@ -31,7 +30,7 @@ std::optional<DType> floatDType(const std::string& dt) {
   return std::nullopt;
 }
 
-} // namespace
+}  // namespace
 
 std::int64_t TensorInfo::numel() const {
   std::int64_t n = 1;
@@ -50,8 +49,8 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : m_file(path) {
   std::uint64_t headerLen = 0;
   for (int i = 7; i >= 0; --i) headerLen = (headerLen << 8) | static_cast<std::uint8_t>(m_file.data()[i]);
   if (headerLen > size - 8) {
-    bad("header length " + std::to_string(headerLen) + " runs past the end of the file (" +
-        std::to_string(size) + " bytes)");
+    bad("header length " + std::to_string(headerLen) + " runs past the end of the file (" + std::to_string(size) +
+        " bytes)");
   }
   if (headerLen > 100'000'000ULL) bad("header length " + std::to_string(headerLen) + " is implausibly large");
   m_dataStart = 8 + static_cast<std::size_t>(headerLen);
@@ -120,7 +119,8 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : m_file(path) {
   }
   // No two tensors may share bytes.
   std::vector<const TensorInfo*> order;
-  for (const auto& t : m_tensors) if (t.end > t.begin) order.push_back(&t);
+  for (const auto& t : m_tensors)
+    if (t.end > t.begin) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (order[i]->begin < order[i - 1]->end) {
@@ -146,8 +146,7 @@ void writeSafetensors(const fs::path& path, const std::vector<TensorWrite>& tens
     std::uint64_t n = 1;
     for (auto s : t->shape) n *= static_cast<std::uint64_t>(s);
     const std::uint64_t bytes = n * dtypeSize(t->dtype);
-    header[t->name] = {{"dtype", dtypeName(t->dtype)}, {"shape", t->shape},
-                       {"data_offsets", {offset, offset + bytes}}};
+    header[t->name] = {{"dtype", dtypeName(t->dtype)}, {"shape", t->shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -166,4 +165,4 @@ void writeSafetensors(const fs::path& path, const std::vector<TensorWrite>& tens
   });
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -18,16 +18,16 @@ namespace latentlab {
 
 struct TensorInfo {
   std::string name;
-  std::string dtypeName;             // as written: "F32", "BF16", "I64", ...
-  std::optional<DType> dtype;        // set for the float types LatentLab loads
+  std::string dtypeName;       // as written: "F32", "BF16", "I64", ...
+  std::optional<DType> dtype;  // set for the float types LatentLab loads
   std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0;           // byte offsets relative to the data section
+  std::uint64_t begin = 0;  // byte offsets relative to the data section
   std::uint64_t end = 0;
   std::int64_t numel() const;
 };
 
 class SafetensorsFile {
-public:
+ public:
   // Maps the file and validates the header: length, JSON, dtypes, shapes
   // against byte sizes, offsets in range and not overlapping. Throws
   // Error(BadCheckpoint) naming the file and the tensor.
@@ -40,7 +40,7 @@ public:
   const std::map<std::string, std::string>& metadata() const { return m_metadata; }
   std::uintmax_t fileSize() const { return m_file.size(); }
 
-private:
+ private:
   MappedFile m_file;
   std::size_t m_dataStart = 0;
   std::vector<TensorInfo> m_tensors;
@@ -52,11 +52,11 @@ struct TensorWrite {
   std::string name;
   DType dtype;
   std::vector<std::int64_t> shape;
-  const void* data;                  // numel * dtypeSize contiguous bytes
+  const void* data;  // numel * dtypeSize contiguous bytes
 };
 
 // Writes a safetensors file atomically (temporary name, fsync, rename).
 void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorWrite>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <string>
 #include <deque>
+#include <string>
 
 #include "io/tokenizer_impl.h"
-#include "latentlab/error.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_text.h"
+#include "latentlab/error.h"
 
 namespace latentlab {
 namespace {
@@ -170,7 +170,7 @@ std::string decodeChain(const tok::TokenizerState& d, const std::vector<std::int
   }
   for (const tok::DecoderStep& step : d.decoders) {
     switch (step.kind) {
-      case Kind::ByteLevel: {   // every token's symbols back to bytes, as one (repaired) string
+      case Kind::ByteLevel: {  // every token's symbols back to bytes, as one (repaired) string
         std::string bytes;
         for (const auto& t : tokens) {
           auto b = tok::tokenToBytes(t);
@@ -182,7 +182,7 @@ std::string decodeChain(const tok::TokenizerState& d, const std::vector<std::int
       case Kind::Replace:
         for (auto& t : tokens) replaceAll(t, step.pattern, step.content);
         break;
-      case Kind::ByteFallback: {   // runs of <0xNN> tokens become their bytes (U+FFFD each when not UTF-8)
+      case Kind::ByteFallback: {  // runs of <0xNN> tokens become their bytes (U+FFFD each when not UTF-8)
         std::vector<std::string> out;
         std::string run;
         std::size_t runTokens = 0;
@@ -302,7 +302,8 @@ void requireTokenizerFits(const Tokenizer& tok, int modelVocab, const std::files
   if (tok.vocabSize() <= modelVocab) return;
   throw Error(ErrorCode::BadData,
               tok.source().string() + ": the tokenizer has " + std::to_string(tok.vocabSize()) +
-                  " token ids but the model (" + modelConfig.string() + ") has vocab_size " + std::to_string(modelVocab),
+                  " token ids but the model (" + modelConfig.string() + ") has vocab_size " +
+                  std::to_string(modelVocab),
               "Use the tokenizer.json that came with the model (ids beyond its embedding rows cannot be looked up).");
 }
 

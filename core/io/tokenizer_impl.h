@@ -29,10 +29,10 @@ struct NormalizerStep {
 struct DecoderStep {
   enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace };
   Kind kind = Kind::ByteLevel;
-  std::string pattern, content;   // Replace; Strip: content is the stripped character
-  int start = 0, stop = 0;        // Strip: at most this many from each end
-  std::string replacement;        // Metaspace
-  bool prepended = true;          // Metaspace: prepend_scheme is not "never"
+  std::string pattern, content;  // Replace; Strip: content is the stripped character
+  int start = 0, stop = 0;       // Strip: at most this many from each end
+  std::string replacement;       // Metaspace
+  bool prepended = true;         // Metaspace: prepend_scheme is not "never"
 };
 
 struct TokenizerState {
@@ -52,8 +52,8 @@ struct TokenizerState {
   std::vector<NormalizerStep> normalizer;
   Decoder decoder = Decoder::None;
   std::vector<DecoderStep> decoders;  // Chain: every step, in order
-  std::vector<std::string> tokenOf;  // per id: the token string (added first)
-  std::vector<std::string> bytesOf;  // per id: what the ByteLevel decoder emits
+  std::vector<std::string> tokenOf;   // per id: the token string (added first)
+  std::vector<std::string> bytesOf;   // per id: what the ByteLevel decoder emits
   std::vector<IdKind> kindOf;
   std::optional<std::int32_t> bos;
   std::optional<std::int32_t> eos;

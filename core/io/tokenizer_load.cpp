@@ -34,7 +34,8 @@ std::string typeOf(const nlohmann::json& j, const std::string& source, const std
 
 // A Replace's pattern: literal strings only ({"String": ...}).
 std::string literalPattern(const nlohmann::json& j, const std::string& source, const std::string& path) {
-  if (!j.contains("pattern") || !j.at("pattern").is_object()) bad(source, path + ".pattern", "is missing or not an object");
+  if (!j.contains("pattern") || !j.at("pattern").is_object())
+    bad(source, path + ".pattern", "is missing or not an object");
   const auto& p = j.at("pattern");
   if (p.contains("String") && p.at("String").is_string()) return p.at("String").get<std::string>();
   if (p.contains("Regex"))
@@ -80,12 +81,13 @@ void parseNormalizer(const nlohmann::json& j, const std::string& source, const s
 
 std::int32_t idField(const nlohmann::json& j, const char* key, const std::string& source, const std::string& path) {
   if (!j.contains(key) || !j.at(key).is_number_integer()) bad(source, path + "." + key, "is missing or not an integer");
-  if (j.at(key).is_number_unsigned() && j.at(key).get<unsigned long long>() >= static_cast<unsigned long long>(tok::kMaxTokenIds))
+  if (j.at(key).is_number_unsigned() &&
+      j.at(key).get<unsigned long long>() >= static_cast<unsigned long long>(tok::kMaxTokenIds))
     bad(source, path + "." + key, "is out of range: " + j.at(key).dump());
   long long v = j.at(key).get<long long>();
   if (v < 0 || v >= tok::kMaxTokenIds)
-    bad(source, path + "." + key, "is out of range: " + std::to_string(v) + " (ids must be below " +
-                                      std::to_string(tok::kMaxTokenIds) + ")");
+    bad(source, path + "." + key,
+        "is out of range: " + std::to_string(v) + " (ids must be below " + std::to_string(tok::kMaxTokenIds) + ")");
   return static_cast<std::int32_t>(v);
 }
 
@@ -179,7 +181,8 @@ void parseDecoder(const nlohmann::json& d, const std::string& source, const std:
   using K = tok::DecoderStep::Kind;
   tok::DecoderStep step;
   if (type == "Sequence") {
-    if (!d.contains("decoders") || !d.at("decoders").is_array()) bad(source, path + ".decoders", "is missing or not an array");
+    if (!d.contains("decoders") || !d.at("decoders").is_array())
+      bad(source, path + ".decoders", "is missing or not an array");
     for (std::size_t k = 0; k < d.at("decoders").size(); ++k)
       parseDecoder(d.at("decoders")[k], source, path + ".decoders[" + std::to_string(k) + "]", impl);
     return;
@@ -205,8 +208,9 @@ void parseDecoder(const nlohmann::json& d, const std::string& source, const std:
     step.stop = count("stop");
   } else if (type == "Metaspace") {
     step.kind = K::Metaspace;
-    step.replacement = d.contains("replacement") && d.at("replacement").is_string() ? d.at("replacement").get<std::string>()
-                                                                                  : "\xE2\x96\x81";
+    step.replacement = d.contains("replacement") && d.at("replacement").is_string()
+                           ? d.at("replacement").get<std::string>()
+                           : "\xE2\x96\x81";
     if (d.contains("prepend_scheme") && d.at("prepend_scheme").is_string())
       step.prepended = d.at("prepend_scheme").get<std::string>() != "never";
     else
@@ -215,8 +219,9 @@ void parseDecoder(const nlohmann::json& d, const std::string& source, const std:
     throw Error(ErrorCode::Unsupported, source + ": decoder '" + type + "' is not supported yet", kScopeHint);
   }
   impl.decoders.push_back(std::move(step));
-  impl.decoder = impl.decoders.size() == 1 && impl.decoders[0].kind == K::ByteLevel ? tok::TokenizerState::Decoder::ByteLevel
-                                                                                     : tok::TokenizerState::Decoder::Chain;
+  impl.decoder = impl.decoders.size() == 1 && impl.decoders[0].kind == K::ByteLevel
+                     ? tok::TokenizerState::Decoder::ByteLevel
+                     : tok::TokenizerState::Decoder::Chain;
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ std::string toNfc(std::string_view text) {
     }
     std::size_t end = k;
     while (end < cps.size() && cls[end] != 0) ++end;
-    for (std::size_t a = k + 1; a < end; ++a) {   // insertion sort: runs are short
+    for (std::size_t a = k + 1; a < end; ++a) {  // insertion sort: runs are short
       for (std::size_t b = a; b > k && cls[b - 1] > cls[b]; --b) {
         std::swap(cls[b - 1], cls[b]);
         std::swap(cps[b - 1], cps[b]);

@@ -38,7 +38,6 @@ OfficialNames officialNames(int format) {
   return {"k_r_proj", "kv_proj.down_kv", "kv_proj.down_k", "kv_proj.down_v", "kv_proj.up_k", "kv_proj.up_v"};
 }
 
-
 // An official MHA2MLA checkpoint's attention (names of officialNames()).
 void appendOfficialTensors(const ModelConfig& c, const std::string& a, std::int64_t r2, std::int64_t lat,
                            std::vector<ExpectedTensor>& out) {
@@ -268,7 +267,7 @@ std::string shapeText(const std::vector<std::int64_t>& s) {
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-} // namespace
+}  // namespace
 
 std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt) {
   // Bound what the key table allocates by what the files hold: every layer has
@@ -300,11 +299,11 @@ std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt) {
     const TensorInfo& t = *entry->info;
     if (!t.dtype) {
       throw Error(ErrorCode::BadCheckpoint, entry->file->path().string() + ": tensor '" + e.name + "' has dtype " +
-                  t.dtypeName + "; expected F32, F16 or BF16");
+                                                t.dtypeName + "; expected F32, F16 or BF16");
     }
     if (t.shape != e.shape) {
       throw Error(ErrorCode::BadCheckpoint, entry->file->path().string() + ": tensor '" + e.name + "' has shape " +
-                  shapeText(t.shape) + " but config.json implies " + shapeText(e.shape));
+                                                shapeText(t.shape) + " but config.json implies " + shapeText(e.shape));
     }
     used.insert(e.name);
   }
@@ -315,4 +314,4 @@ std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt) {
   return unused;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

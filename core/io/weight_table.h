@@ -30,9 +30,9 @@ struct TensorPart {
       : name(std::move(tensor)), rowBegin(begin), rows(count) {}
   std::string name;
   std::int64_t rowBegin = 0;
-  std::int64_t rows = -1;             // -1: every row
-  std::vector<std::int64_t> gather;   // when set: these rows, in this order
-  std::int64_t select = -1;           // >= 0: entry `select` of a 3-D tensor's first dim, before the rows
+  std::int64_t rows = -1;            // -1: every row
+  std::vector<std::int64_t> gather;  // when set: these rows, in this order
+  std::int64_t select = -1;          // >= 0: entry `select` of a 3-D tensor's first dim, before the rows
 };
 struct TensorSource {
   std::vector<TensorPart> parts;
@@ -54,4 +54,4 @@ bool isIgnorableKey(const std::string& name);
 // folder and the tensor. Returns the unused keys.
 std::vector<std::string> checkCheckpoint(const HfCheckpoint& ckpt);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -19,7 +19,9 @@ fs::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvir
     runId = r.id;
   }
   const RunSpec spec = demoPretrainSpec(arch);
-  if (runId == 0) runId = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? spec.device : env.device);
+  if (runId == 0)
+    runId =
+        store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), env.device.empty() ? spec.device : env.device);
   else if (store.run(runId).status != RunStatus::Queued && store.run(runId).status != RunStatus::Running) {
     store.setStatus(runId, RunStatus::Queued);
   }
@@ -31,4 +33,4 @@ fs::path ensureDemoBase(RunStore& store, const std::string& arch, const JobEnvir
   return publishDemoBase(store, runId, env.workspace, arch);
 }
 
-} // namespace latentlab
+}  // namespace latentlab

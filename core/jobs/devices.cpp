@@ -33,7 +33,8 @@ struct CudaRuntime {
     setDevice = reinterpret_cast<SetDevice>(::dlsym(h, "cudaSetDevice"));
     memGetInfo = reinterpret_cast<MemGetInfo>(::dlsym(h, "cudaMemGetInfo"));
     getProperties = reinterpret_cast<GetProperties>(::dlsym(h, "cudaGetDeviceProperties_v2"));
-    if (getProperties == nullptr) getProperties = reinterpret_cast<GetProperties>(::dlsym(h, "cudaGetDeviceProperties"));
+    if (getProperties == nullptr)
+      getProperties = reinterpret_cast<GetProperties>(::dlsym(h, "cudaGetDeviceProperties"));
   }
 };
 
@@ -51,7 +52,7 @@ std::pair<std::uint64_t, std::uint64_t> hostMemory() {
   return {total, available};
 }
 
-} // namespace
+}  // namespace
 
 std::vector<DeviceInfo> listDevices() {
   std::vector<DeviceInfo> out;
@@ -81,6 +82,8 @@ std::vector<DeviceInfo> listDevices() {
   return out;
 }
 
-std::string libtorchVersion() { return TORCH_VERSION; }
+std::string libtorchVersion() {
+  return TORCH_VERSION;
+}
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -26,8 +26,9 @@ namespace {
 // The job's overall progress as `progress` lines: each unit is a task item or
 // a passkey trial; at most five lines a second.
 class JobProgress final : public ProgressSink {
-public:
-  JobProgress(const JobEnvironment& env, ProgressSink& inner, std::int64_t total) : m_env(env), m_inner(inner), m_total(total) {}
+ public:
+  JobProgress(const JobEnvironment& env, ProgressSink& inner, std::int64_t total)
+      : m_env(env), m_inner(inner), m_total(total) {}
   void beginPart(std::int64_t units) {
     m_base += m_part;
     m_part = units;
@@ -43,20 +44,20 @@ public:
   }
   void log(LogLevel level, std::string_view message) override { m_inner.log(level, message); }
 
-private:
+ private:
   const JobEnvironment& m_env;
   ProgressSink& m_inner;
   std::int64_t m_total, m_base = 0, m_part = 0;
   Clock::time_point m_last{};
 };
 
-} // namespace
+}  // namespace
 
 RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
                            ProgressSink& progress, const CancelToken& cancel) {
   const std::int64_t target = spec.evaluatesRun > 0 ? spec.evaluatesRun : runId;
   const std::int64_t step = spec.evaluatesRun > 0 ? spec.evaluatesStep : 0;
-  if (spec.evaluatesRun > 0) store.run(spec.evaluatesRun);   // throws naming the run when it is gone
+  if (spec.evaluatesRun > 0) store.run(spec.evaluatesRun);  // throws naming the run when it is gone
   const std::string device = env.device.empty() ? spec.device : env.device;
   // Every task file is read before the model loads: a bad line fails the job
   // before anything is stored.
@@ -99,7 +100,7 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     ChoiceEvalOptions o;
     o.model = spec.modelDir;
     o.device = device;
-    ChoiceScorer scorer(o);   // the model, loaded once for every task
+    ChoiceScorer scorer(o);  // the model, loaded once for every task
     for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
       const EvalTaskSpec& t = spec.evalTasks[k];
       const auto n = static_cast<std::int64_t>(taskItems[k].size());
@@ -129,7 +130,10 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     p.skipCell = [&](int length, double depth) { return complete("passkey", passkeyMetricName(length, depth)); };
     p.onCell = [&](const PasskeyCell& c) {
       recordCell(c);
-      cells.push_back({{"length", c.length}, {"depth", c.depth}, {"correct", c.correct()}, {"trials", c.trials.size()},
+      cells.push_back({{"length", c.length},
+                       {"depth", c.depth},
+                       {"correct", c.correct()},
+                       {"trials", c.trials.size()},
                        {"partial", c.partial}});
     };
     jobProgress.beginPart(static_cast<std::int64_t>(p.lengths.size() * p.depths.size()) * p.trials);
@@ -143,9 +147,10 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   store.setSummary(runId, summary.dump());
   if (cancel.requested()) {
     result.status = RunStatus::Cancelled;
-    result.error = Error(ErrorCode::Cancelled, "cancelled; the results so far are stored, the task cut short marked partial");
+    result.error =
+        Error(ErrorCode::Cancelled, "cancelled; the results so far are stored, the task cut short marked partial");
   }
   return result;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -3,15 +3,14 @@
 #include <cmath>
 #include <fstream>
 
-#include "data/token_shard.h"
 #include "common/file_util.h"
+#include "data/token_shard.h"
 #include "latentlab/engine.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
-
 
 std::vector<std::int64_t> tokenizeForModel(const fs::path& modelDir, const fs::path& textFile);
 
@@ -44,8 +43,8 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
       ids.resize(static_cast<std::size_t>(opts.maxTokens + 1));
     }
     if (ids.size() < 2) {
-      throw Error(ErrorCode::BadData, "the evaluation stream has " + std::to_string(ids.size()) +
-                  " tokens; at least 2 are needed");
+      throw Error(ErrorCode::BadData,
+                  "the evaluation stream has " + std::to_string(ids.size()) + " tokens; at least 2 are needed");
     }
     // Non-overlapping windows of seqLen+1 tokens with stride seqLen: every
     // token after the first is predicted exactly once.
@@ -83,7 +82,7 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     for (std::int64_t w = 0; w < fullWindows; w += opts.batchSize) {
       throwIfCancelled(cancel, "eval");
       const std::int64_t b = std::min<std::int64_t>(opts.batchSize, fullWindows - w);
-      auto starts = (torch::arange(b, torch::kInt64) + w) * L;             // (b,)
+      auto starts = (torch::arange(b, torch::kInt64) + w) * L;                              // (b,)
       auto index = starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64).unsqueeze(0);  // (b, L+1)
       evalWindows(all.index({index}));
       const auto now = std::chrono::steady_clock::now();
@@ -92,7 +91,7 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
         lastReport = now;
       }
     }
-    const std::int64_t tail = (n - 1) - fullWindows * L;   // predicted tokens left over
+    const std::int64_t tail = (n - 1) - fullWindows * L;  // predicted tokens left over
     if (tail > 0) evalWindows(all.narrow(0, fullWindows * L, tail + 1).unsqueeze(0));
     progress.progress("eval", static_cast<double>(fullWindows), static_cast<double>(fullWindows), "");
     EvalResult r;
@@ -105,4 +104,4 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
   });
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -21,7 +21,7 @@ void emit(const JobEnvironment& env, const EngineEvent& e) {
   if (env.lines) env.lines(eventLine(e));
 }
 
-} // namespace
+}  // namespace
 
 std::string RunResult::errorText() const {
   if (!error) return {};
@@ -79,7 +79,7 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
     result.status = RunStatus::Failed;
     result.error = Error(ErrorCode::Internal, std::string("run ") + std::to_string(runId) + ": " + e.what());
   }
-  if (!writer) return result;   // rank 0 records the outcome of the job
+  if (!writer) return result;  // rank 0 records the outcome of the job
   keeper.reset();
   // The outcome is recorded even when the store cannot be written for a while
   // (a full disk): retried until it can, for up to two minutes.
@@ -108,4 +108,4 @@ RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env,
   return result;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

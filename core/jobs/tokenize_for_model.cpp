@@ -10,7 +10,8 @@
 namespace latentlab {
 namespace fs = std::filesystem;
 
-std::vector<std::int64_t> tokenizeForModel(const std::filesystem::path& modelDir, const std::filesystem::path& textFile) {
+std::vector<std::int64_t> tokenizeForModel(const std::filesystem::path& modelDir,
+                                           const std::filesystem::path& textFile) {
   const auto tokPath = modelDir / "tokenizer.json";
   std::error_code ec;
   if (!std::filesystem::exists(tokPath, ec)) {
@@ -26,4 +27,4 @@ std::vector<std::int64_t> tokenizeForModel(const std::filesystem::path& modelDir
   return std::vector<std::int64_t>(ids.begin(), ids.end());
 }
 
-} // namespace latentlab
+}  // namespace latentlab

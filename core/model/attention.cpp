@@ -43,10 +43,11 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, false, scale, gqa);
   }
   // Chunked prefill on top of a cache: query i sits at position tk - tq + i.
-  auto rows = torch::arange(tq, torch::TensorOptions().dtype(torch::kInt64).device(q.device())).unsqueeze(1) + (tk - tq);
+  auto rows =
+      torch::arange(tq, torch::TensorOptions().dtype(torch::kInt64).device(q.device())).unsqueeze(1) + (tk - tq);
   auto cols = torch::arange(tk, torch::TensorOptions().dtype(torch::kInt64).device(q.device())).unsqueeze(0);
-  auto mask = cols <= rows;                                        // (tq, tk) bool, true = attend
+  auto mask = cols <= rows;  // (tq, tk) bool, true = attend
   return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale, gqa);
 }
 
-} // namespace latentlab
+}  // namespace latentlab

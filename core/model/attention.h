@@ -13,13 +13,13 @@
 namespace latentlab {
 
 struct AttentionContext {
-  RopeTables* rope = nullptr;    // this layer's tables (a windowed Gemma-3 layer has its own base)
-  std::int64_t startPos = 0;     // position of the first token of x
-  LayerCache* cache = nullptr;   // decode cache of this layer, or null (training)
+  RopeTables* rope = nullptr;   // this layer's tables (a windowed Gemma-3 layer has its own base)
+  std::int64_t startPos = 0;    // position of the first token of x
+  LayerCache* cache = nullptr;  // decode cache of this layer, or null (training)
 };
 
 class AttentionModule : public torch::nn::Module {
-public:
+ public:
   // x: (B, T, d) -> (B, T, d)
   virtual torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) = 0;
 };
@@ -31,4 +31,4 @@ public:
 torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                               std::int64_t window = 0);
 
-} // namespace latentlab
+}  // namespace latentlab

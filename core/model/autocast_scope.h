@@ -9,10 +9,12 @@
 namespace latentlab {
 
 class AutocastScope {
-public:
+ public:
   AutocastScope(torch::DeviceType device, bool on, at::ScalarType dtype = at::kBFloat16)
-      : m_device(device), m_was(at::autocast::is_autocast_enabled(device)),
-        m_wasType(at::autocast::get_autocast_dtype(device)), m_on(on) {
+      : m_device(device),
+        m_was(at::autocast::is_autocast_enabled(device)),
+        m_wasType(at::autocast::get_autocast_dtype(device)),
+        m_on(on) {
     at::autocast::set_autocast_enabled(m_device, on);
     at::autocast::set_autocast_dtype(m_device, dtype);
   }
@@ -24,7 +26,7 @@ public:
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
-private:
+ private:
   torch::DeviceType m_device;
   bool m_was;
   at::ScalarType m_wasType;

@@ -176,10 +176,10 @@ class BlockCache final : public c10::Allocator {
     void* p;
     std::size_t size;
   };
-  std::list<FreeBlock> m_lru;                                           // freed blocks, oldest first
+  std::list<FreeBlock> m_lru;                                         // freed blocks, oldest first
   std::multimap<std::size_t, std::list<FreeBlock>::iterator> m_free;  // rounded size -> freed block
-  std::unordered_map<void*, std::size_t> m_live;     // blocks handed out -> rounded size
-  std::unordered_map<void*, SmallBlock> m_small;     // counted small blocks -> the fallback's block
+  std::unordered_map<void*, std::size_t> m_live;                      // blocks handed out -> rounded size
+  std::unordered_map<void*, SmallBlock> m_small;                      // counted small blocks -> the fallback's block
   std::size_t m_cached = 0;
   std::size_t m_liveBytes = 0;
   std::size_t m_peakLive = 0;
@@ -199,8 +199,10 @@ void BlockCache::deleteBlock(void* p) {
 void BlockCache::deleteAny(void* p) {
   if (p == nullptr || g_cache->release(p) || g_cache->releaseSmall(p)) return;
   // A small block the fallback handed out uncounted.
-  if (c10::DeleterFnPtr d = g_cache->m_fallback->raw_deleter()) d(p);
-  else c10::free_cpu(p);
+  if (c10::DeleterFnPtr d = g_cache->m_fallback->raw_deleter())
+    d(p);
+  else
+    c10::free_cpu(p);
 }
 
 void BlockCache::deleteSmall(void* p) {
@@ -217,7 +219,7 @@ bool BlockCache::releaseSmall(void* p) {
     inner = std::move(it->second.inner);
     m_small.erase(it);
   }
-  return true;   // `inner` frees the fallback's block as it goes out of scope, outside the lock
+  return true;  // `inner` frees the fallback's block as it goes out of scope, outside the lock
 }
 
 }  // namespace

@@ -54,4 +54,4 @@ void KvCache::clear() {
   for (auto& l : m_layers) l.clear();
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -10,20 +10,20 @@
 namespace latentlab {
 
 class LayerCache {
-public:
+ public:
   // Appends `chunk` (B, H, T, D) to buffer `slot` and returns the whole
   // prefix (B, H, length, D) as a view.
   torch::Tensor append(int slot, const torch::Tensor& chunk);
   torch::Tensor view(int slot) const;
-  std::int64_t length() const { return m_length; }   // tokens cached
+  std::int64_t length() const { return m_length; }  // tokens cached
   void advance(std::int64_t tokens) { m_length += tokens; }
   // Buffers allocated from now on hold at least `tokens` tokens, so a decode
   // loop that knows its final length never regrows (and recopies) the cache.
   void reserve(std::int64_t tokens) { m_reserve = tokens; }
-  std::int64_t bytes() const;                          // bytes of the cached prefix
+  std::int64_t bytes() const;  // bytes of the cached prefix
   void clear();
 
-private:
+ private:
   std::vector<torch::Tensor> m_buffers;
   std::vector<std::int64_t> m_filled;
   std::int64_t m_length = 0;
@@ -31,7 +31,7 @@ private:
 };
 
 class KvCache {
-public:
+ public:
   explicit KvCache(int layers) : m_layers(static_cast<std::size_t>(layers)) {}
   LayerCache& layer(int i) { return m_layers.at(static_cast<std::size_t>(i)); }
   std::int64_t length() const { return m_layers.empty() ? 0 : m_layers.front().length(); }
@@ -42,8 +42,8 @@ public:
   }
   void clear();
 
-private:
+ private:
   std::vector<LayerCache> m_layers;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -94,28 +94,28 @@ torch::Tensor LatentAttentionLayer::latentHeads(const torch::Tensor& c) {
   }
   // Same numerics as RmsNorm (fp32 statistics, fp64 stays fp64), per latent head.
   const auto compute = c.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  auto cf = c.view({B, T, m_latentHeads, dl}).to(compute);                         // (B, T, L, dl)
+  auto cf = c.view({B, T, m_latentHeads, dl}).to(compute);  // (B, T, L, dl)
   cf = cf * torch::rsqrt(cf.pow(2).mean(-1, /*keepdim=*/true) + m_eps);
   auto normed = kv_a_layernorm->weight.view({m_latentHeads, dl}) * cf.to(c.scalar_type());
   if (m_kvScale != 1.0) normed = normed * m_kvScale;
-  return normed.transpose(1, 2);                                                   // (B, L, T, dl)
+  return normed.transpose(1, 2);  // (B, L, T, dl)
 }
 
 torch::Tensor LatentAttentionLayer::naive(const torch::Tensor& qNope, const torch::Tensor& qRope,
                                           const torch::Tensor& kRope, const torch::Tensor& c) {
   const auto B = c.size(0), Tk = c.size(2), dl = c.size(3);
   const std::int64_t kvDim = m_dNope + m_dV;
-  auto w = kv_b_proj->weight.view({m_latentHeads, m_group * kvDim, dl});           // (L, G*(dn+dv), dl)
-  auto kv = torch::matmul(c, w.transpose(1, 2));                                   // (B, L, Tk, G*(dn+dv))
-  kv = kv.view({B, m_latentHeads, Tk, m_group, kvDim}).permute({0, 1, 3, 2, 4});   // (B, L, G, Tk, dn+dv)
+  auto w = kv_b_proj->weight.view({m_latentHeads, m_group * kvDim, dl});          // (L, G*(dn+dv), dl)
+  auto kv = torch::matmul(c, w.transpose(1, 2));                                  // (B, L, Tk, G*(dn+dv))
+  kv = kv.view({B, m_latentHeads, Tk, m_group, kvDim}).permute({0, 1, 3, 2, 4});  // (B, L, G, Tk, dn+dv)
   // Latent l = b*P + p serves heads [p*G, (p+1)*G) of branch b, so P*G = n_h heads per branch.
-  kv = kv.reshape({B, m_branches, m_heads, Tk, kvDim});                            // (B, nb, nh, Tk, dn+dv)
-  auto q = torch::cat({qNope, qRope}, -1);                                         // (B, nh, Tq, dn+dR)
-  auto kR = kRope.expand({B, m_heads, Tk, m_dRope});                               // (B, nh, Tk, dR)
+  kv = kv.reshape({B, m_branches, m_heads, Tk, kvDim});  // (B, nb, nh, Tk, dn+dv)
+  auto q = torch::cat({qNope, qRope}, -1);               // (B, nh, Tq, dn+dR)
+  auto kR = kRope.expand({B, m_heads, Tk, m_dRope});     // (B, nh, Tk, dR)
   torch::Tensor out;
   for (int b = 0; b < m_branches; ++b) {
-    auto kvB = kv.select(1, b);                                                    // (B, nh, Tk, dn+dv)
-    auto k = torch::cat({kvB.narrow(-1, 0, m_dNope), kR}, -1);                     // (B, nh, Tk, dn+dR)
+    auto kvB = kv.select(1, b);                                                     // (B, nh, Tk, dn+dv)
+    auto k = torch::cat({kvB.narrow(-1, 0, m_dNope), kR}, -1);                      // (B, nh, Tk, dn+dR)
     auto y = causalAttention(q, k, kvB.narrow(-1, m_dNope, m_dV), m_softmaxScale);  // (B, nh, Tq, dv)
     out = out.defined() ? out + y : y;
   }
@@ -126,10 +126,10 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
                                              const torch::Tensor& kRope, const torch::Tensor& c) {
   const auto B = qNope.size(0), Tq = qNope.size(2), Tk = c.size(2), dl = c.size(3);
   const std::int64_t P = m_perBranch, G = m_group;
-  auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});         // (L, G, dn+dv, dl)
-  auto wk = w.narrow(2, 0, m_dNope);                                               // (L, G, dn, dl)
-  auto wv = w.narrow(2, m_dNope, m_dV);                                            // (L, G, dv, dl)
-  auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                                 // heads of latent p contiguous
+  auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});  // (L, G, dn+dv, dl)
+  auto wk = w.narrow(2, 0, m_dNope);                                        // (L, G, dn, dl)
+  auto wv = w.narrow(2, m_dNope, m_dV);                                     // (L, G, dv, dl)
+  auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                          // heads of latent p contiguous
   if (fusedDecodeApplies(qNope, c, Tq)) {
     // One pass over each branch's latents (model/decode_attention.h); the one
     // shared RoPE key serves all n_h*Tq query rows of every branch.
@@ -144,9 +144,9 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
       in.q = torch::matmul(qn, wk.narrow(0, b * P, P)).reshape({B, P, G * Tq, dl});  // W_UK^T q: (B, P, G*Tq, dl)
       in.k = cB;
       in.v = cB;
-      auto ctxLat = fusedDecodeAttention(in);                                        // (B, P, G*Tq, dl)
+      auto ctxLat = fusedDecodeAttention(in);  // (B, P, G*Tq, dl)
       auto y = torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));
-      y = y.reshape({B, m_heads, Tq, m_dV});                                       // (B, nh, Tq, dv)
+      y = y.reshape({B, m_heads, Tq, m_dV});  // (B, nh, Tq, dv)
       out = out.defined() ? out + y : y;
     }
     return m_branchScale != 1.0 ? out * m_branchScale : out;
@@ -161,15 +161,16 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
   }
   torch::Tensor out;
   for (int b = 0; b < m_branches; ++b) {
-    auto cB = c.narrow(1, b * P, P);                                               // (B, P, Tk, dl)
-    auto qAbs = torch::matmul(qn, wk.narrow(0, b * P, P));                         // (B, P, G, Tq, dl): W_UK^T q
+    auto cB = c.narrow(1, b * P, P);                        // (B, P, Tk, dl)
+    auto qAbs = torch::matmul(qn, wk.narrow(0, b * P, P));  // (B, P, G, Tq, dl): W_UK^T q
     auto scores = torch::matmul(qAbs.reshape({B, P, G * Tq, dl}), cB.transpose(-1, -2)).view({B, P, G, Tq, Tk});
     scores = (scores + ropeScores).to(compute) * m_softmaxScale;
     if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
-    auto probs = torch::softmax(scores, -1).to(c.scalar_type());                  // (B, P, G, Tq, Tk)
-    auto ctxLat = torch::matmul(probs.reshape({B, P, G * Tq, Tk}), cB);            // (B, P, G*Tq, dl)
-    auto y = torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));  // (B, P, G, Tq, dv)
-    y = y.reshape({B, m_heads, Tq, m_dV});                                         // (B, nh, Tq, dv)
+    auto probs = torch::softmax(scores, -1).to(c.scalar_type());         // (B, P, G, Tq, Tk)
+    auto ctxLat = torch::matmul(probs.reshape({B, P, G * Tq, Tk}), cB);  // (B, P, G*Tq, dl)
+    auto y =
+        torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));  // (B, P, G, Tq, dv)
+    y = y.reshape({B, m_heads, Tq, m_dV});                                                        // (B, nh, Tq, dv)
     out = out.defined() ? out + y : y;
   }
   return m_branchScale != 1.0 ? out * m_branchScale : out;
@@ -186,11 +187,11 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
     q = linearForward(q_b_proj, cq);
   }
   q = q.view({B, T, m_heads, m_dNope + m_dRope}).transpose(1, 2);  // (B, nh, T, dn+dR)
-  auto qNope = q.narrow(-1, 0, m_dNope);                                           // (B, nh, T, dn)
-  auto qRope = q.narrow(-1, m_dNope, m_dRope);                                     // (B, nh, T, dR)
-  auto kv = linearForward(kv_a_proj_with_mqa, x);  // (B, T, d_c + dR)
-  auto c = latentHeads(kv.narrow(-1, 0, m_dC));                                    // (B, L, T, dl)
-  auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);                          // (B, 1, T, dR)
+  auto qNope = q.narrow(-1, 0, m_dNope);                           // (B, nh, T, dn)
+  auto qRope = q.narrow(-1, m_dNope, m_dRope);                     // (B, nh, T, dR)
+  auto kv = linearForward(kv_a_proj_with_mqa, x);                  // (B, T, d_c + dR)
+  auto c = latentHeads(kv.narrow(-1, 0, m_dC));                    // (B, L, T, dl)
+  auto kRope = kv.narrow(-1, m_dC, m_dRope).unsqueeze(1);          // (B, 1, T, dR)
   if (m_interleaved) {
     // DeepSeek's layout [x0, y0, x1, y1, ...] to rotate_half's [x0, x1, ..., y0, y1, ...].
     auto halves = [&](const torch::Tensor& t) {
@@ -205,7 +206,7 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
   // A conversion whose source head is the model's own uses the model's table
   // (the same frequencies) rather than a copy per layer.
   RopeTables& rope = m_sourceIsModelHead && ctx.rope != nullptr ? *ctx.rope : m_rope;
-  auto [cos, sin] = rope.range(ctx.startPos, T, x.scalar_type(), x.device());      // (T, dR) or the source's (T, d_h)
+  auto [cos, sin] = rope.range(ctx.startPos, T, x.scalar_type(), x.device());  // (T, dR) or the source's (T, d_h)
   if (m_ropeCols.defined()) {
     if (m_ropeCols.device() != x.device()) m_ropeCols = m_ropeCols.to(x.device());
     cos = cos.index_select(1, m_ropeCols);
@@ -220,7 +221,8 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
     // The cache: slot 0 the rotated RoPE key (B, 1, T, dR), slot 1 the latent heads (B, L, T, dl).
     auto kRopeAll = ctx.cache->append(0, kRope);
     auto cAll = ctx.cache->append(1, c);
-    out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll) : naive(qNope, qRope, kRopeAll, cAll);
+    out =
+        m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll) : naive(qNope, qRope, kRopeAll, cAll);
   }
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_dV}));  // (B, T, nh*dv)
 }

@@ -46,13 +46,13 @@ class LatentAttentionLayer : public AttentionModule {
                          const torch::Tensor& c);
 
   int m_heads, m_dNope, m_dRope, m_dV, m_dC, m_latentHeads, m_branches;
-  int m_perBranch;   // P: latent heads per branch
-  int m_group;       // G: query heads one latent head serves
+  int m_perBranch;  // P: latent heads per branch
+  int m_group;      // G: query heads one latent head serves
   double m_eps, m_qScale, m_kvScale, m_branchScale, m_softmaxScale;
   bool m_interleaved = false;  // DeepSeek's RoPE layout in the projections
   MlaDecode m_decode = MlaDecode::Absorbed;
   RopeTables m_rope;
-  torch::Tensor m_ropeCols;  // conversions: the d_R columns of the source head's (T, d_h) tables
+  torch::Tensor m_ropeCols;          // conversions: the d_R columns of the source head's (T, d_h) tables
   bool m_sourceIsModelHead = false;  // ... and that head is the model's: its RoPE table is the model's
 };
 

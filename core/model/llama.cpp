@@ -31,9 +31,11 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 }
 
 LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTanh) : m_geluTanh(geluTanh) {
-  gate_proj = register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
+  gate_proj =
+      register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
   up_proj = register_module("up_proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, intermediate).bias(bias)));
-  down_proj = register_module("down_proj", torch::nn::Linear(torch::nn::LinearOptions(intermediate, hidden).bias(bias)));
+  down_proj =
+      register_module("down_proj", torch::nn::Linear(torch::nn::LinearOptions(intermediate, hidden).bias(bias)));
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
@@ -51,10 +53,10 @@ SparseMoeImpl::SparseMoeImpl(int hidden, const MoeConfig& moe, bool geluTanh)
 
 torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
   const auto shape = x.sizes().vec();
-  auto flat = x.reshape({-1, x.size(-1)});                                     // (N, d)
+  auto flat = x.reshape({-1, x.size(-1)});  // (N, d)
   const auto compute = flat.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  auto probs = torch::softmax(linearForward(gate, flat).to(compute), -1);      // (N, E), fp32
-  auto [weights, chosen] = probs.topk(m_topK, -1);                            // (N, k), most probable first
+  auto probs = torch::softmax(linearForward(gate, flat).to(compute), -1);  // (N, E), fp32
+  auto [weights, chosen] = probs.topk(m_topK, -1);                         // (N, k), most probable first
   if (m_normTopK) weights = weights / weights.sum(-1, /*keepdim=*/true);
   weights = weights.to(flat.scalar_type());
   auto out = torch::zeros_like(flat);
@@ -63,9 +65,9 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
   const auto count = counts.accessor<std::int64_t, 1>();  // one copy to the host, not one per expert
   for (std::int64_t e = 0; e < static_cast<std::int64_t>(experts->size()); ++e) {
     if (count[e] == 0) continue;
-    auto hit = (chosen == e).nonzero();                                       // (n_e, 2): token, slot
+    auto hit = (chosen == e).nonzero();  // (n_e, 2): token, slot
     auto tokens = hit.select(1, 0);
-    auto w = weights.index({tokens, hit.select(1, 1)}).unsqueeze(1);          // (n_e, 1)
+    auto w = weights.index({tokens, hit.select(1, 1)}).unsqueeze(1);  // (n_e, 1)
     auto y = experts->ptr<LlamaMlpImpl>(static_cast<std::size_t>(e))->forward(flat.index_select(0, tokens));
     out.index_add_(0, tokens, y * w);
   }
@@ -99,8 +101,8 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     q = q_norm(q);
     k = k_norm(k);
   }
-  q = q.transpose(1, 2);                                                // (B, nh, T, hd)
-  k = k.transpose(1, 2);                                                // (B, nkv, T, hd)
+  q = q.transpose(1, 2);                                               // (B, nh, T, hd)
+  k = k.transpose(1, 2);                                               // (B, nkv, T, hd)
   auto v = qkv[2].view({B, T, m_kvHeads, m_headDim}).transpose(1, 2);  // (B, nkv, T, hd)
   if (m_rope) {
     auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
@@ -108,7 +110,7 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     k = applyRope(k, cos, sin);
   }
   if (ctx.cache != nullptr) {
-    k = ctx.cache->append(0, k);                                           // (B, nkv, past+T, hd)
+    k = ctx.cache->append(0, k);  // (B, nkv, past+T, hd)
     v = ctx.cache->append(1, v);
   }
   auto out = causalAttention(q, k, v, m_scale, m_window);
@@ -164,7 +166,8 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
     return {call->layer->forward(x, call->ctx)};  // grad mode is off inside a custom forward
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
     const auto call = c10::static_intrusive_pointer_cast<LayerCall>(ctx->saved_data["call"].toCapsule());
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor out;
@@ -178,7 +181,7 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
   }
 };
 
-} // namespace
+}  // namespace
 
 LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocabSize, cfg.hiddenSize));
@@ -188,11 +191,13 @@ LlamaBackboneImpl::LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFact
 }
 
 CausalLm::CausalLm(const ModelConfig& cfg, const AttentionFactory& factory)
-    : m_cfg(cfg), m_rope(cfg.ropeDim(), cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings, cfg.ropeTableScale()) {
+    : m_cfg(cfg),
+      m_rope(cfg.ropeDim(), cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings, cfg.ropeTableScale()) {
   if (cfg.localRopeTheta) m_localRope.emplace(cfg.ropeDim(), *cfg.localRopeTheta);  // unscaled, as transformers
   model = register_module("model", LlamaBackbone(cfg, factory));
   if (!cfg.tieWordEmbeddings) {
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(cfg.hiddenSize, cfg.vocabSize).bias(false)));
   }
 }
 
@@ -210,7 +215,7 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
   AttentionContext ctx;
   ctx.rope = &m_rope;
   ctx.startPos = cache != nullptr ? cache->length() : 0;
-  auto x = embed(ids);                                                      // (B, T, d)
+  auto x = embed(ids);  // (B, T, d)
   const bool recompute = m_recompute && cache == nullptr && torch::GradMode::is_enabled();
   for (int i = 0; i < m_cfg.numLayers; ++i) {
     ctx.cache = cache != nullptr ? &cache->layer(i) : nullptr;
@@ -259,9 +264,9 @@ torch::Tensor languageModelLoss(CausalLm& model, const torch::Tensor& windows) {
   const auto T = windows.size(1) - 1;
   auto inputs = windows.narrow(1, 0, T);
   auto targets = windows.narrow(1, 1, T);
-  auto logits = model.forward(inputs);                                      // (B, T, V)
+  auto logits = model.forward(inputs);                                               // (B, T, V)
   if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);  // loss in fp32 under bf16
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -20,13 +20,13 @@ namespace latentlab {
 // x / rms(x) * w with fp32 statistics, cast back before the weight (Llama);
 // with plusOne, x / rms(x) * (1 + w) entirely in fp32, then cast (Gemma).
 class RmsNormImpl : public torch::nn::Module {
-public:
+ public:
   RmsNormImpl(int dim, double eps, bool plusOne = false);
   torch::Tensor forward(const torch::Tensor& x);
   bool plusOne() const { return m_plusOne; }
   torch::Tensor weight;
 
-private:
+ private:
   double m_eps;
   bool m_plusOne;
 };
@@ -34,12 +34,12 @@ TORCH_MODULE(RmsNorm);
 
 // down(act(gate(x)) * up(x)): SwiGLU (silu), or GeGLU (gelu, tanh) for Gemma.
 class LlamaMlpImpl : public torch::nn::Module {
-public:
+ public:
   LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTanh = false);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
-private:
+ private:
   bool m_geluTanh;
 };
 TORCH_MODULE(LlamaMlp);
@@ -49,13 +49,13 @@ TORCH_MODULE(LlamaMlp);
 // normTopK) cast back and weighting the chosen experts' SwiGLU outputs.
 // Named like the checkpoint: mlp.gate, mlp.experts.{e}.{gate,up,down}_proj.
 class SparseMoeImpl : public torch::nn::Module {
-public:
+ public:
   SparseMoeImpl(int hidden, const MoeConfig& moe, bool geluTanh = false);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear gate{nullptr};
   torch::nn::ModuleList experts{nullptr};
 
-private:
+ private:
   int m_topK;
   bool m_normTopK;
 };
@@ -65,18 +65,18 @@ TORCH_MODULE(SparseMoe);
 // QK norms (Qwen3), no RoPE in NoPE layers (SmolLM3), RoPE on the leading
 // ropeDim() dims of each head (Phi-3).
 class LlamaAttention : public AttentionModule {
-public:
+ public:
   LlamaAttention(const ModelConfig& cfg, int layer);
   torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx) override;
   bool usesRope() const { return m_rope; }
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  RmsNorm q_norm{nullptr}, k_norm{nullptr};   // over head_dim, with qkNorm
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // over head_dim, with qkNorm
 
-private:
+ private:
   int m_heads, m_kvHeads, m_headDim;
-  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's (longrope's) attention factor squared
-  bool m_rope;      // false in a NoPE layer
-  int m_window;     // sliding window, 0 for full causal attention
+  double m_scale;  // softmax scale: 1/sqrt(d_h) times yarn's (longrope's) attention factor squared
+  bool m_rope;     // false in a NoPE layer
+  int m_window;    // sliding window, 0 for full causal attention
 };
 
 using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const ModelConfig&, int layer)>;
@@ -84,12 +84,12 @@ using AttentionFactory = std::function<std::shared_ptr<AttentionModule>(const Mo
 std::shared_ptr<AttentionModule> makeAttention(const ModelConfig& cfg, int layer);
 
 class DecoderLayerImpl : public torch::nn::Module {
-public:
+ public:
   DecoderLayerImpl(const ModelConfig& cfg, std::shared_ptr<AttentionModule> attention, int layer = 0);
   torch::Tensor forward(const torch::Tensor& x, AttentionContext& ctx);
   std::shared_ptr<AttentionModule> self_attn;
   LlamaMlp mlp{nullptr};
-  SparseMoe moe{nullptr};   // in place of mlp in a sparse layer (registered as "mlp")
+  SparseMoe moe{nullptr};  // in place of mlp in a sparse layer (registered as "mlp")
   // Llama: x + attn(input_layernorm(x)), then h + mlp(post_attention_layernorm(h)).
   // Gemma's sandwich: post_attention_layernorm on the attention's output, and
   // pre_ / post_feedforward_layernorm around the MLP.
@@ -100,7 +100,7 @@ TORCH_MODULE(DecoderLayer);
 
 // "model": embeddings, layers, final norm.
 class LlamaBackboneImpl : public torch::nn::Module {
-public:
+ public:
   LlamaBackboneImpl(const ModelConfig& cfg, const AttentionFactory& factory);
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -109,7 +109,7 @@ public:
 TORCH_MODULE(LlamaBackbone);
 
 class CausalLm : public torch::nn::Module {
-public:
+ public:
   explicit CausalLm(const ModelConfig& cfg, const AttentionFactory& factory = makeAttention);
 
   // ids (B, T) int64 -> logits (B, T, V). With a cache, positions continue
@@ -140,16 +140,16 @@ public:
   int numLayers() const { return m_cfg.numLayers; }
 
   LlamaBackbone model{nullptr};
-  torch::nn::Linear lm_head{nullptr};   // null when tied to the embedding
+  torch::nn::Linear lm_head{nullptr};  // null when tied to the embedding
 
-private:
+ private:
   ModelConfig m_cfg;
   RopeTables m_rope;
-  std::optional<RopeTables> m_localRope;   // Gemma-3's windowed layers: their own base
+  std::optional<RopeTables> m_localRope;  // Gemma-3's windowed layers: their own base
   bool m_recompute = false;
 };
 
 // Mean next-token cross-entropy of windows (B, T+1): inputs [:, :-1], targets [:, 1:].
 torch::Tensor languageModelLoss(CausalLm& model, const torch::Tensor& windows);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -124,7 +124,8 @@ torch::Tensor MlaAttention::convertedGains(const RmsNorm& norm) {
   const auto& w = norm->weight;
   if (m_dimOrder.device() != w.device()) m_dimOrder = m_dimOrder.to(w.device());
   // w in its dtype, or Gemma's 1 + w in fp32 (fp64 stays fp64), as RmsNorm computes them.
-  const auto gain = norm->plusOne() ? w.to(w.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32) + 1.0 : w;
+  const auto gain =
+      norm->plusOne() ? w.to(w.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32) + 1.0 : w;
   return gain.index_select(0, m_dimOrder).view({m_kvHeads, m_headDim});  // (nkv, dh)
 }
 
@@ -200,7 +201,9 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::
   // A windowed layer: only the cache's last `window + Tq - 1` tokens can be seen.
   const std::int64_t start =
       m_window > 0 ? std::max<std::int64_t>(0, cKIn.size(2) - Tq - m_window + 1) : std::int64_t{0};
-  auto recent = [&](const torch::Tensor& t) { return t.defined() && start > 0 ? t.narrow(2, start, t.size(2) - start) : t; };
+  auto recent = [&](const torch::Tensor& t) {
+    return t.defined() && start > 0 ? t.narrow(2, start, t.size(2) - start) : t;
+  };
   const auto &qRope = qRopeIn, &qNope = qNopeIn;
   const auto kRope = recent(kRopeIn), cK = recent(cKIn), cV = recent(cVIn), keyScale = recent(keyScaleIn);
   const auto B = qNope.size(0), Tk = cK.size(2);
@@ -231,7 +234,7 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::
     if (r2 > 0) {
       // Each KV group's RoPE scores added in place.
       auto keysRope = kRope.flatten(0, 1).transpose(1, 2);              // (B*nkv, 2r, Tk)
-      auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;    // (B*nkv, G*Tq, 2r)
+      auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;     // (B*nkv, G*Tq, 2r)
       scores.view({B * m_kvHeads, G * Tq, Tk}).baddbmm_(qr, keysRope);  // (B*nkv, G*Tq, Tk)
     }
   } else {
@@ -270,7 +273,7 @@ std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, cons
                                                          const torch::Tensor& cK, const torch::Tensor& cV,
                                                          const torch::Tensor& keyScale) {
   auto kRopeAll = m_ropePairs > 0 ? cache.append(0, kRope) : torch::Tensor();  // (B, nkv, Tk, 2r)
-  auto cKAll = cache.append(1, cK.unsqueeze(1));                                // (B, 1, Tk, lat)
+  auto cKAll = cache.append(1, cK.unsqueeze(1));                               // (B, 1, Tk, lat)
   auto cVAll = m_split ? cache.append(2, cV.unsqueeze(1)) : cKAll;
   auto scaleAll = keyScale.defined() ? cache.append(3, keyScale) : torch::Tensor();  // (B, nkv, Tk, 1)
   return {kRopeAll, cKAll, cVAll, scaleAll};
@@ -304,7 +307,7 @@ const std::vector<torch::Tensor>& MlaAttention::decodeWeights() {
       const auto wq = f64(q_proj->weight).view({nh, dh, -1});                                  // (nh, dh, d)
       const auto wk = f64(upK()).view({m_kvHeads, m_nope, m_latent}).repeat_interleave(G, 0);  // (nh, nope, lat)
       const auto wkT = wk.transpose(1, 2);                                                     // (nh, lat, nope)
-      wIn = torch::cat({wq.narrow(1, 0, r2).reshape({nh * r2, wq.size(2)}),                            // RoPE rows
+      wIn = torch::cat({wq.narrow(1, 0, r2).reshape({nh * r2, wq.size(2)}),                    // RoPE rows
                         torch::matmul(wkT, wq.narrow(1, r2, m_nope)).reshape({nh * m_latent, -1})})
                 .to(type);
       if (bIn.defined()) {
@@ -390,17 +393,17 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   const auto proj = linearForwardMany(x, projections);
   auto q = proj[0].view({B, T, m_heads, m_headDim}).transpose(1, 2);  // (B, nh, T, dh), RoPE dims first
   if (qkNorm()) q = normQuery(q);
-  auto qRope = q.narrow(-1, 0, r2);                                  // (B, nh, T, 2r)
-  auto qNope = q.narrow(-1, r2, m_nope);                             // (B, nh, T, nope)
-  if (m_qNopeScale.defined()) {  // query heads of group g take g's scales
+  auto qRope = q.narrow(-1, 0, r2);       // (B, nh, T, 2r)
+  auto qNope = q.narrow(-1, r2, m_nope);  // (B, nh, T, nope)
+  if (m_qNopeScale.defined()) {           // query heads of group g take g's scales
     const std::int64_t G = m_heads / m_kvHeads;
     qNope = (qNope.reshape({B, m_kvHeads, G, T, m_nope}) *
              m_qNopeScale.to(qNope.device(), qNope.scalar_type()).view({1, m_kvHeads, 1, 1, m_nope}))
                 .view({B, m_heads, T, m_nope});
   }
-  auto cK = proj[1];                                                 // (B, T, lat)
+  auto cK = proj[1];  // (B, T, lat)
   auto cV = m_split ? proj[2] : cK;
-  torch::Tensor kRope;                                               // (B, nkv, T, 2r)
+  torch::Tensor kRope;  // (B, nkv, T, 2r)
   if (r2 > 0) kRope = proj.back().view({B, T, m_kvHeads, r2}).transpose(1, 2);
   // The new tokens' NoPE key and value, where they are needed: training, or the key norm.
   torch::Tensor kNopeNew, vNew;

@@ -104,13 +104,13 @@ class MlaAttention : public AttentionModule {
 
   int m_heads, m_kvHeads, m_headDim, m_ropePairs, m_nope, m_latent;
   double m_normEps = 0.0;
-  double m_scale;   // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
-  int m_window;     // sliding window (Gemma-3's windowed layers, Mistral), 0 for full causal attention
+  double m_scale;  // softmax scale: 1/sqrt(d_h) times yarn's attention factor squared
+  int m_window;    // sliding window (Gemma-3's windowed layers, Mistral), 0 for full causal attention
   bool m_split;
   MlaDecode m_decode = MlaDecode::Absorbed;
   std::vector<std::vector<int>> m_pairs;
-  torch::Tensor m_ropeCols;  // (n_kv * 2r) int64 columns of the (T, d_rot) RoPE tables
-  torch::Tensor m_dimOrder;  // (n_kv * d_h) int64: original dim of each converted dim, per KV head
+  torch::Tensor m_ropeCols;    // (n_kv * 2r) int64 columns of the (T, d_rot) RoPE tables
+  torch::Tensor m_dimOrder;    // (n_kv * d_h) int64: original dim of each converted dim, per KV head
   torch::Tensor m_qNopeScale;  // (n_kv, nope) fp64: a^2 on the dropped rotating pairs' query dims, or undefined
   DerivedWeights m_decodeWeights;
 };

@@ -18,7 +18,7 @@ double yarnCorrectionDim(double rotations, int dim, double base, int context) {
   return (dim * std::log(context / (rotations * 2 * M_PI))) / (2 * std::log(base));
 }
 
-} // namespace
+}  // namespace
 
 RopeTables::RopeTables(int headDim, double theta) : m_headDim(headDim), m_theta(theta) {
   m_invFreq = plainInverseFrequencies(headDim, theta);
@@ -68,7 +68,7 @@ torch::Tensor RopeTables::inverseFrequencies(std::int64_t seqLen) const {
     const double context = s.originalMaxPositionEmbeddings;
     const double lowWavelen = context / s.lowFreqFactor, highWavelen = context / s.highFreqFactor;
     auto wavelen = 2 * M_PI / invFreq;
-    auto scaled = torch::where(wavelen > lowWavelen, invFreq / s.factor, invFreq);   // long waves: / factor
+    auto scaled = torch::where(wavelen > lowWavelen, invFreq / s.factor, invFreq);  // long waves: / factor
     auto smooth = (context / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
     auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
     auto medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
@@ -87,7 +87,7 @@ torch::Tensor RopeTables::inverseFrequencies(std::int64_t seqLen) const {
     }
     low = std::max(low, 0.0);
     high = std::min(high, dim - 1.0);
-    if (low == high) high += 0.001;   // no division by zero
+    if (low == high) high += 0.001;  // no division by zero
     auto ramp = ((torch::arange(dim / 2, torch::kFloat32) - low) / (high - low)).clamp(0, 1);
     auto extrapolationShare = 1 - ramp;
     return interpolation * (1 - extrapolationShare) + extrapolation * extrapolationShare;
@@ -107,16 +107,16 @@ void RopeTables::ensure(std::int64_t length, torch::ScalarType dtype, torch::Dev
   std::int64_t cap = std::max<std::int64_t>(length, std::max<std::int64_t>(m_capacity, 256));
   if (cap > m_capacity) cap = std::max(cap, 2 * m_capacity);
   auto pos = torch::arange(cap, torch::kInt64).to(torch::kFloat32);
-  auto freqs = torch::outer(pos, m_invFreq);                       // (cap, d_h/2), fp32
-  auto emb = torch::cat({freqs, freqs}, /*dim=*/-1);               // (cap, d_h)
+  auto freqs = torch::outer(pos, m_invFreq);          // (cap, d_h/2), fp32
+  auto emb = torch::cat({freqs, freqs}, /*dim=*/-1);  // (cap, d_h)
   // transformers: cos() * scale in fp32, then the model's dtype.
   m_cos = (m_tableScale == 1.0 ? emb.cos() : emb.cos() * m_tableScale).to(device, dtype);
   m_sin = (m_tableScale == 1.0 ? emb.sin() : emb.sin() * m_tableScale).to(device, dtype);
   m_capacity = cap;
 }
 
-std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, std::int64_t len,
-                                                          torch::ScalarType dtype, torch::Device device) {
+std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, std::int64_t len, torch::ScalarType dtype,
+                                                          torch::Device device) {
   if (m_scaling.type == "dynamic" || m_scaling.type == "longrope") {
     // transformers recomputes the frequencies for the positions of each
     // forward: dynamic NTK for the longest sequence seen past the context
@@ -126,7 +126,7 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, st
     if (length != m_dynamicLength) {
       m_invFreq = inverseFrequencies(length);
       m_dynamicLength = length;
-      m_capacity = 0;   // rebuild the tables
+      m_capacity = 0;  // rebuild the tables
     }
   }
   ensure(start + len, dtype, device);
@@ -145,4 +145,4 @@ torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
   return x * cos + rotated * sin;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -20,19 +20,19 @@
 namespace latentlab {
 
 class RopeTables {
-public:
-  RopeTables(int headDim, double theta);   // unscaled
+ public:
+  RopeTables(int headDim, double theta);  // unscaled
   // `tableScale` multiplies cos and sin (ModelConfig::ropeTableScale).
   RopeTables(int headDim, double theta, const RopeScaling& scaling, int maxPositionEmbeddings, double tableScale = 1.0);
 
   // cos/sin for positions [start, start + len) as (len, d_h) in `dtype` on `device`.
-  std::pair<torch::Tensor, torch::Tensor> range(std::int64_t start, std::int64_t len,
-                                                torch::ScalarType dtype, torch::Device device);
+  std::pair<torch::Tensor, torch::Tensor> range(std::int64_t start, std::int64_t len, torch::ScalarType dtype,
+                                                torch::Device device);
   int headDim() const { return m_headDim; }
   // theta_k for k = 0 .. d_h/2 - 1, as doubles (for reports and tests).
   std::vector<double> frequencies() const;
 
-private:
+ private:
   void ensure(std::int64_t length, torch::ScalarType dtype, torch::Device device);
   torch::Tensor inverseFrequencies(std::int64_t seqLen) const;
   // The sequence length whose frequencies positions [0, length) use (dynamic, longrope).
@@ -42,9 +42,9 @@ private:
   RopeScaling m_scaling;
   int m_maxPositions = 0;
   double m_tableScale = 1.0;
-  std::int64_t m_dynamicLength = 0;        // dynamic NTK: the length m_invFreq was computed for
-  torch::Tensor m_invFreq;                 // (d_h/2,) fp32 on CPU
-  torch::Tensor m_cos, m_sin;              // (capacity, d_h) cached in the last dtype/device
+  std::int64_t m_dynamicLength = 0;  // dynamic NTK: the length m_invFreq was computed for
+  torch::Tensor m_invFreq;           // (d_h/2,) fp32 on CPU
+  torch::Tensor m_cos, m_sin;        // (capacity, d_h) cached in the last dtype/device
   std::int64_t m_capacity = 0;
 };
 
@@ -52,4 +52,4 @@ private:
 // cos/sin narrower than x (T, d_rot) rotate x's leading d_rot dims only.
 torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
-} // namespace latentlab
+}  // namespace latentlab

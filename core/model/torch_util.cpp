@@ -10,21 +10,30 @@ namespace latentlab {
 
 torch::ScalarType toTorch(DType dtype) {
   switch (dtype) {
-    case DType::F32: return torch::kFloat32;
-    case DType::F16: return torch::kFloat16;
-    case DType::BF16: return torch::kBFloat16;
-    case DType::F64: return torch::kFloat64;
+    case DType::F32:
+      return torch::kFloat32;
+    case DType::F16:
+      return torch::kFloat16;
+    case DType::BF16:
+      return torch::kBFloat16;
+    case DType::F64:
+      return torch::kFloat64;
   }
   return torch::kFloat32;
 }
 
 DType fromTorch(torch::ScalarType type) {
   switch (type) {
-    case torch::kFloat32: return DType::F32;
-    case torch::kFloat16: return DType::F16;
-    case torch::kBFloat16: return DType::BF16;
-    case torch::kFloat64: return DType::F64;
-    default: break;
+    case torch::kFloat32:
+      return DType::F32;
+    case torch::kFloat16:
+      return DType::F16;
+    case torch::kBFloat16:
+      return DType::BF16;
+    case torch::kFloat64:
+      return DType::F64;
+    default:
+      break;
   }
   throw Error(ErrorCode::Internal, std::string("tensor dtype ") + c10::toString(type) + " is not a float type");
 }
@@ -47,7 +56,8 @@ torch::Device parseDevice(const std::string& spec) {
     }
     const int count = static_cast<int>(torch::cuda::device_count());
     if (index < 0 || index >= count) {
-      throw Error(ErrorCode::Device, "device '" + spec + "' does not exist (" + std::to_string(count) + " CUDA devices)");
+      throw Error(ErrorCode::Device,
+                  "device '" + spec + "' does not exist (" + std::to_string(count) + " CUDA devices)");
     }
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
@@ -63,4 +73,4 @@ void reexecWithPassiveOpenMpWait(char** argv) {
   ::execv(self.c_str(), argv);  // returns only on failure: carry on with the active policy
 }
 
-} // namespace latentlab
+}  // namespace latentlab

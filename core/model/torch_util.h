@@ -14,7 +14,7 @@
 namespace latentlab {
 
 torch::ScalarType toTorch(DType dtype);
-DType fromTorch(torch::ScalarType type);   // throws for non-float types
+DType fromTorch(torch::ScalarType type);  // throws for non-float types
 
 // "cpu", "cuda", "cuda:N"; throws Error(Device) when CUDA is requested but absent.
 torch::Device parseDevice(const std::string& spec);
@@ -38,4 +38,4 @@ auto withTorchErrors(const std::string& stage, Fn&& fn) -> decltype(fn()) {
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

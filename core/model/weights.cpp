@@ -6,10 +6,10 @@
 #include <set>
 
 #include "common/file_util.h"
+#include "io/weight_table.h"
 #include "latentlab/error.h"
 #include "model/official_mha2mla.h"
 #include "model/torch_util.h"
-#include "io/weight_table.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -30,7 +30,7 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const
   const ModelConfig& cfg = layout != nullptr ? *layout : ckpt.config();
   std::set<std::string> expected, read;
   for (const auto& e : expectedTensors(ckpt.config())) expected.insert(e.name);
-  std::string lastName;   // the tensor last read, for the other parameters that share it
+  std::string lastName;  // the tensor last read, for the other parameters that share it
   torch::Tensor last;
   auto tensor = [&](const std::string& name) {
     if (name != lastName) {
@@ -46,7 +46,8 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const
     std::vector<torch::Tensor> rows;
     for (const TensorPart& part : src.parts) {
       if (!expected.count(part.name)) {
-        throw Error(ErrorCode::Internal, "model parameter '" + name + "' reads '" + part.name + "', not in the key table");
+        throw Error(ErrorCode::Internal,
+                    "model parameter '" + name + "' reads '" + part.name + "', not in the key table");
       }
       torch::Tensor t = tensor(part.name);
       if (part.select >= 0) t = t.select(0, part.select);
@@ -67,7 +68,7 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const
   report.loaded = static_cast<int>(read.size());
   if (read.size() != expected.size()) {
     throw Error(ErrorCode::Internal, "loaded " + std::to_string(read.size()) + " of " +
-                std::to_string(expected.size()) + " tensors of the key table");
+                                         std::to_string(expected.size()) + " tensors of the key table");
   }
   return report;
 }
@@ -75,13 +76,13 @@ LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const
 std::shared_ptr<CausalLm> loadModel(const fs::path& dir, torch::Device device, torch::ScalarType dtype,
                                     LoadReport* report) {
   HfCheckpoint ckpt(dir);
-  checkCheckpoint(ckpt);   // fail before allocating anything
+  checkCheckpoint(ckpt);  // fail before allocating anything
   // An official MHA2MLA checkpoint: its pairs resolved, its tensors read into
   // LatentLab's layout, and the model's own config LatentLab's (what it saves).
   const ModelConfig layout = resolveOfficialPairs(ckpt.config(), dir);
   ModelConfig own = layout;
   if (own.mla) own.mla->official.reset();
-  if (own.moe) own.moe->fusedExperts = false;   // saved one set per expert, as transformers saves them
+  if (own.moe) own.moe->fusedExperts = false;  // saved one set per expert, as transformers saves them
   auto model = std::make_shared<CausalLm>(own);
   model->to(device, dtype);
   LoadReport r = loadWeights(*model, ckpt, &layout);
@@ -104,7 +105,7 @@ void saveModel(CausalLm& model, const fs::path& dir, DType saveDType,
   // Fused checkpoint tensors (Phi-3) are written where their first part stands.
   const ModelConfig& config = model.config();
   std::map<std::string, std::vector<std::pair<std::int64_t, torch::Tensor>>> fusedParts;
-  std::vector<std::string> order;   // checkpoint names in write order
+  std::vector<std::string> order;  // checkpoint names in write order
   std::map<std::string, torch::Tensor> whole;
   std::size_t index = 0;
   for (const auto& item : named) {
@@ -153,4 +154,4 @@ void copyTokenizerFiles(const fs::path& from, const fs::path& to) {
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -18,7 +18,7 @@ namespace latentlab {
 
 struct LoadReport {
   int loaded = 0;
-  std::vector<std::string> unusedKeys;     // in the checkpoint, not in the model
+  std::vector<std::string> unusedKeys;  // in the checkpoint, not in the model
 };
 
 // Copies every parameter of `model` from the checkpoint (converting dtype).
@@ -27,8 +27,8 @@ struct LoadReport {
 LoadReport loadWeights(torch::nn::Module& model, const HfCheckpoint& ckpt, const ModelConfig* layout = nullptr);
 
 // Opens `dir`, builds the model for its config and loads it on device/dtype.
-std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Device device,
-                                    torch::ScalarType dtype, LoadReport* report = nullptr);
+std::shared_ptr<CausalLm> loadModel(const std::filesystem::path& dir, torch::Device device, torch::ScalarType dtype,
+                                    LoadReport* report = nullptr);
 
 // Writes config.json + safetensors for the model (parameters cast to
 // saveDType); `values`, when given, stand in for the parameters (same order
@@ -45,4 +45,4 @@ void copyTokenizerFiles(const std::filesystem::path& from, const std::filesystem
 // Tensor copy of a checkpoint entry (CPU, the file's dtype).
 torch::Tensor readTensor(const HfCheckpoint::Entry& entry);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -94,4 +94,4 @@ fs::path publishDemoBase(RunStore& store, std::int64_t runId, const fs::path& wo
   return target;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

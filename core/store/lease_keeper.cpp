@@ -43,4 +43,4 @@ void LeaseKeeper::loop() {
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

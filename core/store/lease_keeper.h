@@ -14,15 +14,15 @@
 namespace latentlab {
 
 class LeaseKeeper {
-public:
+ public:
   LeaseKeeper(std::filesystem::path database, std::int64_t runId);
-  ~LeaseKeeper();   // stops and joins the thread
+  ~LeaseKeeper();  // stops and joins the thread
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  std::uint64_t beats() const { return m_beats.load(); }   // renewals that reached the database
+  std::uint64_t beats() const { return m_beats.load(); }  // renewals that reached the database
 
-private:
+ private:
   void loop();
   std::filesystem::path m_database;
   std::int64_t m_runId;
@@ -33,4 +33,4 @@ private:
   std::thread m_thread;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -51,7 +51,7 @@ void appendCsvField(std::string& out, const std::string& text) {
   out += '"';
 }
 
-} // namespace
+}  // namespace
 
 struct MetricWriter::State {
   std::shared_ptr<RunStore::Impl> impl;
@@ -90,15 +90,15 @@ MetricWriter& MetricWriter::operator=(MetricWriter&& other) noexcept {
   return *this;
 }
 
-std::size_t MetricWriter::pendingRows() const { return m_state ? m_state->pending.size() : 0; }
+std::size_t MetricWriter::pendingRows() const {
+  return m_state ? m_state->pending.size() : 0;
+}
 
-void MetricWriter::add(std::string_view name, std::int64_t step, std::int64_t tokens, double wallTime,
-                       double value) {
+void MetricWriter::add(std::string_view name, std::int64_t step, std::int64_t tokens, double wallTime, double value) {
   if (!m_state) throw Error(ErrorCode::Internal, "MetricWriter: used after being moved from");
   if (name.empty()) throw Error(ErrorCode::BadInput, "metric name: must not be empty");
   if (step < 0) {
-    throw Error(ErrorCode::BadInput, "metric " + std::string(name) + ": step " + std::to_string(step) +
-                                         " is negative");
+    throw Error(ErrorCode::BadInput, "metric " + std::string(name) + ": step " + std::to_string(step) + " is negative");
   }
   State& s = *m_state;
   auto now = std::chrono::steady_clock::now();
@@ -114,8 +114,9 @@ void MetricWriter::add(std::string_view name, std::int64_t step, std::int64_t to
     flush();
     s.backoff = std::chrono::milliseconds(0);
   } catch (const StoreBusy&) {
-    s.backoff = std::min<std::chrono::milliseconds>(std::max<std::chrono::milliseconds>(s.backoff * 2, std::chrono::milliseconds(250)),
-                                                    std::chrono::milliseconds(8000));
+    s.backoff = std::min<std::chrono::milliseconds>(
+        std::max<std::chrono::milliseconds>(s.backoff * 2, std::chrono::milliseconds(250)),
+        std::chrono::milliseconds(8000));
     s.retryAt = now + s.backoff;
   }
 }
@@ -238,8 +239,7 @@ std::vector<MetricPoint> RunStore::series(std::int64_t runId, std::string_view n
   return out;
 }
 
-std::vector<MetricPoint> RunStore::rowsSince(std::int64_t runId, std::string_view name,
-                                             std::int64_t afterStep) const {
+std::vector<MetricPoint> RunStore::rowsSince(std::int64_t runId, std::string_view name, std::int64_t afterStep) const {
   Statement st(m_impl->db,
                "SELECT step, tokens, wall_time, value FROM metrics WHERE run_id = ? AND name = ? AND step > ? "
                "ORDER BY step",
@@ -322,4 +322,4 @@ void RunStore::exportCsv(std::int64_t runId, const std::filesystem::path& csvPat
   });
 }
 
-} // namespace latentlab
+}  // namespace latentlab

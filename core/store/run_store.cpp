@@ -2,6 +2,7 @@
 // transitions, events, artifacts and tags. Metrics live in metric_store.cpp.
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -9,7 +10,6 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <unistd.h>
 
 #include "latentlab/error.h"
 #include "store/run_store_impl.h"
@@ -95,16 +95,22 @@ bool transitionAllowed(RunStatus from, RunStatus to) {
   return true;
 }
 
-} // namespace
+}  // namespace
 
 const char* runStatusName(RunStatus status) {
   switch (status) {
-    case RunStatus::Queued: return "queued";
-    case RunStatus::Running: return "running";
-    case RunStatus::Completed: return "completed";
-    case RunStatus::Failed: return "failed";
-    case RunStatus::Cancelled: return "cancelled";
-    case RunStatus::Crashed: return "crashed";
+    case RunStatus::Queued:
+      return "queued";
+    case RunStatus::Running:
+      return "running";
+    case RunStatus::Completed:
+      return "completed";
+    case RunStatus::Failed:
+      return "failed";
+    case RunStatus::Cancelled:
+      return "cancelled";
+    case RunStatus::Crashed:
+      return "crashed";
   }
   return "unknown";
 }
@@ -118,7 +124,9 @@ RunStatus parseRunStatus(std::string_view name) {
               "Use one of queued, running, completed, failed, cancelled, crashed.");
 }
 
-bool isTerminal(RunStatus status) { return status != RunStatus::Queued && status != RunStatus::Running; }
+bool isTerminal(RunStatus status) {
+  return status != RunStatus::Queued && status != RunStatus::Running;
+}
 
 const ProcessIdentity& ProcessIdentity::current() {
   // Computed once per process; a forked child (pid changed) computes its own.
@@ -140,7 +148,7 @@ const ProcessIdentity& ProcessIdentity::current() {
 bool processAlive(std::int64_t pid, const std::string& startToken) {
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  if (startToken.empty()) return true;   // recorded without a token: the pid is all we know
+  if (startToken.empty()) return true;  // recorded without a token: the pid is all we know
   const std::string ticks = processStartTicks(pid);
   return ticks.empty() || startToken == bootId() + ":" + ticks;
 }
@@ -150,7 +158,8 @@ LeaseCheck checkLease(const RunRecord& run, double now) {
   if (!run.pid) return c;
   const ProcessIdentity& self = ProcessIdentity::current();
   const bool here = run.ownerHost.empty() || run.ownerHost == self.host;
-  c.owner = "engine pid " + std::to_string(*run.pid) + " on host " + (run.ownerHost.empty() ? self.host : run.ownerHost);
+  c.owner =
+      "engine pid " + std::to_string(*run.pid) + " on host " + (run.ownerHost.empty() ? self.host : run.ownerHost);
   if (here) {
     if (processAlive(*run.pid, run.ownerStart)) {
       c.state = LeaseState::Live;
@@ -212,13 +221,17 @@ RunStore::~RunStore() = default;
 RunStore::RunStore(RunStore&&) noexcept = default;
 RunStore& RunStore::operator=(RunStore&&) noexcept = default;
 
-const std::filesystem::path& RunStore::path() const { return m_impl->db.path(); }
+const std::filesystem::path& RunStore::path() const {
+  return m_impl->db.path();
+}
 
 int RunStore::schemaVersion() const {
   return static_cast<int>(m_impl->db.queryInt("PRAGMA user_version", "read schema version"));
 }
 
-int RunStore::latestSchemaVersion() { return latestStoreVersion(); }
+int RunStore::latestSchemaVersion() {
+  return latestStoreVersion();
+}
 
 std::string RunStore::integrityCheck() const {
   Statement st(m_impl->db, "PRAGMA integrity_check", "integrity check");
@@ -240,8 +253,7 @@ void RunStore::setBusyTimeout(std::chrono::milliseconds timeout) {
   m_impl->db.setBusyTimeout(static_cast<int>(std::min<long long>(timeout.count(), INT32_MAX)));
 }
 
-std::int64_t RunStore::createExperiment(std::string_view name, std::string_view preset,
-                                        std::string_view description) {
+std::int64_t RunStore::createExperiment(std::string_view name, std::string_view preset, std::string_view description) {
   requireText(name, "experiment name");
   Statement st(m_impl->db, "INSERT INTO experiments(name, preset, description, created_at) VALUES (?, ?, ?, ?)",
                "create experiment");
@@ -274,8 +286,8 @@ bool RunStore::deleteExperiment(std::int64_t id) {
   return m_impl->db.changes() > 0;
 }
 
-std::int64_t RunStore::createRun(std::optional<std::int64_t> experimentId, std::string_view name,
-                                 std::string_view kind, std::string_view specJson, std::string_view device) {
+std::int64_t RunStore::createRun(std::optional<std::int64_t> experimentId, std::string_view name, std::string_view kind,
+                                 std::string_view specJson, std::string_view device) {
   requireText(name, "run name");
   requireText(kind, "run kind");
   if (specJson.empty()) specJson = "{}";
@@ -283,8 +295,7 @@ std::int64_t RunStore::createRun(std::optional<std::int64_t> experimentId, std::
   if (experimentId) {
     Statement check(m_impl->db, "SELECT 1 FROM experiments WHERE id = ?", "look up experiment");
     if (!check.bind(1, *experimentId).step()) {
-      throw Error(ErrorCode::Store,
-                  path().string() + ": experiment " + std::to_string(*experimentId) + " not found");
+      throw Error(ErrorCode::Store, path().string() + ": experiment " + std::to_string(*experimentId) + " not found");
     }
   }
   Statement st(m_impl->db,
@@ -321,8 +332,8 @@ void RunStore::setStatus(std::int64_t id, RunStatus status, std::optional<std::s
   RunStatus from = run(id).status;
   if (!transitionAllowed(from, status)) {
     throw Error(ErrorCode::Store,
-                path().string() + ": run " + std::to_string(id) + ": cannot change status from " +
-                    runStatusName(from) + " to " + runStatusName(status),
+                path().string() + ": run " + std::to_string(id) + ": cannot change status from " + runStatusName(from) +
+                    " to " + runStatusName(status),
                 "A finished run keeps its outcome; queue it again (status queued) to rerun it.");
   }
   if (from == status) {  // same status: keep the times, update the error if one is given
@@ -335,11 +346,13 @@ void RunStore::setStatus(std::int64_t id, RunStatus status, std::optional<std::s
   }
   const char* sql = nullptr;
   if (status == RunStatus::Queued) {
-    sql = "UPDATE runs SET status = ?2, started_at = NULL, finished_at = NULL, error = ?3, pid = NULL, "
-          "heartbeat_at = NULL, owner_host = NULL, owner_start = NULL WHERE id = ?1 AND ?4 IS NOT NULL";
+    sql =
+        "UPDATE runs SET status = ?2, started_at = NULL, finished_at = NULL, error = ?3, pid = NULL, "
+        "heartbeat_at = NULL, owner_host = NULL, owner_start = NULL WHERE id = ?1 AND ?4 IS NOT NULL";
   } else if (status == RunStatus::Running) {
-    sql = "UPDATE runs SET status = ?2, started_at = coalesce(started_at, ?4), finished_at = NULL, error = ?3 "
-          "WHERE id = ?1";
+    sql =
+        "UPDATE runs SET status = ?2, started_at = coalesce(started_at, ?4), finished_at = NULL, error = ?3 "
+        "WHERE id = ?1";
   } else {
     sql = "UPDATE runs SET status = ?2, finished_at = ?4, error = ?3 WHERE id = ?1";
   }
@@ -358,10 +371,12 @@ void RunStore::setSummary(std::int64_t id, std::string_view summaryJson) {
 }
 
 void RunStore::setRunColor(std::int64_t id, std::string_view color) {
-  const bool hex = color.size() == 7 && color[0] == '#' &&
-                   std::all_of(color.begin() + 1, color.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  const bool hex = color.size() == 7 && color[0] == '#' && std::all_of(color.begin() + 1, color.end(), [](char c) {
+                     return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+                   });
   if (!hex && !color.empty()) {
-    throw Error(ErrorCode::BadInput, "run " + std::to_string(id) + ": colour '" + std::string(color) + "' is not #rrggbb");
+    throw Error(ErrorCode::BadInput,
+                "run " + std::to_string(id) + ": colour '" + std::string(color) + "' is not #rrggbb");
   }
   Statement st(m_impl->db, "UPDATE runs SET color = ? WHERE id = ?", "set run colour");
   st.bind(1, color).bind(2, id).run();
@@ -369,7 +384,8 @@ void RunStore::setRunColor(std::int64_t id, std::string_view color) {
 }
 
 void RunStore::setPid(std::int64_t id, std::optional<std::int64_t> pid) {
-  Statement st(m_impl->db, "UPDATE runs SET pid = ?, heartbeat_at = ?, owner_host = NULL, owner_start = NULL WHERE id = ?",
+  Statement st(m_impl->db,
+               "UPDATE runs SET pid = ?, heartbeat_at = ?, owner_host = NULL, owner_start = NULL WHERE id = ?",
                "set run pid");
   st.bind(1, pid).bind(2, storeNow()).bind(3, id).run();
   if (m_impl->db.changes() == 0) m_impl->runNotFound(id);
@@ -391,9 +407,9 @@ std::string RunStore::acquireRun(std::int64_t id) {
                     r.ownerStart == self.startToken;
   if (lease.state == LeaseState::Live && !mine) {
     throw LeaseHeld(ErrorCode::Store,
-                path().string() + ": run " + std::to_string(id) + " is already being run by " + lease.owner,
-                "One engine runs a run at a time. Wait for it, or cancel it first (a dead engine's lease is "
-                "taken over automatically).");
+                    path().string() + ": run " + std::to_string(id) + " is already being run by " + lease.owner,
+                    "One engine runs a run at a time. Wait for it, or cancel it first (a dead engine's lease is "
+                    "taken over automatically).");
   }
   Statement st(db, "UPDATE runs SET pid = ?, owner_host = ?, owner_start = ?, heartbeat_at = ? WHERE id = ?",
                "take the run's lease");
@@ -404,8 +420,11 @@ std::string RunStore::acquireRun(std::int64_t id) {
     takenFrom = lease.owner + " (" + lease.reason + ")";
     Statement ev(db, "INSERT INTO events(run_id, time, kind, message, data_json) VALUES (?, ?, 'lease', ?, ?)",
                  "record the lease takeover");
-    const nlohmann::json data = {{"previous_pid", *r.pid}, {"previous_host", r.ownerHost}, {"reason", lease.reason},
-                                 {"pid", self.pid}, {"host", self.host}};
+    const nlohmann::json data = {{"previous_pid", *r.pid},
+                                 {"previous_host", r.ownerHost},
+                                 {"reason", lease.reason},
+                                 {"pid", self.pid},
+                                 {"host", self.host}};
     ev.bind(1, id).bind(2, storeNow()).bind(3, std::string_view("took over the stale lease of " + takenFrom));
     ev.bind(4, std::string_view(data.dump())).run();
   }
@@ -457,8 +476,8 @@ std::vector<EventRecord> RunStore::listEvents(std::int64_t runId, std::int64_t a
   st.bind(1, runId).bind(2, afterId);
   std::vector<EventRecord> out;
   while (st.step()) {
-    out.push_back({st.columnInt(0), st.columnInt(1), st.columnDouble(2), st.columnText(3), st.columnText(4),
-                   st.columnText(5)});
+    out.push_back(
+        {st.columnInt(0), st.columnInt(1), st.columnDouble(2), st.columnText(3), st.columnText(4), st.columnText(5)});
   }
   return out;
 }
@@ -494,7 +513,9 @@ int RunStore::deleteArtifacts(std::int64_t runId, std::string_view artifactPath)
   return m_impl->db.changes();
 }
 
-void RunStore::addEvaluation(const EvaluationRecord& e) { addEvaluations({e}); }
+void RunStore::addEvaluation(const EvaluationRecord& e) {
+  addEvaluations({e});
+}
 
 void RunStore::addEvaluations(const std::vector<EvaluationRecord>& rows) {
   for (const auto& e : rows) {
@@ -555,4 +576,4 @@ std::vector<std::string> RunStore::tags(std::int64_t runId) const {
   return out;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -23,5 +23,4 @@ struct RunStoreAccess {
   static SqliteDb& db(RunStore& store) { return store.m_impl->db; }
 };
 
-
-} // namespace latentlab
+}  // namespace latentlab

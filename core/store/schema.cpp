@@ -116,7 +116,7 @@ constexpr const char* kMigration4 = R"sql(
 ALTER TABLE runs ADD COLUMN color TEXT NOT NULL DEFAULT '';
 )sql";
 
-} // namespace
+}  // namespace
 
 const std::vector<Migration>& storeMigrations() {
   static const std::vector<Migration> migrations = {
@@ -128,7 +128,9 @@ const std::vector<Migration>& storeMigrations() {
   return migrations;
 }
 
-int latestStoreVersion() { return storeMigrations().back().version; }
+int latestStoreVersion() {
+  return storeMigrations().back().version;
+}
 
 void migrateStore(SqliteDb& db, const std::vector<Migration>& migrations) {
   const int latest = migrations.empty() ? 0 : migrations.back().version;
@@ -160,4 +162,4 @@ void migrateStore(SqliteDb& db, const std::vector<Migration>& migrations) {
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -21,4 +21,4 @@ int latestStoreVersion();
 // when the file's user_version is newer than the last known one.
 void migrateStore(SqliteDb& db, const std::vector<Migration>& migrations);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -2,12 +2,12 @@
 // latentlab::Error naming the database file, the operation and SQLite's words.
 #include "store/sqlite_db.h"
 
+#include <sqlite3.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <sqlite3.h>
 #include <system_error>
 #include <thread>
 
@@ -43,7 +43,7 @@ std::string hintFor(int rc) {
   }
 }
 
-} // namespace
+}  // namespace
 
 SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(path) {
   if (readOnly) create = false;
@@ -58,8 +58,8 @@ SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(pa
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
     if (ec) {
-      throw Error(ErrorCode::Io, path.string() + ": cannot create folder " + path.parent_path().string() + ": " +
-                                     ec.message(),
+      throw Error(ErrorCode::Io,
+                  path.string() + ": cannot create folder " + path.parent_path().string() + ": " + ec.message(),
                   "Choose a writable location for the workspace database.");
     }
   }
@@ -119,9 +119,10 @@ SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(pa
                   "Put the workspace on a local file system that supports shared memory.");
     }
     // mmap and a 32 MB page cache: chart reads of long series scan tens of MB.
-    exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; "
-         "PRAGMA mmap_size=268435456;",
-         "configure connection");
+    exec(
+        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; "
+        "PRAGMA mmap_size=268435456;",
+        "configure connection");
   } catch (...) {
     sqlite3_close_v2(m_db);
     m_db = nullptr;
@@ -145,9 +146,13 @@ std::int64_t SqliteDb::queryInt(const char* sql, std::string_view what) {
   return st.step() ? st.columnInt(0) : 0;
 }
 
-std::int64_t SqliteDb::lastInsertId() const { return sqlite3_last_insert_rowid(m_db); }
+std::int64_t SqliteDb::lastInsertId() const {
+  return sqlite3_last_insert_rowid(m_db);
+}
 
-int SqliteDb::changes() const { return sqlite3_changes(m_db); }
+int SqliteDb::changes() const {
+  return sqlite3_changes(m_db);
+}
 
 void SqliteDb::setBusyTimeout(int ms) {
   m_busyTimeoutMs = ms;
@@ -193,8 +198,10 @@ Statement& Statement::bind(int index, std::int64_t v) {
 }
 
 Statement& Statement::bind(int index, double v) {
-  if (std::isnan(v)) sqlite3_bind_null(m_stmt, index);
-  else sqlite3_bind_double(m_stmt, index, v);
+  if (std::isnan(v))
+    sqlite3_bind_null(m_stmt, index);
+  else
+    sqlite3_bind_double(m_stmt, index, v);
   return *this;
 }
 
@@ -208,7 +215,9 @@ Statement& Statement::bind(int index, const std::optional<std::int64_t>& v) {
   return v ? bind(index, *v) : bindNull(index);
 }
 
-Statement& Statement::bind(int index, const std::optional<double>& v) { return v ? bind(index, *v) : bindNull(index); }
+Statement& Statement::bind(int index, const std::optional<double>& v) {
+  return v ? bind(index, *v) : bindNull(index);
+}
 
 Statement& Statement::bindNull(int index) {
   sqlite3_bind_null(m_stmt, index);
@@ -228,9 +237,13 @@ void Statement::reset() {
   sqlite3_clear_bindings(m_stmt);
 }
 
-bool Statement::isNull(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
+bool Statement::isNull(int col) const {
+  return sqlite3_column_type(m_stmt, col) == SQLITE_NULL;
+}
 
-std::int64_t Statement::columnInt(int col) const { return sqlite3_column_int64(m_stmt, col); }
+std::int64_t Statement::columnInt(int col) const {
+  return sqlite3_column_int64(m_stmt, col);
+}
 
 double Statement::columnDouble(int col) const {
   return isNull(col) ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(m_stmt, col);
@@ -268,4 +281,4 @@ void Transaction::commit() {
   m_done = true;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -18,7 +18,7 @@ namespace latentlab {
 // One configured connection (WAL, synchronous=NORMAL, busy_timeout,
 // foreign_keys=ON). Not thread-safe: used by one thread.
 class SqliteDb {
-public:
+ public:
   static constexpr int kBusyTimeoutMs = 5000;
 
   // create=false: the file must exist (Error(Store) naming it otherwise).
@@ -44,7 +44,7 @@ public:
   // StoreBusy when another connection held the lock past the busy timeout.
   [[noreturn]] void fail(int rc, std::string_view what) const;
 
-private:
+ private:
   std::filesystem::path m_path;
   sqlite3* m_db = nullptr;
   int m_busyTimeoutMs = kBusyTimeoutMs;
@@ -53,19 +53,19 @@ private:
 // The lock was held by another connection for longer than the busy timeout:
 // the operation did nothing and may be retried.
 class StoreBusy : public Error {
-public:
+ public:
   using Error::Error;
 };
 
 // Sets a connection's busy timeout for one scope.
 class BusyTimeoutScope {
-public:
+ public:
   BusyTimeoutScope(SqliteDb& db, int ms) : m_db(db), m_saved(db.busyTimeout()) { db.setBusyTimeout(ms); }
   ~BusyTimeoutScope() { m_db.setBusyTimeout(m_saved); }
   BusyTimeoutScope(const BusyTimeoutScope&) = delete;
   BusyTimeoutScope& operator=(const BusyTimeoutScope&) = delete;
 
-private:
+ private:
   SqliteDb& m_db;
   int m_saved;
 };
@@ -73,7 +73,7 @@ private:
 // A prepared statement; bind indices start at 1. step() returns true for a
 // row, false when done, and throws (after resetting) on error.
 class Statement {
-public:
+ public:
   Statement(SqliteDb& db, const char* sql, std::string_view what);
   ~Statement();
   Statement(Statement&& other) noexcept;
@@ -89,8 +89,11 @@ public:
   Statement& bindNull(int index);
 
   bool step();
-  void run() { step(); reset(); }  // a statement without rows
-  void reset();                     // also clears bindings
+  void run() {
+    step();
+    reset();
+  }              // a statement without rows
+  void reset();  // also clears bindings
 
   bool isNull(int col) const;
   std::int64_t columnInt(int col) const;
@@ -99,7 +102,7 @@ public:
   std::optional<std::int64_t> columnOptInt(int col) const;
   std::optional<double> columnOptDouble(int col) const;
 
-private:
+ private:
   SqliteDb* m_db;
   sqlite3_stmt* m_stmt = nullptr;
   std::string m_what;
@@ -107,7 +110,7 @@ private:
 
 // BEGIN [IMMEDIATE] ... COMMIT; rolls back in the destructor unless committed.
 class Transaction {
-public:
+ public:
   enum class Kind { Deferred, Immediate };
   explicit Transaction(SqliteDb& db, Kind kind = Kind::Immediate);
   ~Transaction();
@@ -115,9 +118,9 @@ public:
   Transaction& operator=(const Transaction&) = delete;
   void commit();
 
-private:
+ private:
   SqliteDb& m_db;
   bool m_done = false;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -1,9 +1,9 @@
 // Atomic training checkpoints, run-folder ownership and resume.
 #include "train/checkpoint.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "common/file_util.h"
 #include "common/json_util.h"
@@ -23,7 +23,9 @@ std::string stepName(std::int64_t step) {
   return buf;
 }
 
-bool isPartial(const std::string& name) { return name.find(".partial-") != std::string::npos; }
+bool isPartial(const std::string& name) {
+  return name.find(".partial-") != std::string::npos;
+}
 
 // Partial checkpoint folders (and atomic-write temporaries) of writers that
 // no longer run: the caller owns the run folder, so any other is a leftover.
@@ -63,11 +65,11 @@ const char* const kForeignHint =
     "A run folder holds one run's checkpoints. Give this run its own out_dir (or leave out_dir empty), "
     "or delete the folder if that run is gone for good.";
 
-} // namespace
+}  // namespace
 
 json RunIdentity::toJson() const {
-  return {{"store_id", storeId}, {"database", database}, {"run_id", runId}, {"run_uid", runUid},
-          {"spec_hash", specHash}};
+  return {
+      {"store_id", storeId}, {"database", database}, {"run_id", runId}, {"run_uid", runUid}, {"spec_hash", specHash}};
 }
 
 RunIdentity RunIdentity::fromJson(const json& j, const std::string& source) {
@@ -168,8 +170,7 @@ void claimRunDir(const fs::path& runDir, const RunIdentity& id) {
   } else {
     if (fs::exists(runDir / "checkpoints", ec)) {
       throw Error(ErrorCode::BadCheckpoint,
-                  runDir.string() + ": holds checkpoints with no owner.json; " + id.describe() +
-                      " will not adopt them",
+                  runDir.string() + ": holds checkpoints with no owner.json; " + id.describe() + " will not adopt them",
                   kForeignHint);
     }
     fs::create_directories(runDir, ec);
@@ -204,8 +205,11 @@ SavedCheckpoint saveCheckpoint(const fs::path& runDir, CausalLm& model, torch::o
       fs::rename(f, tmp / f.filename(), ec);
       if (ec) throw Error(ErrorCode::Io, f.string() + ": cannot move into the checkpoint: " + ec.message());
     }
-    json st = {{"step", state.step}, {"tokens", state.tokens}, {"wall_seconds", state.wallSeconds},
-               {"data", state.data.toJson()}, {"owner", owner.toJson()}};
+    json st = {{"step", state.step},
+               {"tokens", state.tokens},
+               {"wall_seconds", state.wallSeconds},
+               {"data", state.data.toJson()},
+               {"owner", owner.toJson()}};
     if (state.bestValLoss) st["best_val_loss"] = *state.bestValLoss;
     atomicWriteText(tmp / "trainer_state.json", st.dump(2) + "\n");
     atomicWriteText(tmp / "spec.json", specJson + "\n");
@@ -269,10 +273,10 @@ TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimi
     s.owner = RunIdentity::fromJson(j.at("owner"), statePath.string() + ": owner");
     const std::string why = expected.mismatch(*s.owner);
     if (!why.empty()) {
-      throw Error(ErrorCode::BadCheckpoint,
-                  statePath.string() + ": written by " + why + " (" + s.owner->describe() + "), not by " +
-                      expected.describe(),
-                  kForeignHint);
+      throw Error(
+          ErrorCode::BadCheckpoint,
+          statePath.string() + ": written by " + why + " (" + s.owner->describe() + "), not by " + expected.describe(),
+          kForeignHint);
     }
     s.step = j.at("step").get<std::int64_t>();
     s.tokens = j.at("tokens").get<std::int64_t>();
@@ -286,10 +290,10 @@ TrainerState loadCheckpoint(const fs::path& dir, torch::optim::Optimizer& optimi
   try {
     torch::load(optimizer, (dir / "optimizer.pt").string());
   } catch (const c10::Error& e) {
-    throw Error(ErrorCode::BadCheckpoint, (dir / "optimizer.pt").string() + ": cannot read the optimiser state: " +
-                e.what_without_backtrace());
+    throw Error(ErrorCode::BadCheckpoint,
+                (dir / "optimizer.pt").string() + ": cannot read the optimiser state: " + e.what_without_backtrace());
   }
   return s;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -19,26 +19,26 @@ namespace latentlab {
 
 // Who a run folder and its checkpoints belong to: a run of one database.
 struct RunIdentity {
-  std::string storeId;      // the database's random id (store_info.store_id)
-  std::string database;     // its path when the folder was claimed (for messages)
+  std::string storeId;   // the database's random id (store_info.store_id)
+  std::string database;  // its path when the folder was claimed (for messages)
   std::int64_t runId = 0;
-  std::string runUid;       // the run's random id: ids may be reused after a delete
-  std::string specHash;     // hash of the spec JSON as stored with the run
+  std::string runUid;    // the run's random id: ids may be reused after a delete
+  std::string specHash;  // hash of the spec JSON as stored with the run
 
   nlohmann::json toJson() const;
   static RunIdentity fromJson(const nlohmann::json& j, const std::string& source);
   // Empty when `other` is the same run; else what differs, for a message.
   std::string mismatch(const RunIdentity& other) const;
-  std::string describe() const;   // "run 3 of /w/runs.db"
+  std::string describe() const;  // "run 3 of /w/runs.db"
 };
 
 // FNV-1a 64 of the text, as 16 hex digits.
 std::string specHash(const std::string& specJson);
 
 struct TrainerState {
-  std::int64_t step = 0;          // steps completed
-  std::int64_t tokens = 0;        // training tokens seen
-  double wallSeconds = 0;         // training time so far
+  std::int64_t step = 0;    // steps completed
+  std::int64_t tokens = 0;  // training tokens seen
+  double wallSeconds = 0;   // training time so far
   LoaderPosition data;
   std::optional<double> bestValLoss;
   std::optional<RunIdentity> owner;  // set on load; written from saveCheckpoint's identity
@@ -62,7 +62,7 @@ void requireFreeRunDir(const std::filesystem::path& runDir);
 
 struct SavedCheckpoint {
   std::filesystem::path dir;
-  std::vector<std::filesystem::path> pruned;   // older checkpoints removed
+  std::vector<std::filesystem::path> pruned;  // older checkpoints removed
 };
 
 // Writes <runDir>/checkpoints/step-XXXXXXXX and points <runDir>/checkpoints/latest
@@ -79,9 +79,8 @@ struct CheckpointExtras {
   bool optimizerShards = false;
 };
 
-SavedCheckpoint saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model,
-                               torch::optim::Optimizer& optimizer, const TrainerState& state,
-                               const std::string& specJson, const RunIdentity& owner,
+SavedCheckpoint saveCheckpoint(const std::filesystem::path& runDir, CausalLm& model, torch::optim::Optimizer& optimizer,
+                               const TrainerState& state, const std::string& specJson, const RunIdentity& owner,
                                const std::string& tokenizerJson, int keep = 2, const CheckpointExtras& extras = {});
 
 // The ZeRO optimizer shards of a checkpoint (optimizer-rank*.pt), any world size.
@@ -97,4 +96,4 @@ std::optional<std::filesystem::path> latestCheckpoint(const std::filesystem::pat
 TrainerState loadCheckpoint(const std::filesystem::path& dir, torch::optim::Optimizer& optimizer,
                             const RunIdentity& expected, bool loadOptimizer = true);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -19,8 +19,9 @@ double meanOf(const std::vector<double>& v) {
   return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
 }
 
-std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv, const std::vector<torch::Tensor>& batches,
-                                     ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes) {
+std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv,
+                                     const std::vector<torch::Tensor>& batches, ProgressSink& progress,
+                                     const CancelToken& cancel, nlohmann::json& notes) {
   DeepSeekOptions o;
   o.ropePairs = conv.ropePairs;
   o.ropeWidth = conv.ropeWidth;
@@ -75,7 +76,8 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
     lo.seqLen = conv.calibSeqLen - 1;
     lo.shuffle = false;
     BatchLoader loader(calibration, Split::Train, lo);
-    const int n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(conv.calibSequences), loader.windowCount()));
+    const int n = static_cast<int>(
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(conv.calibSequences), loader.windowCount()));
     std::vector<torch::Tensor> rows;
     for (int i = 0; i < n; ++i) {
       Batch b = loader.next();
@@ -104,9 +106,9 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
     notes["conversion"]["mean_activation_error"] = meanOf(stats.activationError);
     notes["conversion"]["activation_error"] = stats.activationError;
   }
-  progress.log(LogLevel::Info, "converted to MLA: " + std::string(choiceName(conv.ropeStrategy)) + ", d_kv " + std::to_string(conv.dKv) +
-                                   ", mean reconstruction error " + std::to_string(meanErr));
+  progress.log(LogLevel::Info, "converted to MLA: " + std::string(choiceName(conv.ropeStrategy)) + ", d_kv " +
+                                   std::to_string(conv.dKv) + ", mean reconstruction error " + std::to_string(meanErr));
   return converted;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -12,9 +12,11 @@
 namespace latentlab {
 
 namespace {
-constexpr std::int64_t kBucketElements = std::int64_t{1} << 24;   // 64 MiB of fp32 per collective
+constexpr std::int64_t kBucketElements = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective
 
-std::string endpoint(const DistEnv& env) { return env.masterAddr + ":" + std::to_string(env.masterPort); }
+std::string endpoint(const DistEnv& env) {
+  return env.masterAddr + ":" + std::to_string(env.masterPort);
+}
 
 // The first line of an exception's text, without c10's C++ backtrace.
 std::string firstLine(const std::exception& e) {
@@ -23,7 +25,7 @@ std::string firstLine(const std::exception& e) {
   const auto nl = text.find('\n');
   return nl == std::string::npos ? text : text.substr(0, nl);
 }
-} // namespace
+}  // namespace
 
 template <class F>
 auto DataParallel::guarded(const char* op, F&& fn) -> decltype(fn()) {
@@ -36,8 +38,10 @@ auto DataParallel::guarded(const char* op, F&& fn) -> decltype(fn()) {
     // rendezvous endpoint, not by the ephemeral port of the peer's socket.
     throw Error(ErrorCode::Device,
                 "rank " + std::to_string(m_env.rank) + " of " + std::to_string(m_env.worldSize) +
-                    " lost the group at " + endpoint(m_env) + " during " + op + " (another rank stopped or the "
-                    "network failed): " + firstLine(e),
+                    " lost the group at " + endpoint(m_env) + " during " + op +
+                    " (another rank stopped or the "
+                    "network failed): " +
+                    firstLine(e),
                 "Check the other ranks' logs; a rank that stops ends the job for all (LATENTLAB_DIST_TIMEOUT, now " +
                     std::to_string(m_env.timeout.count()) + " s, bounds the wait).");
   }
@@ -57,7 +61,8 @@ DataParallel::DataParallel(const DistEnv& env, torch::Device device) : m_env(env
     opts.waitWorkers = true;
     opts.timeout = timeout;
     m_store = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, opts);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     m_store->setTimeout(std::max(left, std::chrono::milliseconds(1000)));
     m_backend = m_nccl ? makeNccl(m_store, env) : makeGloo(m_store, env);
     m_store->setTimeout(timeout);  // the collectives' own bound afterwards
@@ -74,7 +79,9 @@ DataParallel::DataParallel(const DistEnv& env, torch::Device device) : m_env(env
 
 DataParallel::~DataParallel() = default;
 
-const char* DataParallel::backendName() const { return m_nccl ? "nccl" : "gloo"; }
+const char* DataParallel::backendName() const {
+  return m_nccl ? "nccl" : "gloo";
+}
 
 void DataParallel::bucketed(const std::vector<torch::Tensor>& tensors, bool broadcastOp) {
   // Group by dtype, then pack consecutive tensors into flat buckets.
@@ -89,12 +96,11 @@ void DataParallel::bucketed(const std::vector<torch::Tensor>& tensors, bool broa
         n += group[i].numel();
         bucket.push_back(group[i++]);
       } while (i < group.size() && n + group[i].numel() <= kBucketElements);
-      std::vector<torch::Tensor> flat{torch::cat(
-          [&] {
-            std::vector<torch::Tensor> parts;
-            for (const auto& t : bucket) parts.push_back(t.reshape({-1}));
-            return parts;
-          }())};
+      std::vector<torch::Tensor> flat{torch::cat([&] {
+        std::vector<torch::Tensor> parts;
+        for (const auto& t : bucket) parts.push_back(t.reshape({-1}));
+        return parts;
+      }())};
       if (broadcastOp) {
         c10d::BroadcastOptions o;
         o.rootRank = 0;
@@ -154,6 +160,8 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
 }
 
-void DataParallel::barrier() { (void)sum({0.0}); }
+void DataParallel::barrier() {
+  (void)sum({0.0});
+}
 
-} // namespace latentlab
+}  // namespace latentlab

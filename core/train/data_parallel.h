@@ -15,12 +15,12 @@
 namespace c10d {
 class Backend;
 class Store;
-} // namespace c10d
+}  // namespace c10d
 
 namespace latentlab {
 
 class DataParallel {
-public:
+ public:
   // Blocks until all env.worldSize ranks have joined (or env.timeout passes:
   // Error(Device) naming MASTER_ADDR:MASTER_PORT).
   DataParallel(const DistEnv& env, torch::Device device);
@@ -53,7 +53,7 @@ public:
   static c10::intrusive_ptr<c10d::Backend> makeNccl(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env);
   static bool ncclAvailable();
 
-private:
+ private:
   // Applies `op` to `tensors` in flat buckets of at most kBucketElements per dtype.
   void bucketed(const std::vector<torch::Tensor>& tensors, bool broadcastOp);
   // Runs one collective; a lost peer becomes Error(Device) naming the group's endpoint.
@@ -67,4 +67,4 @@ private:
   c10::intrusive_ptr<c10d::Backend> m_backend;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -16,10 +16,12 @@ namespace {
 bool isLoopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
-} // namespace
+}  // namespace
 
-c10::intrusive_ptr<c10d::Backend> DataParallel::makeGloo(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env) {
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(env.timeout));
+c10::intrusive_ptr<c10d::Backend> DataParallel::makeGloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                         const DistEnv& env) {
+  auto opts =
+      c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(env.timeout));
   // Like torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback
   // master means a one-host job on loopback; otherwise this host's address.
   if (auto ifname = processEnv("GLOO_SOCKET_IFNAME"); ifname && !ifname->empty()) {
@@ -33,9 +35,12 @@ c10::intrusive_ptr<c10d::Backend> DataParallel::makeGloo(const c10::intrusive_pt
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.worldSize, opts);
 }
 
-bool DataParallel::ncclAvailable() { return LATENTLAB_HAVE_NCCL != 0; }
+bool DataParallel::ncclAvailable() {
+  return LATENTLAB_HAVE_NCCL != 0;
+}
 
-c10::intrusive_ptr<c10d::Backend> DataParallel::makeNccl(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env) {
+c10::intrusive_ptr<c10d::Backend> DataParallel::makeNccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                                         const DistEnv& env) {
 #if LATENTLAB_HAVE_NCCL
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.localRank));
   auto opts = c10d::ProcessGroupNCCL::Options::create();
@@ -50,4 +55,4 @@ c10::intrusive_ptr<c10d::Backend> DataParallel::makeNccl(const c10::intrusive_pt
 #endif
 }
 
-} // namespace latentlab
+}  // namespace latentlab

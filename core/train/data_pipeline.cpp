@@ -24,7 +24,7 @@ Corpus openCorpus(const DataSpec& data) {
   return Corpus::open(p, opts);
 }
 
-} // namespace
+}  // namespace
 
 PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const fs::path& cacheDir,
                          ProgressSink& progress, const CancelToken& cancel, const ModelVocab& model) {
@@ -34,7 +34,8 @@ PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const f
   if (ec) throw Error(ErrorCode::Io, cacheDir.string() + ": cannot create cache folder: " + ec.message());
 
   if (data.tokenFormat != TokenFormat::Text) {
-    out.shard = TokenShard::open(data.corpus, data.tokenFormat == TokenFormat::U32 ? ShardLayout::RawU32 : ShardLayout::RawU16);
+    out.shard =
+        TokenShard::open(data.corpus, data.tokenFormat == TokenFormat::U32 ? ShardLayout::RawU32 : ShardLayout::RawU16);
     return out;
   }
   const Corpus corpus = openCorpus(data);
@@ -44,7 +45,8 @@ PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const f
     out.tokenizerPath = fs::path(modelDir) / "tokenizer.json";
   } else {
     // Train (once) a byte-level BPE tokenizer on the corpus itself.
-    out.tokenizerPath = cacheDir / ("tokenizer-" + corpus.fingerprint() + "-" + std::to_string(data.tokenizerVocab) + ".json");
+    out.tokenizerPath =
+        cacheDir / ("tokenizer-" + corpus.fingerprint() + "-" + std::to_string(data.tokenizerVocab) + ".json");
     if (!fs::exists(out.tokenizerPath, ec)) {
       progress.log(LogLevel::Info, "training a " + std::to_string(data.tokenizerVocab) + "-token BPE tokenizer on " +
                                        corpus.root().string());
@@ -79,4 +81,4 @@ PreparedData prepareData(const DataSpec& data, const fs::path& modelDir, const f
   return out;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -14,8 +14,8 @@ namespace latentlab {
 
 struct PreparedData {
   TokenShard shard;
-  std::filesystem::path tokenizerPath;   // empty for pre-tokenized data
-  std::uint32_t vocabSize = 0;           // of the tokenizer (0 when unknown)
+  std::filesystem::path tokenizerPath;  // empty for pre-tokenized data
+  std::uint32_t vocabSize = 0;          // of the tokenizer (0 when unknown)
   std::int32_t eosId = -1;
   bool rebuilt = false;
   double tokenizeSeconds = 0;
@@ -23,8 +23,8 @@ struct PreparedData {
 
 // The embedding rows of the model a run trains, and the file that says so.
 struct ModelVocab {
-  int size = 0;                          // 0: no model yet (pre-training sizes it from the tokenizer)
-  std::filesystem::path source;          // its config.json
+  int size = 0;                  // 0: no model yet (pre-training sizes it from the tokenizer)
+  std::filesystem::path source;  // its config.json
 };
 
 // `modelDir` (may be empty) supplies tokenizer.json for fine-tuning runs.
@@ -35,4 +35,4 @@ PreparedData prepareData(const DataSpec& data, const std::filesystem::path& mode
                          const std::filesystem::path& cacheDir, ProgressSink& progress, const CancelToken& cancel,
                          const ModelVocab& model = {});
 
-} // namespace latentlab
+}  // namespace latentlab

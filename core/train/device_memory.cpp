@@ -33,4 +33,4 @@ std::int64_t peakMemoryBytes(torch::Device device) {
   return 0;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

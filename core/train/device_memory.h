@@ -15,4 +15,4 @@ void resetPeakMemory(torch::Device device);
 // Bytes at the peak since the reset; 0 when the device cannot say.
 std::int64_t peakMemoryBytes(torch::Device device);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -1,6 +1,7 @@
 // Model construction for training runs.
 #include "train/model_builder.h"
 
+#include "common/model_config_internal.h"
 #include "latentlab/architectures.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
@@ -21,9 +22,7 @@ nlohmann::json attentionNotes(const ModelConfig& cfg, const RunSpec& spec, std::
                       {"attention_parameters_per_layer", attentionParametersPerLayer(cfg)}};
   if (cfg.latent) {
     const LatentAttention& a = *cfg.latent;
-    j["latent"] = {{"kind", a.kind},   {"d_c", a.dC},   {"d_rope", a.dRope},           {"d_nope", a.dNope},
-                   {"d_v", a.dV},      {"q_lora_rank", a.qLoraRank}, {"latent_heads", a.latentHeads},
-                   {"branches", a.branches}, {"scaled", a.scaled}};
+    j["latent"] = detail::latentDimensionsJson(a);
   } else {
     j["kv_heads"] = cfg.numKvHeads;
   }
@@ -54,10 +53,14 @@ void initializeWeights(CausalLm& model, double std, bool zeroOutput) {
   for (auto& item : model.named_parameters(true)) {
     const std::string& name = item.key();
     // Norms start as the identity: w = 1, or w = 0 for Gemma's (1 + w).
-    if (name.find("norm") != std::string::npos) item.value().fill_(model.config().normPlusOne ? 0.0 : 1.0);
-    else if (name.ends_with(".bias")) item.value().zero_();
-    else if (zeroOutput && (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))) item.value().zero_();
-    else item.value().normal_(0.0, std);
+    if (name.find("norm") != std::string::npos)
+      item.value().fill_(model.config().normPlusOne ? 0.0 : 1.0);
+    else if (name.ends_with(".bias"))
+      item.value().zero_();
+    else if (zeroOutput && (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight")))
+      item.value().zero_();
+    else
+      item.value().normal_(0.0, std);
   }
 }
 
@@ -66,7 +69,8 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
                                            const CancelToken& cancel, nlohmann::json& notes) {
   std::shared_ptr<CausalLm> model;
   if (!spec.attention.empty() && spec.kind != RunKind::Pretrain) {
-    throw Error(ErrorCode::BadSpec, "spec.attention: applies to kind pretrain only, not " + std::string(choiceName(spec.kind)));
+    throw Error(ErrorCode::BadSpec,
+                "spec.attention: applies to kind pretrain only, not " + std::string(choiceName(spec.kind)));
   }
   if (spec.kind == RunKind::Pretrain) {
     ModelConfig cfg = builtinArchitecture(spec.architecture, static_cast<int>(vocabSize));
@@ -82,7 +86,8 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
     model = loadModel(spec.modelDir, torch::kCPU, dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
     if (vocabSize > 0 && static_cast<int>(vocabSize) > model->config().vocabSize) {
       throw Error(ErrorCode::BadSpec, "spec.data.tokenizer: the tokenizer has " + std::to_string(vocabSize) +
-                  " tokens but the model's vocabulary is " + std::to_string(model->config().vocabSize));
+                                          " tokens but the model's vocabulary is " +
+                                          std::to_string(model->config().vocabSize));
     }
     if (spec.conversion.enabled) {
       model = convertForRun(*model, spec.conversion, calibration, progress, cancel, notes);
@@ -94,4 +99,4 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
   return model;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

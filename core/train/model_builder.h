@@ -23,4 +23,4 @@ std::shared_ptr<CausalLm> buildModelForRun(const RunSpec& spec, std::uint32_t vo
 // o_proj and down_proj (the MLRA recipe).
 void initializeWeights(CausalLm& model, double std, bool zeroOutput);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -47,8 +47,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       auto stepCount = torch::full({}, static_cast<double>(std::get<2>(key)),
                                    torch::TensorOptions().dtype(torch::kFloat32).device(b.params.front().device()));
       std::vector<torch::Tensor> steps(b.params.size(), stepCount);
-      at::_fused_adamw_(b.params, b.grads, b.expAvg, b.expAvgSq, /*max_exp_avg_sqs=*/{}, steps, opts.lr(), beta1,
-                        beta2, opts.weight_decay(), opts.eps(), /*amsgrad=*/false, /*maximize=*/false);
+      at::_fused_adamw_(b.params, b.grads, b.expAvg, b.expAvgSq, /*max_exp_avg_sqs=*/{}, steps, opts.lr(), beta1, beta2,
+                        opts.weight_decay(), opts.eps(), /*amsgrad=*/false, /*maximize=*/false);
     }
   }
   return loss;
@@ -113,11 +113,11 @@ void MasterWeights::gradientsToMasters() {
 void MasterWeights::mastersToModel() {
   torch::NoGradGuard noGrad;
   std::vector<torch::Tensor> dst(m_model.begin(), m_model.end());
-  at::_foreach_copy_(dst, m_masters);   // rounds to the model's dtype
+  at::_foreach_copy_(dst, m_masters);  // rounds to the model's dtype
 }
 
 void MasterWeights::zeroModelGradients() {
   for (auto& p : m_model) p.mutable_grad().reset();
 }
 
-} // namespace latentlab
+}  // namespace latentlab

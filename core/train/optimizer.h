@@ -18,7 +18,7 @@ namespace latentlab {
 // runs in at::_fused_adamw_ (same formula, float reassociation only).
 // amsgrad falls back to the reference implementation.
 class FusedAdamW : public torch::optim::AdamW {
-public:
+ public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
@@ -42,7 +42,7 @@ torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxN
 // low-precision gradients are freed, so a step holds per parameter 2 bytes
 // of weights, 4 of master, 4 of master gradient and 8 of AdamW state.
 class MasterWeights {
-public:
+ public:
   // `fp32Params` are the model's parameters while still fp32 (built or
   // loaded); the masters copy them exactly, then the caller casts the model.
   explicit MasterWeights(const std::vector<torch::Tensor>& fp32Params);
@@ -56,9 +56,9 @@ public:
   // Drops the model's gradients (before a step's first backward).
   void zeroModelGradients();
 
-private:
+ private:
   std::vector<torch::Tensor> m_masters;
   std::vector<torch::Tensor> m_model;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

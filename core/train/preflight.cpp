@@ -4,10 +4,10 @@
 
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
-#include "latentlab/passkey.h"
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
 #include "latentlab/multiple_choice.h"
+#include "latentlab/passkey.h"
 #include "latentlab/train.h"
 #include "train/checkpoint.h"
 
@@ -28,7 +28,7 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::
     }
   } else if (spec.kind == RunKind::Eval) {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
-    const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
+    const ModelSummary model = inspectModel(spec.modelDir);  // config.json and every weight's header
     const int context = model.config.maxPositionEmbeddings;
     for (std::size_t k = 0; k < spec.passkey.lengths.size() && !spec.passkey.file.empty(); ++k) {
       if (spec.passkey.lengths[k] + kPasskeyAnswerTokens > context) {
@@ -44,19 +44,22 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::
       bad("passkey.file", "'" + spec.passkey.file + "' is not a file");
     for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
       const EvalTaskSpec& t = spec.evalTasks[k];
-      if (!fs::is_regular_file(t.file, ec)) bad("eval_tasks[" + std::to_string(k) + "].file", "'" + t.file + "' is not a file");
-      readTaskFile(t);   // a bad line names itself
+      if (!fs::is_regular_file(t.file, ec))
+        bad("eval_tasks[" + std::to_string(k) + "].file", "'" + t.file + "' is not a file");
+      readTaskFile(t);  // a bad line names itself
     }
     return;
   } else {
     if (!fs::is_directory(spec.modelDir, ec)) bad("model_dir", "'" + spec.modelDir + "' is not a folder");
-    const ModelSummary model = inspectModel(spec.modelDir);   // config.json and every weight's header
+    const ModelSummary model = inspectModel(spec.modelDir);  // config.json and every weight's header
     if (spec.conversion.enabled) {
       const KvSettings kv = kvSettingsFor(spec.conversion);
       if (model.config.mla || model.config.latent) {
-        bad("model_dir", "'" + spec.modelDir + "' is already a latent-attention model; conversion needs an MHA/GQA model");
+        bad("model_dir",
+            "'" + spec.modelDir + "' is already a latent-attention model; conversion needs an MHA/GQA model");
       }
-      if (auto why = checkKvSettings(model.config, kv)) bad("conversion", "is impossible for " + spec.modelDir + ": " + *why);
+      if (auto why = checkKvSettings(model.config, kv))
+        bad("conversion", "is impossible for " + spec.modelDir + ": " + *why);
     }
   }
   if (spec.data.tokenFormat == TokenFormat::Text && spec.data.corpus != "demo" && !fs::exists(spec.data.corpus, ec))
@@ -72,4 +75,4 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const fs::
   if (!spec.outDir.empty()) requireFreeRunDir(resolveRunDir(spec.outDir, workspace, 0));
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -61,11 +61,11 @@ StepOutcome settle(torch::Tensor lossSum, const torch::Tensor& norm, const StepS
   return out;
 }
 
-} // namespace
+}  // namespace
 
 StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
-                      const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings,
-                      DataParallel* dp, StepPhases* phases) {
+                      const std::function<torch::Tensor()>& nextWindows, const StepSettings& settings, DataParallel* dp,
+                      StepPhases* phases) {
   PhaseClock clock{params.front().device(), phases};
   optimizer.zero_grad();
   if (settings.master != nullptr) settings.master->zeroModelGradients();
@@ -105,4 +105,4 @@ StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::funct
   return out;
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -17,9 +17,9 @@ class MasterWeights;
 class ShardedAdamW;
 
 struct StepSettings {
-  int gradAccum = 1;          // micro-batches per step; each backward is of loss / gradAccum
-  bool autocastBf16 = false;  // forward under bf16 autocast (fp32 master weights)
-  double clip = 0;            // max gradient norm; 0: no clipping (the norm is still measured)
+  int gradAccum = 1;                // micro-batches per step; each backward is of loss / gradAccum
+  bool autocastBf16 = false;        // forward under bf16 autocast (fp32 master weights)
+  double clip = 0;                  // max gradient norm; 0: no clipping (the norm is still measured)
   MasterWeights* master = nullptr;  // bf16 weights: the optimiser steps these fp32 masters
 };
 
@@ -30,9 +30,9 @@ struct StepPhases {
 };
 
 struct StepOutcome {
-  double loss = 0;       // mean over the micro-batches (and ranks)
-  double gradNorm = 0;   // before clipping
-  bool finite = true;    // false: the optimiser did not step
+  double loss = 0;      // mean over the micro-batches (and ranks)
+  double gradNorm = 0;  // before clipping
+  bool finite = true;   // false: the optimiser did not step
 };
 
 // zero_grad, gradAccum x (nextWindows(), forward, backward), gradients moved
@@ -51,4 +51,4 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
 StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::function<torch::Tensor()>& nextWindows,
                       const StepSettings& settings, DataParallel* dp = nullptr, StepPhases* phases = nullptr);
 
-} // namespace latentlab
+}  // namespace latentlab

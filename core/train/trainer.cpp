@@ -1,20 +1,22 @@
 // trainRun: the training of one run (pretrain, finetune, convert-finetune):
 // prepare data, build the model, (resume,) train with AdamW + schedule,
 // evaluate, checkpoint, and record everything in the run store.
+#include <unistd.h>
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <thread>
 
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "data/batch_loader.h"
+#include "eval/task_scoring.h"
 #include "latentlab/error.h"
+#include "latentlab/events.h"
 #include "latentlab/kv_budget.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
-#include "latentlab/memory_plan.h"
 #include "model/autocast_scope.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -23,12 +25,10 @@
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/device_memory.h"
-#include "eval/task_scoring.h"
-#include "latentlab/events.h"
-#include "train/trainer.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
+#include "train/trainer.h"
 #include "train/zero.h"
 
 namespace latentlab {
@@ -94,14 +94,14 @@ torch::Device rankDevice(const std::string& device, const DistEnv& dist) {
   return parseDevice(device);
 }
 
-} // namespace
+}  // namespace
 
 const char* const kMemoryHint =
     "Lower micro_batch (raising grad_accum keeps the batch), turn on recompute, use bf16, or more devices; "
     "`latentlab-engine run SPEC --check` shows the plan (--ignore-memory-plan starts anyway).";
 
 std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
-  if (spec.kind == RunKind::Eval) return {};   // no training state to plan
+  if (spec.kind == RunKind::Eval) return {};  // no training state to plan
   RunSpec local = spec;
   local.device = device;
   std::int64_t sourceParameters = 0;
@@ -109,7 +109,7 @@ std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device) {
   try {
     cfg = plannedModelConfig(spec, &sourceParameters);
   } catch (const Error&) {
-    return {};   // e.g. a resumed run whose original model folder is gone: loading reports what is wrong
+    return {};  // e.g. a resumed run whose original model folder is gone: loading reports what is wrong
   }
   const MemoryPlan plan = planMemory(cfg, local, availableBytesOn(local.device, listDevices()), sourceParameters);
   if (plan.fits()) return {};
@@ -128,14 +128,14 @@ namespace {
 // validation, checkpoints and task scores), and the summary. Every rank runs
 // the same steps; rank 0 (the writer) alone writes the store and checkpoints.
 class Trainer {
-public:
+ public:
   Trainer(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
           const CancelToken& cancel, RunSpec spec)
       : store(store), runId(runId), env(env), progress(progress), cancel(cancel), spec(std::move(spec)) {}
 
   RunResult run();
 
-private:
+ private:
   void joinProcessGroup();
   void checkMemoryPlan() const;
   void openRunFolder();
@@ -145,7 +145,7 @@ private:
   void startFromTheSameParameters();
   void prepareTaskScoring();
   void trainSteps();
-  bool step();   // false when the run failed at this step
+  bool step();  // false when the run failed at this step
   void finish();
   void writeSummary();
   void checkpoint(bool scoreEvalTasks);
@@ -166,10 +166,10 @@ private:
   bool writer = false;
   torch::Device device{torch::kCPU};
   std::unique_ptr<DataParallel> dp;
-  fs::path runDir;   // set once the run ID is known on every rank
+  fs::path runDir;  // set once the run ID is known on every rank
   RunIdentity identity;
   std::string canonicalSpec;
-  std::optional<fs::path> ckpt;   // the checkpoint the run resumes from
+  std::optional<fs::path> ckpt;  // the checkpoint the run resumes from
   fs::path startModel;
   // Precision: the parameters' dtype while built or loaded (fp32, fp64), the
   // dtype the model then trains in, and whether the forward runs under autocast.
@@ -177,13 +177,13 @@ private:
   bool bf16Weights = false;
   bool autocastBf16 = false;
   std::optional<PreparedData> data;
-  std::string tokenizerJson;   // carried by every checkpoint
+  std::string tokenizerJson;  // carried by every checkpoint
   std::optional<BatchLoader> train;
   std::optional<BatchLoader> val;
   json notes;
   std::shared_ptr<CausalLm> model;
-  std::optional<MasterWeights> master;   // bf16 weights without ZeRO: fp32 masters
-  std::vector<torch::Tensor> params;     // what the optimiser steps
+  std::optional<MasterWeights> master;  // bf16 weights without ZeRO: fp32 masters
+  std::vector<torch::Tensor> params;    // what the optimiser steps
   std::optional<torch::optim::AdamWOptions> adamw;
   std::unique_ptr<FusedAdamW> optimizer;
   std::unique_ptr<ShardedAdamW> zero;
@@ -237,8 +237,8 @@ void Trainer::joinProcessGroup() {
   if (!dist.distributed()) return;
   dp = std::make_unique<DataParallel>(dist, device);
   if (writer) {
-    progress.log(LogLevel::Info, "data parallel: " + std::to_string(dist.worldSize) + " ranks over " + dp->backendName() +
-                                     " (" + dist.launcher + ")");
+    progress.log(LogLevel::Info, "data parallel: " + std::to_string(dist.worldSize) + " ranks over " +
+                                     dp->backendName() + " (" + dist.launcher + ")");
   }
   const double id = dp->sum({writer ? static_cast<double>(runId) : 0.0})[0];
   if (!writer && runId == 0) runId = static_cast<std::int64_t>(id);
@@ -314,7 +314,8 @@ void Trainer::buildModel() {
   if (ckpt) {
     model = loadModel(startModel, torch::kCPU, paramType == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
     model->to(device, paramType);
-    if (fs::exists(notesPath, ec)) notes = parseJson(readTextFile(notesPath), notesPath.string(), ErrorCode::BadCheckpoint);
+    if (fs::exists(notesPath, ec))
+      notes = parseJson(readTextFile(notesPath), notesPath.string(), ErrorCode::BadCheckpoint);
     notes["parameters"] = countParameters(model->config());
   } else {
     model = buildModelForRun(spec, data->vocabSize, data->shard, device, paramType, progress, cancel, notes);
@@ -352,7 +353,8 @@ void Trainer::resume() {
   result.lastCheckpoint = *ckpt;
   progress.log(LogLevel::Info, "resumed from " + ckpt->string() + " at step " + std::to_string(state.step));
   if (writer) {
-    store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step), json{{"checkpoint", ckpt->string()}}.dump());
+    store.addEvent(runId, "resume", "resumed at step " + std::to_string(state.step),
+                   json{{"checkpoint", ckpt->string()}}.dump());
     emit(env, EngineEvent::logOf("info", "resumed at step " + std::to_string(state.step)));
   }
 }
@@ -407,8 +409,8 @@ void Trainer::scoreTasks(const fs::path& modelDir) {
   ChoiceEvalOptions o;
   o.model = modelDir;
   o.device = device.str();
-  ChoiceScorer scorer(o);   // the checkpoint's model, loaded once for every task
-  NullProgress quiet;   // the items are not the run's progress
+  ChoiceScorer scorer(o);  // the checkpoint's model, loaded once for every task
+  NullProgress quiet;      // the items are not the run's progress
   const TaskScoreTarget into{store, runId, state.step, env.lines, std::chrono::milliseconds(0)};
   for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
     const EvalTaskSpec& t = spec.evalTasks[k];
@@ -441,7 +443,7 @@ void Trainer::checkpoint(bool scoreEvalTasks) {
     }
     if (dp) dp->barrier();
     zero->save(staging / ("optimizer-rank" + std::to_string(env.dist.rank) + ".pt"));
-    if (bf16Weights) gathered = zero->gatherMasters();   // every rank takes part; rank 0 saves them
+    if (bf16Weights) gathered = zero->gatherMasters();  // every rank takes part; rank 0 saves them
     if (dp) dp->barrier();
     extras.optimizerShards = true;
     if (bf16Weights) extras.weights = &gathered;
@@ -461,7 +463,7 @@ void Trainer::checkpoint(bool scoreEvalTasks) {
     emit(env, EngineEvent::checkpointOf(state.step, result.lastCheckpoint.string()));
     if (scoreEvalTasks) scoreTasks(saved.dir / "model");
   }
-  if (dp) dp->barrier();   // no rank runs ahead of a checkpoint it may resume from
+  if (dp) dp->barrier();  // no rank runs ahead of a checkpoint it may resume from
 }
 
 void Trainer::validate() {
@@ -493,9 +495,9 @@ void Trainer::trainSteps() {
 void Trainer::failAtStep(ErrorCode code, const std::string& what, const std::string& advice) {
   if (metricWriter) metricWriter->flush();
   result.status = RunStatus::Failed;
-  result.error = Error(code, what + "; last good checkpoint: " +
-                                 (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string()) +
-                                 advice);
+  result.error =
+      Error(code, what + "; last good checkpoint: " +
+                      (result.lastCheckpoint.empty() ? std::string("none") : result.lastCheckpoint.string()) + advice);
 }
 
 bool Trainer::step() {
@@ -523,16 +525,19 @@ bool Trainer::step() {
     outOfMemory = what;
   }
   if (!outOfMemory.empty()) {
-    failAtStep(ErrorCode::Device, "out of memory at step " + std::to_string(state.step + 1) + " on " + device.str() +
-                                      " (" + outOfMemory.substr(0, outOfMemory.find('\n')) + ")",
+    failAtStep(ErrorCode::Device,
+               "out of memory at step " + std::to_string(state.step + 1) + " on " + device.str() + " (" +
+                   outOfMemory.substr(0, outOfMemory.find('\n')) + ")",
                "; lower micro_batch or turn on recompute, then resume");
     return false;
   }
   const double trainLoss = outcome.loss;
   const double gradNorm = outcome.gradNorm;
   if (!outcome.finite) {
-    failAtStep(ErrorCode::Numeric, std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
-               std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1), "");
+    failAtStep(ErrorCode::Numeric,
+               std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
+                   std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1),
+               "");
     return false;
   }
   state.step += 1;
@@ -583,7 +588,9 @@ void Trainer::writeSummary() {
                   {"final_train_loss", lastLoss},
                   {"parameters", notes.value("parameters", json(nullptr))},
                   {"kv_bytes_per_token", kv.bytesPerToken},
-                  {"kv_dtype", autocastBf16 || bf16Weights ? "bf16" : paramType == torch::kFloat64 ? "fp64" : "fp32"},
+                  {"kv_dtype", autocastBf16 || bf16Weights    ? "bf16"
+                               : paramType == torch::kFloat64 ? "fp64"
+                                                              : "fp32"},
                   {"kv_elements_per_token", kv.perToken},
                   {"kv_saving", kv.saving},
                   {"wall_seconds", wallNow()},
@@ -598,13 +605,13 @@ void Trainer::writeSummary() {
   if (state.bestValLoss) summary["best_val_loss"] = *state.bestValLoss;
   if (!lastTaskScores.empty()) summary["eval_tasks"] = lastTaskScores;
   if (env.dist.distributed())
-    summary["data_parallel"] = {{"world_size", env.dist.worldSize}, {"backend", dp->backendName()},
-                                {"launcher", env.dist.launcher}};
+    summary["data_parallel"] = {
+        {"world_size", env.dist.worldSize}, {"backend", dp->backendName()}, {"launcher", env.dist.launcher}};
   if (zero) summary["zero"] = {{"stage", zero->stage()}, {"state_bytes_per_rank", zero->stateBytes()}};
   store.setSummary(runId, summary.dump());
 }
 
-} // namespace
+}  // namespace
 
 RunResult trainRun(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
                    ProgressSink& progress, const CancelToken& cancel) {
@@ -612,4 +619,4 @@ RunResult trainRun(RunStore& store, std::int64_t runId, const JobEnvironment& en
   return trainer.run();
 }
 
-} // namespace latentlab
+}  // namespace latentlab

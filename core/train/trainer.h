@@ -14,4 +14,4 @@ namespace latentlab {
 RunResult trainRun(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
                    ProgressSink& progress, const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -10,7 +10,7 @@ namespace latentlab {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr std::int64_t kBucketElements = std::int64_t{1} << 24;   // 64 MiB of fp32 per collective
+constexpr std::int64_t kBucketElements = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective
 
 struct Range {
   std::int64_t start, length;
@@ -20,7 +20,7 @@ Range intersect(std::int64_t a0, std::int64_t a1, std::int64_t b0, std::int64_t 
   const std::int64_t s = std::max(a0, b0), e = std::min(a1, b1);
   return {s, std::max<std::int64_t>(0, e - s)};
 }
-} // namespace
+}  // namespace
 
 ShardedAdamW::ShardedAdamW(std::vector<torch::Tensor> params, const std::vector<torch::Tensor>& source,
                            const torch::optim::AdamWOptions& options, int stage, DataParallel* dp)
@@ -64,8 +64,7 @@ ShardedAdamW::ShardedAdamW(std::vector<torch::Tensor> params, const std::vector<
       if (r.length == 0) continue;
       const std::int64_t at = b.ownedOffset + (r.start - own0);
       const std::int64_t inParam = piece.paramOffset + (r.start - piece.flatOffset);
-      m_master.narrow(0, at, r.length)
-          .copy_(source[piece.param].detach().reshape({-1}).narrow(0, inParam, r.length));
+      m_master.narrow(0, at, r.length).copy_(source[piece.param].detach().reshape({-1}).narrow(0, inParam, r.length));
       // Matrices decay, norms and biases do not (the trainer's groups).
       const int cls = m_params[piece.param].dim() >= 2 ? 0 : 1;
       for (auto [k, buffer] : {std::pair{0, &m_master}, {1, &m_grad}, {2, &m_expAvg}, {3, &m_expAvgSq}})
@@ -82,8 +81,9 @@ torch::Tensor ShardedAdamW::gatherFromGrads(const Bucket& b) {
   auto flat = torch::zeros({m_world * b.slice}, m_master.options());
   for (const Piece& piece : b.pieces) {
     const auto& g = m_params[piece.param].grad();
-    if (!g.defined()) continue;   // no gradient on this rank: it counts as zeros
-    flat.narrow(0, piece.flatOffset - b.start, piece.length).copy_(g.reshape({-1}).narrow(0, piece.paramOffset, piece.length));
+    if (!g.defined()) continue;  // no gradient on this rank: it counts as zeros
+    flat.narrow(0, piece.flatOffset - b.start, piece.length)
+        .copy_(g.reshape({-1}).narrow(0, piece.paramOffset, piece.length));
   }
   return flat;
 }
@@ -96,7 +96,9 @@ void ShardedAdamW::scatterToParams(const Bucket& b, const torch::Tensor& flat, b
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
       target = p.grad();
     }
-    target.view({-1}).narrow(0, piece.paramOffset, piece.length).copy_(flat.narrow(0, piece.flatOffset - b.start, piece.length));
+    target.view({-1})
+        .narrow(0, piece.paramOffset, piece.length)
+        .copy_(flat.narrow(0, piece.flatOffset - b.start, piece.length));
   }
 }
 
@@ -115,7 +117,7 @@ void ShardedAdamW::reduceGradients() {
       m_dp->reduceScatterMean(mine, flat);
     }
   }
-  if (m_stage == 2) zeroGrad();   // only the slices' averages are kept
+  if (m_stage == 2) zeroGrad();  // only the slices' averages are kept
 }
 
 torch::Tensor ShardedAdamW::gradNorm() {
@@ -134,13 +136,15 @@ void ShardedAdamW::step() {
   torch::NoGradGuard noGrad;
   ++m_step;
   const auto [beta1, beta2] = m_options.betas();
-  auto count = torch::full({}, static_cast<double>(m_step), torch::TensorOptions().dtype(torch::kFloat32).device(m_master.device()));
+  auto count = torch::full({}, static_cast<double>(m_step),
+                           torch::TensorOptions().dtype(torch::kFloat32).device(m_master.device()));
   for (int cls = 0; cls < 2; ++cls) {
     auto& l = m_lists[cls];
     if (l[0].empty()) continue;
     std::vector<torch::Tensor> steps(l[0].size(), count);
     at::_fused_adamw_(l[0], l[1], l[2], l[3], /*max_exp_avg_sqs=*/{}, steps, m_options.lr(), beta1, beta2,
-                      cls == 0 ? m_options.weight_decay() : 0.0, m_options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+                      cls == 0 ? m_options.weight_decay() : 0.0, m_options.eps(), /*amsgrad=*/false,
+                      /*maximize=*/false);
   }
   for (const Bucket& b : m_buckets) {
     torch::Tensor mine = m_master.narrow(0, b.ownedOffset, b.slice);
@@ -167,7 +171,10 @@ std::vector<torch::Tensor> ShardedAdamW::gatherMasters() {
     }
     all = all.cpu();
     for (const Piece& piece : b.pieces) {
-      out[piece.param].view({-1}).narrow(0, piece.paramOffset, piece.length).copy_(all.narrow(0, piece.flatOffset - b.start, piece.length));
+      out[piece.param]
+          .view({-1})
+          .narrow(0, piece.paramOffset, piece.length)
+          .copy_(all.narrow(0, piece.flatOffset - b.start, piece.length));
     }
   }
   return out;
@@ -182,7 +189,7 @@ void ShardedAdamW::save(const fs::path& file) const {
   std::vector<torch::Tensor> avg, sq;
   for (const Bucket& b : m_buckets) {
     const std::int64_t own0 = b.start + m_rank * b.slice;
-    const Range r = intersect(own0, own0 + b.slice, 0, m_numel);   // the padding past the end is not state
+    const Range r = intersect(own0, own0 + b.slice, 0, m_numel);  // the padding past the end is not state
     if (r.length == 0) continue;
     ranges.push_back(r.start);
     ranges.push_back(r.length);
@@ -220,7 +227,8 @@ void ShardedAdamW::load(const std::vector<fs::path>& files) {
       archive.read("step", step);
       archive.read("numel", numel);
     } catch (const c10::Error& e) {
-      throw Error(ErrorCode::BadCheckpoint, file.string() + ": cannot read the optimizer shard: " + e.what_without_backtrace());
+      throw Error(ErrorCode::BadCheckpoint,
+                  file.string() + ": cannot read the optimizer shard: " + e.what_without_backtrace());
     }
     if (numel.item<std::int64_t>() != m_numel) {
       throw Error(ErrorCode::BadCheckpoint, file.string() + ": the shard is of a model with " +
@@ -245,11 +253,11 @@ void ShardedAdamW::load(const std::vector<fs::path>& files) {
     }
   }
   if (covered != wanted) {
-    throw Error(ErrorCode::BadCheckpoint, "the optimizer shards cover " + std::to_string(covered) + " of the " +
-                                              std::to_string(wanted) + " elements rank " + std::to_string(m_rank) +
-                                              " owns",
+    throw Error(ErrorCode::BadCheckpoint,
+                "the optimizer shards cover " + std::to_string(covered) + " of the " + std::to_string(wanted) +
+                    " elements rank " + std::to_string(m_rank) + " owns",
                 "Every rank's optimizer-rank*.pt of the checkpoint must be present.");
   }
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -25,7 +25,7 @@ namespace latentlab {
 class DataParallel;
 
 class ShardedAdamW {
-public:
+ public:
   // `params`: the model's parameters (updated after each step). `source`: the
   // same parameters' values at full precision (fp32/fp64), from which each
   // rank copies its master slices: the parameters themselves unless the
@@ -59,15 +59,15 @@ public:
   void load(const std::vector<std::filesystem::path>& files);
   std::int64_t steps() const { return m_step; }
 
-private:
-  struct Piece {          // a parameter's elements inside one flat range
+ private:
+  struct Piece {  // a parameter's elements inside one flat range
     std::size_t param;
     std::int64_t paramOffset, flatOffset, length;
   };
   struct Bucket {
-    std::int64_t start = 0, slice = 0;   // flat start, elements per rank
-    std::int64_t ownedOffset = 0;        // where this rank's slice sits in the owned buffers
-    std::vector<Piece> pieces;           // parameters overlapping the bucket
+    std::int64_t start = 0, slice = 0;  // flat start, elements per rank
+    std::int64_t ownedOffset = 0;       // where this rank's slice sits in the owned buffers
+    std::vector<Piece> pieces;          // parameters overlapping the bucket
   };
   // Copies `flat` (a bucket's world x slice elements) into the parameters (or their grads).
   void scatterToParams(const Bucket& b, const torch::Tensor& flat, bool intoGrads);
@@ -79,11 +79,11 @@ private:
   DataParallel* m_dp;
   int m_rank = 0, m_world = 1;
   std::int64_t m_numel = 0, m_owned = 0, m_step = 0;
-  std::vector<std::int64_t> m_offsets;   // each parameter's flat start
+  std::vector<std::int64_t> m_offsets;  // each parameter's flat start
   std::vector<Bucket> m_buckets;
   torch::Tensor m_master, m_grad, m_expAvg, m_expAvgSq;  // owned slices, end to end
   // Views of the owned buffers per weight-decay class (matrices / the rest).
   std::vector<torch::Tensor> m_lists[2][4];
 };
 
-} // namespace latentlab
+}  // namespace latentlab

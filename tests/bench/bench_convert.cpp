@@ -41,7 +41,8 @@ void conversionPerShape(BenchReport& report) {
     initializeWeights(*model, 0.02, false);
     model->eval();
     std::vector<torch::Tensor> calibration;
-    for (int i = 0; i < (quick ? 1 : 4); ++i) calibration.push_back(torch::randint(0, cfg.vocabSize, {4, 512}, torch::kInt64));
+    for (int i = 0; i < (quick ? 1 : 4); ++i)
+      calibration.push_back(torch::randint(0, cfg.vocabSize, {4, 512}, torch::kInt64));
     ConversionOptions opts;
     opts.rope = RopeStrategy::TwoNorm;
     opts.ropePairs = defaultRopePairs(cfg.headDim);

@@ -96,10 +96,11 @@ void multipleChoice(BenchReport& report) {
     for (const std::int64_t batchTokens : {std::int64_t{4096}, std::int64_t{1}}) {
       o.batchTokens = batchTokens;
       ChoiceScorer scorer(o);
-      scorer.score(std::vector<ChoiceItem>(task.begin(), task.begin() + 5), 0, quiet, cancel);   // warm-up
+      scorer.score(std::vector<ChoiceItem>(task.begin(), task.begin() + 5), 0, quiet, cancel);  // warm-up
       const ChoiceEvalResult r = scorer.score(task, 0, quiet, cancel);
       const double per1000 = r.seconds / static_cast<double>(task.size()) * 1000.0;
-      report.add({"eval", shape.arch + (batchTokens > 1 ? " multiple choice, batched" : " multiple choice, one request a pass"),
+      report.add({"eval",
+                  shape.arch + (batchTokens > 1 ? " multiple choice, batched" : " multiple choice, one request a pass"),
                   per1000, "s/1k items",
                   std::to_string(task.size()) + " four-choice items timed" +
                       (batchTokens > 1 ? ", up to 4096 padded tokens a pass" : "") + "; " + o.device + ", fp32, " +
@@ -110,8 +111,8 @@ void multipleChoice(BenchReport& report) {
   fs::remove_all(root, ec);
 }
 
-} // namespace
+}  // namespace
 
 LATENTLAB_BENCH("eval", multipleChoice);
 
-} // namespace latentlab::bench
+}  // namespace latentlab::bench

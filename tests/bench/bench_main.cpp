@@ -22,7 +22,9 @@ BenchOptions& mutableBenchOptions() {
   static BenchOptions options;
   return options;
 }
-const BenchOptions& benchOptions() { return mutableBenchOptions(); }
+const BenchOptions& benchOptions() {
+  return mutableBenchOptions();
+}
 
 std::vector<std::pair<std::string, BenchFn>>& benchSections() {
   static std::vector<std::pair<std::string, BenchFn>> sections;
@@ -33,7 +35,7 @@ BenchRegistrar::BenchRegistrar(const std::string& section, BenchFn fn) {
   benchSections().emplace_back(section, std::move(fn));
 }
 
-} // namespace latentlab::bench
+}  // namespace latentlab::bench
 
 int main(int argc, char** argv) {
   latentlab::reexecWithPassiveOpenMpWait(argv);
@@ -43,21 +45,25 @@ int main(int argc, char** argv) {
   std::set<std::string> only;
   for (int i = 1; i < argc; ++i) {
     BenchOptions& options = mutableBenchOptions();
-    if (std::strcmp(argv[i], "--json") == 0) json = true;
-    else if (std::strcmp(argv[i], "--quick") == 0) options.quick = true;
+    if (std::strcmp(argv[i], "--json") == 0)
+      json = true;
+    else if (std::strcmp(argv[i], "--quick") == 0)
+      options.quick = true;
     else if ((std::strcmp(argv[i], "--device") == 0 || std::strcmp(argv[i], "--dtype") == 0) && i + 1 < argc) {
       std::string& target = std::strcmp(argv[i], "--device") == 0 ? options.device : options.dtype;
       target = argv[++i];
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: latentlab-bench [--json] [--quick] [--device cpu|cuda[:N]] [--dtype f32|bf16] [SECTION...]\n"
-                  "Rows stream to stderr as they are measured; the table (or JSON) goes to stdout.\nsections:");
+      std::printf(
+          "usage: latentlab-bench [--json] [--quick] [--device cpu|cuda[:N]] [--dtype f32|bf16] [SECTION...]\n"
+          "Rows stream to stderr as they are measured; the table (or JSON) goes to stdout.\nsections:");
       for (const auto& [name, fn] : benchSections()) std::printf(" %s", name.c_str());
       std::printf("\n");
       return 0;
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr, "latentlab-bench: unknown option %s (see --help)\n", argv[i]);
       return 2;
-    } else only.insert(argv[i]);
+    } else
+      only.insert(argv[i]);
   }
   for (const std::string& name : only) {
     bool known = false;
@@ -87,13 +93,19 @@ int main(int argc, char** argv) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : report.rows())
-      out.push_back({{"section", r.section}, {"name", r.name}, {"value", r.value}, {"unit", r.unit}, {"note", r.note},
-                      {"device", options.device}, {"dtype", options.dtype}});
+      out.push_back({{"section", r.section},
+                     {"name", r.name},
+                     {"value", r.value},
+                     {"unit", r.unit},
+                     {"note", r.note},
+                     {"device", options.device},
+                     {"dtype", options.dtype}});
     std::cout << out.dump(2) << "\n";
   } else {
     std::printf("| section | measurement | value | unit | note |\n|---|---|---:|---|---|\n");
     for (const auto& r : report.rows())
-      std::printf("| %s | %s | %.4g | %s | %s |\n", r.section.c_str(), r.name.c_str(), r.value, r.unit.c_str(), r.note.c_str());
+      std::printf("| %s | %s | %.4g | %s | %s |\n", r.section.c_str(), r.name.c_str(), r.value, r.unit.c_str(),
+                  r.note.c_str());
   }
   return failed == 0 ? 0 : 1;
 }

@@ -9,18 +9,19 @@
 namespace latentlab::bench {
 
 struct BenchRow {
-  std::string section;   // e.g. "tokenizer"
-  std::string name;      // e.g. "encode demo corpus"
+  std::string section;  // e.g. "tokenizer"
+  std::string name;     // e.g. "encode demo corpus"
   double value;
-  std::string unit;      // e.g. "MB/s"
-  std::string note;      // shapes, ratios
+  std::string unit;  // e.g. "MB/s"
+  std::string note;  // shapes, ratios
 };
 
 class BenchReport {
-public:
+ public:
   void add(BenchRow row);
   const std::vector<BenchRow>& rows() const { return m_rows; }
-private:
+
+ private:
   std::vector<BenchRow> m_rows;
 };
 
@@ -43,7 +44,6 @@ struct BenchRegistrar {
 
 std::vector<std::pair<std::string, BenchFn>>& benchSections();
 
-} // namespace latentlab::bench
+}  // namespace latentlab::bench
 
-#define LATENTLAB_BENCH(section, fn) \
-  static ::latentlab::bench::BenchRegistrar latentlab_bench_##fn(section, fn)
+#define LATENTLAB_BENCH(section, fn) static ::latentlab::bench::BenchRegistrar latentlab_bench_##fn(section, fn)

@@ -1,6 +1,7 @@
 // Run store benchmarks: metric rows/s from one batched writer while a reader
 // thread polls rowsSince like a live chart, and the downsampled query time of
 // a 1M-point series.
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -8,7 +9,6 @@
 #include <ctime>
 #include <filesystem>
 #include <thread>
-#include <unistd.h>
 
 #include "bench_registry.h"
 #include "latentlab/run_store.h"
@@ -18,7 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 template <class Fn>
 double medianSeconds(int repeats, Fn&& fn) {
@@ -112,8 +114,8 @@ void benchStore(BenchReport& report) {
   benchDownsample(dir / "series.db", report);
 }
 
-} // namespace
+}  // namespace
 
 LATENTLAB_BENCH("store", benchStore);
 
-} // namespace latentlab::bench
+}  // namespace latentlab::bench

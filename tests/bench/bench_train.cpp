@@ -33,7 +33,7 @@ struct Linear {
 // Every weight matmul of the model: the per-layer projections and the LM head.
 std::vector<Linear> linearShapes(const ModelConfig& c) {
   const std::int64_t d = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, L = c.numLayers;
-  return {{d, q, L}, {d, kv, 2 * L}, {q, d, L}, {d, c.intermediateSize, 2 * L}, {c.intermediateSize, d, L},
+  return {{d, q, L},          {d, kv, 2 * L}, {q, d, L}, {d, c.intermediateSize, 2 * L}, {c.intermediateSize, d, L},
           {d, c.vocabSize, 1}};
 }
 
@@ -47,8 +47,8 @@ std::pair<double, double> gemmReference(const ModelConfig& cfg, std::int64_t M, 
   for (const auto& l : linearShapes(cfg)) {
     auto x = torch::randn({M, l.in}, opts), w = torch::randn({l.out, l.in}, opts), dy = torch::randn({M, l.out}, opts);
     auto best = [&](auto&& fn) { return bestOf(device, 3, fn); };
-    const double t = best([&] { torch::mm(x, w.t()); }) + best([&] { torch::mm(dy, w); }) +
-                     best([&] { torch::mm(dy.t(), x); });
+    const double t =
+        best([&] { torch::mm(x, w.t()); }) + best([&] { torch::mm(dy, w); }) + best([&] { torch::mm(dy.t(), x); });
     seconds += t * static_cast<double>(l.count);
     flops += 6.0 * static_cast<double>(M * l.in * l.out * l.count);
   }
@@ -113,10 +113,13 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
   settings.clip = 1.0;
   auto step = [&](Phases& p) {
     StepPhases sp;
-    (void)latentlab::trainStep(*model, opt, params, [&] {
-      loader.next(b);
-      return torch::from_blob(b.ids.data(), {b.rows, b.cols}, torch::kInt64).to(device);
-    }, settings, nullptr, &sp);
+    (void)latentlab::trainStep(
+        *model, opt, params,
+        [&] {
+          loader.next(b);
+          return torch::from_blob(b.ids.data(), {b.rows, b.cols}, torch::kInt64).to(device);
+        },
+        settings, nullptr, &sp);
     p.data += sp.data;
     p.fwdBwd += sp.forwardBackward;
     p.optimizer += sp.optimizer;
@@ -197,14 +200,15 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
                 fixed(recomputedStep * 1e3, 0) + " / " + fixed(keptStep * 1e3, 0) + " ms per step"});
     if (keptPeak >= 0 && recomputedPeak >= 0) {
       report.add({"train", shape + " activation memory, recompute on / off", recomputedPeak / (1 << 20), "MiB",
-                  "off: " + fixed(keptPeak / (1 << 20), 0) + " MiB; the step's peak in tensors of 1 MiB or more above "
-                  "what it holds between steps (activations, logits and loss buffers)"});
+                  "off: " + fixed(keptPeak / (1 << 20), 0) +
+                      " MiB; the step's peak in tensors of 1 MiB or more above "
+                      "what it holds between steps (activations, logits and loss buffers)"});
     }
   }
   report.add({"train", shape + " step time outside matmuls", 100.0 * (1.0 - gemmSeconds / stepSeconds), "%",
-              "1 - (step's GEMMs alone) / step; of the step: optimizer " +
-                  fixed(100.0 * ph.optimizer / ph.total()) + "%, data " + fixed(100.0 * ph.data / ph.total(), 2) +
-                  "%, loss/norm sync " + fixed(100.0 * ph.sync / ph.total(), 2) + "%"});
+              "1 - (step's GEMMs alone) / step; of the step: optimizer " + fixed(100.0 * ph.optimizer / ph.total()) +
+                  "%, data " + fixed(100.0 * ph.data / ph.total(), 2) + "%, loss/norm sync " +
+                  fixed(100.0 * ph.sync / ph.total(), 2) + "%"});
 
   // The optimiser step alone, fused vs LibTorch's reference, on the step's gradients.
   {
@@ -237,6 +241,6 @@ void benchTrain(BenchReport& report) {
   if (benchDevice().is_cuda()) benchTrainStep(report, "smollm-135m", 49152, 16, 1024, quick ? 3 : 10);
 }
 
-} // namespace
+}  // namespace
 LATENTLAB_BENCH("train", benchTrain);
-} // namespace latentlab::bench
+}  // namespace latentlab::bench

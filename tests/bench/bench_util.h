@@ -13,8 +13,12 @@
 
 namespace latentlab::bench {
 
-inline torch::Device benchDevice() { return parseDevice(benchOptions().device); }
-inline bool benchBf16() { return benchOptions().dtype == "bf16"; }
+inline torch::Device benchDevice() {
+  return parseDevice(benchOptions().device);
+}
+inline bool benchBf16() {
+  return benchOptions().dtype == "bf16";
+}
 
 // Waits for queued kernels so wall-clock time covers them (no-op on CPU).
 inline void syncDevice(const torch::Device& device) {
@@ -49,4 +53,4 @@ inline std::string fixed(double v, int digits = 1) {
   return buf;
 }
 
-} // namespace latentlab::bench
+}  // namespace latentlab::bench

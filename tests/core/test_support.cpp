@@ -1,14 +1,14 @@
 // Scratch folders and Python peer invocation for the tests.
 #include "test_support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
@@ -28,7 +28,7 @@ ScratchRegistry& registry() {
   static ScratchRegistry r;
   return r;
 }
-} // namespace
+}  // namespace
 
 fs::path scratchDir(const std::string& name) {
   static std::mt19937_64 rng(std::random_device{}());
@@ -44,8 +44,10 @@ fs::path scratchDir(const std::string& name) {
 std::string shellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -85,4 +87,4 @@ bool pythonHas(const std::string& module) {
   return ok;
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

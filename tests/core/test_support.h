@@ -23,4 +23,4 @@ int runCommand(const std::string& command, std::string* output = nullptr);
 // Shell-quotes one argument.
 std::string shellQuote(const std::string& s);
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

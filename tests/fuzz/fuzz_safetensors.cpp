@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const std::byte* p = file.data(t);
       for (std::uint64_t i = t.begin; i < t.end; ++i) sum += static_cast<std::uint8_t>(p[i - t.begin]);
     }
-    if (sum == 1) std::fputc(' ', stderr);   // keep the reads
+    if (sum == 1) std::fputc(' ', stderr);  // keep the reads
   });
   return 0;
 }

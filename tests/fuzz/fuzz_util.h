@@ -3,6 +3,7 @@
 // sanitizer report) and a scratch file for parsers that read paths.
 #pragma once
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "latentlab/error.h"
 
@@ -36,9 +36,9 @@ inline std::filesystem::path scratchFile(const std::string& name, const std::uin
     return d;
   }();
   const auto path = dir / name;
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                  static_cast<std::streamsize>(size));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   return path;
 }
 
-} // namespace latentlab::fuzz
+}  // namespace latentlab::fuzz

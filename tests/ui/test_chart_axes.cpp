@@ -5,14 +5,14 @@
 // distinct stored colours for thirty runs across experiments, and runs
 // grouped by a config field (mean and min-max band, chosen from the keyboard),
 // and small multiples with linked zoom and crosshair.
-#include <QCheckBox>
 #include <QChart>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QItemSelectionModel>
 #include <QScreen>
 #include <QTemporaryDir>
-#include <QWindow>
 #include <QTreeView>
+#include <QWindow>
 #include <QtTest>
 #include <cmath>
 #include <random>
@@ -43,11 +43,11 @@ bool isNiceMultiple(double v, double step) {
   return niceStep && std::abs(k - std::round(k)) < 1e-6;
 }
 
-} // namespace
+}  // namespace
 
 class TestChartAxes : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void ticksAreOneTwoFiveMultiplesThatCoverTheData() {
@@ -58,8 +58,11 @@ private Q_SLOTS:
     };
     const std::vector<Case> cases = {
         {4.87, 5.09, TickStyle::Plain, {}},
-        {0, 61440, TickStyle::Count, {QStringLiteral("0"), QStringLiteral("10k"), QStringLiteral("20k"), QStringLiteral("30k"),
-                                      QStringLiteral("40k"), QStringLiteral("50k"), QStringLiteral("60k")}},
+        {0,
+         61440,
+         TickStyle::Count,
+         {QStringLiteral("0"), QStringLiteral("10k"), QStringLiteral("20k"), QStringLiteral("30k"),
+          QStringLiteral("40k"), QStringLiteral("50k"), QStringLiteral("60k")}},
         {-0.07, 0.02, TickStyle::Plain, {}},
         {0, 1e-3, TickStyle::Plain, {}},
         {1, 300, TickStyle::Count, {}},
@@ -70,7 +73,8 @@ private Q_SLOTS:
       const double pad = c.style == TickStyle::Plain ? 0.06 * (c.hi - c.lo) : 0;
       const double lo = c.lo - pad, hi = c.hi + pad;
       const AxisTicks t = niceTicks(lo, hi, 8, TickStyle(c.style));
-      QVERIFY2(t.values.size() >= 3 && t.values.size() <= 8, qPrintable(QStringLiteral("%1..%2: %3 ticks").arg(c.lo).arg(c.hi).arg(t.values.size())));
+      QVERIFY2(t.values.size() >= 3 && t.values.size() <= 8,
+               qPrintable(QStringLiteral("%1..%2: %3 ticks").arg(c.lo).arg(c.hi).arg(t.values.size())));
       for (double v : t.values) {
         QVERIFY2(isNiceMultiple(v, t.step), qPrintable(QStringLiteral("%1 step %2").arg(v).arg(t.step)));
         QVERIFY(v >= lo - 1e-12 && v <= hi + 1e-12);
@@ -88,8 +92,8 @@ private Q_SLOTS:
     const AxisTicks diff = niceTicks(-0.0742, 0.0251, 8, TickStyle::Plain);
     QStringList d;
     for (const auto& l : diff.labels) d << QString::fromStdString(l);
-    QCOMPARE(d, (QStringList{QStringLiteral("-0.06"), QStringLiteral("-0.04"), QStringLiteral("-0.02"), QStringLiteral("0"),
-                             QStringLiteral("0.02")}));
+    QCOMPARE(d, (QStringList{QStringLiteral("-0.06"), QStringLiteral("-0.04"), QStringLiteral("-0.02"),
+                             QStringLiteral("0"), QStringLiteral("0.02")}));
     QCOMPARE(tickLabel(4e-4, 2e-4, TickStyle::Plain), std::string("4e-4"));
     QCOMPARE(tickLabel(1.5e6, 5e5, TickStyle::Count), std::string("1.5M"));
     QCOMPARE(tickLabel(4.9, 0.05, TickStyle::Plain), std::string("4.90"));
@@ -107,19 +111,22 @@ private Q_SLOTS:
     const AxisTicks two = logTicks(std::log10(0.2), std::log10(30.0), 10);
     QStringList l;
     for (const auto& s : two.labels) l << QString::fromStdString(s);
-    QVERIFY2(l.contains(QStringLiteral("0.5")) && l.contains(QStringLiteral("2")) && l.contains(QStringLiteral("20")), qPrintable(l.join(' ')));
+    QVERIFY2(l.contains(QStringLiteral("0.5")) && l.contains(QStringLiteral("2")) && l.contains(QStringLiteral("20")),
+             qPrintable(l.join(' ')));
   }
 
   void yFitsTheVisibleDataAfterARunStreamsIn() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
-    const qint64 a = store->createRun(std::nullopt, "demo 2-norm d_kv 8", "convert-finetune", R"({"steps":300})", "cpu");
+    const qint64 a =
+        store->createRun(std::nullopt, "demo 2-norm d_kv 8", "convert-finetune", R"({"steps":300})", "cpu");
     const qint64 b = store->createRun(std::nullopt, "demo high d_kv 8", "convert-finetune", R"({"steps":300})", "cpu");
     store->setStatus(a, RunStatus::Running);
     store->setStatus(b, RunStatus::Running);
     ChartView chart(store);
     QVERIFY(uitest::showChart(chart, 900, 560));
-    chart.setRuns({{a, QStringLiteral("demo 2-norm d_kv 8")}, {b, QStringLiteral("demo high d_kv 8")}});  // empty: nothing yet
+    chart.setRuns(
+        {{a, QStringLiteral("demo 2-norm d_kv 8")}, {b, QStringLiteral("demo high d_kv 8")}});  // empty: nothing yet
     // Loss from 8.3 falling to about 5 with noise, validation every 50 steps, streamed in bursts.
     std::mt19937 rng(7);
     std::normal_distribution<double> noise(0.0, 0.08);
@@ -151,28 +158,34 @@ private Q_SLOTS:
     double lowest = 1e9;
     for (const qint64 run : {a, b}) {
       for (const MetricPoint& p : store->series(run, "train/loss", 0, 1'000'000, 100000)) values.push_back(p.value);
-      for (const MetricPoint& p : store->series(run, "val/loss", 0, 1'000'000, 100000)) lowest = std::min(lowest, p.value);
+      for (const MetricPoint& p : store->series(run, "val/loss", 0, 1'000'000, 100000))
+        lowest = std::min(lowest, p.value);
     }
     const double q05 = quantile(values, 0.05), q95 = quantile(values, 0.95);
     lowest = std::min(lowest, q05);
     const auto [y0, y1] = chart.visibleY();
-    QVERIFY2(y0 <= q05 && y1 >= q95, qPrintable(QStringLiteral("y %1..%2, band %3..%4").arg(y0).arg(y1).arg(q05).arg(q95)));
-    QVERIFY2((lowest - y0) / (y1 - y0) <= 0.25, qPrintable(QStringLiteral("empty below: %1").arg((lowest - y0) / (y1 - y0))));
+    QVERIFY2(y0 <= q05 && y1 >= q95,
+             qPrintable(QStringLiteral("y %1..%2, band %3..%4").arg(y0).arg(y1).arg(q05).arg(q95)));
+    QVERIFY2((lowest - y0) / (y1 - y0) <= 0.25,
+             qPrintable(QStringLiteral("empty below: %1").arg((lowest - y0) / (y1 - y0))));
     QVERIFY2((y1 - y0) < 2.0, qPrintable(QStringLiteral("y %1..%2 for curves near 5").arg(y0).arg(y1)));
     // The ticks the axes draw are nice numbers.
     QVERIFY(chart.yTickLabels().size() >= 3);
-    for (const QString& l : chart.xTickLabels()) QVERIFY2(l.toDouble() == 0 || std::fmod(l.toDouble(), 50) == 0, qPrintable(l));
+    for (const QString& l : chart.xTickLabels())
+      QVERIFY2(l.toDouble() == 0 || std::fmod(l.toDouble(), 50) == 0, qPrintable(l));
     // Tokens: SI suffixes.
     chart.setXAxis(ChartView::XAxis::Tokens);
-    QVERIFY2(chart.xTickLabels().contains(QStringLiteral("100k")) || chart.xTickLabels().contains(QStringLiteral("200k")),
-             qPrintable(chart.xTickLabels().join(' ')));
+    QVERIFY2(
+        chart.xTickLabels().contains(QStringLiteral("100k")) || chart.xTickLabels().contains(QStringLiteral("200k")),
+        qPrintable(chart.xTickLabels().join(' ')));
     // Ignoring outliers off: the early 8.3 is in range again.
     chart.setIgnoreOutliers(false);
     QVERIFY(chart.visibleY().second > 8.0);
     // Log y on loss that stays inside a decade: labelled ticks.
     chart.setLogY(true);
     QVERIFY2(chart.yTickLabels().size() >= 3, qPrintable(chart.yTickLabels().join(' ')));
-    for (double v : chart.yTickValues()) QVERIFY(v >= chart.visibleY().first * 0.999 && v <= chart.visibleY().second * 1.001);
+    for (double v : chart.yTickValues())
+      QVERIFY(v >= chart.visibleY().first * 0.999 && v <= chart.visibleY().second * 1.001);
     // Differences get a zero line; overlays do not.
     QVERIFY(!chart.hasZeroLine());
     chart.setCompareMode(CompareMode::Difference);
@@ -229,8 +242,8 @@ private Q_SLOTS:
     const std::vector<double> smoothed = smoothTensorBoard(raw, 0.98);
     auto inside = [&] {
       const auto [y0, y1] = chart.visibleY();
-      return static_cast<double>(std::count_if(smoothed.begin(), smoothed.end(),
-                                                [&](double v) { return v >= y0 && v <= y1; })) /
+      return static_cast<double>(
+                 std::count_if(smoothed.begin(), smoothed.end(), [&](double v) { return v >= y0 && v <= y1; })) /
              static_cast<double>(smoothed.size());
     };
     QVERIFY2(inside() >= 0.95, qPrintable(QString::number(inside())));
@@ -267,7 +280,8 @@ private Q_SLOTS:
     QTest::mouseClick(window, Qt::RightButton, {}, viewport->mapTo(&chart, from));
     QTRY_VERIFY(chart.visibleX().first < 50);
     QTest::qWait(300);
-    const QImage onScreen = window->screen()->grabWindow(window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
+    const QImage onScreen =
+        window->screen()->grabWindow(window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
     const QImage fresh = chart.grab().toImage().convertToFormat(QImage::Format_RGB32);
     QCOMPARE(onScreen.size(), fresh.size());
     int differing = 0;
@@ -315,7 +329,7 @@ private Q_SLOTS:
       for (int s = 1; s <= 20; ++s) w.add("train/loss", s, s * 10, s, 4.0 + 0.01 * i - 0.01 * s);
       runs.push_back({id, QString::fromStdString("run " + std::to_string(i))});
     }
-    QCOMPARE(runColor(runs[0].id), runColor(runs[9].id));   // the case: first runs alike
+    QCOMPARE(runColor(runs[0].id), runColor(runs[9].id));  // the case: first runs alike
     ChartView chart(store);
     QVERIFY(uitest::showChart(chart));
     chart.setMetric(QStringLiteral("train/loss"));
@@ -323,7 +337,8 @@ private Q_SLOTS:
     chart.setGroupBy(QStringLiteral("attention"));
     const auto entries = chart.legend()->entries();
     QCOMPARE(entries.size(), 2);
-    QVERIFY2(entries[0].color != entries[1].color, qPrintable(entries[0].color.name() + QLatin1Char(' ') + entries[1].color.name()));
+    QVERIFY2(entries[0].color != entries[1].color,
+             qPrintable(entries[0].color.name() + QLatin1Char(' ') + entries[1].color.name()));
   }
 
   void legendClicksHideSoloAndHighlightRuns() {
@@ -390,14 +405,15 @@ private Q_SLOTS:
     QVector<ChartRun> runs;
     for (const char* strategy : {"high", "2-norm"}) {
       for (int seed = 1; seed <= 3; ++seed) {
-        const std::string spec =
-            std::string("{\"conversion\":{\"rope_strategy\":\"") + strategy + "\"},\"seed\":" + std::to_string(seed) + "}";
+        const std::string spec = std::string("{\"conversion\":{\"rope_strategy\":\"") + strategy +
+                                 "\"},\"seed\":" + std::to_string(seed) + "}";
         const std::string name = std::string(strategy) + " seed " + std::to_string(seed);
         const qint64 id = store->createRun(std::nullopt, name, "convert-finetune", spec, "cpu");
         // Seeds 1..3 offset the loss by 0.1, 0.2, 0.3; the seed-2 run logs every other step.
         MetricWriter w = store->metricWriter(id);
         const double base = std::string(strategy) == "high" ? 5.0 : 4.0;
-        for (int s = seed == 2 ? 2 : 1; s <= 100; s += seed == 2 ? 2 : 1) w.add("train/loss", s, s * 100, s, base + 0.1 * seed - 0.001 * s);
+        for (int s = seed == 2 ? 2 : 1; s <= 100; s += seed == 2 ? 2 : 1)
+          w.add("train/loss", s, s * 100, s, base + 0.1 * seed - 0.001 * s);
         runs.push_back({id, QString::fromStdString(name)});
       }
     }
@@ -417,7 +433,8 @@ private Q_SLOTS:
     QTest::keyClick(group, Qt::Key_Down);
     QCOMPARE(chart.groupBy(), QStringLiteral("conversion.rope_strategy"));
     QCOMPARE(chart.legend()->entries().size(), 2);
-    QCOMPARE(chart.curveLabels(), (QStringList{QStringLiteral("rope_strategy = high (3 runs)"), QStringLiteral("rope_strategy = 2-norm (3 runs)")}));
+    QCOMPARE(chart.curveLabels(), (QStringList{QStringLiteral("rope_strategy = high (3 runs)"),
+                                               QStringLiteral("rope_strategy = 2-norm (3 runs)")}));
     // The mean of the three seeds (offset 0.2) and their band (0.1..0.3), at
     // every step the three cover, the seed-2 run interpolated between its rows.
     const auto high = chart.curveGroup(QStringLiteral("rope_strategy = high (3 runs)"));
@@ -471,24 +488,28 @@ private Q_SLOTS:
     const auto cells = chart.cells();
     QStringList metrics;
     for (const ChartView* c : cells) metrics << c->metric();
-    QCOMPARE(metrics, (QStringList{QStringLiteral("train/loss"), QStringLiteral("val/loss"), QStringLiteral("lr"), QStringLiteral("grad_norm"),
-                                   QStringLiteral("tokens_per_s"), QStringLiteral("kv/latent_norm")}));
+    QCOMPARE(metrics, (QStringList{QStringLiteral("train/loss"), QStringLiteral("val/loss"), QStringLiteral("lr"),
+                                   QStringLiteral("grad_norm"), QStringLiteral("tokens_per_s"),
+                                   QStringLiteral("kv/latent_norm")}));
     QTest::qWait(50);
     for (const ChartView* c : cells) QVERIFY(c->isVisible() && c->seriesCount() > 0);
     // In a grid this small each cell still reads as a scale (3 y ticks or
     // more), its title at the widget's own size, and every cell spans the
     // same x (the validation cell, whose points start at step 50, too).
     for (const ChartView* c : cells) {
-      QVERIFY2(c->yTickValues().size() >= 3, qPrintable(c->metric() + QStringLiteral(": %1 y ticks").arg(c->yTickValues().size())));
+      QVERIFY2(c->yTickValues().size() >= 3,
+               qPrintable(c->metric() + QStringLiteral(": %1 y ticks").arg(c->yTickValues().size())));
       QVERIFY2(c->canvas()->chart()->titleFont().pointSizeF() >= 0.9 * c->font().pointSizeF(),
-               qPrintable(c->metric() + QStringLiteral(": title %1 pt").arg(c->canvas()->chart()->titleFont().pointSizeF())));
+               qPrintable(c->metric() +
+                          QStringLiteral(": title %1 pt").arg(c->canvas()->chart()->titleFont().pointSizeF())));
       QCOMPARE(c->visibleX(), cells[0]->visibleX());
       QCOMPARE(c->xTickLabels(), cells[0]->xTickLabels());
     }
     // Each fits its own y: the learning rate's axis is not the loss axis.
     QVERIFY(cells[2]->visibleY().second < 0.01 && cells[0]->visibleY().first > 3.0);
     // The learning rate is never smoothed: the crosshair reads its exact value.
-    QCOMPARE(cells[2]->crosshairLines(10.0).at(1), QStringLiteral("a: %1").arg(QString::number(1e-3 * 10 / 50.0, 'g', 5)));
+    QCOMPARE(cells[2]->crosshairLines(10.0).at(1),
+             QStringLiteral("a: %1").arg(QString::number(1e-3 * 10 / 50.0, 'g', 5)));
     // A drag across the loss cell zooms every cell to the same steps.
     ChartCanvas* canvas = cells[0]->canvas();
     const QRectF plot = canvas->chart()->plotArea();
@@ -500,7 +521,8 @@ private Q_SLOTS:
     const auto zoomed = cells[0]->visibleX();
     QVERIFY(zoomed.second - zoomed.first < 100);
     for (const ChartView* c : cells) {
-      QVERIFY(std::abs(c->visibleX().first - zoomed.first) < 1e-6 && std::abs(c->visibleX().second - zoomed.second) < 1e-6);
+      QVERIFY(std::abs(c->visibleX().first - zoomed.first) < 1e-6 &&
+              std::abs(c->visibleX().second - zoomed.second) < 1e-6);
     }
     // One crosshair: moving over the loss cell shows it at the same step in the others.
     QTest::mouseMove(canvas->viewport(), plot.center().toPoint());
@@ -541,7 +563,8 @@ private Q_SLOTS:
       for (const auto& e : w.chart()->legend()->entries()) colours.push_back(e.color);
       double closest = 1e9;
       for (std::size_t i = 0; i < colours.size(); ++i) {
-        for (std::size_t k = i + 1; k < colours.size(); ++k) closest = std::min(closest, labDistance(colours[i], colours[k]));
+        for (std::size_t k = i + 1; k < colours.size(); ++k)
+          closest = std::min(closest, labDistance(colours[i], colours[k]));
       }
       QVERIFY2(closest > 12.0, qPrintable(QStringLiteral("closest pair: CIELAB distance %1").arg(closest)));
       for (const auto& e : w.chart()->legend()->entries()) stored << e.color.name();

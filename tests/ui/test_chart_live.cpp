@@ -17,7 +17,7 @@ using namespace latentlab::ui;
 
 class TestChartLive : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void seriesGrowsWhileTheEngineWritesAndRedrawsStayBounded() {
@@ -48,14 +48,13 @@ private Q_SLOTS:
       if (seen.isEmpty() || seen.last() != n) seen << n;
     }
     QVERIFY2(!finished.isEmpty(), qPrintable(QStringLiteral("the engine job did not finish: status %1, curve sizes %2")
-                                                  .arg(QString::fromLatin1(runStatusName(jobs.job(id)->status)))
-                                                  .arg(seen.size())));
+                                                 .arg(QString::fromLatin1(runStatusName(jobs.job(id)->status)))
+                                                 .arg(seen.size())));
     QCOMPARE(finished.at(0).at(1).toInt(), 0);
     QTRY_COMPARE_WITH_TIMEOUT(chart.pointCount(id, QStringLiteral("train/loss")), steps, 3000);
     const double seconds = static_cast<double>(t.elapsed()) / 1000.0;
     const int redraws = chart.redrawCount() - before;
-    qInfo("sizes seen while running: %s; %d redraws in %.1f s",
-          qPrintable([&] {
+    qInfo("sizes seen while running: %s; %d redraws in %.1f s", qPrintable([&] {
             QStringList s;
             for (int n : seen) s << QString::number(n);
             return s.join(QLatin1Char(' '));

@@ -12,7 +12,7 @@ using namespace latentlab::ui;
 
 class TestChartView : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void burstOfAThousandPointsIsOneRedraw() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

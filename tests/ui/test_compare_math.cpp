@@ -27,11 +27,11 @@ std::vector<MetricPoint> rows(int first, int last, int every, int tokensPerStep,
   return out;
 }
 
-} // namespace
+}  // namespace
 
 class TestCompareMath : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void interpolatesLinearlyBetweenNeighboursAndNotOutside() {
     const std::vector<CurvePoint> c = {{0, 1}, {10, 3}, {10, 5}, {20, 5}};
     QCOMPARE(*interpolateAt(c, 0), 1.0);
@@ -82,11 +82,11 @@ private Q_SLOTS:
     QVERIFY(!runMatchesLabel("demo mla-noscale", "mla"));
     QVERIFY(!runMatchesLabel("demo gmla", "mla"));
     QVERIFY(!runMatchesLabel("demo mlra-2", "gla-2"));
-    const std::vector<NamedRun> runs = {{1, "demo mla"}, {2, "demo mla-noscale"}, {3, "demo gla-2"},
-                                        {4, "demo gla-2-noscale"}, {5, "demo mlra-2"}, {6, "paper mlra-2"}};
+    const std::vector<NamedRun> runs = {{1, "demo mla"},           {2, "demo mla-noscale"}, {3, "demo gla-2"},
+                                        {4, "demo gla-2-noscale"}, {5, "demo mlra-2"},      {6, "paper mlra-2"}};
     std::vector<std::string> unmatched;
-    const auto pairs = matchPairs(runs, {{"mla-noscale", "mla"}, {"gla-2-noscale", "gla-2"}, {"mlra-2-noscale", "mlra-2"}},
-                                  &unmatched);
+    const auto pairs = matchPairs(
+        runs, {{"mla-noscale", "mla"}, {"gla-2-noscale", "gla-2"}, {"mlra-2-noscale", "mlra-2"}}, &unmatched);
     QCOMPARE(static_cast<int>(pairs.size()), 2);
     QCOMPARE(pairs[0].minuend, 2);
     QCOMPARE(pairs[0].subtrahend, 1);
@@ -104,7 +104,7 @@ private Q_SLOTS:
     QCOMPARE(withoutCommonWords({"demo-gqa rope S_low", "demo-gqa rope S_high"}), (V{"S_low", "S_high"}));
     QCOMPARE(withoutCommonWords({"run 1", "run 12"}), (V{"1", "12"}));
     QCOMPARE(withoutCommonWords({"demo mla", "demo"}), (V{"demo mla", "demo"}));  // one would be empty
-    QCOMPARE(withoutCommonWords({"alpha", "alps"}), (V{"alpha", "alps"}));          // no whole word shared
+    QCOMPARE(withoutCommonWords({"alpha", "alps"}), (V{"alpha", "alps"}));        // no whole word shared
     QCOMPARE(withoutCommonWords({"only run"}), V{"only run"});
   }
 
@@ -136,12 +136,13 @@ private Q_SLOTS:
 
   void thinningKeepsEachColumnsLowestAndHighestPoint() {
     QList<QPointF> pts;
-    for (int i = 0; i < 10000; ++i) pts.push_back({static_cast<double>(i), std::sin(i * 0.01) + (i == 4321 ? 5.0 : 0.0)});
+    for (int i = 0; i < 10000; ++i)
+      pts.push_back({static_cast<double>(i), std::sin(i * 0.01) + (i == 4321 ? 5.0 : 0.0)});
     const QList<QPointF> all = thinToColumns(pts, 0, 9999, 100);
     QVERIFY(all.size() <= 202 && all.size() >= 100);
     QVERIFY(std::is_sorted(all.begin(), all.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); }));
     QVERIFY(all.contains(QPointF(4321, std::sin(43.21) + 5.0)));  // the spike survives
-    for (int col = 0; col < 100; ++col) {  // each column: its own min and max
+    for (int col = 0; col < 100; ++col) {                         // each column: its own min and max
       double lo = 1e9, hi = -1e9, tlo = 1e9, thi = -1e9;
       for (const QPointF& p : pts) {
         if (std::min(99, static_cast<int>(p.x() * 100 / 9999)) != col) continue;
@@ -170,10 +171,10 @@ private Q_SLOTS:
     const auto r = rows(10, 100, 10, 7, [](double) { return 1.0; });
     std::vector<double> xs;
     for (const auto& p : r) xs.push_back(xOf(p, ChartXAxis::Tokens));
-    QCOMPARE(stepAtOrBelow(r, xs, 75.0), 10);   // 70 tokens at step 10
-    QCOMPARE(stepAtOrAbove(r, xs, 75.0), 20);   // 140 tokens at step 20
-    QCOMPARE(stepAtOrBelow(r, xs, 1.0), 10);    // clamped
-    QCOMPARE(stepAtOrAbove(r, xs, 1e9), 100);   // clamped
+    QCOMPARE(stepAtOrBelow(r, xs, 75.0), 10);  // 70 tokens at step 10
+    QCOMPARE(stepAtOrAbove(r, xs, 75.0), 20);  // 140 tokens at step 20
+    QCOMPARE(stepAtOrBelow(r, xs, 1.0), 10);   // clamped
+    QCOMPARE(stepAtOrAbove(r, xs, 1e9), 100);  // clamped
     QCOMPARE(xOf(r[1], ChartXAxis::WallTime), 10.0);
   }
 
@@ -192,12 +193,15 @@ private Q_SLOTS:
              (QStringList{QStringLiteral("mla.d_kv"), QStringLiteral("mla.scale"), QStringLiteral("optimizer.lr"),
                           QStringLiteral("tags[1]")}));
     QCOMPARE(differingFields({a, a}), QStringList{});
-    QCOMPARE(differingFields({a, b}), (QStringList{QStringLiteral("name"), QStringLiteral("optimizer.lr"), QStringLiteral("tags[1]")}));
-    QCOMPARE(differingFields({a, b}, {QStringLiteral("optimizer"), QStringLiteral("tags"), QStringLiteral("name")}), QStringList{});
+    QCOMPARE(differingFields({a, b}),
+             (QStringList{QStringLiteral("name"), QStringLiteral("optimizer.lr"), QStringLiteral("tags[1]")}));
+    QCOMPARE(differingFields({a, b}, {QStringLiteral("optimizer"), QStringLiteral("tags"), QStringLiteral("name")}),
+             QStringList{});
     QCOMPARE(flattenJson(QStringLiteral("not json")).value(QString()), QStringLiteral("not json"));
     // A run without the whole "mla" object (an unconverted base): only the
     // mla fields that differ among the runs that have it, plus what chose it.
-    const auto base = flattenJson(QStringLiteral(R"({"name":"base","kind":"finetune","steps":100,"optimizer":{"lr":0.001,"clip":1},
+    const auto base =
+        flattenJson(QStringLiteral(R"({"name":"base","kind":"finetune","steps":100,"optimizer":{"lr":0.001,"clip":1},
                                                    "tags":["x","y"],"data":{}})"));
     for (auto* s : {&a, &b, &c}) s->insert(QStringLiteral("kind"), QStringLiteral("\"convert\""));
     QCOMPARE(differingFields({a, c, base}, {QStringLiteral("name")}),

@@ -5,8 +5,8 @@
 // toggles hide runs, zoom re-reads the visible window and reset restores the
 // whole, x by wall time, and each preset's experiment opens on its figure.
 #include <QAbstractItemModelTester>
-#include <QComboBox>
 #include <QChart>
+#include <QComboBox>
 #include <QFile>
 #include <QFont>
 #include <QItemSelectionModel>
@@ -57,11 +57,11 @@ QVector<ChartRun> chartRuns(const RunStore& store, std::optional<std::int64_t> e
   return out;
 }
 
-} // namespace
+}  // namespace
 
 class TestCompareView : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   // A KV saving is positive for a smaller cache, and the largest saving is
@@ -74,16 +74,17 @@ private Q_SLOTS:
     s.kind = RunKind::Finetune;
     s.modelDir = "models/base";
     std::vector<qint64> ids;
-    for (auto [name, change] : {std::tuple{"base fine-tune", 0.0}, std::tuple{"full RoPE", -0.375},
-                                std::tuple{"2-norm d_kv 8", -0.8125}}) {
+    for (auto [name, change] :
+         {std::tuple{"base fine-tune", 0.0}, std::tuple{"full RoPE", -0.375}, std::tuple{"2-norm d_kv 8", -0.8125}}) {
       s.name = name;
       const qint64 id = store->createRun(std::nullopt, name, s.kind, runSpecToJson(s), "cpu");
       store->setStatus(id, RunStatus::Running);
       store->setStatus(id, RunStatus::Completed);
-      store->setSummary(id, QStringLiteral(R"({"tokens":4096,"kv_bytes_per_token":%1,"kv_dtype":"bf16","kv_saving":%2})")
-                                .arg(static_cast<int>(1536 * (1.0 + change)))
-                                .arg(change)
-                                .toStdString());
+      store->setSummary(id,
+                        QStringLiteral(R"({"tokens":4096,"kv_bytes_per_token":%1,"kv_dtype":"bf16","kv_saving":%2})")
+                            .arg(static_cast<int>(1536 * (1.0 + change)))
+                            .arg(change)
+                            .toStdString());
       ids.push_back(id);
     }
     CompareTableModel model(store);
@@ -98,7 +99,8 @@ private Q_SLOTS:
       QCOMPARE(model.index(row, col).data(Qt::BackgroundRole).isValid(), row == 2);
     }
     // The bytes are counted in the dtype the runs train in, said in the header.
-    QCOMPARE(model.headerData(model.columnOf(QStringLiteral("kv_bytes_per_token")), Qt::Horizontal, Qt::ToolTipRole).toString(),
+    QCOMPARE(model.headerData(model.columnOf(QStringLiteral("kv_bytes_per_token")), Qt::Horizontal, Qt::ToolTipRole)
+                 .toString(),
              QStringLiteral("KV bytes/token (bf16)"));
     // The smallest cache is the best bytes/token too.
     const int bytes = model.columnOf(QStringLiteral("kv_bytes_per_token"));
@@ -131,7 +133,9 @@ private Q_SLOTS:
     store->setStatus(ids[0], RunStatus::Running);
     store->setStatus(ids[1], RunStatus::Running);
     store->setStatus(ids[1], RunStatus::Completed);
-    store->setSummary(ids[1], R"({"tokens":4096,"parameters":123456,"kv_bytes_per_token":512,"kv_saving":-0.75,"tokens_per_s":900.5})");
+    store->setSummary(
+        ids[1],
+        R"({"tokens":4096,"parameters":123456,"kv_bytes_per_token":512,"kv_saving":-0.75,"tokens_per_s":900.5})");
 
     CompareTableModel model(store);
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
@@ -144,21 +148,30 @@ private Q_SLOTS:
     QCOMPARE(model.columnOf(QStringLiteral("conversion.d_kv")), 10);
     QCOMPARE(model.headerData(10, Qt::Horizontal).toString(), QStringLiteral("conversion.d_kv"));
     QCOMPARE(model.headerData(1, Qt::Vertical).toString(), QStringLiteral("b"));
-    auto cell = [&](int row, const char* key) { return model.index(row, model.columnOf(QLatin1String(key))).data().toString(); };
+    auto cell = [&](int row, const char* key) {
+      return model.index(row, model.columnOf(QLatin1String(key))).data().toString();
+    };
     QCOMPARE(cell(0, "run"), QStringLiteral("a"));
     QCOMPARE(cell(1, "conversion.d_kv"), QStringLiteral("8"));
     QCOMPARE(cell(2, "optimizer.lr"), QStringLiteral("0.002"));
     // A running run: losses, tokens and speed from its newest rows.
     QCOMPARE(cell(0, "final_val_loss"), QStringLiteral("3.2000"));
     QCOMPARE(cell(0, "best_val_loss"), QStringLiteral("3.1000"));
-    QCOMPARE(model.index(0, model.columnOf(QStringLiteral("tokens"))).data(CompareTableModel::SortRole).toDouble(), 3000.0);
-    QCOMPARE(model.index(0, model.columnOf(QStringLiteral("tokens_per_s"))).data(CompareTableModel::SortRole).toDouble(), 1234.0);
+    QCOMPARE(model.index(0, model.columnOf(QStringLiteral("tokens"))).data(CompareTableModel::SortRole).toDouble(),
+             3000.0);
+    QCOMPARE(
+        model.index(0, model.columnOf(QStringLiteral("tokens_per_s"))).data(CompareTableModel::SortRole).toDouble(),
+        1234.0);
     QCOMPARE(cell(0, "status"), QStringLiteral("running"));
     QCOMPARE(cell(0, "parameters"), QStringLiteral("—"));
     // A finished run: its summary.
     QCOMPARE(cell(1, "kv_saving"), QStringLiteral("75.0%"));
-    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("parameters"))).data(CompareTableModel::SortRole).toDouble(), 123456.0);
-    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("kv_bytes_per_token"))).data(CompareTableModel::SortRole).toDouble(), 512.0);
+    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("parameters"))).data(CompareTableModel::SortRole).toDouble(),
+             123456.0);
+    QCOMPARE(model.index(1, model.columnOf(QStringLiteral("kv_bytes_per_token")))
+                 .data(CompareTableModel::SortRole)
+                 .toDouble(),
+             512.0);
     QCOMPARE(cell(1, "status"), QStringLiteral("completed"));
     // Two runs alike but for d_kv: only that field; one run: none.
     model.setRuns({ids[0], ids[1]});
@@ -196,8 +209,12 @@ private Q_SLOTS:
     CompareTableModel model(store);
     model.setRuns({a, b});
     QCOMPARE(model.matchedTokens().value_or(-1), 2000.0);
-    QVERIFY(model.headerData(model.columnOf(QStringLiteral("matched_val_loss")), Qt::Horizontal).toString().contains(QStringLiteral("2k")));
-    auto sortValue = [&](int row, const char* key) { return model.index(row, model.columnOf(QLatin1String(key))).data(CompareTableModel::SortRole).toDouble(); };
+    QVERIFY(model.headerData(model.columnOf(QStringLiteral("matched_val_loss")), Qt::Horizontal)
+                .toString()
+                .contains(QStringLiteral("2k")));
+    auto sortValue = [&](int row, const char* key) {
+      return model.index(row, model.columnOf(QLatin1String(key))).data(CompareTableModel::SortRole).toDouble();
+    };
     QCOMPARE(sortValue(0, "matched_val_loss"), 3.5);
     QCOMPARE(sortValue(1, "matched_val_loss"), 3.6);
     QCOMPARE(sortValue(1, "tokens"), 5120.0);
@@ -260,7 +277,8 @@ private Q_SLOTS:
     }
     QVERIFY(metricBox != nullptr);
     metricBox->setFocus();
-    while (metricBox->currentData().toString() != QStringLiteral("eval/arc_easy/acc")) QTest::keyClick(metricBox, Qt::Key_Down);
+    while (metricBox->currentData().toString() != QStringLiteral("eval/arc_easy/acc"))
+      QTest::keyClick(metricBox, Qt::Key_Down);
     QCOMPARE(chart.metric(), QStringLiteral("eval/arc_easy/acc"));
     QCOMPARE(chart.pointCount(runs[1].id, QStringLiteral("eval/arc_easy/acc")), 2);
     QCOMPARE(chart.crosshairLines(75.0).at(2), QStringLiteral("b: 0.4000"));  // halfway between 0.35 and 0.45
@@ -329,12 +347,14 @@ private Q_SLOTS:
     // The preset's "{scale} mla noscale" labels name the demo runs.
     QStringList expected;
     for (const QString& v : variants) {
-      for (const char* m : {"train", "val"}) expected << QStringLiteral("demo %1 noscale \u2212 demo %1 · %2").arg(v, QLatin1String(m));
+      for (const char* m : {"train", "val"})
+        expected << QStringLiteral("demo %1 noscale \u2212 demo %1 · %2").arg(v, QLatin1String(m));
     }
     QCOMPARE(chart->curveLabels(), expected);
     for (int k = 0; k < 3; ++k) {
       const auto d = chart->curveData(QStringLiteral("demo %1 noscale \u2212 demo %1 · train").arg(variants[k]));
-      QCOMPARE(static_cast<int>(d.size()), 149);  // no-scale rows at steps 8..600: from 800 tokens, past the scaled run's first 600
+      QCOMPARE(static_cast<int>(d.size()),
+               149);  // no-scale rows at steps 8..600: from 800 tokens, past the scaled run's first 600
       for (const MetricPoint& pt : d) QVERIFY(std::abs(pt.value - 0.05 * (k + 1)) < 1e-9);
     }
     QVERIFY(panel.caption().contains(QStringLiteral("3 pair(s)")));
@@ -394,7 +414,8 @@ private Q_SLOTS:
     QVERIFY(overview <= static_cast<int>(ChartView::kMaxPoints) && overview > 1000);
     QCOMPARE(chart.pointCount(run, QStringLiteral("train/loss")), overview);
     // Qt Charts gets at most two points a pixel column of the plot.
-    QTRY_VERIFY(chart.drawnPointCount(run, QStringLiteral("train/loss")) <= 2 * chart.canvas()->chart()->plotArea().width() + 2);
+    QTRY_VERIFY(chart.drawnPointCount(run, QStringLiteral("train/loss")) <=
+                2 * chart.canvas()->chart()->plotArea().width() + 2);
     QVERIFY(chart.followsData());
     chart.zoomToX(50000, 51000);
     QCOMPARE(chart.windowReadCount(), 1);
@@ -412,8 +433,8 @@ private Q_SLOTS:
     ChartCanvas* canvas = chart.canvas();
     const QPointF centre = canvas->chart()->plotArea().center();
     for (int i = 0; i < 10; ++i) {
-      QWheelEvent wheel(centre, canvas->mapToGlobal(centre.toPoint()), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
-                        Qt::NoScrollPhase, false);
+      QWheelEvent wheel(centre, canvas->mapToGlobal(centre.toPoint()), QPoint(), QPoint(0, 120), Qt::NoButton,
+                        Qt::NoModifier, Qt::NoScrollPhase, false);
       QApplication::sendEvent(canvas->viewport(), &wheel);
     }
     const auto [w0, w1] = chart.visibleX();
@@ -458,8 +479,10 @@ private Q_SLOTS:
     std::map<QString, qint64> experiments;
     {
       RunStore store(ws.dbPath().toStdString());
-      for (const QString& id : {QStringLiteral("rope-strategies"), QStringLiteral("dkv-sweep"), QStringLiteral("scale-ablation")}) {
-        experiments[id] = instantiatePreset(store, loadPreset(QStringLiteral(":/presets/%1.json").arg(id), QStringLiteral("demo"), ws.dir));
+      for (const QString& id :
+           {QStringLiteral("rope-strategies"), QStringLiteral("dkv-sweep"), QStringLiteral("scale-ablation")}) {
+        experiments[id] = instantiatePreset(
+            store, loadPreset(QStringLiteral(":/presets/%1.json").arg(id), QStringLiteral("demo"), ws.dir));
       }
     }
     const MainWindowOptions options = uitest::quietWindowOptions();
@@ -469,7 +492,8 @@ private Q_SLOTS:
       for (int r = 0; r < w.runModel()->rowCount(); ++r) {
         const QModelIndex idx = w.runModel()->index(r, 0);
         if (idx.data(RunTreeModel::ExperimentIdRole).toLongLong() == exp) {
-          w.runsPanel()->view()->selectionModel()->select(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+          w.runsPanel()->view()->selectionModel()->select(
+              idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
           return true;
         }
       }
@@ -494,7 +518,7 @@ private Q_SLOTS:
     }
     QCOMPARE(w.chart()->baseline(), baseRun);  // the reference of difference mode
 
-    QCOMPARE(w.chart()->smoothing(), 0.8);   // 60-step runs read at the preset's smoothing
+    QCOMPARE(w.chart()->smoothing(), 0.8);  // 60-step runs read at the preset's smoothing
 
     QVERIFY(selectExperiment(experiments[QStringLiteral("rope-strategies")]));
     QCOMPARE(w.chart()->runs().size(), 6);
@@ -506,14 +530,17 @@ private Q_SLOTS:
     // The five strategies differ in their rope strategy; the sixth run is the
     // DeepSeek target at the same r and d_kv (the same KV budget).
     const QStringList differing = w.comparePanel()->tableModel()->differingFields();
-    QVERIFY2(differing.contains(QStringLiteral("conversion.rope_strategy")), qPrintable(differing.join(QLatin1Char(' '))));
+    QVERIFY2(differing.contains(QStringLiteral("conversion.rope_strategy")),
+             qPrintable(differing.join(QLatin1Char(' '))));
     QVERIFY2(differing.contains(QStringLiteral("conversion.target")), qPrintable(differing.join(QLatin1Char(' '))));
     QVERIFY2(!differing.contains(QStringLiteral("conversion.d_kv")), qPrintable(differing.join(QLatin1Char(' '))));
-    QVERIFY2(!differing.contains(QStringLiteral("conversion.rope_pairs")), qPrintable(differing.join(QLatin1Char(' '))));
+    QVERIFY2(!differing.contains(QStringLiteral("conversion.rope_pairs")),
+             qPrintable(differing.join(QLatin1Char(' '))));
 
     // Runs across experiments: overlaid as they are.
     const QModelIndex r1 = w.runModel()->indexOfRun(1), r2 = w.runModel()->indexOfRun(12);
-    w.runsPanel()->view()->selectionModel()->select(r1, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    w.runsPanel()->view()->selectionModel()->select(r1,
+                                                    QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     w.runsPanel()->view()->selectionModel()->select(r2, QItemSelectionModel::Select | QItemSelectionModel::Rows);
     QCOMPARE(w.chart()->runs().size(), 2);
 

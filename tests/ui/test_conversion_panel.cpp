@@ -20,7 +20,7 @@ using namespace latentlab::ui;
 
 class TestConversionPanel : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void previewMatchesThePaperForSmolLm135m_data() {
     QTest::addColumn<int>("dKv");
     QTest::addColumn<QString>("saving");
@@ -63,7 +63,8 @@ private Q_SLOTS:
 
     conversion->setRopePairs(40);  // d_h/2 = 32 pairs
     QVERIFY(!conversion->blockReason().isEmpty());
-    QVERIFY2(conversion->blockReason().contains(QStringLiteral("exceeds d_h/2")), qPrintable(conversion->blockReason()));
+    QVERIFY2(conversion->blockReason().contains(QStringLiteral("exceeds d_h/2")),
+             qPrintable(conversion->blockReason()));
     QVERIFY(!training->runButton()->isEnabled());
     QVERIFY(training->blockedLabel()->isVisibleTo(&host));
     QVERIFY(training->blockedLabel()->text().contains(conversion->blockReason()));
@@ -124,7 +125,8 @@ private Q_SLOTS:
     conversion->applyTo(spec);
     const KvSettings planned = kvSettingsFor(spec.conversion);
     QVERIFY(!planned.fullRope);
-    QCOMPARE(computeKvBudget(builtinArchitecture("smollm-135m"), planned, DType::BF16).perTokenPerLayer, 2 * 4 * 3 + 48);
+    QCOMPARE(computeKvBudget(builtinArchitecture("smollm-135m"), planned, DType::BF16).perTokenPerLayer,
+             2 * 4 * 3 + 48);
   }
 
   void theDeepSeekTargetChosenWithTheKeyboardCostsTheSameKvAndSaysWhetherItExports() {

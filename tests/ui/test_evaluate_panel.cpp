@@ -26,9 +26,9 @@
 #include <QtTest>
 
 #include "charts/passkey_heatmap.h"
+#include "jobs/job_controller.h"
 #include "latentlab/architectures.h"
 #include "latentlab/model_config.h"
-#include "jobs/job_controller.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "models/compare_table_model.h"
@@ -86,11 +86,11 @@ void typeInto(QLineEdit* edit, const QString& text) {
   QTest::keyClicks(edit, text);
 }
 
-} // namespace
+}  // namespace
 
 class TestEvaluatePanel : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   // The passkey lengths on offer fit the chosen model's context (the demo
@@ -125,7 +125,7 @@ private Q_SLOTS:
     typeInto(p->lengthsEdit(), QStringLiteral("256, 1016"));
     QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
     RunStore store(ws.dbPath().toStdString());
-    QVERIFY(store.listRuns().empty());   // nothing was queued by the refused lengths
+    QVERIFY(store.listRuns().empty());  // nothing was queued by the refused lengths
   }
 
   void evaluatingACheckpointFillsTheTableTheHeatmapAndTheCompareTable() {
@@ -140,7 +140,8 @@ private Q_SLOTS:
       QFile f(task);
       QVERIFY(f.open(QIODevice::WriteOnly));
       for (int i = 0; i < 12; ++i)
-        f.write(QStringLiteral("{\"context\": \"The for statement %1\", \"choices\": [\" loops\", \" is a function\"], \"gold\": %2}\n")
+        f.write(QStringLiteral("{\"context\": \"The for statement %1\", \"choices\": [\" loops\", \" is a function\"], "
+                               "\"gold\": %2}\n")
                     .arg(i)
                     .arg(i % 2)
                     .toUtf8());
@@ -151,8 +152,9 @@ private Q_SLOTS:
     clickTab(w.rightTabs(), QStringLiteral("Evaluate"));
     EvaluatePanel* p = w.evaluatePanel();
     QTRY_VERIFY(p->isVisible());
-    QVERIFY(!p->evaluateButton()->isEnabled());   // nothing to evaluate on yet
-    QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("tiny base · step 12")), qPrintable(p->modelBox()->currentText()));
+    QVERIFY(!p->evaluateButton()->isEnabled());  // nothing to evaluate on yet
+    QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("tiny base · step 12")),
+             qPrintable(p->modelBox()->currentText()));
 
     typeInto(p->taskFileEdit(), task);
     reveal(p->addTaskButton());
@@ -165,7 +167,7 @@ private Q_SLOTS:
     // On its box (the widget spans the form's width; its middle is empty space).
     QTest::mouseClick(p->passkeyBox(), Qt::LeftButton, {}, QPoint(8, p->passkeyBox()->height() / 2));
     QVERIFY(p->passkeyBox()->isChecked());
-    QVERIFY(!p->evaluateButton()->isEnabled());   // no haystack yet
+    QVERIFY(!p->evaluateButton()->isEnabled());  // no haystack yet
     QVERIFY(p->statusLabel()->text().contains(QStringLiteral("haystack")));
     typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
     typeInto(p->lengthsEdit(), QStringLiteral("128, 192"));
@@ -240,7 +242,7 @@ private Q_SLOTS:
     clickTab(w.bottomTabs(), QStringLiteral("Try it"));
     TryPanel* t = w.tryPanel();
     QTRY_VERIFY(t->isVisible());
-    QVERIFY(t->height() >= 250);   // the tab opened the bottom area
+    QVERIFY(t->height() >= 250);  // the tab opened the bottom area
     QVERIFY(chooseWithKeys(t->modelBox(0), QStringLiteral("second")));
     QVERIFY(chooseWithKeys(t->modelBox(1), QStringLiteral("first")));
     t->promptEdit()->setFocus();
@@ -256,19 +258,21 @@ private Q_SLOTS:
     for (int side = 0; side < 2; ++side) {
       // The engine's own greedy text for the same model and prompt.
       QProcess p;
-      p.start(w.jobs()->enginePath(), {QStringLiteral("generate"), QStringLiteral("--json"), QStringLiteral("--greedy"),
-                                       QStringLiteral("--model"), t->modelBox(side)->currentData().toString(),
-                                       QStringLiteral("--prompt"), QStringLiteral("Lists are"),
-                                       QStringLiteral("--max-new-tokens"), QStringLiteral("12")});
+      p.start(w.jobs()->enginePath(),
+              {QStringLiteral("generate"), QStringLiteral("--json"), QStringLiteral("--greedy"),
+               QStringLiteral("--model"), t->modelBox(side)->currentData().toString(), QStringLiteral("--prompt"),
+               QStringLiteral("Lists are"), QStringLiteral("--max-new-tokens"), QStringLiteral("12")});
       QVERIFY(p.waitForFinished(60000));
       const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
       QCOMPARE(t->output(side)->toPlainText(), j.value(QStringLiteral("text")).toString());
       const QString stats = t->statsLabel(side)->text();
-      QVERIFY2(stats.contains(QStringLiteral("decode")) && stats.contains(QStringLiteral("KV cache")), qPrintable(stats));
-      QVERIFY2(stats.startsWith(QString::number(j.value(QStringLiteral("generated_tokens")).toInt()) + QStringLiteral(" tokens")),
+      QVERIFY2(stats.contains(QStringLiteral("decode")) && stats.contains(QStringLiteral("KV cache")),
+               qPrintable(stats));
+      QVERIFY2(stats.startsWith(QString::number(j.value(QStringLiteral("generated_tokens")).toInt()) +
+                                QStringLiteral(" tokens")),
                qPrintable(stats));
     }
-    QVERIFY(t->output(0)->toPlainText() != t->output(1)->toPlainText());   // two different models
+    QVERIFY(t->output(0)->toPlainText() != t->output(1)->toPlainText());  // two different models
     QVERIFY(t->generateButton()->isEnabled());
   }
 };

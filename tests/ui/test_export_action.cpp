@@ -32,7 +32,7 @@ namespace {
 
 // Clicks the menu entry whose text starts with `text` once the run's context menu is open.
 class MenuClicker : public QObject {
-public:
+ public:
   explicit MenuClicker(QString text) : m_text(std::move(text)) {
     connect(&m_timer, &QTimer::timeout, this, [this] {
       auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
@@ -50,7 +50,7 @@ public:
   }
   bool clicked() const { return m_clicked; }
 
-private:
+ private:
   QString m_text;
   QTimer m_timer;
   bool m_clicked = false;
@@ -82,11 +82,11 @@ void rightClickRun(MainWindow& w, qint64 id) {
   QTest::mouseClick(w.windowHandle(), Qt::RightButton, {}, view->viewport()->mapTo(&w, at));
 }
 
-} // namespace
+}  // namespace
 
 class TestExportAction : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void exportingADeepSeekRunWritesAFolderAndAnMha2MlaRunIsRefused() {
@@ -101,8 +101,10 @@ private Q_SLOTS:
         if (c.label.contains(QStringLiteral("tiny base"))) baseDir = c.dir;
     }
     QVERIFY(!baseDir.isEmpty());
-    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny deepseek", baseDir, ConversionTarget::DeepSeek), &out), qPrintable(out));
-    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny mha2mla", baseDir, ConversionTarget::Mha2Mla), &out), qPrintable(out));
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny deepseek", baseDir, ConversionTarget::DeepSeek), &out),
+             qPrintable(out));
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, convertSpec("tiny mha2mla", baseDir, ConversionTarget::Mha2Mla), &out),
+             qPrintable(out));
     qint64 deepseek = 0, mha2mla = 0;
     {
       RunStore store(ws.dbPath().toStdString());
@@ -127,7 +129,8 @@ private Q_SLOTS:
         if (c.run == deepseek && step < 0) step = c.step;
     }
     QVERIFY(step > 0);
-    const QString taken = QDir(ws.dir).filePath(QStringLiteral("exports/run-%1-step-%2-deepseek-v3").arg(deepseek).arg(step));
+    const QString taken =
+        QDir(ws.dir).filePath(QStringLiteral("exports/run-%1-step-%2-deepseek-v3").arg(deepseek).arg(step));
     QVERIFY(QDir().mkpath(taken));
     const QString target = dir.filePath(QStringLiteral("exported-deepseek"));
     {
@@ -145,8 +148,10 @@ private Q_SLOTS:
     QVERIFY(config.open(QIODevice::ReadOnly));
     const QJsonObject c = QJsonDocument::fromJson(config.readAll()).object();
     QCOMPARE(c.value(QStringLiteral("model_type")).toString(), QStringLiteral("deepseek_v3"));
-    QCOMPARE(c.value(QStringLiteral("architectures")).toArray().first().toString(), QStringLiteral("DeepseekV3ForCausalLM"));
-    QCOMPARE(c.value(QStringLiteral("first_k_dense_replace")).toInt(), c.value(QStringLiteral("num_hidden_layers")).toInt());
+    QCOMPARE(c.value(QStringLiteral("architectures")).toArray().first().toString(),
+             QStringLiteral("DeepseekV3ForCausalLM"));
+    QCOMPARE(c.value(QStringLiteral("first_k_dense_replace")).toInt(),
+             c.value(QStringLiteral("num_hidden_layers")).toInt());
     QVERIFY(c.value(QStringLiteral("rope_interleave")).toBool());
     QVERIFY(QFile::exists(target + QStringLiteral("/model.safetensors")));
     QVERIFY(QFile::exists(target + QStringLiteral("/tokenizer.json")));

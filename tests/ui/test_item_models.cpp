@@ -15,7 +15,7 @@ using namespace latentlab::ui;
 
 class TestItemModels : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void runTreeModelPassesTheTesterThroughChanges() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

@@ -5,10 +5,10 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
-#include <QScrollBar>
-#include <QSignalSpy>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QScrollBar>
+#include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -39,11 +39,11 @@ qint64 addRun(RunStore& store, const RunSpec& spec) {
   return store.createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu");
 }
 
-} // namespace
+}  // namespace
 
 class TestJobController : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() {
     uitest::isolateSettings();
     qInfo("engine: %s", qPrintable(engineExecutablePath()));
@@ -66,7 +66,8 @@ private Q_SLOTS:
     QVERIFY(finished.wait(60000));
     QCOMPARE(finished.at(0).at(0).toLongLong(), a);
     QCOMPARE(finished.at(0).at(1).toInt(), 0);
-    QCOMPARE(statusesOf(status, a), (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
+    QCOMPARE(statusesOf(status, a),
+             (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
     QCOMPARE(store->run(a).status, RunStatus::Completed);
     QVERIFY(progress.count() >= 1);
     const auto& last = progress.last();
@@ -76,7 +77,8 @@ private Q_SLOTS:
     QCOMPARE(jobs.job(a)->step, 30);
     QVERIFY(store->lastStep(a, "train/loss").value_or(0) == 30);
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
-    QCOMPARE(statusesOf(status, b), (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
+    QCOMPARE(statusesOf(status, b),
+             (QStringList{QStringLiteral("queued"), QStringLiteral("running"), QStringLiteral("completed")}));
     QCOMPARE(store->run(b).status, RunStatus::Completed);
   }
 
@@ -103,7 +105,7 @@ private Q_SLOTS:
     QCOMPARE(jobs.job(ids[1])->device, QStringLiteral("cuda:0"));
     QCOMPARE(jobs.job(ids[2])->status, RunStatus::Queued);
     QCOMPARE(jobs.job(ids[2])->device, QStringLiteral("cuda"));
-    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);   // the engines end (no CUDA here)
+    QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);  // the engines end (no CUDA here)
   }
 
   // Two single-GPU jobs and one two-GPU job on a simulated pool of two GPUs
@@ -122,7 +124,8 @@ private Q_SLOTS:
       spec.device = device;
       return store->createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), device);
     };
-    const qint64 a = add("one gpu a", "cuda", 20), pair = add("two gpus", "cuda:0,cuda:1", 10), b = add("one gpu b", "cuda", 20);
+    const qint64 a = add("one gpu a", "cuda", 20), pair = add("two gpus", "cuda:0,cuda:1", 10),
+                 b = add("one gpu b", "cuda", 20);
     // Every change of status: the GPUs the running jobs hold.
     QStringList violations;
     int mostHeld = 0;
@@ -144,9 +147,9 @@ private Q_SLOTS:
     });
     QSignalSpy finished(&jobs, &JobController::finished);
     for (qint64 id : {a, pair, b}) jobs.enqueue(id);
-    QCOMPARE(jobs.job(a)->device, QStringLiteral("cuda:0"));   // the most free memory
-    QCOMPARE(jobs.job(pair)->status, RunStatus::Queued); // needs both
-    QCOMPARE(jobs.job(b)->device, QStringLiteral("cuda:1"));   // the other one
+    QCOMPARE(jobs.job(a)->device, QStringLiteral("cuda:0"));  // the most free memory
+    QCOMPARE(jobs.job(pair)->status, RunStatus::Queued);      // needs both
+    QCOMPARE(jobs.job(b)->device, QStringLiteral("cuda:1"));  // the other one
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 180000);
     for (qint64 id : {a, pair, b}) QCOMPARE(store->run(id).status, RunStatus::Completed);
     QVERIFY2(violations.isEmpty(), qPrintable(violations.join(QStringLiteral(", "))));
@@ -228,10 +231,11 @@ private Q_SLOTS:
     const QList<qint64> pids = jobs.rankProcessIds(id);
     QCOMPARE(pids.size(), 2);
     QCOMPARE(::kill(static_cast<pid_t>(pids[1]), SIGKILL), 0);
-    QVERIFY(finished.wait(30000));   // not the 300 s collective timeout: the controller stops rank 0
+    QVERIFY(finished.wait(30000));  // not the 300 s collective timeout: the controller stops rank 0
     const RunRecord r = store->run(id);
     QCOMPARE(r.status, RunStatus::Crashed);
-    QVERIFY2(QString::fromStdString(r.error).contains(QStringLiteral("rank 1 ended unexpectedly (signal 9)")), r.error.c_str());
+    QVERIFY2(QString::fromStdString(r.error).contains(QStringLiteral("rank 1 ended unexpectedly (signal 9)")),
+             r.error.c_str());
   }
 
   void deadRunFoundOnReopeningIsMarkedCrashed() {
@@ -260,7 +264,7 @@ private Q_SLOTS:
     QVERIFY(jobs.job(id) != nullptr);
     QCOMPARE(jobs.job(id)->status, RunStatus::Running);
     QSignalSpy finished(&jobs, &JobController::finished);
-    store->releaseRun(id);   // the owner is gone without recording an outcome
+    store->releaseRun(id);  // the owner is gone without recording an outcome
     QVERIFY(finished.wait(10000));
     QCOMPARE(store->run(id).status, RunStatus::Crashed);
     QCOMPARE(jobs.job(id)->status, RunStatus::Crashed);
@@ -344,7 +348,7 @@ private Q_SLOTS:
     jobs.enqueue(base);
     jobs.enqueue(next, base);
     QTRY_COMPARE_WITH_TIMEOUT(jobs.job(base)->status, RunStatus::Running, 30000);
-    jobs.setCpuSlots(0);   // no slot for `next` when `base` ends
+    jobs.setCpuSlots(0);  // no slot for `next` when `base` ends
     const QModelIndex status = table.index(1, JobTableModel::StatusColumn);
     QCOMPARE(status.data().toString(), QStringLiteral("waits for #%1").arg(base));
     QSignalSpy changed(&table, &QAbstractItemModel::dataChanged);
@@ -379,18 +383,21 @@ private Q_SLOTS:
       ids.push_back(addRun(*store, uitest::tinySpec("queued " + std::to_string(i), 5)));
       jobs.enqueue(ids.back());
     }
-    for (int i = 0; i < 25; ++i) jobs.cancel(ids[static_cast<std::size_t>(i)]);   // the queue's head is gone
+    for (int i = 0; i < 25; ++i) jobs.cancel(ids[static_cast<std::size_t>(i)]);  // the queue's head is gone
     QTableView* view = panel.view();
     view->scrollToTop();
     const qint64 next = ids[25];
     jobs.setCpuSlots(1);
     QTRY_COMPARE_WITH_TIMEOUT(jobs.job(next)->status, RunStatus::Running, 20000);
-    QTest::qWait(50);   // the panel scrolls once the view has laid out the rows
+    QTest::qWait(50);  // the panel scrolls once the view has laid out the rows
     const QRect row = view->visualRect(table.index(table.rowOf(next), JobTableModel::RunColumn));
     QVERIFY2(view->viewport()->rect().intersects(row),
              qPrintable(QStringLiteral("row %1 at y %2, viewport %3 high, scroll %4 of %5")
-                            .arg(table.rowOf(next)).arg(row.y()).arg(view->viewport()->height())
-                            .arg(view->verticalScrollBar()->value()).arg(view->verticalScrollBar()->maximum())));
+                            .arg(table.rowOf(next))
+                            .arg(row.y())
+                            .arg(view->viewport()->height())
+                            .arg(view->verticalScrollBar()->value())
+                            .arg(view->verticalScrollBar()->maximum())));
     for (qint64 id : ids) jobs.cancel(id);
     QTRY_COMPARE_WITH_TIMEOUT(jobs.activeCount(), 0, 60000);
   }
@@ -408,7 +415,7 @@ private Q_SLOTS:
       QFile f(folder + QStringLiteral("/engine.log"));
       return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QStringLiteral("<missing>");
     };
-    QCOMPARE(read(), QStringLiteral("first\nsecond\n"));   // flushed line by line
+    QCOMPARE(read(), QStringLiteral("first\nsecond\n"));  // flushed line by line
     logs.close(7);
     QVERIFY(QDir(folder).removeRecursively());
     logs.append(7, QStringLiteral("retried"));
@@ -420,8 +427,8 @@ private Q_SLOTS:
     j.status = RunStatus::Running;
     j.steps = 200;
     j.startedAt = QDateTime::currentDateTime().addSecs(-1000);  // the run's first start, long ago
-    j.observe(100, 0);     // resumed at step 100
-    j.observe(110, 5000);  // 2 steps/s since
+    j.observe(100, 0);                                          // resumed at step 100
+    j.observe(110, 5000);                                       // 2 steps/s since
     j.step = 110;
     QCOMPARE(j.etaSeconds(), 45.0);
     j.observe(50, 6000);  // restarted from an earlier checkpoint: the pace starts again
@@ -430,5 +437,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_MAIN(TestJobController)   // widgets too: the Jobs table follows the running job
+QTEST_MAIN(TestJobController)  // widgets too: the Jobs table follows the running job
 #include "test_job_controller.moc"

@@ -4,28 +4,28 @@
 // shows whole run names, and the chart's controls all sit inside its pane.
 #include <QAbstractButton>
 #include <QAbstractScrollArea>
-#include <QHeaderView>
-#include <QSortFilterProxyModel>
-#include <QTableView>
 #include <QComboBox>
 #include <QFontMetrics>
+#include <QHeaderView>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
-#include <QScreen>
+#include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabBar>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QtTest>
 
 #include "charts/chart_view.h"
+#include "charts/compare_math.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "models/compare_table_model.h"
-#include "panels/compare_panel.h"
-#include "charts/compare_math.h"
 #include "models/run_tree_model.h"
+#include "panels/compare_panel.h"
 #include "panels/runs_panel.h"
 #include "ui_test_support.h"
 #include "workspace.h"
@@ -35,7 +35,7 @@ using namespace latentlab::ui;
 
 class TestLayout : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void everyPanelFitsAtCommonWindowSizes_data() {
@@ -63,8 +63,9 @@ private Q_SLOTS:
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QTest::qWait(50);
     // The window's minimum fits: it was not widened past the screen.
-    QVERIFY2(w.minimumSizeHint().width() <= size.width() && w.minimumSizeHint().height() <= size.height(),
-             qPrintable(QStringLiteral("minimum %1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
+    QVERIFY2(
+        w.minimumSizeHint().width() <= size.width() && w.minimumSizeHint().height() <= size.height(),
+        qPrintable(QStringLiteral("minimum %1x%2").arg(w.minimumSizeHint().width()).arg(w.minimumSizeHint().height())));
     QCOMPARE(w.size(), size);
     // Every tab on the right: no scroll area needs to scroll sideways.
     for (int tab = 0; tab < w.rightTabs()->count(); ++tab) {
@@ -73,12 +74,17 @@ private Q_SLOTS:
       for (QAbstractScrollArea* area : w.rightTabs()->currentWidget()->findChildren<QAbstractScrollArea*>()) {
         if (!area->isVisible() || qobject_cast<QAbstractItemView*>(area) != nullptr) continue;
         QVERIFY2(!area->horizontalScrollBar()->isVisible(),
-                 qPrintable(QStringLiteral("tab %1 scrolls sideways at %2x%3").arg(w.rightTabs()->tabText(tab)).arg(size.width()).arg(size.height())));
+                 qPrintable(QStringLiteral("tab %1 scrolls sideways at %2x%3")
+                                .arg(w.rightTabs()->tabText(tab))
+                                .arg(size.width())
+                                .arg(size.height())));
         // Nor is its content wider than what shows (a hidden scroll bar would cut it off).
         if (auto* scroll = qobject_cast<QScrollArea*>(area); scroll != nullptr && scroll->widget() != nullptr) {
           QVERIFY2(scroll->widget()->minimumSizeHint().width() <= scroll->viewport()->width(),
-                   qPrintable(QStringLiteral("tab %1: content %2 px in %3 px").arg(w.rightTabs()->tabText(tab))
-                                  .arg(scroll->widget()->minimumSizeHint().width()).arg(scroll->viewport()->width())));
+                   qPrintable(QStringLiteral("tab %1: content %2 px in %3 px")
+                                  .arg(w.rightTabs()->tabText(tab))
+                                  .arg(scroll->widget()->minimumSizeHint().width())
+                                  .arg(scroll->viewport()->width())));
         }
       }
     }
@@ -92,8 +98,10 @@ private Q_SLOTS:
         const QModelIndex idx = w.runModel()->index(r, 0, exp);
         const QRect cell = tree->visualRect(idx);
         const int text = fm.horizontalAdvance(idx.data().toString());
-        QVERIFY2(cell.width() >= text + tree->iconSize().width() + 12,
-                 qPrintable(QStringLiteral("'%1' needs %2 px, has %3").arg(idx.data().toString()).arg(text).arg(cell.width())));
+        QVERIFY2(
+            cell.width() >= text + tree->iconSize().width() + 12,
+            qPrintable(
+                QStringLiteral("'%1' needs %2 px, has %3").arg(idx.data().toString()).arg(text).arg(cell.width())));
         ++runs;
       }
     }
@@ -105,7 +113,9 @@ private Q_SLOTS:
       for (int i = 0; i < combo->count(); ++i) {
         const int text = QFontMetrics(combo->font()).horizontalAdvance(combo->itemText(i));
         QVERIFY2(combo->width() >= text + 20, qPrintable(QStringLiteral("'%1' needs %2 px, its combo has %3")
-                                                             .arg(combo->itemText(i)).arg(text + 20).arg(combo->width())));
+                                                             .arg(combo->itemText(i))
+                                                             .arg(text + 20)
+                                                             .arg(combo->width())));
       }
     }
     // The chart's controls inside the chart pane.
@@ -115,8 +125,9 @@ private Q_SLOTS:
       if (!control->isVisible() || control->parentWidget() == nullptr) continue;
       if (qobject_cast<QAbstractButton*>(control) == nullptr && qobject_cast<QComboBox*>(control) == nullptr) continue;
       const QRect at(control->mapTo(chart, QPoint(0, 0)), control->size());
-      QVERIFY2(pane.contains(at), qPrintable(QStringLiteral("%1 '%2' outside the chart pane").arg(
-                                      QString::fromLatin1(control->metaObject()->className()), control->objectName())));
+      QVERIFY2(pane.contains(at),
+               qPrintable(QStringLiteral("%1 '%2' outside the chart pane")
+                              .arg(QString::fromLatin1(control->metaObject()->className()), control->objectName())));
     }
   }
 
@@ -135,7 +146,8 @@ private Q_SLOTS:
     QFETCH(QSize, size);
     QTemporaryDir dir;
     const Workspace ws = openWorkspace(dir.path());
-    const QString longName = QStringLiteral("demo-gqa rope RoRoPE (DeepSeek-V3) with a note the user added to tell it apart");
+    const QString longName =
+        QStringLiteral("demo-gqa rope RoRoPE (DeepSeek-V3) with a note the user added to tell it apart");
     {
       RunStore store(ws.dbPath().toStdString());
       const auto exp = store.createExperiment("demo: Partial-RoPE strategies", "rope-strategies");
@@ -143,8 +155,10 @@ private Q_SLOTS:
       for (const QString& name : {QStringLiteral("demo-gqa rope S_low"), QStringLiteral("demo-gqa rope S_2-norm"),
                                   QStringLiteral("demo-gqa rope full-rope"), longName}) {
         // The last run's corpus differs: a long value in a config column.
-        const std::string spec = name == longName ? R"({"conversion":{"d_kv":8},"data":{"corpus":"/srv/corpora/the-pile/a long folder name/with several words/train.jsonl"}})"
-                                                  : R"({"conversion":{"d_kv":8},"data":{"corpus":"demo"}})";
+        const std::string spec =
+            name == longName
+                ? R"({"conversion":{"d_kv":8},"data":{"corpus":"/srv/corpora/the-pile/a long folder name/with several words/train.jsonl"}})"
+                : R"({"conversion":{"d_kv":8},"data":{"corpus":"demo"}})";
         const auto id = store.createRun(exp, name.toStdString(), "convert-finetune", spec, "cpu");
         MetricWriter wr = store.metricWriter(id);
         for (int s = 1; s <= 20; ++s) {
@@ -179,8 +193,13 @@ private Q_SLOTS:
       QVERIFY(column > 0);
       const int x = table->columnViewportPosition(column);
       QVERIFY2(x >= 0 && x + table->columnWidth(column) <= table->viewport()->width(),
-               qPrintable(QStringLiteral("%1 at %2..%3 in a %4 px table at %5x%6").arg(QLatin1String(key)).arg(x)
-                              .arg(x + table->columnWidth(column)).arg(table->viewport()->width()).arg(size.width()).arg(size.height())));
+               qPrintable(QStringLiteral("%1 at %2..%3 in a %4 px table at %5x%6")
+                              .arg(QLatin1String(key))
+                              .arg(x)
+                              .arg(x + table->columnWidth(column))
+                              .arg(table->viewport()->width())
+                              .arg(size.width())
+                              .arg(size.height())));
     }
     // Every run one line high (a value wider than its column is not wrapped onto a second line).
     for (int r = 1; r < table->model()->rowCount(); ++r) QCOMPARE(table->rowHeight(r), table->rowHeight(0));
@@ -233,11 +252,17 @@ private Q_SLOTS:
     // No larger than the screen (or than the window's own minimum, where the
     // test screen is smaller than any real one).
     const QSize least = again.minimumSizeHint();
-    QVERIFY2(again.width() <= std::max(free.width(), least.width()) && again.height() <= std::max(free.height(), least.height()),
-             qPrintable(QStringLiteral("%1x%2 on a %3x%4 screen").arg(again.width()).arg(again.height()).arg(free.width()).arg(free.height())));
+    QVERIFY2(again.width() <= std::max(free.width(), least.width()) &&
+                 again.height() <= std::max(free.height(), least.height()),
+             qPrintable(QStringLiteral("%1x%2 on a %3x%4 screen")
+                            .arg(again.width())
+                            .arg(again.height())
+                            .arg(free.width())
+                            .arg(free.height())));
     QSplitter* split = again.verticalSplitter();
-    QTRY_VERIFY2(split->sizes()[0] >= 0.4 * (split->sizes()[0] + split->sizes()[1]),
-                 qPrintable(QStringLiteral("plot %1 of %2").arg(split->sizes()[0]).arg(split->sizes()[0] + split->sizes()[1])));
+    QTRY_VERIFY2(
+        split->sizes()[0] >= 0.4 * (split->sizes()[0] + split->sizes()[1]),
+        qPrintable(QStringLiteral("plot %1 of %2").arg(split->sizes()[0]).arg(split->sizes()[0] + split->sizes()[1])));
   }
 };
 

@@ -9,7 +9,7 @@ using namespace latentlab::ui;
 
 class TestLineProtocol : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void parsesEveryDocumentedEvent() {
     auto hello = parseEngineLine(R"({"event":"hello","protocol":1,"run":7,"pid":4242})");
     QCOMPARE(hello.kind, EngineEvent::Kind::Hello);
@@ -55,7 +55,7 @@ private Q_SLOTS:
         EngineEvent::hello(7, 4242),
         EngineEvent::statusOf(7, "failed", "data.corpus: missing"),
         progress,
-        EngineEvent::progressOf(40, 120, 0),   // an evaluation job's: no loss
+        EngineEvent::progressOf(40, 120, 0),  // an evaluation job's: no loss
         EngineEvent::evalOf(50, 6.5),
         EngineEvent::evalTaskOf(50, "arc_easy", 0.625, 0.5, 40),
         EngineEvent::checkpointOf(50, "/w/runs/7/checkpoints/step-50"),
@@ -65,10 +65,12 @@ private Q_SLOTS:
     for (const EngineEvent& e : written) {
       const std::string line = latentlab::eventLine(e);
       const auto ev = parseEngineLine(QByteArray::fromStdString(line));
-      QVERIFY2(ev.kind != latentlab::ui::EngineEvent::Kind::Unknown && ev.kind != latentlab::ui::EngineEvent::Kind::Malformed,
+      QVERIFY2(ev.kind != latentlab::ui::EngineEvent::Kind::Unknown &&
+                   ev.kind != latentlab::ui::EngineEvent::Kind::Malformed,
                line.c_str());
-      QCOMPARE(QString::fromLatin1(latentlab::eventKindName(e.kind)),
-               QJsonDocument::fromJson(QByteArray::fromStdString(line)).object().value(QStringLiteral("event")).toString());
+      QCOMPARE(
+          QString::fromLatin1(latentlab::eventKindName(e.kind)),
+          QJsonDocument::fromJson(QByteArray::fromStdString(line)).object().value(QStringLiteral("event")).toString());
       kinds.insert(static_cast<int>(e.kind));
       switch (e.kind) {
         case EventKind::Hello:

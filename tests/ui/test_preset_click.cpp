@@ -4,9 +4,9 @@
 #include <QAction>
 #include <QApplication>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QFile>
 #include <QFileDialog>
-#include <QDir>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRadioButton>
@@ -31,16 +31,17 @@ namespace {
 
 QAction* presetAction(MainWindow& w, const QString& title, const QString& scale) {
   for (QAction* a : w.findChildren<QAction*>()) {
-    if (a->text().contains(title, Qt::CaseInsensitive) && a->text().contains(scale + QStringLiteral(" scale"))) return a;
+    if (a->text().contains(title, Qt::CaseInsensitive) && a->text().contains(scale + QStringLiteral(" scale")))
+      return a;
   }
   return nullptr;
 }
 
-} // namespace
+}  // namespace
 
 class TestPresetClick : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void clickingTheDemoPresetRunsRealJobs() {
@@ -53,12 +54,14 @@ private Q_SLOTS:
 
     QAction* action = nullptr;
     for (QAction* a : w.findChildren<QAction*>()) {
-      if (a->text().contains(QStringLiteral("ablation"), Qt::CaseInsensitive) && a->text().contains(QStringLiteral("demo scale"))) action = a;
+      if (a->text().contains(QStringLiteral("ablation"), Qt::CaseInsensitive) &&
+          a->text().contains(QStringLiteral("demo scale")))
+        action = a;
     }
     QVERIFY2(action != nullptr, "no 'demo scale' action for the scale-ablation preset in File › Load preset");
     QSignalSpy progress(w.jobs(), &JobController::progress);
     action->trigger();
-    RunStore store(ws.dbPath().toStdString());   // a reader of the window's database
+    RunStore store(ws.dbPath().toStdString());  // a reader of the window's database
 
     // Six runs in one new experiment; one CPU job at a time.
     std::vector<RunRecord> runs = store.listRuns();
@@ -94,7 +97,8 @@ private Q_SLOTS:
   void aPaperScalePresetAsksForItsFilesAndSpreadsOverTheGpus() {
     QTemporaryDir dir;
     const Workspace ws = openWorkspace(dir.path());
-    const QString smol = dir.filePath(QStringLiteral("hub/SmolLM-135M")), llama = dir.filePath(QStringLiteral("hub/Llama-2-7B"));
+    const QString smol = dir.filePath(QStringLiteral("hub/SmolLM-135M")),
+                  llama = dir.filePath(QStringLiteral("hub/Llama-2-7B"));
     for (const auto& [folder, arch] : {std::pair{smol, "smollm-135m"}, {llama, "llama-2-7b"}}) {
       QVERIFY(QDir().mkpath(folder));
       writeHfConfig(builtinArchitecture(arch), (folder + QStringLiteral("/config.json")).toStdString());
@@ -153,7 +157,7 @@ private Q_SLOTS:
       }
       const QStringList devices = job->device.split(QLatin1Char(','));
       for (const QString& d : devices) {
-        QVERIFY2(!used.contains(d), qPrintable(job->device));   // no GPU given twice
+        QVERIFY2(!used.contains(d), qPrintable(job->device));  // no GPU given twice
         used.insert(d);
       }
       (devices.size() == 1 ? single : triple) += 1;
@@ -193,7 +197,9 @@ private Q_SLOTS:
     w.jobs()->setCpuSlots(0);  // nothing starts in this test
     QAction* action = nullptr;
     for (QAction* a : w.findChildren<QAction*>()) {
-      if (a->text().contains(QStringLiteral("RoPE strategies"), Qt::CaseInsensitive) && a->text().contains(QStringLiteral("demo scale"))) action = a;
+      if (a->text().contains(QStringLiteral("RoPE strategies"), Qt::CaseInsensitive) &&
+          a->text().contains(QStringLiteral("demo scale")))
+        action = a;
     }
     QVERIFY2(action != nullptr, "no 'demo scale' action for the rope-strategies preset");
     action->trigger();

@@ -22,11 +22,11 @@ ModelConfig shapeFor(const RunSpec& s) {
   return builtinArchitecture(s.architecture.empty() ? "demo-gqa" : s.architecture);
 }
 
-} // namespace
+}  // namespace
 
 class TestPresets : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void everyPresetFileParses() {
     const QStringList onDisk = QDir(QStringLiteral(LATENTLAB_SOURCE_DIR "/resources/presets"))
                                    .entryList({QStringLiteral("*.json")}, QDir::Files);

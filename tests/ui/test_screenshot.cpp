@@ -17,7 +17,7 @@ using namespace latentlab::ui;
 
 class TestScreenshot : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void mainWindowWithACompletedRun() {

@@ -3,8 +3,8 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QPushButton>
 #include <QImage>
+#include <QPushButton>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -20,7 +20,7 @@ using namespace latentlab::ui;
 
 class TestSmoothingExport : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   // Export… offers the workspace first (not the folder LatentLab was started
@@ -68,7 +68,7 @@ private Q_SLOTS:
       last = w * last + (1 - w) * y[t];
       QVERIFY(std::abs(s[t] - last / (1 - std::pow(w, static_cast<double>(t + 1)))) < 1e-12);
     }
-    QCOMPARE(s[0], 1.0);                       // debiasing: the first point is the first value
+    QCOMPARE(s[0], 1.0);  // debiasing: the first point is the first value
     QVERIFY(std::abs(s[1] - (0.6 * 0.4 + 0.4 * 2.0) / 0.64) < 1e-12);
   }
 

@@ -5,30 +5,30 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
-#include <QScrollArea>
-#include <QScrollBar>
-#include <QWheelEvent>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QWheelEvent>
 #include <QtTest>
 #include <cmath>
 
+#include <QLocale>
 #include "charts/lr_curve_view.h"
 #include "jobs/job_controller.h"
 #include "latentlab/architectures.h"
+#include "latentlab/kv_budget.h"
 #include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
 #include "panels/attention_panel.h"
-#include <QLocale>
-#include "latentlab/kv_budget.h"
 #include "panels/conversion_panel.h"
-#include "panels/model_panel.h"
 #include "panels/message_banner.h"
+#include "panels/model_panel.h"
 #include "panels/training_panel.h"
 #include "ui_test_support.h"
 #include "workspace.h"
@@ -38,7 +38,7 @@ using namespace latentlab::ui;
 
 class TestTrainingPanel : public QObject {
   Q_OBJECT
-private Q_SLOTS:
+ private Q_SLOTS:
   void initTestCase() { uitest::isolateSettings(); }
 
   void pretrainingAVariantShowsItsCostLiveAndBlocksImpossibleSettings() {
@@ -58,7 +58,8 @@ private Q_SLOTS:
     // The preview is the engine's own arithmetic for that variant.
     const ModelConfig base = builtinArchitecture(kDemoArch);
     const ModelConfig mla = attentionVariant(base, "mla", AttentionOptions{}, "attention");
-    QVERIFY2(attention->preview().contains(QStringLiteral("MLP width: %1 (base %2)").arg(mla.intermediateSize).arg(base.intermediateSize)),
+    QVERIFY2(attention->preview().contains(
+                 QStringLiteral("MLP width: %1 (base %2)").arg(mla.intermediateSize).arg(base.intermediateSize)),
              qPrintable(attention->preview()));
     QVERIFY(attention->preview().contains(QStringLiteral("KV cache / token")));
     // Tensor parallel 2: the cache per device too.
@@ -122,10 +123,11 @@ private Q_SLOTS:
       QCOMPARE(arch->currentIndex(), i);
       const QString name = arch->currentText();
       QCOMPARE(w.trainingPanel()->spec().kind, RunKind::Pretrain);
-      QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(QStringLiteral("per device")) ||
-                                    memory->text().contains(QStringLiteral(" free on ")),
-                                qPrintable(name + QStringLiteral(": ") + memory->text()), 10000);
-      QVERIFY2(!memory->text().contains(QStringLiteral("no plan")), qPrintable(name + QStringLiteral(": ") + memory->text()));
+      QTRY_VERIFY2_WITH_TIMEOUT(
+          memory->text().contains(QStringLiteral("per device")) || memory->text().contains(QStringLiteral(" free on ")),
+          qPrintable(name + QStringLiteral(": ") + memory->text()), 10000);
+      QVERIFY2(!memory->text().contains(QStringLiteral("no plan")),
+               qPrintable(name + QStringLiteral(": ") + memory->text()));
     }
     // The demo shape's latent variants, chosen from the keyboard.
     arch->setCurrentText(QString::fromLatin1(kDemoArch));
@@ -136,8 +138,9 @@ private Q_SLOTS:
     for (int i = 1; i < variant->count(); ++i) {
       QTest::keyClick(variant, Qt::Key_Down);
       const QString v = variant->currentData().toString();
-      QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(QStringLiteral(" free on ")) && !memory->text().contains(QStringLiteral("no plan")),
-                                qPrintable(v + QStringLiteral(": ") + memory->text()), 10000);
+      QTRY_VERIFY2_WITH_TIMEOUT(
+          memory->text().contains(QStringLiteral(" free on ")) && !memory->text().contains(QStringLiteral("no plan")),
+          qPrintable(v + QStringLiteral(": ") + memory->text()), 10000);
       QCOMPARE(w.trainingPanel()->spec().attention, v.toStdString());
     }
   }
@@ -158,7 +161,9 @@ private Q_SLOTS:
       const RunSpec s = w.trainingPanel()->spec();
       const MemoryPlan p = planMemory(plannedModelConfig(s), s, 0);
       QStringList parts;
-      for (const MemoryItem& i : p.items) parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name), QString::fromStdString(formatBytes(i.bytes)));
+      for (const MemoryItem& i : p.items)
+        parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name),
+                                             QString::fromStdString(formatBytes(i.bytes)));
       return parts.join(QStringLiteral(" · ")).toHtmlEscaped();
     };
     QTRY_VERIFY_WITH_TIMEOUT(memory->text().contains(QStringLiteral(" free on ")), 10000);
@@ -171,10 +176,13 @@ private Q_SLOTS:
     QCOMPARE(variant->currentData().toString(), QStringLiteral("mla"));
     const QString mlaItems = plannedItems();
     QVERIFY2(mlaItems != baseItems, qPrintable(mlaItems));
-    QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(mlaItems), qPrintable(memory->text() + QStringLiteral(" vs ") + mlaItems), 5000);
+    QTRY_VERIFY2_WITH_TIMEOUT(memory->text().contains(mlaItems),
+                              qPrintable(memory->text() + QStringLiteral(" vs ") + mlaItems), 5000);
     // The KV figure in the run's dtype.
     const ModelConfig mla = attentionVariant(builtinArchitecture(kDemoArch), "mla", AttentionOptions{}, "attention");
-    QVERIFY2(attention->preview().contains(QStringLiteral("KV cache / token (fp32): %1").arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::F32).bytesPerToken, 2))),
+    QVERIFY2(attention->preview().contains(
+                 QStringLiteral("KV cache / token (fp32): %1")
+                     .arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::F32).bytesPerToken, 2))),
              qPrintable(attention->preview()));
     QComboBox* precision = w.trainingPanel()->precisionBox();
     precision->setFocus();
@@ -182,7 +190,9 @@ private Q_SLOTS:
     while (precision->currentText() != QLatin1String("bf16") && precision->currentIndex() + 1 < precision->count())
       QTest::keyClick(precision, Qt::Key_Down);
     QCOMPARE(precision->currentText(), QStringLiteral("bf16"));
-    QVERIFY2(attention->preview().contains(QStringLiteral("KV cache / token (bf16): %1").arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::BF16).bytesPerToken, 2))),
+    QVERIFY2(attention->preview().contains(
+                 QStringLiteral("KV cache / token (bf16): %1")
+                     .arg(QLocale().formattedDataSize(currentKvBudget(mla, DType::BF16).bytesPerToken, 2))),
              qPrintable(attention->preview()));
   }
 
@@ -230,7 +240,7 @@ private Q_SLOTS:
     for (QWidget* p = tp->parentWidget(); p != nullptr && scroll == nullptr; p = p->parentWidget())
       scroll = qobject_cast<QScrollArea*>(p);
     QVERIFY2(scroll != nullptr, "the Training panel scrolls");
-    w.trainingPanel()->runButton()->setFocus();   // the focus elsewhere, as after clicking another field
+    w.trainingPanel()->runButton()->setFocus();  // the focus elsewhere, as after clicking another field
     QVERIFY(!tp->hasFocus());
     scroll->ensureWidgetVisible(tp);
     QTest::qWait(20);
@@ -354,7 +364,8 @@ private Q_SLOTS:
     QTRY_VERIFY2(memory->text().contains(QStringLiteral("does not fit")), qPrintable(memory->text()));
     QVERIFY(!panel.runButton()->isEnabled());
     QVERIFY(panel.blockedLabel()->isVisible());
-    QVERIFY2(panel.blockedLabel()->text().contains(QStringLiteral("8.00 GiB free")), qPrintable(panel.blockedLabel()->text()));
+    QVERIFY2(panel.blockedLabel()->text().contains(QStringLiteral("8.00 GiB free")),
+             qPrintable(panel.blockedLabel()->text()));
     QVERIFY2(memory->text().contains(QStringLiteral("to fit: turn on recompute")), qPrintable(memory->text()));
     QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
 
@@ -386,7 +397,8 @@ private Q_SLOTS:
     s.device = "cuda:0,cuda:1";
     panel.setSpec(s);
     const std::uint64_t gib = std::uint64_t{1} << 30;
-    panel.setDeviceMemory({DeviceInfo{"cpu", "CPU", 64 * gib, 60 * gib}, DeviceInfo{"cuda:0", "GPU", 24 * gib, 23 * gib},
+    panel.setDeviceMemory({DeviceInfo{"cpu", "CPU", 64 * gib, 60 * gib},
+                           DeviceInfo{"cuda:0", "GPU", 24 * gib, 23 * gib},
                            DeviceInfo{"cuda:1", "GPU", 24 * gib, 23 * gib}});
     panel.resize(720, 1000);
     panel.show();

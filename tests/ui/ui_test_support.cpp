@@ -66,8 +66,8 @@ bool runEngineBlocking(const QString& workspaceDir, const RunSpec& spec, QString
   f.close();
   QProcess p;
   p.setProcessChannelMode(QProcess::MergedChannels);
-  p.start(ui::engineExecutablePath(), {QStringLiteral("run"), specPath, QStringLiteral("--db"), workspaceDir + QStringLiteral("/runs.db"),
-                                       QStringLiteral("--quiet")});
+  p.start(ui::engineExecutablePath(), {QStringLiteral("run"), specPath, QStringLiteral("--db"),
+                                       workspaceDir + QStringLiteral("/runs.db"), QStringLiteral("--quiet")});
   const bool ok = p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
   if (output != nullptr) *output = QString::fromUtf8(p.readAll());
   return ok;
@@ -127,4 +127,4 @@ void DialogAnswerer::poll() {
   name->setText(answer);
 }
 
-} // namespace latentlab::uitest
+}  // namespace latentlab::uitest

@@ -11,8 +11,8 @@
 
 class QFileDialog;
 
-#include "latentlab/run_spec.h"
 #include "charts/chart_view.h"
+#include "latentlab/run_spec.h"
 #include "main_window.h"
 
 namespace latentlab::uitest {
@@ -37,12 +37,12 @@ bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
 // missing answer rejects the dialog. Counts the dialogs it saw and keeps the
 // path each one offered before it was answered.
 class DialogAnswerer : public QObject {
-public:
+ public:
   explicit DialogAnswerer(QStringList answers);
   int seen() const { return m_seen; }
   const QStringList& offered() const { return m_offered; }
 
-private:
+ private:
   void poll();
   QStringList m_answers, m_offered;
   QTimer m_timer;
@@ -51,4 +51,4 @@ private:
   int m_polls = 0;
 };
 
-} // namespace latentlab::uitest
+}  // namespace latentlab::uitest

@@ -45,9 +45,11 @@ std::string fixed(double value, int decimals, bool trimZeros) {
   return s;
 }
 
-int decimalsFor(double step) { return std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9))); }
+int decimalsFor(double step) {
+  return std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
+}
 
-} // namespace
+}  // namespace
 
 double niceStep(double lo, double hi, int maxTicks) {
   maxTicks = std::max(2, maxTicks);
@@ -151,8 +153,8 @@ double quantile(std::vector<double>& values, double q) {
   return lo + f * (hi - lo);
 }
 
-bool fitRange(std::vector<double> values, const std::vector<double>& keep, bool ignoreOutliers, double margin, double* lo,
-              double* hi) {
+bool fitRange(std::vector<double> values, const std::vector<double>& keep, bool ignoreOutliers, double margin,
+              double* lo, double* hi) {
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
   double a = std::numeric_limits<double>::infinity(), b = -a;
   if (ignoreOutliers && values.size() >= 20) {
@@ -180,4 +182,4 @@ bool fitRange(std::vector<double> values, const std::vector<double>& keep, bool 
   return true;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -46,11 +46,11 @@ std::string tickLabel(double value, double step, TickStyle style);
 // losses, never treated as outliers), padded by `margin` of the span on each
 // side (a flat curve gets a small span around it). Non-finite values are
 // skipped. Returns false when there is no value to fit.
-bool fitRange(std::vector<double> values, const std::vector<double>& keep, bool ignoreOutliers, double margin, double* lo,
-              double* hi);
+bool fitRange(std::vector<double> values, const std::vector<double>& keep, bool ignoreOutliers, double margin,
+              double* lo, double* hi);
 
 // The q-quantile (0..1) of values, linear between order statistics; values
 // are reordered.
 double quantile(std::vector<double>& values, double q);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

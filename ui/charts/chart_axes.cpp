@@ -35,7 +35,8 @@ void setCategories(QCategoryAxis* axis, const AxisTicks& ticks) {
   if (same && axis->startValue() <= axis->min()) return;
   for (const QString& label : old) axis->remove(label);
   axis->setStartValue(ticks.values.empty() ? axis->min() : std::min(axis->min(), ticks.values.front()));
-  for (std::size_t i = 0; i < ticks.values.size(); ++i) axis->append(QString::fromStdString(ticks.labels[i]), ticks.values[i]);
+  for (std::size_t i = 0; i < ticks.values.size(); ++i)
+    axis->append(QString::fromStdString(ticks.labels[i]), ticks.values[i]);
 }
 
 QCategoryAxis* newAxis(const QString& title) {
@@ -46,7 +47,7 @@ QCategoryAxis* newAxis(const QString& title) {
   return axis;
 }
 
-} // namespace
+}  // namespace
 
 void ChartView::applyAxes() {
   double x0 = 0, x1 = 100;
@@ -55,7 +56,9 @@ void ChartView::applyAxes() {
   if (m_axisY != nullptr) m_chart->removeAxis(m_axisY);
   delete m_axisX;
   delete m_axisY;
-  m_axisX = newAxis(m_xAxis == XAxis::Tokens ? tr("tokens") : m_xAxis == XAxis::WallTime ? tr("wall time (s)") : tr("step"));
+  m_axisX = newAxis(m_xAxis == XAxis::Tokens     ? tr("tokens")
+                    : m_xAxis == XAxis::WallTime ? tr("wall time (s)")
+                                                 : tr("step"));
   QString yTitle = metricTitle(m_metric);
   if (m_mode == CompareMode::Difference) yTitle = tr("\u0394 %1 (run \u2212 baseline)").arg(yTitle);
   if (m_mode == CompareMode::Paired) yTitle = tr("\u0394 %1 (within pair)").arg(yTitle);
@@ -113,10 +116,12 @@ void ChartView::updateTicks() {
   // a cell reads as a scale, not a single number.
   const double spacing = m_cell ? 1.5 : 2.5;
   const int fewest = m_cell ? 4 : 2;
-  const int ny = plot.height() > 30 ? std::clamp(static_cast<int>(plot.height() / (spacing * labelHeight)), fewest, 10) : 6;
+  const int ny =
+      plot.height() > 30 ? std::clamp(static_cast<int>(plot.height() / (spacing * labelHeight)), fewest, 10) : 6;
   m_xTicks = niceTicks(m_axisX->min(), m_axisX->max(), nx, TickStyle::Count);
   const TickStyle yStyle = m_metric == QLatin1String("tokens_per_s") ? TickStyle::Count : TickStyle::Plain;
-  m_yTicks = logAxis() ? logTicks(m_axisY->min(), m_axisY->max(), ny) : niceTicks(m_axisY->min(), m_axisY->max(), ny, yStyle);
+  m_yTicks =
+      logAxis() ? logTicks(m_axisY->min(), m_axisY->max(), ny) : niceTicks(m_axisY->min(), m_axisY->max(), ny, yStyle);
   setCategories(m_axisX, m_xTicks);
   setCategories(m_axisY, m_yTicks);
   updateZeroLine();
@@ -141,7 +146,9 @@ void ChartView::updateZeroLine() {
   m_zero->replace(QList<QPointF>{{m_axisX->min(), 0.0}, {m_axisX->max(), 0.0}});
 }
 
-bool ChartView::hasZeroLine() const { return m_zero != nullptr && m_zero->count() == 2; }
+bool ChartView::hasZeroLine() const {
+  return m_zero != nullptr && m_zero->count() == 2;
+}
 
 bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
   *x0 = std::numeric_limits<double>::infinity();
@@ -180,7 +187,8 @@ bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
   std::vector<double> values, keep, drawn;
   for (const auto& c : m_curves) {
     if (!runVisible(c->runId)) continue;
-    std::vector<double>& into = c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss") ? keep : values;
+    std::vector<double>& into =
+        c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss") ? keep : values;
     for (const MetricPoint& p : c->data()) {
       const QPointF q = toPoint(p);
       if (q.x() >= x0 && q.x() <= x1) into.push_back(q.y());
@@ -263,7 +271,9 @@ void ChartView::rescale(bool fit) {
   if (y0 != m_axisY->min() || y1 != m_axisY->max()) m_axisY->setRange(y0, y1);
 }
 
-std::pair<double, double> ChartView::visibleX() const { return {m_axisX->min(), m_axisX->max()}; }
+std::pair<double, double> ChartView::visibleX() const {
+  return {m_axisX->min(), m_axisX->max()};
+}
 
 std::pair<double, double> ChartView::visibleY() const {
   if (logAxis()) return {std::pow(10.0, m_axisY->min()), std::pow(10.0, m_axisY->max())};
@@ -290,4 +300,4 @@ std::vector<double> ChartView::yTickValues() const {
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -59,19 +59,23 @@ QWidget* ChartView::buildBar() {
   m_groupBox = new QComboBox;
   m_groupBox->setMinimumContentsLength(10);
   m_groupBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  m_groupBox->setToolTip(tr("Group the runs by a config field that differs between them: each group's mean, with its "
-                            "min-max band (e.g. average over seeds)"));
-  connect(m_groupBox, &QComboBox::currentIndexChanged, this, [this](int i) { setGroupBy(m_groupBox->itemData(i).toString()); });
+  m_groupBox->setToolTip(
+      tr("Group the runs by a config field that differs between them: each group's mean, with its "
+         "min-max band (e.g. average over seeds)"));
+  connect(m_groupBox, &QComboBox::currentIndexChanged, this,
+          [this](int i) { setGroupBy(m_groupBox->itemData(i).toString()); });
   m_bar->addWidget(labelled(tr("Group"), m_groupBox));
   m_gridBox = new QCheckBox(tr("Grid"));
-  m_gridBox->setToolTip(tr("Small multiples: one linked chart per metric (loss, validation loss, learning rate, "
-                           "gradient norm, tokens/s, ...), shared x axis and crosshair"));
+  m_gridBox->setToolTip(
+      tr("Small multiples: one linked chart per metric (loss, validation loss, learning rate, "
+         "gradient norm, tokens/s, ...), shared x axis and crosshair"));
   connect(m_gridBox, &QCheckBox::toggled, this, &ChartView::setGrid);
   m_bar->addWidget(m_gridBox);
   auto* resetButton = new QPushButton(tr("Reset"));
-  resetButton->setToolTip(tr("Show every curve whole again (also: double click, right click or Home).\n"
-                             "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
-                             "Zoom y: Ctrl+wheel. Pan: middle drag, Shift+drag or the arrow keys."));
+  resetButton->setToolTip(
+      tr("Show every curve whole again (also: double click, right click or Home).\n"
+         "Zoom x: drag across the plot, or the wheel; y follows the visible data.\n"
+         "Zoom y: Ctrl+wheel. Pan: middle drag, Shift+drag or the arrow keys."));
   connect(resetButton, &QPushButton::clicked, this, &ChartView::resetView);
   auto* exportButton = new QPushButton(tr("Export…"));
   exportButton->setToolTip(tr("Save the chart as PNG or SVG, or its data as CSV"));
@@ -86,16 +90,16 @@ QWidget* ChartView::buildBar() {
 
 void ChartView::exportFromDialog() {
   QString filter;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"),
-                                                    exportFolder() + QLatin1Char('/') + defaultExportName() + QStringLiteral(".png"),
-                                                    tr("PNG image, 2x (*.png);;PNG image, 4x for print (*.png);;"
-                                                       "SVG image (*.svg);;CSV data (*.csv)"),
-                                                    &filter);
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export chart"), exportFolder() + QLatin1Char('/') + defaultExportName() + QStringLiteral(".png"),
+      tr("PNG image, 2x (*.png);;PNG image, 4x for print (*.png);;"
+         "SVG image (*.svg);;CSV data (*.csv)"),
+      &filter);
   if (path.isEmpty()) return;
   const double scale = filter.contains(QLatin1String("4x")) ? 4.0 : 2.0;
   const bool ok = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)   ? exportSvg(path)
                   : path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive) ? exportCsv(path)
-                                                                               : exportPng(path, scale);
+                                                                              : exportPng(path, scale);
   if (ok) QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(path).absolutePath());
   m_exportMessage = ok ? tr("Saved %1").arg(path) : tr("Could not write %1").arg(path);
   m_exportLabel->setText(m_exportMessage);
@@ -126,6 +130,8 @@ QString ChartView::defaultExportName() const {
   return name;
 }
 
-QString ChartView::exportMessage() const { return m_exportMessage; }
+QString ChartView::exportMessage() const {
+  return m_exportMessage;
+}
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

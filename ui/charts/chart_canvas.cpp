@@ -54,9 +54,13 @@ void ChartCanvas::setFaintSpan(double x0, double x1) {
   m_span->setVisible(right > left);
 }
 
-bool ChartCanvas::faintSpanVisible() const { return m_span->isVisible(); }
+bool ChartCanvas::faintSpanVisible() const {
+  return m_span->isVisible();
+}
 
-bool ChartCanvas::crosshairVisible() const { return m_line->isVisible(); }
+bool ChartCanvas::crosshairVisible() const {
+  return m_line->isVisible();
+}
 
 void ChartCanvas::hideCrosshair() {
   m_line->hide();
@@ -101,7 +105,8 @@ bool ChartCanvas::drawCrosshair(const QPointF& scenePos) {
   // Right of the line, or left of it near the right edge; inside the plot.
   double left = scenePos.x() + 12;
   if (left + box.width() > plot.right()) left = scenePos.x() - 12 - box.width();
-  const double top = std::clamp(scenePos.y() - box.height() / 2, plot.top(), std::max(plot.top(), plot.bottom() - box.height()));
+  const double top =
+      std::clamp(scenePos.y() - box.height() / 2, plot.top(), std::max(plot.top(), plot.bottom() - box.height()));
   m_box->setRect(box);
   m_box->setPos(left, top);
   m_label->setPos(5, 4);
@@ -207,8 +212,12 @@ void ChartCanvas::keyPressEvent(QKeyEvent* event) {
   const double dx = plot.width() * 0.1, dy = plot.height() * 0.1;
   bool yChosen = false;
   switch (event->key()) {
-    case Qt::Key_Left: chart()->scroll(-dx, 0); break;
-    case Qt::Key_Right: chart()->scroll(dx, 0); break;
+    case Qt::Key_Left:
+      chart()->scroll(-dx, 0);
+      break;
+    case Qt::Key_Right:
+      chart()->scroll(dx, 0);
+      break;
     case Qt::Key_Up:
       chart()->scroll(0, dy);
       yChosen = true;
@@ -218,13 +227,19 @@ void ChartCanvas::keyPressEvent(QKeyEvent* event) {
       yChosen = true;
       break;
     case Qt::Key_Plus:
-    case Qt::Key_Equal: zoomAbout(plot.center(), 1.25, 1.0); break;
-    case Qt::Key_Minus: zoomAbout(plot.center(), 0.8, 1.0); break;
+    case Qt::Key_Equal:
+      zoomAbout(plot.center(), 1.25, 1.0);
+      break;
+    case Qt::Key_Minus:
+      zoomAbout(plot.center(), 0.8, 1.0);
+      break;
     case Qt::Key_0:
     case Qt::Key_Home:
       Q_EMIT resetRequested();
       return;
-    default: QChartView::keyPressEvent(event); return;
+    default:
+      QChartView::keyPressEvent(event);
+      return;
   }
   event->accept();
   Q_EMIT viewChangedByUser(yChosen);
@@ -236,4 +251,4 @@ void ChartCanvas::leaveEvent(QEvent* event) {
   QChartView::leaveEvent(event);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

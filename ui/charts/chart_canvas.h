@@ -21,7 +21,7 @@ namespace latentlab::ui {
 
 class ChartCanvas : public QChartView {
   Q_OBJECT
-public:
+ public:
   explicit ChartCanvas(QChart* chart, QWidget* parent = nullptr);
 
   // Lines of the crosshair label for a chart x (empty: no label).
@@ -43,12 +43,12 @@ public:
   // Zooms about a point of the plot (scene coordinates) by `factor` (> 1 in).
   void zoomAbout(const QPointF& scenePos, double factorX, double factorY);
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void viewChangedByUser(bool yChosen);
   void crosshairMoved(double x);  // NaN: the mouse left the plot
   void resetRequested();
 
-protected:
+ protected:
   void wheelEvent(QWheelEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
@@ -57,7 +57,7 @@ protected:
   void keyPressEvent(QKeyEvent* event) override;
   void leaveEvent(QEvent* event) override;
 
-private:
+ private:
   bool drawCrosshair(const QPointF& scenePos);  // false: outside the plot (hidden)
 
   std::function<QStringList(double)> m_text;
@@ -72,4 +72,4 @@ private:
   QPointF m_panFrom;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -1,8 +1,8 @@
 // The run chart's curves (per mode), coalesced redraw, axes, legend toggles,
 // crosshair values and export; see chart_view.h.
-#include <QChart>
 #include <QAreaSeries>
 #include <QCategoryAxis>
+#include <QChart>
 #include <QLineSeries>
 #include <QLocale>
 #include <QPainter>
@@ -25,9 +25,13 @@ namespace latentlab::ui {
 
 namespace {
 
-bool isVal(const QString& metricName) { return metricName == QLatin1String("val/loss"); }
+bool isVal(const QString& metricName) {
+  return metricName == QLatin1String("val/loss");
+}
 // Scores of eval tasks at checkpoints: few points, each one drawn.
-bool isEvalScore(const QString& metricName) { return metricName.startsWith(QLatin1String("eval/")); }
+bool isEvalScore(const QString& metricName) {
+  return metricName.startsWith(QLatin1String("eval/"));
+}
 // Noisy per-step curves are smoothed; validation points, eval scores and the
 // learning rate (a schedule, exact) are not.
 bool smoothable(const QString& metricName) {
@@ -40,7 +44,7 @@ QString shortMetric(const QString& metricName) {
   return metricName;
 }
 
-} // namespace
+}  // namespace
 
 void ChartView::buildCurves() {
   m_chart->removeAllSeries();  // deletes the series
@@ -48,7 +52,8 @@ void ChartView::buildCurves() {
   const QStringList names = metricNames();
   const bool several = names.size() > 1;
   m_zero = nullptr;
-  auto add = [&](Track* source, Track* minus, const QString& label, qint64 colourRun, std::vector<Track*> members = {}) {
+  auto add = [&](Track* source, Track* minus, const QString& label, qint64 colourRun,
+                 std::vector<Track*> members = {}) {
     auto c = std::make_unique<Curve>();
     c->members = std::move(members);
     c->label = several ? QStringLiteral("%1 · %2").arg(label, shortMetric(source->metricName)) : label;
@@ -79,7 +84,8 @@ void ChartView::buildCurves() {
     }
     for (QLineSeries* s : {c->raw, c->smoothed}) {
       if (s == nullptr) continue;
-      connect(s, &QLineSeries::hovered, this, [this, run = colourRun](const QPointF&, bool on) { highlightRun(on ? run : 0); });
+      connect(s, &QLineSeries::hovered, this,
+              [this, run = colourRun](const QPointF&, bool on) { highlightRun(on ? run : 0); });
     }
     m_curves.push_back(std::move(c));
   };
@@ -88,7 +94,8 @@ void ChartView::buildCurves() {
   for (const ChartRun& r : m_runs) full.push_back(r.name.toStdString());
   const std::vector<std::string> brief = withoutCommonWords(full);
   QHash<qint64, QString> shortName;
-  for (qsizetype i = 0; i < m_runs.size(); ++i) shortName.insert(m_runs[i].id, QString::fromStdString(brief[static_cast<std::size_t>(i)]));
+  for (qsizetype i = 0; i < m_runs.size(); ++i)
+    shortName.insert(m_runs[i].id, QString::fromStdString(brief[static_cast<std::size_t>(i)]));
   if (m_mode == CompareMode::Curves && !m_groupBy.isEmpty()) {
     // One curve per value of the field, in the order the runs come.
     QStringList values;
@@ -106,7 +113,8 @@ void ChartView::buildCurves() {
       const QColor groupColour = paletteColor(groupIndex++);
       const std::vector<qint64>& ids = runsOf[v];
       QString shown = v;
-      if (shown.size() >= 2 && shown.startsWith(QLatin1Char('"')) && shown.endsWith(QLatin1Char('"'))) shown = shown.mid(1, shown.size() - 2);
+      if (shown.size() >= 2 && shown.startsWith(QLatin1Char('"')) && shown.endsWith(QLatin1Char('"')))
+        shown = shown.mid(1, shown.size() - 2);
       const QString count = ids.size() == 1 ? tr("1 run") : tr("%1 runs").arg(ids.size());
       const QString label = QStringLiteral("%1 = %2 (%3)").arg(field, shown, count);
       for (const QString& name : names) {
@@ -129,7 +137,8 @@ void ChartView::buildCurves() {
       for (const QString& name : names) {
         Track* a = track(r.id, name);
         Track* b = track(base, name);
-        if (a != nullptr && b != nullptr) add(a, b, QStringLiteral("%1 \u2212 %2").arg(shortName.value(r.id), shortName.value(base)), r.id);
+        if (a != nullptr && b != nullptr)
+          add(a, b, QStringLiteral("%1 \u2212 %2").arg(shortName.value(r.id), shortName.value(base)), r.id);
       }
     }
   } else {
@@ -204,7 +213,7 @@ void ChartView::updateColors() {
 }
 
 void ChartView::highlightRun(qint64 runId) {
-  if (runId != 0 && !runVisible(runId)) runId = 0;   // a hidden run's entry highlights nothing
+  if (runId != 0 && !runVisible(runId)) runId = 0;  // a hidden run's entry highlights nothing
   if (runId == m_highlighted) return;
   m_highlighted = runId;
   applyPens();
@@ -215,7 +224,8 @@ void ChartView::soloRun(qint64 runId) {
   for (const auto& c : m_curves) {
     if (c->runId != runId) others.insert(c->runId);
   }
-  const bool alreadySolo = runVisible(runId) && std::all_of(others.begin(), others.end(), [this](qint64 id) { return !runVisible(id); });
+  const bool alreadySolo =
+      runVisible(runId) && std::all_of(others.begin(), others.end(), [this](qint64 id) { return !runVisible(id); });
   m_hidden = alreadySolo ? QSet<qint64>{} : others;
   updateLegend();
   if (!m_userY) rescale(true);
@@ -364,7 +374,8 @@ QStringList ChartView::crosshairLines(double x) const {
   double largest = 0;
   for (double y : ys) largest = std::max(largest, std::abs(y));
   const bool plain = largest >= 1e-3 && largest < 1e6;
-  const int decimals = !plain ? 0 : std::clamp(3 - static_cast<int>(std::floor(std::log10(std::max(largest, 1e-3)))), 0, 6);
+  const int decimals =
+      !plain ? 0 : std::clamp(3 - static_cast<int>(std::floor(std::log10(std::max(largest, 1e-3)))), 0, 6);
   QStringList lines;
   std::size_t k = 0;
   for (const auto& c : m_curves) {
@@ -372,7 +383,8 @@ QStringList ChartView::crosshairLines(double x) const {
     auto y = interpolateAt(c->shown, x);
     if (!y) continue;
     const double v = ys[k++];
-    lines << QStringLiteral("%1: %2").arg(c->label, plain ? QString::number(v, 'f', decimals) : QString::number(v, 'g', 5));
+    lines << QStringLiteral("%1: %2").arg(c->label,
+                                          plain ? QString::number(v, 'f', decimals) : QString::number(v, 'g', 5));
   }
   if (lines.isEmpty()) return lines;
   const QString head = m_xAxis == XAxis::Tokens     ? tr("tokens %1").arg(QLocale().toString(std::llround(x)))
@@ -390,8 +402,10 @@ QSize ChartView::exportSize() const {
 void ChartView::renderExport(QPainter& painter) const {
   // The plot, then the legend under it.
   const QWidget* plot = plotWidget();
-  if (m_grid) m_gridHost->render(&painter);  // every cell as laid out
-  else m_view->render(&painter, QRectF(0, 0, m_view->width(), m_view->height()), m_view->rect());
+  if (m_grid)
+    m_gridHost->render(&painter);  // every cell as laid out
+  else
+    m_view->render(&painter, QRectF(0, 0, m_view->width(), m_view->height()), m_view->rect());
   m_legend->renderAt(painter, QPoint(0, plot->height()), plot->width());
 }
 
@@ -428,7 +442,7 @@ bool ChartView::exportCsv(const QString& path) const {
   for (const auto& c : m_curves) {
     QString name = c->isDerived() ? c->label : c->source->runName;
     name.replace(QLatin1Char('"'), QStringLiteral("\"\""));
-    const QString metric = c->minus != nullptr      ? c->metricName + QStringLiteral(" difference")
+    const QString metric = c->minus != nullptr   ? c->metricName + QStringLiteral(" difference")
                            : !c->members.empty() ? c->metricName + QStringLiteral(" group mean")
                                                  : c->metricName;
     for (const auto& p : c->data()) {
@@ -442,19 +456,23 @@ bool ChartView::exportCsv(const QString& path) const {
 
 int ChartView::pointCount(qint64 runId, const QString& metricName) const {
   for (const auto& c : m_curves) {
-    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->rawPoints.size());
+    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName)
+      return static_cast<int>(c->rawPoints.size());
   }
   return -1;
 }
 
 int ChartView::drawnPointCount(qint64 runId, const QString& metricName) const {
   for (const auto& c : m_curves) {
-    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName) return static_cast<int>(c->raw->count());
+    if (!c->isDerived() && c->source->runId == runId && c->metricName == metricName)
+      return static_cast<int>(c->raw->count());
   }
   return -1;
 }
 
-int ChartView::seriesCount() const { return static_cast<int>(m_curves.size()); }
+int ChartView::seriesCount() const {
+  return static_cast<int>(m_curves.size());
+}
 
 QStringList ChartView::curveLabels() const {
   QStringList out;
@@ -479,4 +497,4 @@ std::vector<MetricPoint> ChartView::curveData(const QString& label) const {
   return c != nullptr ? c->data() : std::vector<MetricPoint>{};
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -34,7 +34,9 @@ QStringList ChartView::gridMetrics() const {
   return out;
 }
 
-QWidget* ChartView::plotWidget() const { return m_grid ? m_gridHost : static_cast<QWidget*>(m_view); }
+QWidget* ChartView::plotWidget() const {
+  return m_grid ? m_gridHost : static_cast<QWidget*>(m_view);
+}
 
 void ChartView::setGrid(bool on) {
   if (on == m_grid) return;
@@ -70,8 +72,10 @@ void ChartView::rebuildCells() {
         const auto [x0, x1] = cell->visibleX();
         for (ChartView* other : m_cells) {
           if (other == cell) continue;
-          if (whole) other->resetView();
-          else other->zoomToX(x0, x1);
+          if (whole)
+            other->resetView();
+          else
+            other->zoomToX(x0, x1);
         }
         m_linking = false;
       });
@@ -119,4 +123,4 @@ void ChartView::syncCells() {
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

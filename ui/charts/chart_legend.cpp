@@ -14,12 +14,12 @@ namespace latentlab::ui {
 
 namespace {
 
-constexpr int kPad = 6;         // around the legend
-constexpr int kSwatch = 18;     // width of the colour line
-constexpr int kGap = 14;        // between entries
-constexpr int kMaxText = 260;   // px of name before eliding
+constexpr int kPad = 6;        // around the legend
+constexpr int kSwatch = 18;    // width of the colour line
+constexpr int kGap = 14;       // between entries
+constexpr int kMaxText = 260;  // px of name before eliding
 
-} // namespace
+}  // namespace
 
 ChartLegend::ChartLegend(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
@@ -72,8 +72,12 @@ int ChartLegend::heightForWidth(int width) const {
   return bottom > 0 ? bottom + 1 + kPad : 0;
 }
 
-QSize ChartLegend::sizeHint() const { return {400, heightForWidth(std::max(width(), 400))}; }
-QSize ChartLegend::minimumSizeHint() const { return {120, heightForWidth(std::max(width(), 120))}; }
+QSize ChartLegend::sizeHint() const {
+  return {400, heightForWidth(std::max(width(), 400))};
+}
+QSize ChartLegend::minimumSizeHint() const {
+  return {120, heightForWidth(std::max(width(), 120))};
+}
 
 void ChartLegend::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
@@ -118,8 +122,8 @@ void ChartLegend::paintInto(QPainter& p, const QVector<Placed>& placed, const QR
     QFont f = font();
     f.setStrikeOut(!e.visible);
     p.setFont(f);
-    p.drawText(QRect(r.left() + kSwatch + 6, r.top(), r.width() - kSwatch - 6, r.height()), Qt::AlignVCenter | Qt::AlignLeft,
-               placed[i].text);
+    p.drawText(QRect(r.left() + kSwatch + 6, r.top(), r.width() - kSwatch - 6, r.height()),
+               Qt::AlignVCenter | Qt::AlignLeft, placed[i].text);
     p.setFont(font());
   }
   if (noteRect.isValid()) {
@@ -209,9 +213,10 @@ bool ChartLegend::event(QEvent* event) {
     auto* help = static_cast<QHelpEvent*>(event);
     const int i = entryAt(help->pos());
     if (i >= 0) {
-      QToolTip::showText(help->globalPos(),
-                         tr("%1\nclick: hide or show · double click: only this run · right click: colour").arg(m_entries[i].fullName),
-                         this, m_placed[i].rect);
+      QToolTip::showText(
+          help->globalPos(),
+          tr("%1\nclick: hide or show · double click: only this run · right click: colour").arg(m_entries[i].fullName),
+          this, m_placed[i].rect);
     } else {
       QToolTip::hideText();
     }
@@ -220,4 +225,4 @@ bool ChartLegend::event(QEvent* event) {
   return QWidget::event(event);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -14,7 +14,7 @@ namespace latentlab::ui {
 
 class ChartLegend : public QWidget {
   Q_OBJECT
-public:
+ public:
   struct Entry {
     qint64 runId = 0;
     QString label;     // as drawn (may be elided further to fit)
@@ -40,13 +40,13 @@ public:
   // Paints the legend into a painter at `width` (chart export).
   void renderAt(QPainter& painter, const QPoint& origin, int width) const;
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void toggled(qint64 runId);
   void soloed(qint64 runId);
   void hovered(qint64 runId);  // 0: none
   void colorMenuRequested(qint64 runId);
 
-protected:
+ protected:
   void paintEvent(QPaintEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseReleaseEvent(QMouseEvent* event) override;
@@ -57,7 +57,7 @@ protected:
   bool event(QEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
 
-private:
+ private:
   struct Placed {
     QRect rect;
     QString text;  // elided
@@ -78,4 +78,4 @@ private:
   qint64 m_lastToggledAt = 0;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

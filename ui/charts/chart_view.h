@@ -16,7 +16,6 @@
 #pragma once
 
 #include <QColor>
-#include <optional>
 #include <QHash>
 #include <QList>
 #include <QPointF>
@@ -25,6 +24,7 @@
 #include <QVector>
 #include <QWidget>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,7 +64,7 @@ enum class CompareMode { Curves, Difference, Paired };
 
 class ChartView : public QWidget {
   Q_OBJECT
-public:
+ public:
   using XAxis = ChartXAxis;
 
   // cell: a chart of a small-multiples grid (no bar, legend or poll timer of
@@ -97,7 +97,7 @@ public:
   void setPairLabels(const std::vector<std::pair<std::string, std::string>>& labels);
   CompareMode compareMode() const { return m_mode; }
   qint64 baseline() const;
-  std::vector<RunPair> pairs() const;                 // resolved against the current runs
+  std::vector<RunPair> pairs() const;  // resolved against the current runs
   std::vector<std::string> unmatchedPairLabels() const;
 
   // Legend toggles: a hidden run's curves are not drawn, scaled to or listed.
@@ -158,7 +158,7 @@ public:
   // folder saved in is offered next (remembered across sessions).
   void setExportFolder(const QString& dir) { m_exportFolder = dir; }
   QString exportFolder() const;
-  QString exportMessage() const;      // what the last export from the button said
+  QString exportMessage() const;  // what the last export from the button said
   bool exportSvg(const QString& path) const;
   bool exportCsv(const QString& path) const;
 
@@ -176,7 +176,7 @@ public:
   int pointCount(qint64 runId, const QString& metricName) const;
   int drawnPointCount(qint64 runId, const QString& metricName) const;
   int loadedRows(qint64 runId, const QString& metricName) const;  // rows held for it
-  int seriesCount() const;  // curves drawn
+  int seriesCount() const;                                        // curves drawn
   QStringList curveLabels() const;
   std::vector<MetricPoint> curveData(const QString& label) const;
   std::vector<GroupPoint> curveGroup(const QString& label) const;  // a group curve's mean and band
@@ -184,11 +184,11 @@ public:
   static constexpr int kRedrawDelayMs = 40;
   static constexpr std::size_t kMaxPoints = 4000;  // per read of a curve's window
 
-Q_SIGNALS:
-  void viewChanged();  // zoom, pan, reset
+ Q_SIGNALS:
+  void viewChanged();                       // zoom, pan, reset
   void colorChangeRequested(qint64 runId);  // the legend's context menu
 
-private:
+ private:
   // One stored metric of one run, as read (points) and the full-range read
   // (overview: maps visible x to steps, and restores the view on reset).
   struct Track {
@@ -212,20 +212,20 @@ private:
     qint64 runId = 0;  // colour and legend toggle
     bool legendEntry = true;
     Track* source = nullptr;
-    Track* minus = nullptr;        // set: difference source − minus
-    std::vector<Track*> members;   // set: a group's mean (source is the first member)
+    Track* minus = nullptr;       // set: difference source − minus
+    std::vector<Track*> members;  // set: a group's mean (source is the first member)
     std::vector<MetricPoint> derived;
     std::vector<GroupPoint> group;  // a group's mean and min-max per x
-    QColor colour;                    // set: drawn in it (a group), else its run's colour
+    QColor colour;                  // set: drawn in it (a group), else its run's colour
     QLineSeries* raw = nullptr;
     QLineSeries* smoothed = nullptr;  // train curves only
     QAreaSeries* band = nullptr;      // a group's min-max band
     QList<QPointF> rawPoints;         // what the series hold
     QList<QPointF> smoothedPoints;
     QList<QPointF> bandLo, bandHi;
-    std::vector<CurvePoint> shown;    // what the bold line shows (crosshair)
+    std::vector<CurvePoint> shown;  // what the bold line shows (crosshair)
     TensorBoardSmoother smoother{0.0};
-    std::size_t drawnCount = 0;       // rows of data() already drawn
+    std::size_t drawnCount = 0;  // rows of data() already drawn
     bool isDerived() const { return minus != nullptr || !members.empty(); }
     const std::vector<MetricPoint>& data() const { return isDerived() ? derived : source->points; }
     // The stored tracks it is drawn from.
@@ -243,9 +243,9 @@ private:
   QWidget* buildPlotStack();
   void createLegend();
   void startTimers();
-  void exportFromDialog();   // the Export… button: PNG, SVG or CSV, and the message beside it
-  void rebuild();      // tracks (store reads) and curves
-  void buildCurves();  // curves over the tracks for the mode
+  void exportFromDialog();  // the Export… button: PNG, SVG or CSV, and the message beside it
+  void rebuild();           // tracks (store reads) and curves
+  void buildCurves();       // curves over the tracks for the mode
   void loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax);
   void drawCurve(Curve& c, bool restart);
   void pushSeries(Curve& c);
@@ -286,7 +286,7 @@ private:
   std::vector<std::pair<std::string, std::string>> m_pairLabels;
   QSet<qint64> m_hidden;
   bool m_userRange = false;
-  std::optional<std::pair<double, double>> m_sharedX;   // a grid cell: the x span of the whole grid
+  std::optional<std::pair<double, double>> m_sharedX;  // a grid cell: the x span of the whole grid
   QString m_exportFolder;
   bool m_userY = false;  // the user chose y (Ctrl+wheel, up/down keys): no refit
   bool m_ignoreOutliers = true;
@@ -296,9 +296,9 @@ private:
   bool m_fitNext = true;  // the next redraw fits the axes to the curves
   std::vector<std::unique_ptr<Track>> m_tracks;
   struct RunInfo {
-    bool running = false;          // as of the last poll
+    bool running = false;           // as of the last poll
     std::int64_t plannedSteps = 0;  // the spec's steps (0: unknown)
-    QMap<QString, QString> spec;   // flattened (read once)
+    QMap<QString, QString> spec;    // flattened (read once)
   };
   bool m_cell = false;
   bool m_grid = false;
@@ -344,4 +344,4 @@ private:
   QStackedLayout* m_stack = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -9,9 +9,12 @@ namespace latentlab::ui {
 
 double xOf(const MetricPoint& p, ChartXAxis axis) {
   switch (axis) {
-    case ChartXAxis::Tokens: return static_cast<double>(p.tokens);
-    case ChartXAxis::WallTime: return p.wallTime;
-    case ChartXAxis::Step: break;
+    case ChartXAxis::Tokens:
+      return static_cast<double>(p.tokens);
+    case ChartXAxis::WallTime:
+      return p.wallTime;
+    case ChartXAxis::Step:
+      break;
   }
   return static_cast<double>(p.step);
 }
@@ -19,7 +22,8 @@ double xOf(const MetricPoint& p, ChartXAxis axis) {
 std::optional<double> interpolateAt(const std::vector<CurvePoint>& curve, double x) {
   if (curve.empty() || !std::isfinite(x) || x < curve.front().x || x > curve.back().x) return std::nullopt;
   // First point with x' > x; the one before it has x' <= x.
-  const auto hi = std::upper_bound(curve.begin(), curve.end(), x, [](double v, const CurvePoint& p) { return v < p.x; });
+  const auto hi =
+      std::upper_bound(curve.begin(), curve.end(), x, [](double v, const CurvePoint& p) { return v < p.x; });
   const CurvePoint& a = *(hi - 1);
   if (a.x == x || hi == curve.end()) {
     if (!std::isfinite(a.y)) return std::nullopt;
@@ -151,4 +155,4 @@ std::vector<RunPair> matchPairs(const std::vector<NamedRun>& runs,
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

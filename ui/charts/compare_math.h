@@ -79,4 +79,4 @@ std::vector<RunPair> matchPairs(const std::vector<NamedRun>& runs,
                                 const std::vector<std::pair<std::string, std::string>>& labels,
                                 std::vector<std::string>* unmatched = nullptr);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -13,7 +13,9 @@ FlowLayout::~FlowLayout() {
   while (QLayoutItem* item = takeAt(0)) delete item;
 }
 
-void FlowLayout::addItem(QLayoutItem* item) { m_items.append(item); }
+void FlowLayout::addItem(QLayoutItem* item) {
+  m_items.append(item);
+}
 
 void FlowLayout::insertWidget(int index, QWidget* widget) {
   addChildWidget(widget);
@@ -46,7 +48,8 @@ int FlowLayout::place(const QRect& rect, bool apply) const {
   auto flushRow = [&] {
     // Items of a row centred vertically on the row.
     if (apply) {
-      for (auto& [item, r] : row) item->setGeometry(QRect(r.x(), r.y() + (rowHeight - r.height()) / 2, r.width(), r.height()));
+      for (auto& [item, r] : row)
+        item->setGeometry(QRect(r.x(), r.y() + (rowHeight - r.height()) / 2, r.width(), r.height()));
     }
     row.clear();
   };
@@ -68,4 +71,4 @@ int FlowLayout::place(const QRect& rect, bool apply) const {
   return y + rowHeight - rect.y() + m.bottom();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -10,7 +10,7 @@
 namespace latentlab::ui {
 
 class FlowLayout : public QLayout {
-public:
+ public:
   explicit FlowLayout(QWidget* parent = nullptr, int hSpacing = 6, int vSpacing = 4);
   ~FlowLayout() override;
 
@@ -26,7 +26,7 @@ public:
   QSize sizeHint() const override { return minimumSize(); }
   void setGeometry(const QRect& rect) override;
 
-private:
+ private:
   // Lays the items out in `rect` (moving them when `apply`); returns the height used.
   int place(const QRect& rect, bool apply) const;
 
@@ -35,4 +35,4 @@ private:
   int m_vSpacing;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -4,8 +4,8 @@
 #include <QChart>
 #include <QChartView>
 #include <QLineSeries>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 
@@ -52,7 +52,8 @@ void LrCurveView::setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sche
   QList<QPointF> pts;
   double top = 0;
   for (int i = 0; i <= samples; ++i) {
-    const int step = std::min(total - 1, static_cast<int>(static_cast<long long>(i) * (total - 1) / std::max(1, samples)));
+    const int step =
+        std::min(total - 1, static_cast<int>(static_cast<long long>(i) * (total - 1) / std::max(1, samples)));
     const double lr = learningRateAt(opt, sched, step, total);
     top = std::max(top, lr);
     pts.push_back(QPointF(step, lr));
@@ -69,15 +70,22 @@ std::vector<double> ticksOf(const QValueAxis* a) {
   std::vector<double> out;
   const double step = a->tickInterval();
   if (!(step > 0)) return out;
-  for (double v = std::ceil((a->min() - a->tickAnchor()) / step) * step + a->tickAnchor(); v <= a->max() + 1e-12 * step; v += step)
+  for (double v = std::ceil((a->min() - a->tickAnchor()) / step) * step + a->tickAnchor(); v <= a->max() + 1e-12 * step;
+       v += step)
     out.push_back(v);
   return out;
 }
-} // namespace
+}  // namespace
 
-std::vector<double> LrCurveView::xTicks() const { return ticksOf(m_x); }
-std::vector<double> LrCurveView::yTicks() const { return ticksOf(m_y); }
+std::vector<double> LrCurveView::xTicks() const {
+  return ticksOf(m_x);
+}
+std::vector<double> LrCurveView::yTicks() const {
+  return ticksOf(m_y);
+}
 
-int LrCurveView::pointCount() const { return static_cast<int>(m_series->count()); }
+int LrCurveView::pointCount() const {
+  return static_cast<int>(m_series->count());
+}
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -15,7 +15,7 @@ namespace latentlab::ui {
 
 class LrCurveView : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit LrCurveView(QWidget* parent = nullptr);
   void setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sched, int steps);
   int pointCount() const;
@@ -23,11 +23,11 @@ public:
   std::vector<double> xTicks() const;
   std::vector<double> yTicks() const;
 
-private:
+ private:
   QChart* m_chart = nullptr;
   QLineSeries* m_series = nullptr;
   QValueAxis* m_x = nullptr;
   QValueAxis* m_y = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -18,7 +18,7 @@ QColor mix(const QColor& a, const QColor& b, double t) {
                           static_cast<float>(a.blueF() + (b.blueF() - a.blueF()) * t));
 }
 
-} // namespace
+}  // namespace
 
 PasskeyHeatmap::PasskeyHeatmap(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
@@ -78,7 +78,8 @@ void PasskeyHeatmap::paintEvent(QPaintEvent*) {
   p.setRenderHint(QPainter::Antialiasing, false);
   const QFontMetrics fm(font());
   p.setPen(palette().color(QPalette::WindowText));
-  p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignCenter, tr("Passkey retrieval: share of keys repeated exactly"));
+  p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignCenter,
+             tr("Passkey retrieval: share of keys repeated exactly"));
   if (m_cells.isEmpty()) {
     p.drawText(rect(), Qt::AlignCenter, tr("No passkey results for this model yet"));
     return;
@@ -105,4 +106,4 @@ void PasskeyHeatmap::paintEvent(QPaintEvent*) {
              tr("prompt length (tokens)"));
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -13,13 +13,13 @@ namespace latentlab::ui {
 struct PasskeyCellView {
   int length = 0;
   double depth = 0;
-  double share = 0;   // 0..1
+  double share = 0;  // 0..1
   int trials = 0;
 };
 
 class PasskeyHeatmap : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit PasskeyHeatmap(QWidget* parent = nullptr);
   void setCells(QVector<PasskeyCellView> cells);
   const QVector<PasskeyCellView>& cells() const { return m_cells; }
@@ -31,12 +31,12 @@ public:
   QSize sizeHint() const override { return {360, 220}; }
   QSize minimumSizeHint() const override { return {240, 150}; }
 
-protected:
+ protected:
   void paintEvent(QPaintEvent* event) override;
 
-private:
+ private:
   QRect gridArea() const;
   QVector<PasskeyCellView> m_cells;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

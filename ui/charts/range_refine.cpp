@@ -13,10 +13,10 @@ std::int64_t bucketWidth(std::int64_t span, std::size_t maxPoints) {
   return std::max<std::int64_t>(1, (span + buckets - 1) / buckets);
 }
 
-} // namespace
+}  // namespace
 
-RefineDecision refineFor(const LoadedWindow& loaded, std::int64_t visMin, std::int64_t visMax,
-                         std::int64_t runLastStep, std::size_t maxPoints) {
+RefineDecision refineFor(const LoadedWindow& loaded, std::int64_t visMin, std::int64_t visMax, std::int64_t runLastStep,
+                         std::size_t maxPoints) {
   RefineDecision d;
   if (runLastStep < 0) return d;  // nothing stored yet
   visMin = std::max<std::int64_t>(0, visMin);
@@ -53,4 +53,4 @@ std::int64_t stepAtOrAbove(const std::vector<MetricPoint>& rows, const std::vect
   return rows[static_cast<std::size_t>(it - xs.begin())].step;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -35,12 +35,12 @@ struct RefineDecision {
 
 // Visible steps [visMin, visMax] (inclusive, visMin <= visMax); `runLastStep`
 // is the run's newest step (the window opens to kLastStep when it reaches it).
-RefineDecision refineFor(const LoadedWindow& loaded, std::int64_t visMin, std::int64_t visMax,
-                         std::int64_t runLastStep, std::size_t maxPoints);
+RefineDecision refineFor(const LoadedWindow& loaded, std::int64_t visMin, std::int64_t visMax, std::int64_t runLastStep,
+                         std::size_t maxPoints);
 
 // The step of the row whose x is nearest at or below `x` (above for the upper
 // end), on rows in step order with x never decreasing; clamps to the ends.
 std::int64_t stepAtOrBelow(const std::vector<MetricPoint>& rows, const std::vector<double>& xs, double x);
 std::int64_t stepAtOrAbove(const std::vector<MetricPoint>& rows, const std::vector<double>& xs, double x);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

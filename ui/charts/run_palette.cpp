@@ -14,7 +14,9 @@ struct Lab {
   double l = 0, a = 0, b = 0;
 };
 
-double linear(double c) { return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4); }
+double linear(double c) {
+  return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+}
 
 Lab toLab(const QColor& c) {
   const double r = linear(c.redF()), g = linear(c.greenF()), b = linear(c.blueF());
@@ -43,7 +45,8 @@ const std::vector<QColor>& candidates() {
   static const std::vector<QColor> list = [] {
     std::vector<QColor> out;
     // Tableau 10 without its grey (grey reads as "disabled").
-    for (QRgb rgb : {0x1f77b4u, 0xff7f0eu, 0x2ca02cu, 0xd62728u, 0x9467bdu, 0x8c564bu, 0xe377c2u, 0xbcbd22u, 0x17becfu}) {
+    for (QRgb rgb :
+         {0x1f77b4u, 0xff7f0eu, 0x2ca02cu, 0xd62728u, 0x9467bdu, 0x8c564bu, 0xe377c2u, 0xbcbd22u, 0x17becfu}) {
       out.emplace_back(rgb);
     }
     // Then a grid in CIELAB polar coordinates, lightness readable on white.
@@ -66,7 +69,7 @@ QHash<qint64, QColor>& registry() {
   return colors;
 }
 
-} // namespace
+}  // namespace
 
 double labDistance(const QColor& a, const QColor& b) {
   const Lab x = toLab(a), y = toLab(b);
@@ -91,7 +94,7 @@ QColor distinctColor(const std::vector<QColor>& taken) {
 namespace {
 constexpr std::array<QRgb, 9> kPalette = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd,
                                           0x8c564b, 0xe377c2, 0xbcbd22, 0x17becf};
-} // namespace
+}  // namespace
 
 QColor runColor(qint64 runId) {
   const auto it = registry().constFind(runId);
@@ -106,21 +109,30 @@ QColor paletteColor(int index) {
 }
 
 void setRunColor(qint64 runId, const QColor& color) {
-  if (color.isValid()) registry().insert(runId, color);
-  else registry().remove(runId);
+  if (color.isValid())
+    registry().insert(runId, color);
+  else
+    registry().remove(runId);
 }
 
-void forgetRunColors() { registry().clear(); }
+void forgetRunColors() {
+  registry().clear();
+}
 
 QColor statusColor(RunStatus status) {
   switch (status) {
-    case RunStatus::Running: return QColor(0x1f77b4);
-    case RunStatus::Completed: return QColor(0x2e7d32);
+    case RunStatus::Running:
+      return QColor(0x1f77b4);
+    case RunStatus::Completed:
+      return QColor(0x2e7d32);
     case RunStatus::Failed:
-    case RunStatus::Crashed: return QColor(0xc62828);
-    case RunStatus::Cancelled: return QColor(0xef6c00);
-    default: return QColor(0x757575);  // queued
+    case RunStatus::Crashed:
+      return QColor(0xc62828);
+    case RunStatus::Cancelled:
+      return QColor(0xef6c00);
+    default:
+      return QColor(0x757575);  // queued
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

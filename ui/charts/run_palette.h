@@ -33,4 +33,4 @@ QColor distinctColor(const std::vector<QColor>& taken);
 // Foreground colour of a run's status.
 QColor statusColor(RunStatus status);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

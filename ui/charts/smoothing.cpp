@@ -21,4 +21,4 @@ std::vector<double> smoothTensorBoard(const std::vector<double>& values, double 
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -8,11 +8,11 @@ namespace latentlab::ui {
 
 // The running state, so a live curve smooths only its new points.
 class TensorBoardSmoother {
-public:
+ public:
   explicit TensorBoardSmoother(double weight) : m_weight(weight) {}
   double next(double value);  // the smoothed value shown for `value`
 
-private:
+ private:
   double m_weight;
   double m_last = 0.0;
   int m_count = 0;
@@ -21,4 +21,4 @@ private:
 // weight in [0, 1): 0 = raw, 0.99 = very smooth.
 std::vector<double> smoothTensorBoard(const std::vector<double>& values, double weight);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -9,8 +9,10 @@ namespace latentlab::ui {
 QList<QPointF> thinToColumns(const QList<QPointF>& points, double x0, double x1, int columns) {
   columns = std::max(1, columns);
   if (points.size() <= 2 * static_cast<qsizetype>(columns) + 2 || !(x1 > x0)) return points;
-  const auto first = std::lower_bound(points.begin(), points.end(), x0, [](const QPointF& p, double x) { return p.x() < x; });
-  const auto last = std::upper_bound(points.begin(), points.end(), x1, [](double x, const QPointF& p) { return x < p.x(); });
+  const auto first =
+      std::lower_bound(points.begin(), points.end(), x0, [](const QPointF& p, double x) { return p.x() < x; });
+  const auto last =
+      std::upper_bound(points.begin(), points.end(), x1, [](double x, const QPointF& p) { return x < p.x(); });
   QList<QPointF> out;
   out.reserve(2 * columns + 2);
   if (first != points.begin()) out.push_back(*(first - 1));
@@ -38,4 +40,4 @@ QList<QPointF> thinToColumns(const QList<QPointF>& points, double x0, double x1,
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -14,4 +14,4 @@ namespace latentlab::ui {
 // has no more than that is returned as it is.
 QList<QPointF> thinToColumns(const QList<QPointF>& points, double x0, double x1, int columns);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -21,4 +21,4 @@ QString engineExecutablePath() {
   return QStringLiteral(LATENTLAB_ENGINE_PATH);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -9,4 +9,4 @@ namespace latentlab::ui {
 
 QString engineExecutablePath();
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -1,15 +1,15 @@
 // Engine child processes and job logs; see engine_process.h.
 #include "jobs/engine_process.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <QDir>
 #include <QProcessEnvironment>
 #include <QThread>
 #include <algorithm>
-#include <arpa/inet.h>
 #include <csignal>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 namespace latentlab::ui {
 
@@ -36,8 +36,8 @@ void killProcess(const QPointer<QProcess>& p) {
 QProcess* newEngineProcess(const EngineLaunch& l, QObject* parent) {
   auto* proc = new QProcess(parent);
   proc->setProgram(l.enginePath);
-  proc->setArguments({QStringLiteral("run"), QStringLiteral("--db"), l.dbPath, QStringLiteral("--run"), QString::number(l.runId),
-                      QStringLiteral("--device"), l.device, QStringLiteral("--quiet")});
+  proc->setArguments({QStringLiteral("run"), QStringLiteral("--db"), l.dbPath, QStringLiteral("--run"),
+                      QString::number(l.runId), QStringLiteral("--device"), l.device, QStringLiteral("--quiet")});
   proc->setWorkingDirectory(l.workspaceDir);
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   if (l.worldSize > 1) {
@@ -51,7 +51,8 @@ QProcess* newEngineProcess(const EngineLaunch& l, QObject* parent) {
     env.insert(QStringLiteral("LATENTLAB_DIST"), QStringLiteral("on"));
     // Share the cores among the CPU ranks instead of oversubscribing them.
     if (l.device == QLatin1String("cpu") && !env.contains(QStringLiteral("OMP_NUM_THREADS"))) {
-      env.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(std::max(1, QThread::idealThreadCount() / l.worldSize)));
+      env.insert(QStringLiteral("OMP_NUM_THREADS"),
+                 QString::number(std::max(1, QThread::idealThreadCount() / l.worldSize)));
     }
   } else {
     // A one-device job never joins a group, even inside a Slurm allocation.
@@ -75,7 +76,8 @@ void JobLogFiles::append(qint64 runId, const QString& line) {
     file = std::make_shared<QFile>(dir + QStringLiteral("/engine.log"));
     if (!file->open(QIODevice::Append | QIODevice::Text)) {
       // Tried again with the next line; said once.
-      if (!m_warned.contains(runId)) qWarning("run %lld: cannot write %s", static_cast<long long>(runId), qPrintable(file->fileName()));
+      if (!m_warned.contains(runId))
+        qWarning("run %lld: cannot write %s", static_cast<long long>(runId), qPrintable(file->fileName()));
       m_warned.insert(runId);
       m_files.remove(runId);
       return;
@@ -85,4 +87,4 @@ void JobLogFiles::append(qint64 runId, const QString& line) {
   file->flush();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -18,12 +18,12 @@ namespace latentlab::ui {
 struct EngineLaunch {
   QString enginePath;
   QString dbPath;
-  QString workspaceDir;   // the working directory
+  QString workspaceDir;  // the working directory
   qint64 runId = 0;
-  QString device;         // this rank's device
+  QString device;  // this rank's device
   int rank = 0;
   int worldSize = 1;
-  int port = 0;           // the rendezvous port of a data-parallel job
+  int port = 0;  // the rendezvous port of a data-parallel job
 };
 
 // A child process set up to run one rank (not started).
@@ -40,15 +40,15 @@ void killProcess(const QPointer<QProcess>& process);
 // workbench dies) until the job controller closes it: when the job ends, is
 // queued again or leaves the table. A failed open is tried again next line.
 class JobLogFiles {
-public:
+ public:
   explicit JobLogFiles(QString workspaceDir) : m_workspaceDir(std::move(workspaceDir)) {}
   void append(qint64 runId, const QString& line);
   void close(qint64 runId) { m_files.remove(runId); }
 
-private:
+ private:
   QString m_workspaceDir;
   QHash<qint64, std::shared_ptr<QFile>> m_files;
-  QSet<qint64> m_warned;   // runs whose log could not be opened, said once
+  QSet<qint64> m_warned;  // runs whose log could not be opened, said once
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -20,9 +20,11 @@ namespace {
 
 constexpr int kMaxLogLines = 2000;
 
-QString statusName(RunStatus s) { return QString::fromLatin1(runStatusName(s)); }
+QString statusName(RunStatus s) {
+  return QString::fromLatin1(runStatusName(s));
+}
 
-} // namespace
+}  // namespace
 
 void JobInfo::observe(qint64 newStep, qint64 nowMs) {
   if (!pace.isEmpty() && newStep < pace.back().second) pace.clear();  // restarted from a checkpoint
@@ -39,7 +41,8 @@ double JobInfo::etaSeconds() const {
     const auto& a = pace.front();
     const auto& b = pace.back();
     if (b.second > a.second && b.first > a.first) {
-      const double stepsPerSec = static_cast<double>(b.second - a.second) / (static_cast<double>(b.first - a.first) / 1000.0);
+      const double stepsPerSec =
+          static_cast<double>(b.second - a.second) / (static_cast<double>(b.first - a.first) / 1000.0);
       return left / stepsPerSec;
     }
   }
@@ -47,26 +50,13 @@ double JobInfo::etaSeconds() const {
   return -1;
 }
 
-namespace {
-
-// Steps a second over the newest train/loss rows of one stretch of the run
-// (rows whose wall time keeps increasing: a resume starts a new stretch).
-double storePace(const std::vector<MetricPoint>& rows) {
-  if (rows.size() < 2) return 0;
-  std::size_t first = rows.size() - 1;
-  while (first > 0 && rows[first - 1].wallTime < rows[first].wallTime && rows[first - 1].step < rows[first].step) --first;
-  const MetricPoint& a = rows[first];
-  const MetricPoint& b = rows.back();
-  if (b.step <= a.step || b.wallTime <= a.wallTime) return 0;
-  return static_cast<double>(b.step - a.step) / (b.wallTime - a.wallTime);
-}
-
-} // namespace
-
 JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent)
-    : QObject(parent), m_store(std::move(store)), m_workspaceDir(std::move(workspaceDir)), m_enginePath(std::move(enginePath)),
+    : QObject(parent),
+      m_store(std::move(store)),
+      m_workspaceDir(std::move(workspaceDir)),
+      m_enginePath(std::move(enginePath)),
       m_logs(m_workspaceDir) {
-  qRegisterMetaType<latentlab::RunStatus>("latentlab::RunStatus");   // statusChanged's argument, queued and spied
+  qRegisterMetaType<latentlab::RunStatus>("latentlab::RunStatus");  // statusChanged's argument, queued and spied
   m_externalTimer.setInterval(2000);
   connect(&m_externalTimer, &QTimer::timeout, this, &JobController::pollExternal);
 }
@@ -117,7 +107,9 @@ qint64 JobController::processId(qint64 runId) const {
   return it.value()->process->processId();
 }
 
-QStringList JobController::rankDevices(const QString& device) { return rankDevicesOf(device); }
+QStringList JobController::rankDevices(const QString& device) {
+  return rankDevicesOf(device);
+}
 
 QList<qint64> JobController::rankProcessIds(qint64 runId) const {
   QList<qint64> out;
@@ -148,7 +140,7 @@ bool JobController::markInStore(qint64 runId, RunStatus target, const QString& e
 }
 
 void JobController::enqueue(qint64 runId, qint64 after) {
-  m_logs.close(runId);   // a retry writes to the log as it is now (its folder may have been removed)
+  m_logs.close(runId);  // a retry writes to the log as it is now (its folder may have been removed)
   RunRecord rec;
   try {
     rec = m_store->run(runId);
@@ -205,7 +197,7 @@ void JobController::cancel(qint64 runId) {
   auto child = m_children.value(runId);
   if (child == nullptr || child->process == nullptr) return;
   QPointer<QProcess> proc = child->process;
-  proc->write("cancel\n");   // rank 0 passes the stop to the other ranks at the next step
+  proc->write("cancel\n");  // rank 0 passes the stop to the other ranks at the next step
   QTimer::singleShot(m_cancelTimeoutMs, this, [this, runId, proc, child] {
     for (const auto& f : child->followers) killProcess(f);
     if (proc == nullptr || proc->state() == QProcess::NotRunning) return;
@@ -226,7 +218,8 @@ bool JobController::prerequisiteMet(JobInfo& job) {
   }
   if (status == RunStatus::Completed) return true;
   if (status == RunStatus::Queued || status == RunStatus::Running) return false;
-  const QString why = QStringLiteral("run %1, which this run waited for, ended %2").arg(job.after).arg(statusName(status));
+  const QString why =
+      QStringLiteral("run %1, which this run waited for, ended %2").arg(job.after).arg(statusName(status));
   markInStore(job.runId, RunStatus::Cancelled, why);
   job.error = why;
   appendLog(job, why);
@@ -251,7 +244,7 @@ void JobController::schedule() {
       } catch (const Error&) {
         // The run is gone from the store: the engine says so when it starts.
       }
-      if (chosen.empty()) continue;   // waits for a GPU that holds it
+      if (chosen.empty()) continue;  // waits for a GPU that holds it
       j.device = QString::fromStdString(chosen);
       appendLog(j, QStringLiteral("device: %1").arg(j.device));
     }
@@ -304,7 +297,8 @@ void JobController::start(JobInfo& job) {
       auto it = m_jobs.find(runId);
       if (it == m_jobs.end()) return;
       for (const QByteArray& line : f->readAllStandardOutput().split('\n')) {
-        if (!line.trimmed().isEmpty()) appendLog(it.value(), QStringLiteral("[rank %1] %2").arg(rank).arg(QString::fromUtf8(line)));
+        if (!line.trimmed().isEmpty())
+          appendLog(it.value(), QStringLiteral("[rank %1] %2").arg(rank).arg(QString::fromUtf8(line)));
       }
     });
     connect(f, &QProcess::finished, this,
@@ -314,7 +308,10 @@ void JobController::start(JobInfo& job) {
   setJobStatus(job, RunStatus::Running);
   appendLog(job, QStringLiteral("$ %1 %2").arg(m_enginePath, proc->arguments().join(QLatin1Char(' '))));
   if (world > 1) {
-    appendLog(job, QStringLiteral("data parallel: %1 ranks on %2, rendezvous 127.0.0.1:%3").arg(world).arg(devices.join(QStringLiteral(", "))).arg(port));
+    appendLog(job, QStringLiteral("data parallel: %1 ranks on %2, rendezvous 127.0.0.1:%3")
+                       .arg(world)
+                       .arg(devices.join(QStringLiteral(", ")))
+                       .arg(port));
   }
   proc->start();
   for (const auto& f : child->followers) f->start();
@@ -341,7 +338,7 @@ void JobController::onFollowerFinished(qint64 runId, int rank, int exitCode, QPr
 
 void JobController::onStartFailed(qint64 runId) {
   auto it = m_jobs.find(runId);
-  if (it == m_jobs.end() || it->status != RunStatus::Running) return;   // once per job, whichever rank failed
+  if (it == m_jobs.end() || it->status != RunStatus::Running) return;  // once per job, whichever rank failed
   if (auto child = m_children.value(runId)) {
     for (const auto& f : child->followers) killProcess(f);
   }
@@ -381,11 +378,13 @@ void JobController::handleEvent(JobInfo& job, const EngineEvent& ev) {
       break;
     case K::Status:
       if (!ev.error.isEmpty()) job.error = ev.error;
-      appendLog(job, QStringLiteral("status: %1%2").arg(ev.status, ev.error.isEmpty() ? QString() : QStringLiteral(" (") + ev.error + QLatin1Char(')')));
+      appendLog(job, QStringLiteral("status: %1%2")
+                         .arg(ev.status,
+                              ev.error.isEmpty() ? QString() : QStringLiteral(" (") + ev.error + QLatin1Char(')')));
       try {
         setJobStatus(job, parseRunStatus(ev.status.toStdString()));
       } catch (const Error&) {
-        appendLog(job, QStringLiteral("unknown status '%1'").arg(ev.status));   // a newer engine's
+        appendLog(job, QStringLiteral("unknown status '%1'").arg(ev.status));  // a newer engine's
       }
       return;
     case K::Progress:
@@ -444,7 +443,8 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
   if (exitStatus == QProcess::CrashExit) {
     reported = -exitCode;  // -N: ended by signal N
     if (child->killedAfterCancel) {
-      const QString why = QStringLiteral("did not stop within %1 s after cancel; killed").arg(m_cancelTimeoutMs / 1000.0);
+      const QString why =
+          QStringLiteral("did not stop within %1 s after cancel; killed").arg(m_cancelTimeoutMs / 1000.0);
       markInStore(runId, RunStatus::Cancelled, why);
       job.error = why;
       setJobStatus(job, RunStatus::Cancelled);
@@ -467,7 +467,8 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
       stored = rec.status;
       // An engine refused because another live engine owns the run: that
       // engine records the outcome; the job follows it like a reattached one.
-      if (rec.status == RunStatus::Running && checkLease(rec, storeNow()).state == LeaseState::Live) otherOwner = rec.pid;
+      if (rec.status == RunStatus::Running && checkLease(rec, storeNow()).state == LeaseState::Live)
+        otherOwner = rec.pid;
     } catch (const Error&) {
     }
     if (otherOwner) {
@@ -485,9 +486,10 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
     }
     if (stored) setJobStatus(job, *stored);
   }
-  appendLog(job, QStringLiteral("engine exited (%1)").arg(exitStatus == QProcess::CrashExit ? QStringLiteral("signal %1").arg(exitCode)
-                                                                                            : QStringLiteral("code %1").arg(exitCode)));
-  m_logs.close(runId);   // the job's last line: a retry opens its log afresh
+  appendLog(job, QStringLiteral("engine exited (%1)")
+                     .arg(exitStatus == QProcess::CrashExit ? QStringLiteral("signal %1").arg(exitCode)
+                                                            : QStringLiteral("code %1").arg(exitCode)));
+  m_logs.close(runId);  // the job's last line: a retry opens its log afresh
   Q_EMIT finished(runId, reported);
   schedule();
 }
@@ -495,7 +497,7 @@ void JobController::onFinished(qint64 runId, int exitCode, QProcess::ExitStatus 
 void JobController::setJobStatus(JobInfo& job, RunStatus status) {
   if (job.status == status) return;
   job.status = status;
-  if (isTerminal(status)) m_logs.close(job.runId);   // a later line reopens it
+  if (isTerminal(status)) m_logs.close(job.runId);  // a later line reopens it
   Q_EMIT statusChanged(job.runId, status);
   Q_EMIT jobUpdated(job.runId);
 }
@@ -507,107 +509,11 @@ void JobController::appendLog(JobInfo& job, const QString& line) {
   Q_EMIT logLine(job.runId, line);
 }
 
-void JobController::reattach(bool enqueueQueued) {
-  std::vector<RunRecord> runs;
-  try {
-    runs = m_store->listRuns();
-  } catch (const Error& e) {
-    qWarning("reattach: %s", e.message().c_str());
-    return;
-  }
-  for (const RunRecord& r : runs) {
-    if (m_jobs.contains(r.id)) continue;
-    if (r.status == RunStatus::Running) {
-      // The same lease rule as `latentlab-engine runs list`: live owner or crashed.
-      if (checkLease(r, storeNow()).state == LeaseState::Live && r.pid) {
-        JobInfo job;
-        job.runId = r.id;
-        job.name = QString::fromStdString(r.name);
-        job.device = QString::fromStdString(r.device);
-        job.pid = *r.pid;
-        job.external = true;
-        job.status = RunStatus::Running;
-        job.steps = specSteps(QString::fromStdString(r.specJson));
-        job.startedAt = r.startedAt ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(*r.startedAt * 1000)) : QDateTime();
-        job.log.push_back(QStringLiteral("reattached to engine process %1").arg(job.pid));
-        m_jobs.insert(r.id, job);
-        m_order.push_back(r.id);
-        Q_EMIT jobsChanged();
-        Q_EMIT statusChanged(r.id, job.status);
-      } else {
-        const QString why = QStringLiteral("engine process ended unexpectedly (found dead on reopening)");
-        markInStore(r.id, RunStatus::Crashed, why);
-        Q_EMIT statusChanged(r.id, RunStatus::Crashed);
-      }
-    }
-  }
-  if (enqueueQueued) {
-    for (const RunRecord& r : runs) {
-      if (r.status == RunStatus::Queued) enqueue(r.id);
-    }
-  }
-  if (!m_externalTimer.isActive()) m_externalTimer.start();
-  pollExternal();
-}
-
-void JobController::pollExternal() {
-  for (qint64 id : m_order) {
-    JobInfo& j = m_jobs[id];
-    if (!j.external || j.status != RunStatus::Running) continue;
-    try {
-      if (auto last = m_store->lastStep(id, "train/loss")) {
-        // The newest rows: step, loss, tokens, and the pace of this stretch.
-        auto pts = m_store->rowsSince(id, "train/loss", std::max<std::int64_t>(-1, *last - 64));
-        j.step = *last;
-        if (!pts.empty()) {
-          j.loss = pts.back().value;
-          j.hasLoss = true;
-          j.tokens = pts.back().tokens;
-          j.storeStepsPerSec = storePace(pts);
-        }
-        if (auto speedStep = m_store->lastStep(id, "tokens_per_s")) {
-          const auto speed = m_store->rowsSince(id, "tokens_per_s", *speedStep - 1);
-          if (!speed.empty()) j.tokensPerSec = speed.back().value;
-        }
-        j.observe(j.step, QDateTime::currentMSecsSinceEpoch());
-        Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
-      }
-      const RunRecord r = m_store->run(id);
-      if (observedStatus(r, storeNow()) != RunStatus::Running) {
-        if (r.status == RunStatus::Running) {
-          markInStore(id, RunStatus::Crashed, QStringLiteral("engine process ended unexpectedly"));
-        }
-        setJobStatus(j, m_store->run(id).status);
-        Q_EMIT finished(id, r.status == RunStatus::Completed ? 0 : r.status == RunStatus::Cancelled ? 2 : 1);
-        QTimer::singleShot(0, this, &JobController::schedule);  // jobs waiting for it may start
-      }
-    } catch (const Error& e) {
-      qWarning("run %lld: %s", static_cast<long long>(id), e.message().c_str());
-    }
-    Q_EMIT jobUpdated(id);
-  }
-}
-
-void JobController::detachAll() {
-  for (auto it = m_children.begin(); it != m_children.end(); ++it) {
-    QProcess* p = it.value()->process;
-    if (p == nullptr) continue;
-    disconnect(p, nullptr, this, nullptr);
-    p->setParent(nullptr);  // deliberately not deleted: deleting a QProcess kills its child
-    p->closeWriteChannel();
-    for (const auto& f : it.value()->followers) {
-      if (f == nullptr) continue;
-      disconnect(f, nullptr, this, nullptr);
-      f->setParent(nullptr);
-    }
-  }
-  m_children.clear();
-}
-
 void JobController::clearFinished() {
   QVector<qint64> keep;
   for (qint64 id : m_order) {
-    if (m_jobs[id].isActive()) keep.push_back(id);
+    if (m_jobs[id].isActive())
+      keep.push_back(id);
     else {
       m_jobs.remove(id);
       m_logs.close(id);
@@ -619,4 +525,4 @@ void JobController::clearFinished() {
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

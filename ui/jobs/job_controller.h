@@ -9,10 +9,9 @@
 #pragma once
 
 #include <QDateTime>
-#include <QPair>
-#include <QVector>
 #include <QHash>
 #include <QObject>
+#include <QPair>
 #include <QPointer>
 #include <QProcess>
 #include <QStringList>
@@ -36,7 +35,7 @@ namespace latentlab::ui {
 struct JobInfo {
   qint64 runId = 0;
   QString name;
-  QString device;               // cpu, cuda:0, ...
+  QString device;  // cpu, cuda:0, ...
   RunStatus status = RunStatus::Queued;
   qint64 step = 0;
   qint64 steps = 0;
@@ -46,13 +45,13 @@ struct JobInfo {
   double valLoss = 0;
   bool hasLoss = false;
   qint64 pid = 0;
-  bool external = false;        // reattached: started by an earlier GUI session
-  qint64 after = 0;             // waits, queued, until this run has completed (0: none)
+  bool external = false;  // reattached: started by an earlier GUI session
+  qint64 after = 0;       // waits, queued, until this run has completed (0: none)
   bool cancelRequested = false;
   int exitCode = -1;
   QString error;
   QDateTime startedAt;
-  QStringList log;              // engine events and stderr, newest last (capped)
+  QStringList log;  // engine events and stderr, newest last (capped)
   // Pace: (ms since epoch, step) as progress was seen, the last 60 s of it;
   // the store's steps/s (from its rows' wall times) for a reattached job.
   QVector<QPair<qint64, qint64>> pace;
@@ -68,7 +67,7 @@ struct JobInfo {
 
 class JobController : public QObject {
   Q_OBJECT
-public:
+ public:
   JobController(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QObject* parent = nullptr);
   ~JobController() override;
 
@@ -90,7 +89,7 @@ public:
   void detachAll();
   void clearFinished();
 
-  void setCpuSlots(int n) {   // more slots start queued jobs now
+  void setCpuSlots(int n) {  // more slots start queued jobs now
     m_cpuSlots = n;
     schedule();
   }
@@ -110,23 +109,23 @@ public:
   int runningCount() const;
   int activeCount() const;
   QString enginePath() const { return m_enginePath; }
-  qint64 processId(qint64 runId) const;   // 0 when no child process
-  QList<qint64> rankProcessIds(qint64 runId) const;   // rank 0 first; empty when no child process
+  qint64 processId(qint64 runId) const;              // 0 when no child process
+  QList<qint64> rankProcessIds(qint64 runId) const;  // rank 0 first; empty when no child process
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void progress(qint64 runId, qint64 step, qint64 steps, qint64 tokens, double loss, double tokensPerSec);
   void evalReported(qint64 runId, qint64 step, double valLoss);
   void statusChanged(qint64 runId, latentlab::RunStatus status);
   void finished(qint64 runId, int exitCode);
   void logLine(qint64 runId, const QString& line);
-  void jobsChanged();                 // a job was added or removed
-  void jobUpdated(qint64 runId);      // fields of one job changed
+  void jobsChanged();             // a job was added or removed
+  void jobUpdated(qint64 runId);  // fields of one job changed
 
-private:
+ private:
   struct Child {
-    QPointer<QProcess> process;              // rank 0
-    QVector<QPointer<QProcess>> followers;   // ranks 1.. of a data-parallel job
-    QString followerFailure;                 // why a follower ended early
+    QPointer<QProcess> process;             // rank 0
+    QVector<QPointer<QProcess>> followers;  // ranks 1.. of a data-parallel job
+    QString followerFailure;                // why a follower ended early
     LineProtocolParser parser;
     QByteArray stderrTail;
     bool killedAfterCancel = false;
@@ -149,11 +148,11 @@ private:
   void onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus);
   QProcess* spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port);
 
-public:
+ public:
   // The devices of one job, one per rank: "cuda:0,cuda:1" -> {cuda:0, cuda:1}.
   static QStringList rankDevices(const QString& device);
 
-private:
+ private:
   std::shared_ptr<RunStore> m_store;
   QString m_workspaceDir;
   QString m_enginePath;
@@ -168,4 +167,4 @@ private:
   JobLogFiles m_logs;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

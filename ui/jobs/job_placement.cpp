@@ -17,7 +17,8 @@ QStringList rankDevicesOf(const QString& device) {
 }
 
 QString slotOfDevice(const QString& device) {
-  if (device.startsWith(QLatin1String("cuda"))) return device == QLatin1String("cuda") ? QStringLiteral("cuda:0") : device;
+  if (device.startsWith(QLatin1String("cuda")))
+    return device == QLatin1String("cuda") ? QStringLiteral("cuda:0") : device;
   return QStringLiteral("cpu");
 }
 
@@ -58,8 +59,8 @@ std::string placeOnGpu(const std::string& specJson, long long runId, const std::
     const ModelConfig cfg = plannedModelConfig(spec, &sourceParameters);
     return chooseGpu(spec, cfg, sourceParameters, devices, busy);
   } catch (const Error&) {
-    return "cuda";   // no plan (e.g. the model folder is gone): the engine says why when it starts
+    return "cuda";  // no plan (e.g. the model folder is gone): the engine says why when it starts
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -27,14 +27,14 @@ QHash<QString, int> slotNeedsOf(const QString& device);
 // The slots held by running jobs against what each can take (one job a GPU,
 // `cpuSlots` jobs on the CPU).
 class SlotPool {
-public:
+ public:
   explicit SlotPool(int cpuSlots) : m_cpuSlots(cpuSlots) {}
   void hold(const QString& device);
   bool fits(const QString& device) const;
   // The slots some job holds now (GPUs, and "cpu").
   std::vector<std::string> busySlots() const;
 
-private:
+ private:
   int capacityOf(const QString& slot) const { return slot == QLatin1String("cpu") ? m_cpuSlots : 1; }
   int m_cpuSlots;
   QHash<QString, int> m_busy;
@@ -46,4 +46,4 @@ private:
 std::string placeOnGpu(const std::string& specJson, long long runId, const std::vector<DeviceInfo>& devices,
                        const std::vector<std::string>& busy);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

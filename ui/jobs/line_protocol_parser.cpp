@@ -8,7 +8,8 @@ namespace latentlab::ui {
 
 EngineEvent parseEngineLine(const QByteArray& raw) {
   const QByteArray line = raw.trimmed();
-  const latentlab::EngineEvent e = latentlab::parseEventLine(std::string_view(line.constData(), static_cast<std::size_t>(line.size())));
+  const latentlab::EngineEvent e =
+      latentlab::parseEventLine(std::string_view(line.constData(), static_cast<std::size_t>(line.size())));
   auto text = [](const std::string& s) { return QString::fromStdString(s); };
   EngineEvent ev;
   ev.run = e.run;
@@ -58,7 +59,7 @@ EngineEvent parseEngineLine(const QByteArray& raw) {
       ev.message = text(e.message);
       break;
     case latentlab::EventKind::Unknown:
-    case latentlab::EventKind::Malformed:   // the line itself, for the log
+    case latentlab::EventKind::Malformed:  // the line itself, for the log
       ev.kind = e.kind == latentlab::EventKind::Unknown ? EngineEvent::Kind::Unknown : EngineEvent::Kind::Malformed;
       ev.message = QString::fromUtf8(line);
       break;
@@ -85,4 +86,4 @@ QVector<EngineEvent> LineProtocolParser::finish() {
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -19,7 +19,8 @@ void ModelExport::start(const QString& modelDir, const QString& outDir) {
     // The engine's own lines: its summary, or "error: ..." and "hint: ..." without the progress bars.
     QStringList lines;
     for (const QString& line : (ok ? out : err).split(QLatin1Char('\n'))) {
-      if (ok || line.startsWith(QLatin1String("error:")) || line.startsWith(QLatin1String("hint:"))) lines << line.trimmed();
+      if (ok || line.startsWith(QLatin1String("error:")) || line.startsWith(QLatin1String("hint:")))
+        lines << line.trimmed();
     }
     Q_EMIT finished(ok, outDir, lines.isEmpty() ? err : lines.join(QLatin1Char('\n')));
   });
@@ -29,9 +30,9 @@ void ModelExport::start(const QString& modelDir, const QString& outDir) {
     m_process = nullptr;
     Q_EMIT finished(false, outDir, tr("the engine (%1) did not start").arg(m_enginePath));
   });
-  m_process->start(m_enginePath, {QStringLiteral("export"), QStringLiteral("--model"), modelDir, QStringLiteral("--out"),
-                                  outDir, QStringLiteral("--format"), QStringLiteral("deepseek-v3"), QStringLiteral("--force"),
-                                  QStringLiteral("--quiet")});
+  m_process->start(m_enginePath, {QStringLiteral("export"), QStringLiteral("--model"), modelDir,
+                                  QStringLiteral("--out"), outDir, QStringLiteral("--format"),
+                                  QStringLiteral("deepseek-v3"), QStringLiteral("--force"), QStringLiteral("--quiet")});
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -22,11 +22,10 @@ namespace {
 // The fixed columns, the losses and the KV figures first so that they are in
 // view together at the common window sizes.
 const QStringList& fixedKeys() {
-  static const QStringList keys = {QStringLiteral("final_val_loss"),     QStringLiteral("matched_val_loss"),
-                                   QStringLiteral("kv_saving"),          QStringLiteral("kv_bytes_per_token"),
-                                   QStringLiteral("best_val_loss"),      QStringLiteral("tokens"),
-                                   QStringLiteral("parameters"),         QStringLiteral("tokens_per_s"),
-                                   QStringLiteral("status")};
+  static const QStringList keys = {
+      QStringLiteral("final_val_loss"),     QStringLiteral("matched_val_loss"), QStringLiteral("kv_saving"),
+      QStringLiteral("kv_bytes_per_token"), QStringLiteral("best_val_loss"),    QStringLiteral("tokens"),
+      QStringLiteral("parameters"),         QStringLiteral("tokens_per_s"),     QStringLiteral("status")};
   return keys;
 }
 
@@ -61,7 +60,7 @@ std::optional<MetricPoint> newestRow(const RunStore& store, qint64 id, const cha
   return rows.back();
 }
 
-} // namespace
+}  // namespace
 
 CompareTableModel::CompareTableModel(std::shared_ptr<RunStore> store, QObject* parent)
     : QAbstractTableModel(parent), m_store(std::move(store)) {}
@@ -84,10 +83,14 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
   // A live run (or one resumed after it finished once) reads its newest rows:
   // the summary is that of its last finish.
   const bool live = rec.status == RunStatus::Running || rec.status == RunStatus::Queued;
-  if (const auto t = numberAt(summary, "tokens"); t && !live) r.tokens = static_cast<qint64>(*t);
-  else if (const auto row = newestRow(*m_store, id, "train/loss")) r.tokens = row->tokens;
-  if (const auto v = numberAt(summary, "tokens_per_s"); v && !live) r.tokensPerS = *v;
-  else if (const auto row = newestRow(*m_store, id, "tokens_per_s")) r.tokensPerS = row->value;
+  if (const auto t = numberAt(summary, "tokens"); t && !live)
+    r.tokens = static_cast<qint64>(*t);
+  else if (const auto row = newestRow(*m_store, id, "train/loss"))
+    r.tokens = row->tokens;
+  if (const auto v = numberAt(summary, "tokens_per_s"); v && !live)
+    r.tokensPerS = *v;
+  else if (const auto row = newestRow(*m_store, id, "tokens_per_s"))
+    r.tokensPerS = row->value;
   // Each eval task's figures at the newest step it was scored.
   for (const EvaluationRecord& e : m_store->listEvaluations(id)) {
     Row::TaskScore& t = r.tasks[QString::fromStdString(e.task)];
@@ -150,7 +153,8 @@ void CompareTableModel::refresh() {
   tasks.sort();
   QVector<QMap<QString, QString>> specs;
   for (const Row& r : rows) specs.push_back(r.spec);
-  const QStringList fields = rows.size() > 1 ? latentlab::ui::differingFields(specs, {QStringLiteral("name")}) : QStringList{};
+  const QStringList fields =
+      rows.size() > 1 ? latentlab::ui::differingFields(specs, {QStringLiteral("name")}) : QStringList{};
   bool sameShape = fields == m_fields && tasks == m_tasks && rows.size() == m_rows.size();
   for (qsizetype i = 0; sameShape && i < rows.size(); ++i) sameShape = rows[i].id == m_rows[i].id;
   if (!sameShape) {
@@ -197,7 +201,10 @@ std::optional<double> CompareTableModel::computeBest(int column) const {
   const int fixed = column - 1;
   const int nFixed = static_cast<int>(fixedKeys().size());
   // Fixed metrics rank as betterDirection says; task accuracies higher is better.
-  const int direction = fixed < 0 ? 0 : fixed < nFixed ? betterDirection(fixed) : fixed < nFixed + m_tasks.size() ? +1 : 0;
+  const int direction = fixed < 0                         ? 0
+                        : fixed < nFixed                  ? betterDirection(fixed)
+                        : fixed < nFixed + m_tasks.size() ? +1
+                                                          : 0;
   if (direction == 0 || m_rows.size() < 2) return std::nullopt;
   std::optional<double> best, worst;
   for (const Row& r : m_rows) {
@@ -211,7 +218,9 @@ std::optional<double> CompareTableModel::computeBest(int column) const {
   return best;
 }
 
-int CompareTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
+int CompareTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+}
 
 int CompareTableModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : 1 + static_cast<int>(fixedKeys().size() + m_tasks.size() + m_fields.size());
@@ -255,11 +264,13 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
   if (key == QLatin1String("kv_bytes_per_token")) {
     // The dtype in the header when the runs share it, else beside each figure.
     return num(r.kvBytes, [&](qint64 v) {
-      return r.kvDtype.isEmpty() || !sharedKvDtype().isEmpty() ? loc.toString(v)
-                                                                : QStringLiteral("%1 (%2)").arg(loc.toString(v), r.kvDtype);
+      return r.kvDtype.isEmpty() || !sharedKvDtype().isEmpty()
+                 ? loc.toString(v)
+                 : QStringLiteral("%1 (%2)").arg(loc.toString(v), r.kvDtype);
     });
   }
-  if (key == QLatin1String("kv_saving")) return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
+  if (key == QLatin1String("kv_saving"))
+    return num(r.kvSaving, [](double v) { return QStringLiteral("%1%").arg(v * 100.0, 0, 'f', 1); });
   if (key == QLatin1String("parameters")) return num(r.parameters, [&](qint64 v) { return loc.toString(v); });
   if (key == QLatin1String("tokens_per_s")) return num(r.tokensPerS, [&](double v) { return loc.toString(v, 'f', 0); });
   if (key == QLatin1String("status")) return QString::fromLatin1(runStatusName(r.status));
@@ -270,9 +281,12 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
   const Row& r = m_rows[index.row()];
   switch (role) {
-    case Qt::DisplayRole: return value(r, index.column(), false);
-    case SortRole: return value(r, index.column(), true);
-    case RunIdRole: return r.id;
+    case Qt::DisplayRole:
+      return value(r, index.column(), false);
+    case SortRole:
+      return value(r, index.column(), true);
+    case RunIdRole:
+      return r.id;
     case Qt::DecorationRole:
       if (index.column() == 0) return runColor(r.id);
       break;
@@ -292,7 +306,8 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
       }
       break;
     case Qt::TextAlignmentRole:
-      if (index.column() > 0 && index.column() < columnOf(QStringLiteral("status"))) return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
+      if (index.column() > 0 && index.column() < columnOf(QStringLiteral("status")))
+        return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
       break;
     case Qt::ToolTipRole: {
       if (index.column() == 0) return tr("%1 (run #%2)").arg(r.name).arg(r.id);
@@ -312,7 +327,8 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
       }
       return value(r, index.column(), false);
     }
-    default: break;
+    default:
+      break;
   }
   return {};
 }
@@ -356,25 +372,29 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
   }
   if (role == Qt::ToolTipRole) {
     if (section > nFixed + nTasks) {
-      return tr("%1: a config field that differs between the selected runs").arg(m_fields[section - 1 - nFixed - nTasks]);
+      return tr("%1: a config field that differs between the selected runs")
+          .arg(m_fields[section - 1 - nFixed - nTasks]);
     }
     if (section > nFixed) {
-      return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)").arg(m_tasks[section - 1 - nFixed]);
+      return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)")
+          .arg(m_tasks[section - 1 - nFixed]);
     }
     if (section == columnOf(QStringLiteral("kv_saving"))) {
-      return tr("How much smaller the run's KV cache is than its reference (positive: smaller): the source model's "
-                "cache for a conversion, multi-head attention with the same heads for a model trained from scratch");
+      return tr(
+          "How much smaller the run's KV cache is than its reference (positive: smaller): the source model's "
+          "cache for a conversion, multi-head attention with the same heads for a model trained from scratch");
     }
     if (section == columnOf(QStringLiteral("kv_bytes_per_token")) && !sharedKvDtype().isEmpty()) {
       return tr("KV bytes/token (%1)").arg(sharedKvDtype());
     }
     if (section == columnOf(QStringLiteral("matched_val_loss")) && m_matchedTokens) {
       return tr("Validation loss of every run at %1 tokens (the fewest any selected run reached), interpolated on its "
-                "validation curve").arg(QLocale().toString(*m_matchedTokens, 'f', 0));
+                "validation curve")
+          .arg(QLocale().toString(*m_matchedTokens, 'f', 0));
     }
     return headerData(section, orientation, Qt::DisplayRole).toString().replace(QLatin1Char('\n'), QLatin1Char(' '));
   }
   return {};
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -27,7 +27,7 @@ namespace latentlab::ui {
 
 class CompareTableModel : public QAbstractTableModel {
   Q_OBJECT
-public:
+ public:
   enum Role { RunIdRole = Qt::UserRole + 1, SortRole };
 
   explicit CompareTableModel(std::shared_ptr<RunStore> store, QObject* parent = nullptr);
@@ -53,7 +53,7 @@ public:
   // The dtype every run's KV bytes are counted in, empty when they differ or are not said.
   QString sharedKvDtype() const { return m_sharedKvDtype; }
 
-private:
+ private:
   struct Row {
     qint64 id = 0;
     QString name;
@@ -70,7 +70,7 @@ private:
     };
     QMap<QString, TaskScore> tasks;  // eval task -> its figures at the newest step scored
     std::optional<qint64> tokens, kvBytes, parameters;
-    QString kvDtype;   // the dtype the run trains in, which its KV bytes are counted in
+    QString kvDtype;  // the dtype the run trains in, which its KV bytes are counted in
   };
   Row load(qint64 id) const;
   QVariant value(const Row& r, int column, bool forSort) const;
@@ -84,7 +84,7 @@ private:
   QStringList m_tasks;  // eval tasks any selected run was scored on
   std::optional<double> m_matchedTokens;
   QVector<std::optional<double>> m_best;  // per column, from the last refresh
-  QString m_sharedKvDtype;   // computed with the best marks, once per refresh
+  QString m_sharedKvDtype;                // computed with the best marks, once per refresh
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -38,13 +38,17 @@ qint64 JobTableModel::runIdAt(int row) const {
   return row >= 0 && row < order.size() ? order[row] : 0;
 }
 
-int JobTableModel::rowOf(qint64 runId) const { return static_cast<int>(m_jobs->jobOrder().indexOf(runId)); }
+int JobTableModel::rowOf(qint64 runId) const {
+  return static_cast<int>(m_jobs->jobOrder().indexOf(runId));
+}
 
 int JobTableModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(m_jobs->jobOrder().size());
 }
 
-int JobTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int JobTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
   if (!idx.isValid() || idx.row() >= rowCount()) return {};
@@ -52,26 +56,34 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
   if (j == nullptr) return {};
   const int percent = j->steps > 0 ? static_cast<int>(100 * j->step / j->steps) : 0;
   switch (role) {
-    case RunIdRole: return j->runId;
-    case ProgressRole: return percent;
+    case RunIdRole:
+      return j->runId;
+    case ProgressRole:
+      return percent;
     case Qt::DisplayRole:
       switch (idx.column()) {
-        case RunColumn: return QStringLiteral("#%1  %2").arg(j->runId).arg(j->name);
+        case RunColumn:
+          return QStringLiteral("#%1  %2").arg(j->runId).arg(j->name);
         case StatusColumn:
           if (j->cancelRequested && j->status == RunStatus::Running) return tr("stopping…");
           if (j->after != 0 && j->status == RunStatus::Queued) {
             // Only while the run it waits for has not ended; then it waits for a slot like any other.
             const JobInfo* before = m_jobs->job(j->after);
-            if (before != nullptr && before->isActive())
-              return tr("waits for #%1").arg(j->after);
+            if (before != nullptr && before->isActive()) return tr("waits for #%1").arg(j->after);
           }
           return QString::fromLatin1(runStatusName(j->status));
-        case ProgressColumn: return percent;
-        case StepColumn: return j->steps > 0 ? QStringLiteral("%1 / %2").arg(j->step).arg(j->steps) : QStringLiteral("–");
-        case SpeedColumn: return j->tokensPerSec > 0 ? QStringLiteral("%1 tok/s").arg(j->tokensPerSec, 0, 'f', 0) : QStringLiteral("–");
-        case EtaColumn: return formatDuration(j->etaSeconds());
-        case LossColumn: return j->hasLoss ? QString::number(j->loss, 'f', 4) : QStringLiteral("–");
-        default: return {};
+        case ProgressColumn:
+          return percent;
+        case StepColumn:
+          return j->steps > 0 ? QStringLiteral("%1 / %2").arg(j->step).arg(j->steps) : QStringLiteral("–");
+        case SpeedColumn:
+          return j->tokensPerSec > 0 ? QStringLiteral("%1 tok/s").arg(j->tokensPerSec, 0, 'f', 0) : QStringLiteral("–");
+        case EtaColumn:
+          return formatDuration(j->etaSeconds());
+        case LossColumn:
+          return j->hasLoss ? QString::number(j->loss, 'f', 4) : QStringLiteral("–");
+        default:
+          return {};
       }
     case Qt::ForegroundRole:
       return idx.column() == StatusColumn ? QVariant(statusColor(j->status)) : QVariant();
@@ -79,7 +91,8 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
       return j->error.isEmpty() ? QVariant(j->device) : QVariant(j->error);
     case Qt::TextAlignmentRole:
       return idx.column() >= StepColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -89,4 +102,4 @@ QVariant JobTableModel::headerData(int section, Qt::Orientation orientation, int
   return section >= 0 && section < ColumnCount ? tr(kNames[section]) : QVariant();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

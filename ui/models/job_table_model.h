@@ -11,7 +11,7 @@ class JobController;
 
 class JobTableModel : public QAbstractTableModel {
   Q_OBJECT
-public:
+ public:
   enum Column { RunColumn, StatusColumn, ProgressColumn, StepColumn, SpeedColumn, EtaColumn, LossColumn, ColumnCount };
   enum Role { RunIdRole = Qt::UserRole + 1, ProgressRole };
 
@@ -25,10 +25,10 @@ public:
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-private:
+ private:
   JobController* m_jobs;
 };
 
 QString formatDuration(double seconds);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -25,7 +25,7 @@ QIcon colorDot(const QColor& c) {
   return QIcon(pm);
 }
 
-} // namespace
+}  // namespace
 
 RunTreeModel::RunTreeModel(std::shared_ptr<RunStore> store, QObject* parent)
     : QAbstractItemModel(parent), m_store(std::move(store)) {
@@ -111,7 +111,8 @@ void RunTreeModel::refresh() {
   bool prefix = fresh.size() >= m_rows.size();
   for (std::size_t i = 0; prefix && i < m_rows.size(); ++i) {
     prefix = fresh[i].id == m_rows[i].id && fresh[i].runs.size() >= m_rows[i].runs.size();
-    for (std::size_t k = 0; prefix && k < m_rows[i].runs.size(); ++k) prefix = fresh[i].runs[k].id == m_rows[i].runs[k].id;
+    for (std::size_t k = 0; prefix && k < m_rows[i].runs.size(); ++k)
+      prefix = fresh[i].runs[k].id == m_rows[i].runs[k].id;
   }
   if (!prefix) {
     beginResetModel();
@@ -179,7 +180,9 @@ int RunTreeModel::rowCount(const QModelIndex& parent) const {
   return static_cast<int>(m_rows[static_cast<std::size_t>(parent.row())].runs.size());
 }
 
-int RunTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+int RunTreeModel::columnCount(const QModelIndex&) const {
+  return ColumnCount;
+}
 
 QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
   if (!idx.isValid()) return {};
@@ -191,7 +194,8 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
     // The run count beside the name: the experiment's row spans the columns.
     if (role == Qt::DisplayRole && idx.column() == NameColumn)
       return tr("%1 · %n run(s)", nullptr, static_cast<int>(e.runs.size())).arg(e.name);
-    if (role == Qt::DisplayRole && idx.column() == StatusColumn) return tr("%n run(s)", nullptr, static_cast<int>(e.runs.size()));
+    if (role == Qt::DisplayRole && idx.column() == StatusColumn)
+      return tr("%n run(s)", nullptr, static_cast<int>(e.runs.size()));
     if (role == Qt::ToolTipRole) return e.preset.isEmpty() ? e.name : tr("%1 (preset %2)").arg(e.name, e.preset);
     if (role == Qt::FontRole && idx.column() == NameColumn) {
       QFont f;
@@ -203,18 +207,28 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
   const ExperimentRow& e = m_rows[static_cast<std::size_t>(idx.internalId() - 1)];
   const RunRow& r = e.runs[static_cast<std::size_t>(idx.row())];
   switch (role) {
-    case RunIdRole: return r.id;
-    case ExperimentIdRole: return e.id;
-    case IsRunRole: return true;
-    case NameRole: return r.name;
-    case StatusRole: return QVariant::fromValue(r.status);
+    case RunIdRole:
+      return r.id;
+    case ExperimentIdRole:
+      return e.id;
+    case IsRunRole:
+      return true;
+    case NameRole:
+      return r.name;
+    case StatusRole:
+      return QVariant::fromValue(r.status);
     case Qt::DisplayRole:
       switch (idx.column()) {
-        case NameColumn: return r.name;
-        case StatusColumn: return QString::fromLatin1(runStatusName(r.status));
-        case StepColumn: return r.step >= 0 ? QVariant(r.step) : QVariant(QStringLiteral("–"));
-        case LossColumn: return r.hasLoss ? QVariant(QString::number(r.loss, 'f', 3)) : QVariant(QStringLiteral("–"));
-        default: return {};
+        case NameColumn:
+          return r.name;
+        case StatusColumn:
+          return QString::fromLatin1(runStatusName(r.status));
+        case StepColumn:
+          return r.step >= 0 ? QVariant(r.step) : QVariant(QStringLiteral("–"));
+        case LossColumn:
+          return r.hasLoss ? QVariant(QString::number(r.loss, 'f', 3)) : QVariant(QStringLiteral("–"));
+        default:
+          return {};
       }
     case Qt::DecorationRole:
       return idx.column() == NameColumn ? QVariant(colorDot(runColor(r.id))) : QVariant();
@@ -226,19 +240,26 @@ QVariant RunTreeModel::data(const QModelIndex& idx, int role) const {
       return QStringLiteral("%1\nrun %2 · %3 · %4%5")
           .arg(r.name)
           .arg(r.id)
-          .arg(r.kind, QString::fromLatin1(runStatusName(r.status)), r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
-    default: return {};
+          .arg(r.kind, QString::fromLatin1(runStatusName(r.status)),
+               r.error.isEmpty() ? QString() : QStringLiteral("\n") + r.error);
+    default:
+      return {};
   }
 }
 
 QVariant RunTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case NameColumn: return tr("Experiment / run");
-    case StatusColumn: return tr("Status");
-    case StepColumn: return tr("Step");
-    case LossColumn: return tr("Loss");
-    default: return {};
+    case NameColumn:
+      return tr("Experiment / run");
+    case StatusColumn:
+      return tr("Status");
+    case StepColumn:
+      return tr("Step");
+    case LossColumn:
+      return tr("Loss");
+    default:
+      return {};
   }
 }
 
@@ -247,4 +268,4 @@ Qt::ItemFlags RunTreeModel::flags(const QModelIndex& idx) const {
   return Qt::ItemIsEnabled | Qt::ItemIsSelectable;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -14,7 +14,7 @@ namespace latentlab::ui {
 
 class RunTreeModel : public QAbstractItemModel {
   Q_OBJECT
-public:
+ public:
   enum Column { NameColumn, StatusColumn, StepColumn, LossColumn, ColumnCount };
   // NameRole: the experiment's or run's name alone (an experiment's display
   // adds its run count); StatusRole: a run's RunStatus.
@@ -30,11 +30,10 @@ public:
   // A colour the user chose for a run: stored with the run, shown everywhere.
   void changeRunColor(qint64 runId, const QColor& color);
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void runColorChanged(qint64 runId);
 
-public:
-
+ public:
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -43,7 +42,7 @@ public:
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   Qt::ItemFlags flags(const QModelIndex& index) const override;
 
-private:
+ private:
   struct RunRow {
     qint64 id = 0;
     QString name;
@@ -68,4 +67,4 @@ private:
   std::vector<ExperimentRow> m_rows;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -15,13 +15,20 @@ namespace {
 
 QString leafText(const QJsonValue& v) {
   switch (v.type()) {
-    case QJsonValue::Null: return QStringLiteral("null");
-    case QJsonValue::Bool: return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
-    case QJsonValue::Double: return QString::number(v.toDouble(), 'g', QLocale::FloatingPointShortest);
-    case QJsonValue::String: return QStringLiteral("\"%1\"").arg(v.toString());
-    case QJsonValue::Array: return QStringLiteral("[]");
-    case QJsonValue::Object: return QStringLiteral("{}");
-    case QJsonValue::Undefined: break;
+    case QJsonValue::Null:
+      return QStringLiteral("null");
+    case QJsonValue::Bool:
+      return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    case QJsonValue::Double:
+      return QString::number(v.toDouble(), 'g', QLocale::FloatingPointShortest);
+    case QJsonValue::String:
+      return QStringLiteral("\"%1\"").arg(v.toString());
+    case QJsonValue::Array:
+      return QStringLiteral("[]");
+    case QJsonValue::Object:
+      return QStringLiteral("{}");
+    case QJsonValue::Undefined:
+      break;
   }
   return QStringLiteral("null");
 }
@@ -47,7 +54,7 @@ bool ignored(const QString& path, const QSet<QString>& ignore) {
   return false;
 }
 
-} // namespace
+}  // namespace
 
 QMap<QString, QString> flattenJson(const QString& json) {
   QMap<QString, QString> out;
@@ -78,7 +85,7 @@ QSet<QString> containersOf(const QMap<QString, QString>& spec) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 QStringList differingFields(const QVector<QMap<QString, QString>>& specs, const QSet<QString>& ignore) {
   QSet<QString> paths;
@@ -117,4 +124,4 @@ qint64 specSteps(const QString& specJson) {
   return steps.isDouble() ? std::max<qint64>(0, steps.toInteger()) : 0;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

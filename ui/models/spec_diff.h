@@ -26,4 +26,4 @@ QStringList differingFields(const QVector<QMap<QString, QString>>& specs, const 
 // rest of it; 0 when it names none.
 qint64 specSteps(const QString& specJson);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

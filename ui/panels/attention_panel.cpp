@@ -26,11 +26,13 @@ QSpinBox* dimsBox(const QString& autoText, int max) {
 }
 
 QString percent(double part, double whole) {
-  return whole > 0 ? QStringLiteral("%1%2%").arg(part >= whole ? QStringLiteral("+") : QString()).arg(100.0 * (part - whole) / whole, 0, 'f', 1)
+  return whole > 0 ? QStringLiteral("%1%2%")
+                         .arg(part >= whole ? QStringLiteral("+") : QString())
+                         .arg(100.0 * (part - whole) / whole, 0, 'f', 1)
                    : QString();
 }
 
-} // namespace
+}  // namespace
 
 AttentionPanel::AttentionPanel(QWidget* parent) : QGroupBox(tr("Attention (pre-training from scratch)"), parent) {
   m_variant = new QComboBox;
@@ -141,7 +143,9 @@ void AttentionPanel::loadFrom(const RunSpec& spec) {
   update();
 }
 
-QString AttentionPanel::preview() const { return m_preview->text(); }
+QString AttentionPanel::preview() const {
+  return m_preview->text();
+}
 
 void AttentionPanel::setCacheDType(DType dtype) {
   if (dtype == m_cacheDType) return;
@@ -151,7 +155,8 @@ void AttentionPanel::setCacheDType(DType dtype) {
 
 void AttentionPanel::update() {
   const QString variant = m_variant->currentData().toString();
-  const bool latent = variant == QLatin1String("mla") || variant.startsWith(QLatin1String("gla")) || variant.startsWith(QLatin1String("mlra"));
+  const bool latent = variant == QLatin1String("mla") || variant.startsWith(QLatin1String("gla")) ||
+                      variant.startsWith(QLatin1String("mlra"));
   // Only the rows the chosen variant reads.
   m_form->setRowVisible(m_group, variant == QLatin1String("gqa"));
   for (QWidget* w : {static_cast<QWidget*>(m_dC), static_cast<QWidget*>(m_qLora), static_cast<QWidget*>(m_dRope),
@@ -169,8 +174,8 @@ void AttentionPanel::update() {
     text = tr("Choose a built-in architecture on the Model tab to pre-train a variant.");
   } else {
     try {
-      const ModelConfig cfg = variant.isEmpty() ? *m_base
-                                                : attentionVariant(*m_base, variant.toStdString(), options(), "attention");
+      const ModelConfig cfg =
+          variant.isEmpty() ? *m_base : attentionVariant(*m_base, variant.toStdString(), options(), "attention");
       const std::int64_t params = countParameters(cfg), baseParams = countParameters(*m_base);
       const KvBudget kv = currentKvBudget(cfg, m_cacheDType, m_tp->value());
       const KvBudget kvBase = currentKvBudget(*m_base, m_cacheDType, m_tp->value());
@@ -186,7 +191,8 @@ void AttentionPanel::update() {
       if (m_tp->value() > 1) {
         text += tr("\nPer device at tensor parallel %1: %2 (base %3)")
                     .arg(m_tp->value())
-                    .arg(loc.formattedDataSize(kv.perDeviceBytesPerToken, 2), loc.formattedDataSize(kvBase.perDeviceBytesPerToken, 2));
+                    .arg(loc.formattedDataSize(kv.perDeviceBytesPerToken, 2),
+                         loc.formattedDataSize(kvBase.perDeviceBytesPerToken, 2));
       }
     } catch (const Error& e) {
       reason = QString::fromStdString(e.message());
@@ -202,4 +208,4 @@ void AttentionPanel::update() {
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -25,27 +25,27 @@ namespace latentlab::ui {
 
 class AttentionPanel : public QGroupBox {
   Q_OBJECT
-public:
+ public:
   explicit AttentionPanel(QWidget* parent = nullptr);
 
   // The built-in shape the variant replaces the attention of (nullopt: a
   // model folder or nothing: the panel is disabled and adds nothing).
   void setBase(const std::optional<ModelConfig>& base);
-  void applyTo(RunSpec& spec) const;   // attention and attention_options (pretrain only)
+  void applyTo(RunSpec& spec) const;  // attention and attention_options (pretrain only)
   void loadFrom(const RunSpec& spec);
   QString blockReason() const { return m_reason; }  // impossible settings
-  QString preview() const;                         // the preview's text
+  QString preview() const;                          // the preview's text
   QComboBox* variantBox() const { return m_variant; }
   QSpinBox* tensorParallelBox() const { return m_tp; }
   // The dtype the KV cache is counted in: the one the run trains in.
   void setCacheDType(DType dtype);
 
-Q_SIGNALS:
+ Q_SIGNALS:
   // Any field changed (the memory plan follows the variant).
   void changed();
   void validityChanged(const QString& reason);
 
-private:
+ private:
   AttentionOptions options() const;
   void update();
 
@@ -63,8 +63,8 @@ private:
   QComboBox* m_match = nullptr;
   QLineEdit* m_target = nullptr;
   QSpinBox* m_tp = nullptr;
-  DType m_cacheDType = DType::BF16;   // the run's dtype, which its KV cache is counted in
+  DType m_cacheDType = DType::BF16;  // the run's dtype, which its KV cache is counted in
   QLabel* m_preview = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -4,14 +4,14 @@
 #include <QComboBox>
 #include <QEvent>
 #include <QFontMetrics>
-#include <QStyle>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
-#include <QScrollBar>
+#include <QStyle>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -26,7 +26,7 @@ namespace latentlab::ui {
 // headers to the header's width (QHeaderView cuts a row header's text at the
 // cells rather than eliding it); the tooltip keeps the whole name.
 class CompareSortProxy : public QSortFilterProxyModel {
-public:
+ public:
   using QSortFilterProxyModel::QSortFilterProxyModel;
   void setRowNameWidth(int pixels, const QFont& font) {
     if (pixels == m_width && font == m_font) return;
@@ -40,7 +40,7 @@ public:
     return QFontMetrics(m_font).elidedText(v.toString(), Qt::ElideRight, m_width);
   }
 
-private:
+ private:
   int m_width = 0;
   QFont m_font;
 };
@@ -58,7 +58,7 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // run order until a header is clicked
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setAlternatingRowColors(true);
-  m_table->setWordWrap(false);   // one line a run: a long value is elided, its tooltip whole
+  m_table->setWordWrap(false);  // one line a run: a long value is elided, its tooltip whole
   // The run names as row headers: they stay in view while the table scrolls
   // right (the model's Run column would scroll away, so it is hidden).
   m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -83,8 +83,9 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   // As wide as its longest entry: a chosen mode is never cut ("Paired (no
   // scale − s"); the chart's bar wraps where the pane is narrow.
   m_modeBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-  m_modeBox->setToolTip(tr("Overlay the runs, plot each run minus a baseline run, or the difference within each "
-                           "pair of the preset; differences are aligned by tokens with linear interpolation"));
+  m_modeBox->setToolTip(
+      tr("Overlay the runs, plot each run minus a baseline run, or the difference within each "
+         "pair of the preset; differences are aligned by tokens with linear interpolation"));
   m_baselineBox = new QComboBox;
   m_baselineBox->setMinimumContentsLength(16);
   m_baselineBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
@@ -132,7 +133,8 @@ void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
   m_chart->setRuns(runs);
   // A compare mode with nothing to draw for this selection falls back to the overlay.
   const CompareMode mode = m_chart->compareMode();
-  if ((mode == CompareMode::Paired && m_chart->pairs().empty()) || (mode == CompareMode::Difference && runs.size() < 2)) {
+  if ((mode == CompareMode::Paired && m_chart->pairs().empty()) ||
+      (mode == CompareMode::Difference && runs.size() < 2)) {
     m_chart->setCompareMode(CompareMode::Curves);
   }
   QVector<qint64> ids;
@@ -150,9 +152,9 @@ void ComparePanel::applyPresetChart(const PresetChart& chart) {
   m_note = chart.note;
   m_chart->setMetric(chart.metric);
   if (chart.smoothing >= 0) m_chart->setSmoothing(chart.smoothing);
-  m_chart->setXAxis(chart.x == QLatin1String("tokens")       ? ChartView::XAxis::Tokens
+  m_chart->setXAxis(chart.x == QLatin1String("tokens")      ? ChartView::XAxis::Tokens
                     : chart.x == QLatin1String("wall_time") ? ChartView::XAxis::WallTime
-                                                             : ChartView::XAxis::Step);
+                                                            : ChartView::XAxis::Step);
   std::vector<std::pair<std::string, std::string>> labels;
   for (const auto& [a, b] : chart.pairs) labels.emplace_back(a.toStdString(), b.toStdString());
   m_chart->setPairLabels(labels);
@@ -163,7 +165,9 @@ void ComparePanel::applyPresetChart(const PresetChart& chart) {
     }
   }
   const bool difference = chart.compare == QLatin1String("difference");
-  setCompareMode(!difference ? CompareMode::Curves : chart.pairs.isEmpty() ? CompareMode::Difference : CompareMode::Paired);
+  setCompareMode(!difference             ? CompareMode::Curves
+                 : chart.pairs.isEmpty() ? CompareMode::Difference
+                                         : CompareMode::Paired);
   syncControls();
 }
 
@@ -177,7 +181,9 @@ void ComparePanel::setBaseline(qint64 runId) {
   syncControls();
 }
 
-void ComparePanel::refreshTable() { m_model->refresh(); }
+void ComparePanel::refreshTable() {
+  m_model->refresh();
+}
 
 void ComparePanel::fitColumns() {
   // Each column as wide as its widest cell or its (two-line) title plus room
@@ -201,16 +207,19 @@ bool ComparePanel::eventFilter(QObject* watched, QEvent* event) {
     const int cap = std::max(120, m_table->width() / 3);
     if (rows->maximumWidth() != cap) {
       rows->setMaximumWidth(cap);
-      Q_EMIT rows->geometriesChanged();   // the table lays its header out again at the new cap
+      Q_EMIT rows->geometriesChanged();  // the table lays its header out again at the new cap
     }
     // The room for a name: the cap less the section's margins and the colour mark.
     const int margin = rows->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, rows);
-    m_proxy->setRowNameWidth(cap - 4 * margin - rows->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, rows), rows->font());
+    m_proxy->setRowNameWidth(cap - 4 * margin - rows->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, rows),
+                             rows->font());
   }
   return QWidget::eventFilter(watched, event);
 }
 
-QString ComparePanel::caption() const { return m_caption->text(); }
+QString ComparePanel::caption() const {
+  return m_caption->text();
+}
 
 void ComparePanel::syncControls() {
   const QSignalBlocker blockMode(m_modeBox), blockBase(m_baselineBox);
@@ -237,4 +246,4 @@ void ComparePanel::syncControls() {
   m_caption->setVisible(!text.isEmpty());
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

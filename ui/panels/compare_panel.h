@@ -28,7 +28,7 @@ struct PresetChart;
 
 class ComparePanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent = nullptr);
 
   void setRuns(const QVector<ChartRun>& runs);
@@ -45,10 +45,10 @@ public:
   QTableView* table() const { return m_table; }
   QString caption() const;
 
-protected:
+ protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
 
-private:
+ private:
   void fitColumns();
   CompareSortProxy* m_proxy = nullptr;
   void syncControls();
@@ -56,7 +56,7 @@ private:
   ChartView* m_chart = nullptr;
   CompareTableModel* m_model = nullptr;
   QTableView* m_table = nullptr;
-  QVector<qint64> m_shownRuns;   // the runs the table shows
+  QVector<qint64> m_shownRuns;  // the runs the table shows
   QComboBox* m_modeBox = nullptr;
   QComboBox* m_baselineBox = nullptr;
   QWidget* m_baselineGroup = nullptr;
@@ -65,4 +65,4 @@ private:
   QString m_note;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

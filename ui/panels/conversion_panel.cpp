@@ -30,7 +30,7 @@ QString choiceText(E value) {
   return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 
@@ -43,7 +43,7 @@ QSpinBox* spin(int lo, int hi, int value, const QString& special = {}) {
   return s;
 }
 
-} // namespace
+}  // namespace
 
 ConversionPanel::ConversionPanel(QWidget* parent) : QWidget(parent) {
   createFields();
@@ -61,17 +61,19 @@ void ConversionPanel::createFields() {
   // The combos size to a short text: the tab keeps its width whatever the entries say.
   m_method->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   m_method->setMinimumContentsLength(18);
-  m_methodTip = tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
-                   "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
-                   "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang.");
+  m_methodTip =
+      tr("MHA2MLA keeps RoPE on r pairs of every KV head. The DeepSeek target rotates the KV heads' "
+         "RoPE components into one shared key (RoRoPE) and gives the latent an RMSNorm: the result is "
+         "DeepSeek-V3 attention, which Export writes for transformers, vLLM and SGLang.");
   m_method->setToolTip(m_methodTip);
   m_strategy = new QComboBox;
-  for (const std::string& n : choiceNames<RopeStrategy>()) {   // the paper's S_x names
+  for (const std::string& n : choiceNames<RopeStrategy>()) {  // the paper's S_x names
     const QString name = QString::fromStdString(n);
     m_strategy->addItem(n == "full" ? tr("Full RoPE") : QStringLiteral("S_") + name, name);
   }
-  m_strategy->setToolTip(tr("Which RoPE frequency pairs each head keeps: S_2-norm keeps the pairs with the largest "
-                            "query·key norms; S_high/S_low the highest/lowest frequencies; S_uniform evenly spaced ones"));
+  m_strategy->setToolTip(
+      tr("Which RoPE frequency pairs each head keeps: S_2-norm keeps the pairs with the largest "
+         "query·key norms; S_high/S_low the highest/lowest frequencies; S_uniform evenly spaced ones"));
   m_r = spin(0, 512, 0, tr("default (d_h/16)"));
   m_dKv = spin(1, 4096, 16);
   m_svd = new QComboBox;
@@ -83,12 +85,14 @@ void ConversionPanel::createFields() {
   m_factorise = new QComboBox;
   m_factorise->addItem(tr("SVD of the weights"), QStringLiteral("weights"));
   m_factorise->addItem(tr("PCA of activations"), QStringLiteral("activations"));
-  m_factorise->setToolTip(tr("The latent minimises the error of the projection weights, or of their outputs on "
-                             "calibration text (whitened SVD)"));
+  m_factorise->setToolTip(
+      tr("The latent minimises the error of the projection weights, or of their outputs on "
+         "calibration text (whitened SVD)"));
   m_ropeWidth = spin(0, 65536, 0, tr("default (2·r·n_kv)"));
   m_ropeWidth->setSingleStep(2);
-  m_ropeWidth->setToolTip(tr("d_R: the dims of the one RoPE key all heads share. The default holds as many RoPE "
-                             "dims as MHA2MLA at the same r, so both targets cost the same KV bytes."));
+  m_ropeWidth->setToolTip(
+      tr("d_R: the dims of the one RoPE key all heads share. The default holds as many RoPE "
+         "dims as MHA2MLA at the same r, so both targets cost the same KV bytes."));
   m_fold = spin(1, 64, 1);
   m_fold->setToolTip(tr("FreqFold: adjacent frequency pairs folded into one group before the PCA"));
   m_calibSeqs = spin(1, 100000, 64);
@@ -176,8 +180,8 @@ void ConversionPanel::connectSignals() {
   auto changed = [this] { update(); };
   // Each target starts on its usual factorisation: the DeepSeek target is defined by its activations.
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
-    m_factorise->setCurrentIndex(m_factorise->findData(target() == QLatin1String("deepseek") ? QStringLiteral("activations")
-                                                                                              : QStringLiteral("weights")));
+    m_factorise->setCurrentIndex(m_factorise->findData(
+        target() == QLatin1String("deepseek") ? QStringLiteral("activations") : QStringLiteral("weights")));
   });
   connect(m_method, &QComboBox::currentIndexChanged, this, changed);
   connect(m_strategy, &QComboBox::currentIndexChanged, this, changed);
@@ -200,23 +204,32 @@ void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {
 void ConversionPanel::setConvertible(bool convertible) {
   if (!convertible) setTarget(QStringLiteral("none"));
   m_method->setEnabled(convertible);
-  m_method->setToolTip(convertible ? m_methodTip
-                                   : tr("A built-in shape has no weights to convert: it is pre-trained from scratch "
-                                        "(choose its attention on the Training tab). Open a model folder to convert it."));
+  m_method->setToolTip(convertible
+                           ? m_methodTip
+                           : tr("A built-in shape has no weights to convert: it is pre-trained from scratch "
+                                "(choose its attention on the Training tab). Open a model folder to convert it."));
 }
 
-void ConversionPanel::setMethod(bool mha2mla) { setTarget(mha2mla ? QStringLiteral("mha2mla") : QStringLiteral("none")); }
+void ConversionPanel::setMethod(bool mha2mla) {
+  setTarget(mha2mla ? QStringLiteral("mha2mla") : QStringLiteral("none"));
+}
 void ConversionPanel::setTarget(const QString& target) {
   const int i = m_method->findData(target);
   if (i >= 0) m_method->setCurrentIndex(i);
 }
-QString ConversionPanel::target() const { return m_method->currentData().toString(); }
+QString ConversionPanel::target() const {
+  return m_method->currentData().toString();
+}
 void ConversionPanel::setRopeStrategy(const QString& s) {
   const int i = m_strategy->findData(s);
   if (i >= 0) m_strategy->setCurrentIndex(i);
 }
-void ConversionPanel::setRopePairs(int r) { m_r->setValue(r); }
-void ConversionPanel::setDKv(int dKv) { m_dKv->setValue(dKv); }
+void ConversionPanel::setRopePairs(int r) {
+  m_r->setValue(r);
+}
+void ConversionPanel::setDKv(int dKv) {
+  m_dKv->setValue(dKv);
+}
 void ConversionPanel::setSvd(const QString& svd) {
   const int i = m_svd->findData(svd);
   if (i >= 0) m_svd->setCurrentIndex(i);
@@ -226,7 +239,9 @@ void ConversionPanel::setContext(int contextLength, int batch) {
   m_batch->setValue(batch);
 }
 
-bool ConversionPanel::conversionEnabled() const { return target() != QLatin1String("none"); }
+bool ConversionPanel::conversionEnabled() const {
+  return target() != QLatin1String("none");
+}
 
 KvSettings ConversionPanel::settings() const {
   KvSettings s;
@@ -307,20 +322,21 @@ void ConversionPanel::update() {
                              .arg(b.perTokenPerLayer)
                              .arg(b.nopePerTokenPerLayer)
                        : tr("%1 → %2 elements per layer").arg(b.originalPerTokenPerLayer).arg(b.perTokenPerLayer);
-  m_perToken->setText(tr("%1 · %2 → %3 per token")
-                          .arg(perLayer, loc.formattedDataSize(b.originalBytesPerToken, 2),
-                               loc.formattedDataSize(b.bytesPerToken, 2)));
+  m_perToken->setText(
+      tr("%1 · %2 → %3 per token")
+          .arg(perLayer, loc.formattedDataSize(b.originalBytesPerToken, 2), loc.formattedDataSize(b.bytesPerToken, 2)));
   m_saving->setText(savingText());
-  m_saving->setStyleSheet(b.saving < 0 ? QStringLiteral("color: #2e7d32;")
-                                      : b.saving > 0 ? QStringLiteral("color: #c62828;") : QString());
+  m_saving->setStyleSheet(b.saving < 0   ? QStringLiteral("color: #2e7d32;")
+                          : b.saving > 0 ? QStringLiteral("color: #c62828;")
+                                         : QString());
   const double tokens = static_cast<double>(m_context->value()) * m_batch->value();
   const auto before = static_cast<qint64>(tokens * static_cast<double>(b.originalBytesPerToken));
   const auto after = static_cast<qint64>(tokens * static_cast<double>(b.bytesPerToken));
-  m_total->setText(tr("%1 → %2 for %3 tokens × batch %4 (saves %5)")
-                       .arg(loc.formattedDataSize(before, 2),
-                            loc.formattedDataSize(after, 2), loc.toString(m_context->value()))
-                       .arg(m_batch->value())
-                       .arg(loc.formattedDataSize(before - after, 2)));
+  m_total->setText(
+      tr("%1 → %2 for %3 tokens × batch %4 (saves %5)")
+          .arg(loc.formattedDataSize(before, 2), loc.formattedDataSize(after, 2), loc.toString(m_context->value()))
+          .arg(m_batch->value())
+          .arg(loc.formattedDataSize(before - after, 2)));
   if (on && deepseek) {
     RoRopeLayout layout;
     roRopeLayout(*m_config, effectiveRopeWidth(*m_config, s), s.freqFold, &layout);
@@ -339,7 +355,8 @@ void ConversionPanel::update() {
   } else {
     QString note;
     if (on) {
-      note = tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->ropeDim() / 2);
+      note =
+          tr("r = %1 of %2 frequency pairs keep RoPE per head.").arg(b.effectiveRopePairs).arg(m_config->ropeDim() / 2);
       if (m_config->rotaryDim > 0) {
         note += tr(" Only %1 of %2 head dims rotate in this model; the others are position-free already.")
                     .arg(m_config->rotaryDim)
@@ -364,11 +381,13 @@ void ConversionPanel::applyTo(RunSpec& spec) const {
   // Only a model folder has weights to convert; a built-in shape is pre-trained.
   spec.conversion.enabled = conversionEnabled() && !spec.modelDir.empty();
   if (!spec.conversion.enabled) {
-    if (spec.kind == RunKind::ConvertFinetune) spec.kind = spec.modelDir.empty() ? RunKind::Pretrain : RunKind::Finetune;
+    if (spec.kind == RunKind::ConvertFinetune)
+      spec.kind = spec.modelDir.empty() ? RunKind::Pretrain : RunKind::Finetune;
     return;
   }
   spec.kind = RunKind::ConvertFinetune;
-  spec.conversion.target = target() == QLatin1String("deepseek") ? ConversionTarget::DeepSeek : ConversionTarget::Mha2Mla;
+  spec.conversion.target =
+      target() == QLatin1String("deepseek") ? ConversionTarget::DeepSeek : ConversionTarget::Mha2Mla;
   spec.conversion.factorise = comboChoice<Factorisation>(m_factorise);
   spec.conversion.ropeWidth = m_ropeWidth->value();
   spec.conversion.freqFold = m_fold->value();
@@ -400,4 +419,4 @@ void ConversionPanel::loadFrom(const RunSpec& spec) {
   update();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

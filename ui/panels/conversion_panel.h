@@ -23,7 +23,7 @@ class MessageBanner;
 
 class ConversionPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit ConversionPanel(QWidget* parent = nullptr);
 
   void setModelConfig(const std::optional<ModelConfig>& cfg);
@@ -45,19 +45,19 @@ public:
   // The reason the settings are impossible for this model (empty when fine).
   QString blockReason() const { return m_reason; }
   std::optional<KvBudget> budget() const { return m_budget; }
-  QString savingText() const;      // "68.75%": the reduction, positive when the cache shrinks
-  QString bytesText() const;       // per-token bytes, original -> converted
+  QString savingText() const;  // "68.75%": the reduction, positive when the cache shrinks
+  QString bytesText() const;   // per-token bytes, original -> converted
 
   QComboBox* methodBox() const { return m_method; }
 
   void applyTo(RunSpec& spec) const;
   void loadFrom(const RunSpec& spec);
 
-Q_SIGNALS:
+ Q_SIGNALS:
   // Emitted whenever the preview changes; an empty reason means Run may go.
   void validityChanged(const QString& reason);
 
-private:
+ private:
   // The constructor's parts: the fields, one builder per group box, the layout, the connections.
   void createFields();
   QGroupBox* buildMethodBox();
@@ -93,4 +93,4 @@ private:
   std::optional<KvBudget> m_budget;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

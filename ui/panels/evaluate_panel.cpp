@@ -70,13 +70,14 @@ QString defaultPasskeyLengths(int context) {
 
 int contextOf(const QString& modelDir) {
   try {
-    return static_cast<int>(readHfConfig((modelDir + QStringLiteral("/config.json")).toStdString()).maxPositionEmbeddings);
+    return static_cast<int>(
+        readHfConfig((modelDir + QStringLiteral("/config.json")).toStdString()).maxPositionEmbeddings);
   } catch (const Error&) {
     return 0;
   }
 }
 
-} // namespace
+}  // namespace
 
 EvaluatePanel::EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceDir, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)), m_workspace(std::move(workspaceDir)) {
@@ -202,7 +203,8 @@ QHBoxLayout* EvaluatePanel::buildRunRow() {
 
 void EvaluatePanel::connectSignals() {
   connect(m_browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Task file"), QString(), tr("Tasks (*.jsonl *.json *.csv);;All files (*)"));
+    const QString f = QFileDialog::getOpenFileName(this, tr("Task file"), QString(),
+                                                   tr("Tasks (*.jsonl *.json *.csv);;All files (*)"));
     if (!f.isEmpty()) m_taskFile->setText(f);
   });
   connect(m_folder, &QPushButton::clicked, this, [this] {
@@ -212,7 +214,8 @@ void EvaluatePanel::connectSignals() {
   connect(m_addTask, &QPushButton::clicked, this, &EvaluatePanel::addTask);
   connect(m_taskFile, &QLineEdit::returnPressed, this, &EvaluatePanel::addTask);
   connect(m_tasks, &QListWidget::itemChanged, this, &EvaluatePanel::updateState);
-  for (QLineEdit* e : {m_haystack, m_lengths, m_depths}) connect(e, &QLineEdit::textChanged, this, &EvaluatePanel::updateState);
+  for (QLineEdit* e : {m_haystack, m_lengths, m_depths})
+    connect(e, &QLineEdit::textChanged, this, &EvaluatePanel::updateState);
   connect(m_lengths, &QLineEdit::textEdited, this, [this] { m_lengthsTyped = true; });
   connect(m_passkey, &QCheckBox::toggled, this, &EvaluatePanel::updateState);
   connect(m_model, &QComboBox::currentIndexChanged, this, [this] {
@@ -351,7 +354,7 @@ RunSpec EvaluatePanel::spec() const {
 void EvaluatePanel::followContext() {
   const ModelChoice* c = current();
   const QString dir = c != nullptr ? c->dir : QString();
-  if (dir == m_contextDir) return;   // read once per chosen model, not on every refresh
+  if (dir == m_contextDir) return;  // read once per chosen model, not on every refresh
   m_contextDir = dir;
   m_context = c != nullptr ? contextOf(c->dir) : 0;
   if (!m_lengthsTyped) {
@@ -412,16 +415,18 @@ void EvaluatePanel::showResults() {
     m_results->insertRow(row);
     auto cell = [&](const char* metric) {
       const auto it = metrics.find(metric);
-      return it == metrics.end() ? QStringLiteral("–")
-                                 : QStringLiteral("%1 ± %2").arg(it->second.value, 0, 'f', 3).arg(it->second.stderrValue, 0, 'f', 3);
+      return it == metrics.end()
+                 ? QStringLiteral("–")
+                 : QStringLiteral("%1 ± %2").arg(it->second.value, 0, 'f', 3).arg(it->second.stderrValue, 0, 'f', 3);
     };
     const EvaluationRecord& any = metrics.begin()->second;
     m_results->setItem(row, 0, new QTableWidgetItem(QString::fromStdString(task)));
     m_results->setItem(row, 1, new QTableWidgetItem(cell("acc")));
     m_results->setItem(row, 2, new QTableWidgetItem(cell("acc_norm")));
-    m_results->setItem(row, 3, new QTableWidgetItem(any.partial ? tr("%1 (partial)").arg(any.items) : QString::number(any.items)));
+    m_results->setItem(
+        row, 3, new QTableWidgetItem(any.partial ? tr("%1 (partial)").arg(any.items) : QString::number(any.items)));
   }
   m_heatmap->setCells(cells);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

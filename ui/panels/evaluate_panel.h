@@ -32,7 +32,7 @@ class PasskeyHeatmap;
 
 class EvaluatePanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   EvaluatePanel(std::shared_ptr<RunStore> store, QString workspaceDir, QWidget* parent = nullptr);
 
   // Re-reads the model list (keeping the choice) and the results shown.
@@ -64,10 +64,10 @@ public:
   // Adds a model folder to the choices and selects it.
   void addFolder(const QString& dir);
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void evaluateRequested(const RunSpec& spec);
 
-private:
+ private:
   // The constructor's parts: the layout (one builder per group box), the connections.
   void buildLayout();
   QGroupBox* buildModelBox();
@@ -78,7 +78,7 @@ private:
   void connectSignals();
   void addTask();
   void updateState();
-  void followContext();   // the passkey lengths the chosen model's context allows
+  void followContext();  // the passkey lengths the chosen model's context allows
   void showResults();
   const ModelChoice* current() const;
 
@@ -87,16 +87,16 @@ private:
   // The chosen model's context (max_position_embeddings; 0 when unreadable),
   // and whether the user has typed the passkey lengths (else they follow it).
   int m_context = 0;
-  QString m_contextDir;   // the model folder m_context was read from
+  QString m_contextDir;  // the model folder m_context was read from
   bool m_lengthsTyped = false;
   QVector<ModelChoice> m_choices;
   QVector<ModelChoice> m_extraFolders;
   QComboBox* m_model = nullptr;
   QPushButton* m_folder = nullptr;
   QLineEdit* m_taskFile = nullptr;
-  QPushButton* m_browse = nullptr;   // picks m_taskFile
+  QPushButton* m_browse = nullptr;  // picks m_taskFile
   QComboBox* m_format = nullptr;
-  QLineEdit* m_extra = nullptr;   // piqa labels / mmlu dev CSV
+  QLineEdit* m_extra = nullptr;  // piqa labels / mmlu dev CSV
   QPushButton* m_addTask = nullptr;
   QListWidget* m_tasks = nullptr;
   QSpinBox* m_limit = nullptr;
@@ -112,4 +112,4 @@ private:
   PasskeyHeatmap* m_heatmap = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

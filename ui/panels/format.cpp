@@ -12,20 +12,27 @@ QString humanCount(double n) {
 
 QString cacheDTypeName(DType dtype) {
   switch (dtype) {
-    case DType::BF16: return QStringLiteral("bf16");
-    case DType::F16: return QStringLiteral("fp16");
-    case DType::F64: return QStringLiteral("fp64");
-    default: return QStringLiteral("fp32");
+    case DType::BF16:
+      return QStringLiteral("bf16");
+    case DType::F16:
+      return QStringLiteral("fp16");
+    case DType::F64:
+      return QStringLiteral("fp64");
+    default:
+      return QStringLiteral("fp32");
   }
 }
 
 DType runDType(Precision precision, const QString& device) {
   switch (resolvePrecision(precision, device.startsWith(QLatin1String("cuda")))) {
     case Precision::Bf16:
-    case Precision::Bf16Mixed: return DType::BF16;
-    case Precision::Fp64: return DType::F64;
-    default: return DType::F32;
+    case Precision::Bf16Mixed:
+      return DType::BF16;
+    case Precision::Fp64:
+      return DType::F64;
+    default:
+      return DType::F32;
   }
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

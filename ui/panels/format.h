@@ -19,4 +19,4 @@ QString cacheDTypeName(DType dtype);
 // cache is counted in (auto: bf16-mixed on a GPU, fp32 on the CPU).
 DType runDType(Precision precision, const QString& device);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

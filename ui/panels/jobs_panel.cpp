@@ -7,8 +7,8 @@
 #include <QItemSelectionModel>
 #include <QPainter>
 #include <QPushButton>
-#include <QStyledItemDelegate>
 #include <QScrollBar>
+#include <QStyledItemDelegate>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -22,7 +22,7 @@ namespace {
 
 // Draws the progress column as a progress bar.
 class ProgressDelegate : public QStyledItemDelegate {
-public:
+ public:
   using QStyledItemDelegate::QStyledItemDelegate;
   void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
     QStyleOptionViewItem bg = option;
@@ -44,7 +44,7 @@ public:
   }
 };
 
-} // namespace
+}  // namespace
 
 JobsPanel::JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent)
     : QWidget(parent), m_jobs(jobs), m_model(model) {
@@ -59,8 +59,8 @@ JobsPanel::JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent)
   m_view->horizontalHeader()->setSectionResizeMode(JobTableModel::RunColumn, QHeaderView::Stretch);
   m_view->horizontalHeader()->setSectionResizeMode(JobTableModel::ProgressColumn, QHeaderView::Fixed);
   m_view->setColumnWidth(JobTableModel::ProgressColumn, 180);
-  for (int c : {JobTableModel::StatusColumn, JobTableModel::StepColumn, JobTableModel::SpeedColumn, JobTableModel::EtaColumn,
-                JobTableModel::LossColumn}) {
+  for (int c : {JobTableModel::StatusColumn, JobTableModel::StepColumn, JobTableModel::SpeedColumn,
+                JobTableModel::EtaColumn, JobTableModel::LossColumn}) {
     m_view->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   }
   m_cancel = new QPushButton(tr("Cancel"));
@@ -98,9 +98,8 @@ JobsPanel::JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent)
     });
   });
   connect(m_model, &QAbstractItemModel::modelReset, this, [this] { updateButtons(); });
-  connect(m_view, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
-    Q_EMIT logRequested(m_model->runIdAt(idx.row()));
-  });
+  connect(m_view, &QTableView::doubleClicked, this,
+          [this](const QModelIndex& idx) { Q_EMIT logRequested(m_model->runIdAt(idx.row())); });
   updateButtons();
 }
 
@@ -116,4 +115,4 @@ void JobsPanel::updateButtons() {
   m_log->setEnabled(j != nullptr);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

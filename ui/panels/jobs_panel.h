@@ -14,14 +14,14 @@ class JobTableModel;
 
 class JobsPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent = nullptr);
   QTableView* view() const { return m_view; }
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void logRequested(qint64 runId);
 
-private:
+ private:
   qint64 selectedRunId() const;
   void updateButtons();
 
@@ -33,4 +33,4 @@ private:
   QPushButton* m_log = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

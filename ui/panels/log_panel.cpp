@@ -30,8 +30,10 @@ LogPanel::LogPanel(JobController* jobs, QWidget* parent) : QWidget(parent), m_jo
   layout->addWidget(m_text, 1);
   connect(all, &QPushButton::clicked, this, [this] { showRun(0); });
   connect(m_jobs, &JobController::logLine, this, [this](qint64 runId, const QString& line) {
-    if (m_runId == 0) m_text->appendPlainText(QStringLiteral("#%1  %2").arg(runId).arg(line));
-    else if (runId == m_runId) m_text->appendPlainText(line);
+    if (m_runId == 0)
+      m_text->appendPlainText(QStringLiteral("#%1  %2").arg(runId).arg(line));
+    else if (runId == m_runId)
+      m_text->appendPlainText(line);
   });
   showRun(0);
 }
@@ -44,7 +46,8 @@ void LogPanel::showRun(qint64 runId) {
     m_runId = 0;
     m_title->setText(tr("Log of all jobs"));
     for (qint64 id : m_jobs->jobOrder()) {
-      for (const QString& line : m_jobs->job(id)->log) m_text->appendPlainText(QStringLiteral("#%1  %2").arg(id).arg(line));
+      for (const QString& line : m_jobs->job(id)->log)
+        m_text->appendPlainText(QStringLiteral("#%1  %2").arg(id).arg(line));
     }
     return;
   }
@@ -52,6 +55,8 @@ void LogPanel::showRun(qint64 runId) {
   for (const QString& line : j->log) m_text->appendPlainText(line);
 }
 
-QString LogPanel::text() const { return m_text->toPlainText(); }
+QString LogPanel::text() const {
+  return m_text->toPlainText();
+}
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -64,8 +64,14 @@ void MessageBanner::showError(const latentlab::Error& error) {
   showMessage(Level::Error, QString::fromStdString(error.message()), QString::fromStdString(error.hint()));
 }
 
-void MessageBanner::setDismissable(bool on) { m_close->setVisible(on); }
-QString MessageBanner::message() const { return m_message->text(); }
-QString MessageBanner::hint() const { return m_hint->text(); }
+void MessageBanner::setDismissable(bool on) {
+  m_close->setVisible(on);
+}
+QString MessageBanner::message() const {
+  return m_message->text();
+}
+QString MessageBanner::hint() const {
+  return m_hint->text();
+}
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -15,7 +15,7 @@ namespace latentlab::ui {
 
 class MessageBanner : public QWidget {
   Q_OBJECT
-public:
+ public:
   enum class Level { Error, Warning, Info };
   explicit MessageBanner(QWidget* parent = nullptr);
 
@@ -25,14 +25,14 @@ public:
   QString message() const;
   QString hint() const;
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void dismissed();
 
-private:
+ private:
   QLabel* m_icon = nullptr;
   QLabel* m_message = nullptr;
   QLabel* m_hint = nullptr;
   QToolButton* m_close = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -21,8 +21,8 @@ QVector<ModelChoice> listModelChoices(const RunStore& store, const QString& work
       if (a.kind != "checkpoint" || !a.step) continue;
       const QString dir = QString::fromStdString(a.path) + QStringLiteral("/model");
       if (!QFileInfo::exists(dir + QStringLiteral("/config.json"))) continue;
-      out.push_back({QStringLiteral("#%1 %2 · step %3").arg(r.id).arg(QString::fromStdString(r.name)).arg(*a.step), dir, r.id,
-                     *a.step});
+      out.push_back({QStringLiteral("#%1 %2 · step %3").arg(r.id).arg(QString::fromStdString(r.name)).arg(*a.step), dir,
+                     r.id, *a.step});
     }
   }
   const QDir models(workspaceDir + QStringLiteral("/models"));
@@ -34,4 +34,4 @@ QVector<ModelChoice> listModelChoices(const RunStore& store, const QString& work
   return out;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -14,9 +14,9 @@ class RunStore;
 namespace latentlab::ui {
 
 struct ModelChoice {
-  QString label;     // "#3 convert d_kv 8 · step 60", "models/demo-gqa"
-  QString dir;       // the HF folder
-  qint64 run = 0;    // the run whose checkpoint it is (0: a plain folder)
+  QString label;   // "#3 convert d_kv 8 · step 60", "models/demo-gqa"
+  QString dir;     // the HF folder
+  qint64 run = 0;  // the run whose checkpoint it is (0: a plain folder)
   qint64 step = 0;
 };
 
@@ -24,4 +24,4 @@ struct ModelChoice {
 // <workspace>/models that hold a config.json. Evaluation jobs are not listed.
 QVector<ModelChoice> listModelChoices(const RunStore& store, const QString& workspaceDir);
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

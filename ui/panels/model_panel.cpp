@@ -78,14 +78,19 @@ ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   connect(open, &QPushButton::clicked, this, [this] { openFolder(m_folderEdit->text().trimmed()); });
   connect(m_folderEdit, &QLineEdit::returnPressed, this, [this] { openFolder(m_folderEdit->text().trimmed()); });
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model folder"), m_folderEdit->text());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model folder"), m_folderEdit->text());
     if (!dir.isEmpty()) openFolder(dir);
   });
   m_builtinRadio->setChecked(true);
 }
 
-bool ModelPanel::usesFolder() const { return m_folderRadio->isChecked() && !m_folder.isEmpty(); }
-QString ModelPanel::architecture() const { return m_archBox->currentText(); }
+bool ModelPanel::usesFolder() const {
+  return m_folderRadio->isChecked() && !m_folder.isEmpty();
+}
+QString ModelPanel::architecture() const {
+  return m_archBox->currentText();
+}
 
 void ModelPanel::clearDetails() {
   while (m_details->rowCount() > 0) m_details->removeRow(0);
@@ -106,16 +111,22 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
   add(tr("Parameters"), humanCount(static_cast<double>(parameters)));
   add(tr("Layers"), QString::number(cfg.numLayers));
   add(tr("Hidden size"), QString::number(cfg.hiddenSize));
-  add(tr("Heads / KV heads"), QStringLiteral("%1 / %2 (%3)").arg(cfg.numHeads).arg(cfg.numKvHeads)
-                                   .arg(cfg.numHeads == cfg.numKvHeads ? tr("MHA") : tr("GQA, groups of %1").arg(cfg.kvGroupSize())));
+  add(tr("Heads / KV heads"),
+      QStringLiteral("%1 / %2 (%3)")
+          .arg(cfg.numHeads)
+          .arg(cfg.numKvHeads)
+          .arg(cfg.numHeads == cfg.numKvHeads ? tr("MHA") : tr("GQA, groups of %1").arg(cfg.kvGroupSize())));
   add(tr("Head dim"), QString::number(cfg.headDim));
   add(tr("Vocabulary"), QString::number(cfg.vocabSize));
   add(tr("RoPE θ"), QString::number(cfg.ropeTheta, 'g', 6));
   add(tr("KV cache / token"), QStringLiteral("%1 elements · %2 (%3)")
                                   .arg(QLocale().toString(static_cast<qlonglong>(kv.perToken)),
                                        QLocale().formattedDataSize(kv.bytesPerToken), cacheDTypeName(cfg.torchDType)));
-  if (cfg.mla) add(tr("MLA"), QStringLiteral("converted: %1, r=%2, d_kv=%3").arg(QString::fromStdString(cfg.mla->ropeStrategy))
-                                  .arg(cfg.mla->ropePairs).arg(cfg.mla->dKv));
+  if (cfg.mla)
+    add(tr("MLA"), QStringLiteral("converted: %1, r=%2, d_kv=%3")
+                       .arg(QString::fromStdString(cfg.mla->ropeStrategy))
+                       .arg(cfg.mla->ropePairs)
+                       .arg(cfg.mla->dKv));
   if (!extra.isEmpty()) add(tr("Weights"), extra);
 }
 
@@ -150,7 +161,8 @@ bool ModelPanel::openFolder(const QString& dir) {
     return false;
   };
   if (dir.isEmpty()) {
-    m_banner->showMessage(MessageBanner::Level::Error, tr("No folder given"), tr("Type or browse to a Hugging Face model folder."));
+    m_banner->showMessage(MessageBanner::Level::Error, tr("No folder given"),
+                          tr("Type or browse to a Hugging Face model folder."));
     return fail(tr("no folder given"));
   }
   try {
@@ -160,16 +172,18 @@ bool ModelPanel::openFolder(const QString& dir) {
     m_config = s.config;
     m_folderRadio->setChecked(true);
     m_banner->hide();
-    showConfig(s.config, s.parameters, tr("%1 in %n file(s), %2", nullptr, static_cast<int>(s.weightFiles.size()))
-                                           .arg(QLocale().formattedDataSize(static_cast<qint64>(s.sizeOnDisk)),
-                                                QString::fromLatin1(dtypeName(s.weightDType))));
+    showConfig(s.config, s.parameters,
+               tr("%1 in %n file(s), %2", nullptr, static_cast<int>(s.weightFiles.size()))
+                   .arg(QLocale().formattedDataSize(static_cast<qint64>(s.sizeOnDisk)),
+                        QString::fromLatin1(dtypeName(s.weightDType))));
     Q_EMIT modelChanged();
     return true;
   } catch (const Error& e) {
     m_banner->showError(e);
     return fail(QString::fromStdString(e.message()));
   } catch (const std::exception& e) {
-    m_banner->showMessage(MessageBanner::Level::Error, QString::fromUtf8(e.what()), tr("Is this a Hugging Face model folder?"));
+    m_banner->showMessage(MessageBanner::Level::Error, QString::fromUtf8(e.what()),
+                          tr("Is this a Hugging Face model folder?"));
     return fail(QString::fromUtf8(e.what()));
   }
 }
@@ -199,4 +213,4 @@ QString ModelPanel::fieldText(const QString& label) const {
   return l != nullptr ? l->text() : QString();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -21,7 +21,7 @@ class MessageBanner;
 
 class ModelPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit ModelPanel(QWidget* parent = nullptr);
 
   void selectArchitecture(const QString& name);
@@ -43,10 +43,10 @@ public:
   MessageBanner* banner() const { return m_banner; }
   QString fieldText(const QString& label) const;
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void modelChanged();
 
-private:
+ private:
   void showConfig(const ModelConfig& cfg, std::int64_t parameters, const QString& extra);
   void clearDetails();
 
@@ -61,4 +61,4 @@ private:
   std::optional<ModelConfig> m_config;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

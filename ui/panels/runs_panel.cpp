@@ -22,7 +22,7 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
   m_view->setAlternatingRowColors(true);
   m_view->setContextMenuPolicy(Qt::CustomContextMenu);
   m_view->header()->setStretchLastSection(false);
-  m_view->setTextElideMode(Qt::ElideMiddle);  // the tooltip has the whole name
+  m_view->setTextElideMode(Qt::ElideMiddle);                // the tooltip has the whole name
   m_view->setColumnHidden(RunTreeModel::StepColumn, true);  // steps: the jobs table and the compare table
   m_view->header()->setSectionResizeMode(RunTreeModel::NameColumn, QHeaderView::Stretch);
   for (int c = RunTreeModel::StatusColumn; c < RunTreeModel::ColumnCount; ++c) {
@@ -74,18 +74,26 @@ RunsPanel::RunsPanel(RunTreeModel* model, QWidget* parent) : QWidget(parent), m_
     QAction* del = menu.addAction(tr("Delete run"));
     del->setEnabled(status != RunStatus::Running);
     QAction* chosen = menu.exec(m_view->viewport()->mapToGlobal(pos));
-    if (chosen == retry) Q_EMIT retryRequested(id);
-    else if (chosen == cancel) Q_EMIT cancelRequested(id);
-    else if (chosen == exportCsv) Q_EMIT exportRequested(id);
-    else if (chosen == exportModel) Q_EMIT exportModelRequested(id);
-    else if (chosen == colour) Q_EMIT colorRequested(id);
-    else if (chosen == del) Q_EMIT deleteRequested(id);
+    if (chosen == retry)
+      Q_EMIT retryRequested(id);
+    else if (chosen == cancel)
+      Q_EMIT cancelRequested(id);
+    else if (chosen == exportCsv)
+      Q_EMIT exportRequested(id);
+    else if (chosen == exportModel)
+      Q_EMIT exportModelRequested(id);
+    else if (chosen == colour)
+      Q_EMIT colorRequested(id);
+    else if (chosen == del)
+      Q_EMIT deleteRequested(id);
   });
 }
 
 qint64 RunsPanel::currentRunId() const {
   const QModelIndex idx = m_view->currentIndex();
-  return idx.isValid() && idx.data(RunTreeModel::IsRunRole).toBool() ? idx.siblingAtColumn(0).data(RunTreeModel::RunIdRole).toLongLong() : 0;
+  return idx.isValid() && idx.data(RunTreeModel::IsRunRole).toBool()
+             ? idx.siblingAtColumn(0).data(RunTreeModel::RunIdRole).toLongLong()
+             : 0;
 }
 
 QVector<ChartRun> RunsPanel::selectedRuns() const {
@@ -115,4 +123,4 @@ void RunsPanel::selectRun(qint64 runId) {
   m_view->setCurrentIndex(idx);
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

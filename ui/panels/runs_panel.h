@@ -15,14 +15,14 @@ class RunTreeModel;
 
 class RunsPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit RunsPanel(RunTreeModel* model, QWidget* parent = nullptr);
 
   QVector<ChartRun> selectedRuns() const;
   void selectRun(qint64 runId);
   QTreeView* view() const { return m_view; }
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void selectionChanged(const QVector<latentlab::ui::ChartRun>& runs);
   void retryRequested(qint64 runId);
   void cancelRequested(qint64 runId);
@@ -32,11 +32,11 @@ Q_SIGNALS:
   void deleteRequested(qint64 runId);
   void colorRequested(qint64 runId);
 
-private:
+ private:
   qint64 currentRunId() const;
 
   RunTreeModel* m_model;
   QTreeView* m_view = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -21,10 +21,10 @@
 
 #include "charts/lr_curve_view.h"
 #include "latentlab/error.h"
-#include "latentlab/vocabulary.h"
 #include "latentlab/memory_plan.h"
-#include "panels/format.h"
+#include "latentlab/vocabulary.h"
 #include "panels/attention_panel.h"
+#include "panels/format.h"
 #include "panels/message_banner.h"
 
 namespace latentlab::ui {
@@ -55,7 +55,9 @@ QLineEdit* sciEdit() {
   return e;
 }
 
-QString sci(double v) { return QString::number(v, 'g', 6); }
+QString sci(double v) {
+  return QString::number(v, 'g', 6);
+}
 
 QFormLayout* form(QGroupBox* box) {
   auto* f = new QFormLayout(box);
@@ -65,7 +67,7 @@ QFormLayout* form(QGroupBox* box) {
   return f;
 }
 
-} // namespace
+}  // namespace
 
 TrainingPanel::TrainingPanel(QWidget* parent) : QWidget(parent) {
   createFields();
@@ -81,7 +83,8 @@ void TrainingPanel::createFields() {
   m_name = new QLineEdit;
   m_name->setPlaceholderText(tr("e.g. smollm dkv16 2-norm"));
   m_corpus = new QLineEdit;
-  m_corpus->setToolTip(tr("A text file, a folder of text files, a .jsonl file, or \"demo\" (the Python documentation)"));
+  m_corpus->setToolTip(
+      tr("A text file, a folder of text files, a .jsonl file, or \"demo\" (the Python documentation)"));
   m_tokenizer = new QLineEdit;
   m_tokenizer->setPlaceholderText(tr("the model's, or trained on the corpus"));
   m_vocab = intSpin(256, 1 << 20);
@@ -121,21 +124,24 @@ void TrainingPanel::createFields() {
   m_device->setEditable(true);
   m_precision = new QComboBox;
   for (const std::string& d : choiceNames<Precision>()) m_precision->addItem(QString::fromStdString(d));
-  m_precision->setToolTip(tr("fp32: fp32 weights and compute. bf16-mixed: fp32 weights, bf16 compute (autocast). "
-                             "bf16: bf16 weights, activations and gradients; the optimiser keeps an fp32 master copy. "
-                             "auto: bf16-mixed on a GPU, fp32 on the CPU."));
+  m_precision->setToolTip(
+      tr("fp32: fp32 weights and compute. bf16-mixed: fp32 weights, bf16 compute (autocast). "
+         "bf16: bf16 weights, activations and gradients; the optimiser keeps an fp32 master copy. "
+         "auto: bf16-mixed on a GPU, fp32 on the CPU."));
   m_zero = new QComboBox;
   m_zero->addItem(tr("off"), 0);
   m_zero->addItem(tr("ZeRO-1: optimizer state sharded"), 1);
   m_zero->addItem(tr("ZeRO-2: optimizer state and gradients sharded"), 2);
-  m_zero->setToolTip(tr("With several devices (one rank each), each rank keeps only its share of the fp32 master "
-                        "weights, the AdamW moments and (stage 2) the averaged gradients: 16 bytes per parameter "
-                        "divided by the ranks"));
+  m_zero->setToolTip(
+      tr("With several devices (one rank each), each rank keeps only its share of the fp32 master "
+         "weights, the AdamW moments and (stage 2) the averaged gradients: 16 bytes per parameter "
+         "divided by the ranks"));
   m_zeroInit = new QCheckBox(tr("Zero-init output projections"));
   m_zeroInit->setToolTip(tr("Start the attention and MLP output projections at zero (the MLRA recipe)"));
   m_recompute = new QCheckBox(tr("Recompute activations per layer"));
-  m_recompute->setToolTip(tr("Keep one tensor a decoder layer and run the layer again in backward: much less "
-                             "activation memory for about a third more compute; the same gradients"));
+  m_recompute->setToolTip(
+      tr("Keep one tensor a decoder layer and run the layer again in backward: much less "
+         "activation memory for about a third more compute; the same gradients"));
   m_lrCurve = new LrCurveView;
 }
 
@@ -208,8 +214,9 @@ QGroupBox* TrainingPanel::buildDeviceBox() {
   m_memory->setObjectName(QStringLiteral("memoryPlan"));
   m_memory->setWordWrap(true);
   m_memory->setTextFormat(Qt::RichText);
-  m_memory->setToolTip(tr("What one device holds at the run's peak, predicted from the model's shape and these "
-                          "settings (docs/memory.md); the same plan `latentlab-engine run SPEC --check` prints"));
+  m_memory->setToolTip(
+      tr("What one device holds at the run's peak, predicted from the model's shape and these "
+         "settings (docs/memory.md); the same plan `latentlab-engine run SPEC --check` prints"));
   return devBox;
 }
 
@@ -231,9 +238,9 @@ QScrollArea* TrainingPanel::buildFieldArea() {
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
   il->setContentsMargins(0, 0, 4, 0);
-  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(m_attention), static_cast<QWidget*>(dataBox), static_cast<QWidget*>(optBox),
-                     static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox), static_cast<QWidget*>(evalBox),
-                     static_cast<QWidget*>(devBox)}) {
+  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(m_attention), static_cast<QWidget*>(dataBox),
+                     static_cast<QWidget*>(optBox), static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox),
+                     static_cast<QWidget*>(evalBox), static_cast<QWidget*>(devBox)}) {
     il->addWidget(w);
   }
   il->addStretch(1);
@@ -283,8 +290,8 @@ void TrainingPanel::buildLayout() {
 void TrainingPanel::connectSignals() {
   connect(m_run, &QPushButton::clicked, this, [this] { Q_EMIT runRequested(spec()); });
   connect(m_save, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save run spec"), m_name->text() + QStringLiteral(".json"),
-                                                      tr("Run spec (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save run spec"), m_name->text() + QStringLiteral(".json"), tr("Run spec (*.json)"));
     if (!path.isEmpty()) saveSpecFile(path);
   });
   connect(m_load, &QPushButton::clicked, this, [this] {
@@ -319,7 +326,8 @@ void TrainingPanel::connectSignals() {
 
 void TrainingPanel::updateCacheDType() {
   m_attention->setCacheDType(
-      runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto), m_device->currentText()));
+      runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto),
+               m_device->currentText()));
 }
 
 void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {
@@ -327,7 +335,9 @@ void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {
   scheduleMemoryPlan();
 }
 
-void TrainingPanel::scheduleMemoryPlan() { m_memoryTimer.start(); }
+void TrainingPanel::scheduleMemoryPlan() {
+  m_memoryTimer.start();
+}
 
 void TrainingPanel::updateMemoryPlan() {
   m_memoryTimer.stop();
@@ -351,12 +361,14 @@ void TrainingPanel::updateMemoryPlan() {
       const QString fix = tr("to fit: %1").arg(QString::fromStdString(p.suggestion));
       text = tr("<b>%1</b> of %2 free on %3: <span style='color:#c62828'><b>does not fit</b></span>; %4")
                  .arg(bytes(p.peakBytes), bytes(p.availableBytes), device.toHtmlEscaped(), fix);
-      reason = tr("the run needs %1 and %2 has %3 free (%4)")
-                   .arg(bytes(p.peakBytes), device, bytes(p.availableBytes), fix);
+      reason =
+          tr("the run needs %1 and %2 has %3 free (%4)").arg(bytes(p.peakBytes), device, bytes(p.availableBytes), fix);
     }
     QStringList parts;
-    for (const MemoryItem& i : p.items) parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name), bytes(i.bytes));
-    text += QStringLiteral("<br><span style='color:#616161'>%1</span>").arg(parts.join(QStringLiteral(" · ")).toHtmlEscaped());
+    for (const MemoryItem& i : p.items)
+      parts << QStringLiteral("%1 %2").arg(QString::fromStdString(i.name), bytes(i.bytes));
+    text += QStringLiteral("<br><span style='color:#616161'>%1</span>")
+                .arg(parts.join(QStringLiteral(" · ")).toHtmlEscaped());
     if (p.peakWithRecompute > 0 && p.fits())
       text += QStringLiteral("<br><span style='color:#616161'>%1</span>")
                   .arg(tr("with recompute: %1").arg(bytes(p.peakWithRecompute)));
@@ -396,7 +408,8 @@ RunSpec TrainingPanel::spec() const {
   s.optimizer.eps = QLocale::c().toDouble(m_eps->text());
   s.optimizer.weightDecay = m_wd->value();
   s.optimizer.clip = m_clip->value();
-  s.schedule.kind = findChoice<ScheduleKind>(m_schedule->currentData().toString().toStdString()).value_or(ScheduleKind::Wsd);
+  s.schedule.kind =
+      findChoice<ScheduleKind>(m_schedule->currentData().toString().toStdString()).value_or(ScheduleKind::Wsd);
   s.schedule.warmupSteps = m_warmup->value();
   s.schedule.decaySteps = m_decay->value();
   s.schedule.minLrRatio = m_minLr->value();
@@ -494,7 +507,7 @@ bool TrainingPanel::loadSpecFile(const QString& path) {
 void TrainingPanel::setBlockedReason(const QString& reason) {
   m_blocked = reason;
   updateRunState();
-  scheduleMemoryPlan();   // the other panels changed: the model or conversion may have
+  scheduleMemoryPlan();  // the other panels changed: the model or conversion may have
 }
 
 void TrainingPanel::updateRunState() {
@@ -515,4 +528,4 @@ void TrainingPanel::updateLrCurve() {
   m_lrCurve->setSchedule(o, sc, m_steps->value());
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

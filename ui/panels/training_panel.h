@@ -32,7 +32,7 @@ class MessageBanner;
 
 class TrainingPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   explicit TrainingPanel(QWidget* parent = nullptr);
 
   // The full spec: the loaded spec, this panel's fields, then the other
@@ -67,11 +67,11 @@ public:
   LrCurveView* lrCurve() const { return m_lrCurve; }
   MessageBanner* banner() const { return m_banner; }
 
-Q_SIGNALS:
+ Q_SIGNALS:
   void runRequested(const latentlab::RunSpec& spec);
   void specLoaded(const latentlab::RunSpec& spec);
 
-private:
+ private:
   // The constructor's parts: the fields, one builder per group box, the layout, the connections.
   void createFields();
   QGroupBox* buildDataBox();
@@ -134,4 +134,4 @@ private:
   QLabel* m_memory = nullptr;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -18,7 +18,10 @@
 namespace latentlab::ui {
 
 TryPanel::TryPanel(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)), m_workspace(std::move(workspaceDir)), m_engine(std::move(enginePath)) {
+    : QWidget(parent),
+      m_store(std::move(store)),
+      m_workspace(std::move(workspaceDir)),
+      m_engine(std::move(enginePath)) {
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   auto* left = new QVBoxLayout;
@@ -116,17 +119,21 @@ void TryPanel::start() {
     s.stderrText.clear();
     s.stats->setStyleSheet(QString());
     s.stats->setText(tr("loading the model…"));
-    QStringList args = {QStringLiteral("generate"), QStringLiteral("--events"), QStringLiteral("--model"),
-                        s.model->currentData().toString(), QStringLiteral("--prompt"), m_prompt->toPlainText(),
+    QStringList args = {QStringLiteral("generate"),         QStringLiteral("--events"),
+                        QStringLiteral("--model"),          s.model->currentData().toString(),
+                        QStringLiteral("--prompt"),         m_prompt->toPlainText(),
                         QStringLiteral("--max-new-tokens"), QString::number(m_maxTokens->value()),
-                        QStringLiteral("--temperature"), QString::number(m_temperature->value())};
+                        QStringLiteral("--temperature"),    QString::number(m_temperature->value())};
     auto* p = new QProcess(this);
     s.process = p;
     const int side = static_cast<int>(k);
     connect(p, &QProcess::readyReadStandardOutput, this, [this, side] { onOutput(side); });
-    connect(p, &QProcess::readyReadStandardError, this,
-            [this, side] { m_sides[static_cast<std::size_t>(side)].stderrText += m_sides[static_cast<std::size_t>(side)].process->readAllStandardError(); });
-    connect(p, &QProcess::finished, this, [this, side](int code, QProcess::ExitStatus st) { onFinished(side, code, st); });
+    connect(p, &QProcess::readyReadStandardError, this, [this, side] {
+      m_sides[static_cast<std::size_t>(side)].stderrText +=
+          m_sides[static_cast<std::size_t>(side)].process->readAllStandardError();
+    });
+    connect(p, &QProcess::finished, this,
+            [this, side](int code, QProcess::ExitStatus st) { onFinished(side, code, st); });
     connect(p, &QProcess::errorOccurred, this, [this, side](QProcess::ProcessError e) {
       if (e == QProcess::FailedToStart) onFinished(side, -1, QProcess::CrashExit);
     });
@@ -149,14 +156,16 @@ void TryPanel::onOutput(int side) {
     const QJsonObject o = QJsonDocument::fromJson(s.pending.left(nl)).object();
     s.pending.remove(0, nl + 1);
     const QString event = o.value(QLatin1String("event")).toString();
-    const QString text = o.value(event == QLatin1String("done") ? QLatin1String("tail") : QLatin1String("text")).toString();
+    const QString text =
+        o.value(event == QLatin1String("done") ? QLatin1String("tail") : QLatin1String("text")).toString();
     if (!text.isEmpty()) {
       s.output->moveCursor(QTextCursor::End);
       s.output->insertPlainText(text);
     }
     const auto tokens = static_cast<qint64>(o.value(QLatin1String("generated_tokens")).toDouble());
     const double decode = o.value(QLatin1String("decode_tokens_per_s")).toDouble();
-    const QString kv = QString::fromStdString(formatBytes(static_cast<std::int64_t>(o.value(QLatin1String("kv_cache_bytes")).toDouble())));
+    const QString kv = QString::fromStdString(
+        formatBytes(static_cast<std::int64_t>(o.value(QLatin1String("kv_cache_bytes")).toDouble())));
     if (event == QLatin1String("token")) {
       s.stats->setText(tr("%1 tokens · %2 tok/s · KV cache %3").arg(tokens).arg(decode, 0, 'f', 1).arg(kv));
     } else if (event == QLatin1String("done")) {
@@ -176,7 +185,8 @@ void TryPanel::onFinished(int side, int exitCode, QProcess::ExitStatus status) {
   onOutput(side);
   if (status != QProcess::NormalExit || exitCode != 0) {
     QString why = QString::fromUtf8(s.stderrText).trimmed();
-    if (why.isEmpty()) why = status == QProcess::NormalExit ? tr("the engine exited with %1").arg(exitCode) : tr("stopped");
+    if (why.isEmpty())
+      why = status == QProcess::NormalExit ? tr("the engine exited with %1").arg(exitCode) : tr("stopped");
     s.stats->setStyleSheet(QStringLiteral("color: #b00020"));
     s.stats->setText(why.section(QLatin1Char('\n'), -1));
   }
@@ -186,4 +196,4 @@ void TryPanel::onFinished(int side, int exitCode, QProcess::ExitStatus status) {
   if (!running()) Q_EMIT finished();
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

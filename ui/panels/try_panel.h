@@ -27,11 +27,11 @@ namespace latentlab::ui {
 
 class TryPanel : public QWidget {
   Q_OBJECT
-public:
+ public:
   TryPanel(std::shared_ptr<RunStore> store, QString workspaceDir, QString enginePath, QWidget* parent = nullptr);
   ~TryPanel() override;
 
-  void refresh();   // the model lists, keeping each side's choice
+  void refresh();  // the model lists, keeping each side's choice
   bool running() const;
 
   QPlainTextEdit* promptEdit() const { return m_prompt; }
@@ -43,16 +43,16 @@ public:
   QPlainTextEdit* output(int side) const { return m_sides[static_cast<std::size_t>(side)].output; }
   QLabel* statsLabel(int side) const { return m_sides[static_cast<std::size_t>(side)].stats; }
 
-Q_SIGNALS:
-  void finished();   // both sides are done (or stopped)
+ Q_SIGNALS:
+  void finished();  // both sides are done (or stopped)
 
-private:
+ private:
   struct Side {
     QComboBox* model = nullptr;
     QPlainTextEdit* output = nullptr;
     QLabel* stats = nullptr;
     QPointer<QProcess> process;
-    QByteArray pending;   // a partial line
+    QByteArray pending;  // a partial line
     QByteArray stderrText;
   };
   void start();
@@ -73,4 +73,4 @@ private:
   std::array<Side, 2> m_sides;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

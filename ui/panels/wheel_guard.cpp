@@ -11,8 +11,10 @@
 namespace latentlab::ui {
 
 namespace {
-bool guarded(QObject* o) { return qobject_cast<QAbstractSpinBox*>(o) != nullptr || qobject_cast<QComboBox*>(o) != nullptr; }
-} // namespace
+bool guarded(QObject* o) {
+  return qobject_cast<QAbstractSpinBox*>(o) != nullptr || qobject_cast<QComboBox*>(o) != nullptr;
+}
+}  // namespace
 
 void WheelGuard::install() {
   static QPointer<WheelGuard> guard;
@@ -50,4 +52,4 @@ bool WheelGuard::eventFilter(QObject* watched, QEvent* event) {
   return true;
 }
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -10,15 +10,15 @@ namespace latentlab::ui {
 
 class WheelGuard : public QObject {
   Q_OBJECT
-public:
+ public:
   // Installs one guard on the application (idempotent).
   static void install();
 
-protected:
+ protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
 
-private:
+ private:
   using QObject::QObject;
 };
 
-} // namespace latentlab::ui
+}  // namespace latentlab::ui

@@ -53,13 +53,13 @@ struct ConvertReport {
   std::filesystem::path outDir;
   std::string target = "mha2mla";
   std::string factorise = "weights";
-  MlaConversion mla;                        // mha2mla: as written to config.json (strategy, r, d_kv, svd, pairs)
-  LatentAttention latent;                   // deepseek: as written (d_c, d_R, RoPE source pairs)
-  std::vector<double> activationError;      // per layer, relative error of the latent on calibration activations
-  double meanActivationError = -1.0;        // -1 without calibration
-  std::vector<double> ropeEnergyKept;       // deepseek, per layer: share of key energy in the RoPE key
-  std::vector<double> balance;              // deepseek, per layer: the key/value balance alpha
-  double heldOutLossBefore = -1.0;          // with heldOutText: mean loss of the original and the converted model
+  MlaConversion mla;                    // mha2mla: as written to config.json (strategy, r, d_kv, svd, pairs)
+  LatentAttention latent;               // deepseek: as written (d_c, d_R, RoPE source pairs)
+  std::vector<double> activationError;  // per layer, relative error of the latent on calibration activations
+  double meanActivationError = -1.0;    // -1 without calibration
+  std::vector<double> ropeEnergyKept;   // deepseek, per layer: share of key energy in the RoPE key
+  std::vector<double> balance;          // deepseek, per layer: the key/value balance alpha
+  double heldOutLossBefore = -1.0;      // with heldOutText: mean loss of the original and the converted model
   double heldOutLossAfter = -1.0;
   std::int64_t heldOutTokens = 0;
   std::vector<int> pairUsage;               // per pair k: how many (layer, KV head) keep RoPE on it
@@ -89,21 +89,21 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
 // folder that transformers loads as DeepseekV3ForCausalLM without remote code
 // (dense MLP config, interleaved RoPE), plus the tokenizer files.
 struct ExportSpec {
-  std::filesystem::path modelDir;      // a DeepSeek-target conversion or a from-scratch MLA model
-  std::filesystem::path outDir;        // must not exist unless force
+  std::filesystem::path modelDir;  // a DeepSeek-target conversion or a from-scratch MLA model
+  std::filesystem::path outDir;    // must not exist unless force
   std::string format = "deepseek-v3";
-  std::string dtype;                   // "" = the checkpoint's
+  std::string dtype;  // "" = the checkpoint's
   bool force = false;
 };
 
 struct ExportReport {
   std::filesystem::path outDir;
   int kvLoraRank = 0, qkRopeHeadDim = 0, qkNopeHeadDim = 0, vHeadDim = 0;
-  int qLoraRank = 0;                   // 0: null (a plain q_proj)
-  double ropeTheta = 0.0;              // the exported RoPE base (a conversion keeping every s-th pair: theta^(s d_R / d_h))
+  int qLoraRank = 0;       // 0: null (a plain q_proj)
+  double ropeTheta = 0.0;  // the exported RoPE base (a conversion keeping every s-th pair: theta^(s d_R / d_h))
   std::string ropeType = "default";
-  std::int64_t kvPerTokenPerLayer = 0; // kv_lora_rank + qk_rope_head_dim
-  std::int64_t kvBytesPerToken = 0;    // all layers, at the saved dtype
+  std::int64_t kvPerTokenPerLayer = 0;  // kv_lora_rank + qk_rope_head_dim
+  std::int64_t kvBytesPerToken = 0;     // all layers, at the saved dtype
   int tensors = 0;
 };
 

@@ -34,4 +34,4 @@ std::filesystem::path publishDemoBase(RunStore& store, std::int64_t runId, const
 std::int64_t findOrCreateExperiment(RunStore& store, const std::string& name, const std::string& preset,
                                     const std::string& description);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -18,11 +18,11 @@ struct DistEnv {
   int localWorldSize = 1;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
-  std::string launcher = "single";              // single | torchrun | slurm
-  std::chrono::seconds timeout{300};            // rendezvous and collective timeout
+  std::string launcher = "single";    // single | torchrun | slurm
+  std::chrono::seconds timeout{300};  // rendezvous and collective timeout
 
   bool distributed() const { return worldSize > 1; }
-  bool writesMetrics() const { return rank == 0; }   // rank 0 alone writes the run store
+  bool writesMetrics() const { return rank == 0; }  // rank 0 alone writes the run store
 };
 
 // Looks a variable up (nullopt when unset); the default reads the process environment.
@@ -37,4 +37,4 @@ std::optional<std::string> processEnv(const std::string& name);
 // values are inconsistent (rank outside [0, world size), missing MASTER_ADDR).
 DistEnv readDistEnv(const EnvLookup& lookup = processEnv);
 
-} // namespace latentlab
+}  // namespace latentlab

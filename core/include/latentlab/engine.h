@@ -19,9 +19,9 @@ struct ModelSummary {
   std::filesystem::path dir;
   ModelConfig config;
   std::int64_t parameters = 0;
-  KvBudget kv;                          // at the checkpoint's dtype, per device at kv.tpDegree
-  std::uintmax_t sizeOnDisk = 0;        // bytes of the weight files
-  DType weightDType = DType::F32;       // dtype of most weight bytes
+  KvBudget kv;                     // at the checkpoint's dtype, per device at kv.tpDegree
+  std::uintmax_t sizeOnDisk = 0;   // bytes of the weight files
+  DType weightDType = DType::F32;  // dtype of most weight bytes
   std::vector<std::string> weightFiles;
   int tensorCount = 0;
   std::vector<std::string> unusedKeys;  // checkpoint keys the model does not use
@@ -34,13 +34,13 @@ ModelSummary inspectModel(const std::filesystem::path& dir, int tpDegree = 1);
 
 struct EvalOptions {
   std::filesystem::path model;
-  std::filesystem::path textFile;      // tokenized with the model's tokenizer.json
-  std::filesystem::path tokenFile;     // or: raw token ids
-  std::string tokenFormat = "u16";     // "u16" | "u32" (raw little-endian ids)
+  std::filesystem::path textFile;   // tokenized with the model's tokenizer.json
+  std::filesystem::path tokenFile;  // or: raw token ids
+  std::string tokenFormat = "u16";  // "u16" | "u32" (raw little-endian ids)
   int seqLen = 256;
   int batchSize = 4;
-  std::int64_t maxTokens = 0;          // 0 = the whole stream
-  std::string device = "cpu";          // "cpu" | "cuda" | "cuda:N"
+  std::int64_t maxTokens = 0;  // 0 = the whole stream
+  std::string device = "cpu";  // "cpu" | "cuda" | "cuda:N"
   DType dtype = DType::F32;
   // Optional: the first window's logits, raw float32 (seqLen, vocab) little-endian,
   // and its input ids as int64 in logitsOut + ".ids": for comparing with another stack.
@@ -50,7 +50,7 @@ struct EvalOptions {
 struct EvalResult {
   double meanLoss = 0.0;
   double perplexity = 0.0;
-  std::int64_t tokens = 0;             // predicted tokens
+  std::int64_t tokens = 0;  // predicted tokens
   double seconds = 0.0;
   double tokensPerSecond = 0.0;
 };
@@ -59,7 +59,7 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
 
 // Devices LibTorch can use here: "cpu" first, then "cuda:N" with its memory.
 struct DeviceInfo {
-  std::string id;        // "cpu", "cuda:0", ...
+  std::string id;  // "cpu", "cuda:0", ...
   std::string name;
   std::uint64_t memoryBytes = 0;  // total: the host's RAM for cpu, the card's for CUDA (0: unknown)
   std::uint64_t freeBytes = 0;    // available now: MemAvailable for cpu, cudaMemGetInfo's free for CUDA
@@ -74,14 +74,14 @@ std::vector<DeviceInfo> parseDevicesJson(std::string_view text);
 
 std::string libtorchVersion();
 
-} // namespace latentlab
+}  // namespace latentlab
 
 namespace latentlab {
 
 // Writes a randomly initialised model of `cfg` (normal(0, initStd), norms at
 // one) as an HF folder; `outDir` must not exist.
-void initModel(const ModelConfig& cfg, const std::filesystem::path& outDir, std::uint64_t seed,
-               DType saveDType, double initStd = 0.02);
+void initModel(const ModelConfig& cfg, const std::filesystem::path& outDir, std::uint64_t seed, DType saveDType,
+               double initStd = 0.02);
 
 // OpenMP threads that spin while waiting for work steal the cores the
 // working threads need whenever the machine is shared (measured by the train
@@ -99,4 +99,4 @@ void reexecWithPassiveOpenMpWait(char** argv);
 // `maxCachedBytes` are held unused. Call once in main(), before any tensor.
 void installCpuBlockCache(std::size_t maxCachedBytes = std::size_t{4} << 30);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -23,23 +23,23 @@ const char* eventKindName(EventKind kind);
 // docs/line_protocol.md); the others keep their defaults.
 struct EngineEvent {
   EventKind kind = EventKind::Log;
-  std::int64_t run = 0;             // hello, status
-  int protocol = 0;                 // hello
-  std::int64_t pid = 0;             // hello
-  std::string status;               // status: running | completed | failed | cancelled
-  std::string error;                // status: why it failed (empty: not written)
-  std::int64_t step = 0;            // progress, eval, eval_task, checkpoint
-  std::int64_t steps = 0;           // progress
-  std::int64_t tokens = 0;          // progress
+  std::int64_t run = 0;     // hello, status
+  int protocol = 0;         // hello
+  std::int64_t pid = 0;     // hello
+  std::string status;       // status: running | completed | failed | cancelled
+  std::string error;        // status: why it failed (empty: not written)
+  std::int64_t step = 0;    // progress, eval, eval_task, checkpoint
+  std::int64_t steps = 0;   // progress
+  std::int64_t tokens = 0;  // progress
   // progress of a training step (absent in an evaluation job's progress)
   std::optional<double> loss, lr, gradNorm, tokensPerSecond;
-  double valLoss = 0;               // eval
-  std::string task;                 // eval_task
-  double acc = 0, accNorm = 0;      // eval_task
-  std::int64_t items = 0;           // eval_task
-  std::string path;                 // checkpoint
-  std::string level;                // log: info | warning | error
-  std::string message;              // log; the raw line of Unknown and Malformed
+  double valLoss = 0;           // eval
+  std::string task;             // eval_task
+  double acc = 0, accNorm = 0;  // eval_task
+  std::int64_t items = 0;       // eval_task
+  std::string path;             // checkpoint
+  std::string level;            // log: info | warning | error
+  std::string message;          // log; the raw line of Unknown and Malformed
 
   static EngineEvent hello(std::int64_t run, std::int64_t pid);
   static EngineEvent statusOf(std::int64_t run, std::string status, std::string error = {});
@@ -58,4 +58,4 @@ std::string eventLine(const EngineEvent& event);
 // `event` names no kind above (both keep the line in `message`).
 EngineEvent parseEventLine(std::string_view line);
 
-} // namespace latentlab
+}  // namespace latentlab

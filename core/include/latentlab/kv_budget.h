@@ -21,13 +21,13 @@ enum class KvMethod { None, Mha2Mla, DeepSeek };
 
 struct KvSettings {
   KvMethod method = KvMethod::None;
-  int ropePairs = 0;                  // r (pairs per head); 0 = default d_h/16
-  int dKv = 0;                        // latent dims per KV head (per factor for split)
+  int ropePairs = 0;  // r (pairs per head); 0 = default d_h/16
+  int dKv = 0;        // latent dims per KV head (per factor for split)
   SvdMethod svd = SvdMethod::Joint;
-  bool fullRope = false;              // full-rope strategy: every pair keeps RoPE
-  bool uniformStrategy = false;       // S_uniform needs r | d_h/2
-  int ropeWidth = 0;                  // DeepSeek: d_R, the shared RoPE key's dims; 0 = 2 r n_kv
-  int freqFold = 1;                   // DeepSeek: adjacent frequencies folded into one (FreqFold)
+  bool fullRope = false;         // full-rope strategy: every pair keeps RoPE
+  bool uniformStrategy = false;  // S_uniform needs r | d_h/2
+  int ropeWidth = 0;             // DeepSeek: d_R, the shared RoPE key's dims; 0 = 2 r n_kv
+  int freqFold = 1;              // DeepSeek: adjacent frequencies folded into one (FreqFold)
 };
 
 // Which frequencies a DeepSeek-target conversion's shared RoPE key keeps
@@ -36,7 +36,7 @@ struct KvSettings {
 // rotated components of each of the `groups` highest-frequency groups, each
 // turning at the frequency of its group's first pair.
 struct RoRopeLayout {
-  int width = 0;                 // d_R
+  int width = 0;  // d_R
   int fold = 1;
   int groups = 0;                // groups kept, highest frequency first
   int components = 1;            // rotated components per kept group
@@ -58,8 +58,8 @@ struct KvBudget {
   std::int64_t perToken = 0;                  // elements, all layers
   std::int64_t bytesPerToken = 0;             // at the cache dtype
   std::int64_t originalBytesPerToken = 0;
-  double saving = 0.0;                        // (new - old) / old over all layers, e.g. -0.6875
-  int effectiveRopePairs = 0;                 // r after defaults
+  double saving = 0.0;         // (new - old) / old over all layers, e.g. -0.6875
+  int effectiveRopePairs = 0;  // r after defaults
   // MHA2MLA of a family with NoPE layers (SmolLM3): perTokenPerLayer is a
   // RoPE layer's cache, nopePerTokenPerLayer that of each of the nopeLayers
   // layers without RoPE (the latent alone).
@@ -75,8 +75,8 @@ struct KvBudget {
   // RoPE key of a latent model is on every device. MLA: d_c + d_R at any t;
   // GLA-k at t = k: d_c/k + d_R; MLRA at t = 4: d_c/4 + d_R.
   int tpDegree = 1;
-  std::int64_t perDevicePerTokenPerLayer = 0; // elements on one device
-  std::int64_t perDevicePerToken = 0;         // elements on one device, all layers
+  std::int64_t perDevicePerTokenPerLayer = 0;  // elements on one device
+  std::int64_t perDevicePerToken = 0;          // elements on one device, all layers
   std::int64_t perDeviceBytesPerToken = 0;
 };
 
@@ -98,4 +98,4 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
 // or for a DeepSeek-target conversion the source model's cache).
 KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree = 1);
 
-} // namespace latentlab
+}  // namespace latentlab

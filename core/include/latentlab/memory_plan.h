@@ -18,25 +18,25 @@
 namespace latentlab {
 
 struct MemoryItem {
-  std::string name;        // "weights", "activations", ...
+  std::string name;  // "weights", "activations", ...
   std::int64_t bytes = 0;
-  std::string detail;      // how it was counted, e.g. "2 B x 135M parameters"
+  std::string detail;  // how it was counted, e.g. "2 B x 135M parameters"
 };
 
 struct MemoryPlan {
-  std::string precision;              // the policy after "auto" is resolved
+  std::string precision;  // the policy after "auto" is resolved
   bool cuda = false;
-  int ranks = 1;                      // data-parallel ranks (devices in the spec)
+  int ranks = 1;  // data-parallel ranks (devices in the spec)
   std::int64_t parameters = 0;
   std::int64_t tokensPerMicroBatch = 0;
-  std::vector<MemoryItem> items;      // what one device holds at its peak; they sum to peakBytes
-  std::int64_t peakBytes = 0;         // per device
-  std::string peakPhase;              // when the peak falls: "start of backward", "end of backward", ...
-  std::int64_t hostBytes = 0;         // host memory while the model is loaded (and converted) before it moves
-  std::int64_t availableBytes = 0;    // per device; 0 = unknown
-  int largestMicroBatch = 0;          // the largest micro_batch that fits with everything else as is (0: none)
-  std::int64_t peakWithRecompute = 0; // when recompute is off: the peak with it on (0 otherwise)
-  std::string suggestion;             // when it does not fit: the nearest settings that do, or why none does
+  std::vector<MemoryItem> items;       // what one device holds at its peak; they sum to peakBytes
+  std::int64_t peakBytes = 0;          // per device
+  std::string peakPhase;               // when the peak falls: "start of backward", "end of backward", ...
+  std::int64_t hostBytes = 0;          // host memory while the model is loaded (and converted) before it moves
+  std::int64_t availableBytes = 0;     // per device; 0 = unknown
+  int largestMicroBatch = 0;           // the largest micro_batch that fits with everything else as is (0: none)
+  std::int64_t peakWithRecompute = 0;  // when recompute is off: the peak with it on (0 otherwise)
+  std::string suggestion;              // when it does not fit: the nearest settings that do, or why none does
 
   bool known() const { return availableBytes > 0; }
   bool fits() const { return !known() || peakBytes <= availableBytes; }
@@ -83,4 +83,4 @@ std::string formatBytes(std::int64_t bytes);
 // available memory and the largest micro-batch that fits.
 std::string describeMemoryPlan(const MemoryPlan& plan);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -12,61 +12,61 @@
 namespace latentlab {
 
 enum class DType { F32, F16, BF16, F64 };
-const char* dtypeName(DType dtype);          // "F32", "F16", ...
-std::size_t dtypeSize(DType dtype);          // bytes per element
-DType parseDType(const std::string& name);   // "F32"/"float32"/"fp32"/... ; throws
+const char* dtypeName(DType dtype);         // "F32", "F16", ...
+std::size_t dtypeSize(DType dtype);         // bytes per element
+DType parseDType(const std::string& name);  // "F32"/"float32"/"fp32"/... ; throws
 
 // RoPE frequency scaling as an HF config declares it (`rope_scaling`, or
 // transformers 5's `rope_parameters`); docs/rope_scaling.md gives the formulas.
 struct RopeScaling {
-  std::string type = "default";          // default | linear | dynamic | yarn | llama3 | longrope
-  double factor = 1.0;                   // linear, dynamic, yarn, llama3; longrope: context / original context
-  double lowFreqFactor = 1.0;            // llama3
-  double highFreqFactor = 4.0;           // llama3
-  int originalMaxPositionEmbeddings = 0; // llama3, yarn (the pre-training context)
-  std::optional<double> attentionFactor; // yarn, as given; else derived from factor and mscale
-  double betaFast = 32.0;                // yarn
-  double betaSlow = 1.0;                 // yarn
-  std::optional<double> mscale;          // yarn
-  std::optional<double> mscaleAllDim;    // yarn
-  bool truncate = true;                  // yarn: round the correction range outwards
+  std::string type = "default";           // default | linear | dynamic | yarn | llama3 | longrope
+  double factor = 1.0;                    // linear, dynamic, yarn, llama3; longrope: context / original context
+  double lowFreqFactor = 1.0;             // llama3
+  double highFreqFactor = 4.0;            // llama3
+  int originalMaxPositionEmbeddings = 0;  // llama3, yarn (the pre-training context)
+  std::optional<double> attentionFactor;  // yarn, as given; else derived from factor and mscale
+  double betaFast = 32.0;                 // yarn
+  double betaSlow = 1.0;                  // yarn
+  std::optional<double> mscale;           // yarn
+  std::optional<double> mscaleAllDim;     // yarn
+  bool truncate = true;                   // yarn: round the correction range outwards
   // longrope (Phi-3 / Phi-4-mini): one divisor per frequency pair, the short
   // ones while a sequence fits the original context, the long ones past it.
   std::vector<double> shortFactor, longFactor;
   bool isDefault() const { return type == "default"; }
   // yarn's and longrope's factor on cos and sin (so on every query-key product, squared); 1 otherwise.
   double attentionScaling() const;
-  std::string describe() const;          // "llama3 (factor 32, low 1, high 4, original 8192)"
+  std::string describe() const;  // "llama3 (factor 32, low 1, high 4, original 8192)"
 };
 
 // A checkpoint written by the official MHA2MLA code (docs/official_mha2mla.md):
 // its config block and tensor names, read as an MHA2MLA conversion. Loading
 // maps its tensors onto LatentLab's layout; what it saves is LatentLab's.
 struct OfficialMha2Mla {
-  int format = 2;               // 1: "RoPE"/"SVD" blocks, W_* tensors; 2: the "mha2mla" block, k_r_proj / kv_proj.*
-  std::string version;          // its partial-RoPE version as written ("2-norm"; format 1: "4")
-  std::string rankFile;         // 2-norm: format 2's rank tensor, format 1's score tensor (as config.json names it)
+  int format = 2;        // 1: "RoPE"/"SVD" blocks, W_* tensors; 2: the "mha2mla" block, k_r_proj / kv_proj.*
+  std::string version;   // its partial-RoPE version as written ("2-norm"; format 1: "4")
+  std::string rankFile;  // 2-norm: format 2's rank tensor, format 1's score tensor (as config.json names it)
 };
 
 // MHA2MLA fields of a converted checkpoint (absent on an original model).
 struct MlaConversion {
-  std::string ropeStrategy;              // "high", "low", "uniform", "2-norm", "full"
-  int ropePairs = 0;                     // r: kept RoPE frequency pairs per head
-  int dKv = 0;                           // latent dims per KV head (joint), or per factor (split)
-  std::string svdMethod = "joint";       // "joint" or "split"
-  std::string twoNormScore;              // "product" / "sum" (2-norm only)
+  std::string ropeStrategy;         // "high", "low", "uniform", "2-norm", "full"
+  int ropePairs = 0;                // r: kept RoPE frequency pairs per head
+  int dKv = 0;                      // latent dims per KV head (joint), or per factor (split)
+  std::string svdMethod = "joint";  // "joint" or "split"
+  std::string twoNormScore;         // "product" / "sum" (2-norm only)
   // Kept RoPE pairs per layer and KV head: [layer][kvHead][i], ascending.
   // Empty until loading for an official 2-norm checkpoint (its rank file decides).
   std::vector<std::vector<std::vector<int>>> pairs;
-  std::optional<OfficialMha2Mla> official;   // read from the official code's layout
+  std::optional<OfficialMha2Mla> official;  // read from the official code's layout
 };
 
 // Where a DeepSeek-target conversion (docs/conversion.md) came from and how it
 // was made; absent on models trained from scratch.
 struct LatentConversion {
-  int sourceKvHeads = 0;                 // n_kv of the original model (its KV cache: 2 n_kv d_h)
-  int freqFold = 1;                      // FreqFold: adjacent frequencies sharing one RoPE component
-  std::string factorise = "activations"; // "weights" | "activations": how the latent was found
+  int sourceKvHeads = 0;                  // n_kv of the original model (its KV cache: 2 n_kv d_h)
+  int freqFold = 1;                       // FreqFold: adjacent frequencies sharing one RoPE component
+  std::string factorise = "activations";  // "weights" | "activations": how the latent was found
 };
 
 // A latent attention trained from scratch (algorithms.md §4), or converted
@@ -80,14 +80,14 @@ struct LatentConversion {
 //   MLRA-4  4 latent heads, 4 branches   (every latent serves every head)
 // Branch outputs are summed. Softmax scale 1/sqrt(d_nope + d_rope).
 struct LatentAttention {
-  std::string kind = "mla";              // "mla", "gla" or "mlra"
-  int dC = 0;                            // KV latent dims, all latent heads together
-  int dRope = 0;                         // d_R: dims of the shared single-head RoPE key
-  int dNope = 0;                         // NoPE query/key dims per head
-  int dV = 0;                            // value dims per head
-  int qLoraRank = 0;                     // query latent rank; 0 = one plain q_proj (DeepSeek's q_lora_rank null)
-  int latentHeads = 1;                   // MLA 1, GLA-k k, MLRA 4
-  int branches = 1;                      // MLRA-2 2, MLRA-4 4, else 1
+  std::string kind = "mla";  // "mla", "gla" or "mlra"
+  int dC = 0;                // KV latent dims, all latent heads together
+  int dRope = 0;             // d_R: dims of the shared single-head RoPE key
+  int dNope = 0;             // NoPE query/key dims per head
+  int dV = 0;                // value dims per head
+  int qLoraRank = 0;         // query latent rank; 0 = one plain q_proj (DeepSeek's q_lora_rank null)
+  int latentHeads = 1;       // MLA 1, GLA-k k, MLRA 4
+  int branches = 1;          // MLRA-2 2, MLRA-4 4, else 1
   // MLRA paper's factors: q latent x sqrt(d/q_lora_rank), each KV latent head
   // x sqrt(d/(d_c/latent_heads)), branch outputs x 1/sqrt(branches).
   bool scaled = true;
@@ -109,7 +109,7 @@ struct LatentAttention {
   std::vector<int> ropeSourcePairs;
   std::optional<LatentConversion> conversion;
 
-  int latentDim() const { return dC / latentHeads; }              // dims of one latent head
+  int latentDim() const { return dC / latentHeads; }               // dims of one latent head
   int latentsPerBranch() const { return latentHeads / branches; }  // P
   std::string name() const;                                        // "mla", "gla-2", "mlra-4"
 };
@@ -133,7 +133,7 @@ struct MoeConfig {
 };
 
 struct ModelConfig {
-  std::string modelType = "llama";       // HF model_type
+  std::string modelType = "llama";  // HF model_type
   std::string architecture = "LlamaForCausalLM";
   int vocabSize = 0;
   int hiddenSize = 0;
@@ -149,21 +149,21 @@ struct ModelConfig {
   // `slidingWindow` keys, itself included (Mistral and Phi-3: every layer;
   // Gemma-3: the layers in slidingLayers).
   std::optional<int> slidingWindow;
-  std::vector<int> slidingLayers;        // ascending; empty with a window: every layer is windowed
+  std::vector<int> slidingLayers;  // ascending; empty with a window: every layer is windowed
   double rmsNormEps = 1e-5;
   bool tieWordEmbeddings = false;
-  bool attentionBias = false;            // q/k/v biases (Qwen2 has them; o has none)
-  bool oProjBias = false;                // o_proj bias (Llama's attention_bias covers o too)
+  bool attentionBias = false;  // q/k/v biases (Qwen2 has them; o has none)
+  bool oProjBias = false;      // o_proj bias (Llama's attention_bias covers o too)
   bool mlpBias = false;
   std::optional<int> bosTokenId;
   std::optional<int> eosTokenId;
-  std::optional<int> padTokenId;         // not used (batches are full windows); written back for transformers
-  DType torchDType = DType::F32;         // the checkpoint's declared torch_dtype
+  std::optional<int> padTokenId;  // not used (batches are full windows); written back for transformers
+  DType torchDType = DType::F32;  // the checkpoint's declared torch_dtype
   // Layer options a family switches on in the one decoder (docs/families.md).
-  bool qkNorm = false;                   // q_norm, k_norm: RMSNorm over each head's query and key before RoPE (Qwen3)
-  std::vector<int> nopeLayers;           // layers without RoPE, ascending (SmolLM3: the zeros of no_rope_layers)
-  int rotaryDim = 0;                     // leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0 = all
-  bool fusedProjections = false;         // checkpoint keys qkv_proj and gate_up_proj (Phi-3), split in the model
+  bool qkNorm = false;            // q_norm, k_norm: RMSNorm over each head's query and key before RoPE (Qwen3)
+  std::vector<int> nopeLayers;    // layers without RoPE, ascending (SmolLM3: the zeros of no_rope_layers)
+  int rotaryDim = 0;              // leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0 = all
+  bool fusedProjections = false;  // checkpoint keys qkv_proj and gate_up_proj (Phi-3), split in the model
   // Gemma-3: RMSNorm as x/rms(x) * (1 + w) all in fp32; norms on the attention
   // and MLP outputs too (pre/post feed-forward); embeddings times sqrt(d);
   // GeGLU (tanh); softmax scale query_pre_attn_scalar^-1/2; its windowed
@@ -175,9 +175,9 @@ struct ModelConfig {
   std::optional<double> queryScalar;     // query_pre_attn_scalar
   std::optional<double> localRopeTheta;  // RoPE base of the windowed layers (rope_local_base_freq)
   std::optional<double> finalLogitSoftcap;
-  std::optional<MoeConfig> moe;          // Qwen3-MoE's sparse MLP
-  std::optional<MlaConversion> mla;      // set on MHA2MLA-converted checkpoints
-  std::optional<LatentAttention> latent; // set on from-scratch MLA / GLA / MLRA models
+  std::optional<MoeConfig> moe;           // Qwen3-MoE's sparse MLP
+  std::optional<MlaConversion> mla;       // set on MHA2MLA-converted checkpoints
+  std::optional<LatentAttention> latent;  // set on from-scratch MLA / GLA / MLRA models
 
   // config.json fields the reader does not use: what it does with each
   // ("ignored: ...") for `inspect` to show before a run.
@@ -187,10 +187,10 @@ struct ModelConfig {
   // Dims of each head that rotate: RoPE frequency pair k (of ropeDim()/2)
   // turns dims k and k + ropeDim()/2; dims from ropeDim() on never rotate.
   int ropeDim() const { return rotaryDim > 0 ? rotaryDim : headDim; }
-  bool usesRope(int layer) const;        // false for the layers listed in nopeLayers
+  bool usesRope(int layer) const;  // false for the layers listed in nopeLayers
   // The window of layer `layer`'s attention, or 0 for full causal attention.
   int windowOf(int layer) const;
-  bool sparseLayer(int layer) const;     // layer `layer` has the mixture-of-experts MLP
+  bool sparseLayer(int layer) const;  // layer `layer` has the mixture-of-experts MLP
   // The softmax scale of the query-key products: 1/sqrt(dim) times yarn's
   // attention factor squared (it multiplies both the query's and the key's
   // cos/sin; folding it here applies it to RoPE and NoPE dims alike).
@@ -232,4 +232,4 @@ ModelConfig readHfConfig(const std::filesystem::path& configJson);
 // model_type deepseek_v3 config as DeepSeek-V3's own config.json.
 void writeHfConfig(const ModelConfig& cfg, const std::filesystem::path& configJson);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -22,11 +22,11 @@
 namespace latentlab {
 
 struct ChoiceEvalOptions {
-  std::filesystem::path model;        // an HF folder with tokenizer.json
+  std::filesystem::path model;  // an HF folder with tokenizer.json
   std::string device = "cpu";
   DType dtype = DType::F32;
-  int maxLength = 0;                  // tokens the model sees (0: max_position_embeddings); longer inputs keep their end
-  std::int64_t limit = 0;             // score at most this many items (0: all)
+  int maxLength = 0;       // tokens the model sees (0: max_position_embeddings); longer inputs keep their end
+  std::int64_t limit = 0;  // score at most this many items (0: all)
   // Tokens per forward pass: requests (one per choice, any item) are sorted
   // longest first and packed into batches of at most this many padded tokens.
   std::int64_t batchTokens = 4096;
@@ -34,9 +34,9 @@ struct ChoiceEvalOptions {
 
 struct ChoiceEvalResult {
   std::int64_t items = 0;
-  double acc = 0, accStderr = 0;      // stderr of the mean, as lm-eval (sample std / sqrt(n))
+  double acc = 0, accStderr = 0;  // stderr of the mean, as lm-eval (sample std / sqrt(n))
   double accNorm = 0, accNormStderr = 0;
-  std::vector<std::vector<double>> logLikelihoods;   // per item, per choice
+  std::vector<std::vector<double>> logLikelihoods;  // per item, per choice
   std::vector<int> predicted, predictedNorm;
   double seconds = 0;
   // Cancelled before every item was scored: the figures cover the items
@@ -52,8 +52,8 @@ using ChoiceResultSink = std::function<void(const ChoiceEvalResult& sofar)>;
 
 // Loads the model and its tokenizer once, then scores any number of tasks.
 class ChoiceScorer {
-public:
-  explicit ChoiceScorer(const ChoiceEvalOptions& options);   // throws Error naming the file
+ public:
+  explicit ChoiceScorer(const ChoiceEvalOptions& options);  // throws Error naming the file
   ~ChoiceScorer();
   ChoiceScorer(const ChoiceScorer&) = delete;
   ChoiceScorer& operator=(const ChoiceScorer&) = delete;
@@ -62,7 +62,7 @@ public:
   ChoiceEvalResult score(const std::vector<ChoiceItem>& items, std::int64_t limit, ProgressSink& progress,
                          const CancelToken& cancel, const ChoiceResultSink& partial = {});
 
-private:
+ private:
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };
@@ -72,4 +72,4 @@ private:
 ChoiceEvalResult evaluateChoices(const ChoiceEvalOptions& options, const std::vector<ChoiceItem>& items,
                                  ProgressSink& progress, const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -24,18 +24,19 @@ inline constexpr int kMaxPasskeyTrials = 100000;
 
 // What answers a prompt: the generated token ids for the prompt's ids, at
 // most `maxNewTokens` of them. Empty: the model's own greedy generation.
-using PasskeyAnswerer = std::function<std::vector<std::int32_t>(const std::vector<std::int32_t>& promptIds, int maxNewTokens)>;
+using PasskeyAnswerer =
+    std::function<std::vector<std::int32_t>(const std::vector<std::int32_t>& promptIds, int maxNewTokens)>;
 
 struct PasskeyOptions {
-  std::filesystem::path model;      // an HF folder with tokenizer.json
-  std::filesystem::path haystack;   // a text file; its tokens are repeated to fill each prompt
-  std::vector<int> lengths = {1024};                       // prompt lengths in tokens
+  std::filesystem::path model;                               // an HF folder with tokenizer.json
+  std::filesystem::path haystack;                            // a text file; its tokens are repeated to fill each prompt
+  std::vector<int> lengths = {1024};                         // prompt lengths in tokens
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // where the key sits in the filler, 0..1
-  int trials = 3;                   // keys per cell
+  int trials = 3;                                            // keys per cell
   std::uint64_t seed = 0;
   std::string device = "cpu";
   DType dtype = DType::F32;
-  PasskeyAnswerer answerer;         // for scripted answers in tests; empty = the model
+  PasskeyAnswerer answerer;  // for scripted answers in tests; empty = the model
   // Each cell once all its trials are done, or with the trials done so far
   // (marked partial) when the test is cancelled inside it.
   std::function<void(const PasskeyCell&)> onCell;
@@ -45,18 +46,18 @@ struct PasskeyOptions {
 };
 
 struct PasskeyTrial {
-  std::string key;        // the 5-digit number hidden
-  std::string answer;     // the generated text
-  bool correct = false;   // the first number in the answer is the key
-  std::int64_t keyPosition = 0;  // token index where the key's sentence starts
-  std::int64_t promptTokens = 0; // the prompt's length in tokens (the cell's length)
+  std::string key;                // the 5-digit number hidden
+  std::string answer;             // the generated text
+  bool correct = false;           // the first number in the answer is the key
+  std::int64_t keyPosition = 0;   // token index where the key's sentence starts
+  std::int64_t promptTokens = 0;  // the prompt's length in tokens (the cell's length)
 };
 
 struct PasskeyCell {
   int length = 0;
   double depth = 0;
   std::vector<PasskeyTrial> trials;
-  bool partial = false;   // cancelled before all its trials
+  bool partial = false;  // cancelled before all its trials
   int correct() const;
 };
 

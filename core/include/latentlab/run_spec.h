@@ -17,18 +17,18 @@ namespace latentlab {
 inline constexpr int kRunSpecVersion = 1;
 
 struct ConversionSpec {
-  bool enabled = false;                 // true for kind "convert-finetune"
+  bool enabled = false;                                 // true for kind "convert-finetune"
   ConversionTarget target = ConversionTarget::Mha2Mla;  // mha2mla | deepseek (docs/conversion.md)
-  std::optional<Factorisation> factorise;   // weights | activations; unset = weights (mha2mla), activations (deepseek)
-  int ropeWidth = 0;                    // deepseek: d_R; 0 = 2 r n_kv
-  int freqFold = 1;                     // deepseek: FreqFold
+  std::optional<Factorisation> factorise;  // weights | activations; unset = weights (mha2mla), activations (deepseek)
+  int ropeWidth = 0;                       // deepseek: d_R; 0 = 2 r n_kv
+  int freqFold = 1;                        // deepseek: FreqFold
   RopeStrategy ropeStrategy = RopeStrategy::TwoNorm;  // mha2mla: high | low | uniform | 2-norm | full
-  int ropePairs = 0;                    // r; 0 = d_h/16
-  int dKv = 16;                         // latent dims per KV head
-  SvdMethod svd = SvdMethod::Joint;     // joint | split
+  int ropePairs = 0;                                  // r; 0 = d_h/16
+  int dKv = 16;                                       // latent dims per KV head
+  SvdMethod svd = SvdMethod::Joint;                   // joint | split
   TwoNormScore twoNormScore = TwoNormScore::Product;  // product | sum
-  int calibSequences = 64;              // paper: 1024
-  int calibSeqLen = 256;                // paper: 2048
+  int calibSequences = 64;                            // paper: 1024
+  int calibSeqLen = 256;                              // paper: 2048
   bool deepseek() const { return target == ConversionTarget::DeepSeek; }
   // The factorisation after its default.
   Factorisation factorisation() const {
@@ -37,14 +37,14 @@ struct ConversionSpec {
 };
 
 struct DataSpec {
-  std::string corpus = "demo";          // file, folder, .jsonl, or "demo" (the Python docs)
-  std::string textField = "text";       // for JSONL corpora
-  std::string tokenizer;                // tokenizer.json; empty = the model's, or trained for "demo"
-  int tokenizerVocab = 4096;            // when LatentLab trains the tokenizer
-  TokenFormat tokenFormat = TokenFormat::Text;   // text: tokenize; u16 / u32: pre-tokenized raw ids
+  std::string corpus = "demo";                  // file, folder, .jsonl, or "demo" (the Python docs)
+  std::string textField = "text";               // for JSONL corpora
+  std::string tokenizer;                        // tokenizer.json; empty = the model's, or trained for "demo"
+  int tokenizerVocab = 4096;                    // when LatentLab trains the tokenizer
+  TokenFormat tokenFormat = TokenFormat::Text;  // text: tokenize; u16 / u32: pre-tokenized raw ids
   int seqLen = 128;
   double validationShare = 0.02;
-  std::int64_t maxCorpusBytes = 0;      // 0 = all
+  std::int64_t maxCorpusBytes = 0;  // 0 = all
 };
 
 struct OptimizerSpec {
@@ -53,32 +53,32 @@ struct OptimizerSpec {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weightDecay = 0.0;
-  double clip = 1.0;                    // 0 = no clipping
+  double clip = 1.0;  // 0 = no clipping
 };
 
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::Wsd;
   int warmupSteps = 0;
-  int decaySteps = 0;                   // wsd: length of the final 1-sqrt decay; 0 = 20% of steps
-  double minLrRatio = 0.0;              // lr_min = ratio * lr (cosine floor / WSD end)
+  int decaySteps = 0;       // wsd: length of the final 1-sqrt decay; 0 = 20% of steps
+  double minLrRatio = 0.0;  // lr_min = ratio * lr (cosine floor / WSD end)
 };
 
 // A zero-shot multiple-choice task scored at every checkpoint and at the end
 // of a run ("eval_tasks": [{"name": ..., "file": ..., "limit": N}]).
 struct EvalTaskSpec {
   std::string name;
-  std::string file;                     // JSONL items (docs/evaluation.md)
+  std::string file;                       // JSONL items (docs/evaluation.md)
   TaskFormat format = TaskFormat::Jsonl;  // jsonl | arc | openbookqa | hellaswag | piqa | winogrande | mmlu
-  std::string labels;                   // piqa's labels file
-  std::string dev;                      // mmlu: the subject's dev CSV (for shots)
-  int shots = 0;                        // mmlu: solved dev examples before each question
-  std::int64_t limit = 0;               // score at most this many items (0: all)
+  std::string labels;                     // piqa's labels file
+  std::string dev;                        // mmlu: the subject's dev CSV (for shots)
+  int shots = 0;                          // mmlu: solved dev examples before each question
+  std::int64_t limit = 0;                 // score at most this many items (0: all)
 };
 
 // The passkey grid an evaluation job runs ("passkey": {"file": ..., ...};
 // docs/evaluation.md).
 struct PasskeySpec {
-  std::string file;                     // the haystack text; empty = no passkey test
+  std::string file;  // the haystack text; empty = no passkey test
   std::vector<int> lengths = {1024};
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int trials = 3;
@@ -88,12 +88,12 @@ struct PasskeySpec {
 struct RunSpec {
   int version = kRunSpecVersion;
   std::string name;
-  RunKind kind = RunKind::Pretrain;     // pretrain | finetune | convert-finetune | eval
-  std::string architecture;             // built-in shape for pretrain (e.g. "demo-gqa")
-  std::string modelDir;                 // HF folder for finetune / convert-finetune
-  std::string attention;                // pretrain only: mha | gqa | mla | gla-<k> | mlra-2 | mlra-4;
-                                        // empty = the architecture's own attention
-  AttentionOptions attentionOptions;    // "attention_options": latent dims, scale factors, matching
+  RunKind kind = RunKind::Pretrain;   // pretrain | finetune | convert-finetune | eval
+  std::string architecture;           // built-in shape for pretrain (e.g. "demo-gqa")
+  std::string modelDir;               // HF folder for finetune / convert-finetune
+  std::string attention;              // pretrain only: mha | gqa | mla | gla-<k> | mlra-2 | mlra-4;
+                                      // empty = the architecture's own attention
+  AttentionOptions attentionOptions;  // "attention_options": latent dims, scale factors, matching
   ConversionSpec conversion;
   DataSpec data;
   OptimizerSpec optimizer;
@@ -106,14 +106,14 @@ struct RunSpec {
   // auto (bf16-mixed on CUDA, fp32 on CPU). Older specs' "dtype" (f32, bf16,
   // f64, auto) reads as fp32, bf16-mixed, fp64, auto.
   Precision precision = Precision::Auto;
-  bool recompute = false;               // activation recompute per decoder layer (memory for compute)
-  int zeroStage = 0;                    // 0 off; 1 optimizer state and masters sharded over the ranks; 2 also gradients
+  bool recompute = false;  // activation recompute per decoder layer (memory for compute)
+  int zeroStage = 0;       // 0 off; 1 optimizer state and masters sharded over the ranks; 2 also gradients
   std::uint64_t seed = 0;
-  int evalEvery = 25;                   // 0 = only at the end
+  int evalEvery = 25;  // 0 = only at the end
   int evalBatches = 4;
-  int checkpointEvery = 50;             // 0 = only at the end
-  double initStd = 0.02;                // pretrain initialisation
-  bool zeroInitOutput = false;          // zero-init o_proj/down_proj (MLRA recipe)
+  int checkpointEvery = 50;     // 0 = only at the end
+  double initStd = 0.02;        // pretrain initialisation
+  bool zeroInitOutput = false;  // zero-init o_proj/down_proj (MLRA recipe)
   std::string device = "cpu";
   std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
   std::vector<EvalTaskSpec> evalTasks;  // scored on every checkpoint's model; results in the store
@@ -146,4 +146,4 @@ Precision resolvePrecision(Precision requested, bool cuda);
 // lr_min + (lr - lr_min) * (1 - sqrt((t - t_decay) / T_decay)), or cosine to lr_min.
 double learningRateAt(const OptimizerSpec& opt, const ScheduleSpec& sched, int step, int totalSteps);
 
-} // namespace latentlab
+}  // namespace latentlab

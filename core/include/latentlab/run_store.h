@@ -10,26 +10,25 @@
 #include <optional>
 #include <string>
 
-#include "latentlab/error.h"
-#include "latentlab/vocabulary.h"
 #include <string_view>
 #include <vector>
+#include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab {
 
 // acquireRun's refusal: another live engine owns the run (its status and
 // files are left alone; the run did not fail).
 class LeaseHeld : public Error {
-public:
+ public:
   using Error::Error;
 };
 
-
 enum class RunStatus { Queued, Running, Completed, Failed, Cancelled, Crashed };
 
-const char* runStatusName(RunStatus status);          // "queued", "running", ...
-RunStatus parseRunStatus(std::string_view name);      // throws Error(BadInput) for unknown names
-bool isTerminal(RunStatus status);                    // completed, failed, cancelled, crashed
+const char* runStatusName(RunStatus status);      // "queued", "running", ...
+RunStatus parseRunStatus(std::string_view name);  // throws Error(BadInput) for unknown names
+bool isTerminal(RunStatus status);                // completed, failed, cancelled, crashed
 
 // Times are seconds since the Unix epoch (UTC); a missing time is nullopt.
 struct ExperimentRecord {
@@ -44,10 +43,10 @@ struct RunRecord {
   std::int64_t id = 0;
   std::optional<std::int64_t> experimentId;  // nullopt: a run outside any experiment
   std::string name;
-  std::string kind;         // "train", "convert", "eval", ...
+  std::string kind;  // "train", "convert", "eval", ...
   RunStatus status = RunStatus::Queued;
-  std::string specJson;     // the RunSpec as saved
-  std::string device;       // "cpu", "cuda:0", ...
+  std::string specJson;  // the RunSpec as saved
+  std::string device;    // "cpu", "cuda:0", ...
   double createdAt = 0;
   std::optional<double> startedAt;
   std::optional<double> finishedAt;
@@ -56,10 +55,10 @@ struct RunRecord {
   // The lease: the engine that owns the run (see RunStore::acquireRun).
   std::optional<std::int64_t> pid;
   std::optional<double> heartbeatAt;
-  std::string ownerHost;    // empty: this host (runs leased before hosts were recorded)
-  std::string ownerStart;   // the owner process's start token ("" when unknown)
-  std::string uid;          // random id of the run: ids can be reused after a delete
-  std::string color;        // "#rrggbb" the workbench draws it in; empty until chosen
+  std::string ownerHost;   // empty: this host (runs leased before hosts were recorded)
+  std::string ownerStart;  // the owner process's start token ("" when unknown)
+  std::string uid;         // random id of the run: ids can be reused after a delete
+  std::string color;       // "#rrggbb" the workbench draws it in; empty until chosen
 };
 
 // Lease liveness: an owner on this host is alive while its process (same pid
@@ -74,7 +73,7 @@ struct LeaseCheck {
   std::string reason;  // why stale: "process 123 is not running", "no heartbeat for 75 s"
 };
 LeaseCheck checkLease(const RunRecord& run, double now);
-double storeNow();   // the store's clock: seconds since the Unix epoch (UTC)
+double storeNow();  // the store's clock: seconds since the Unix epoch (UTC)
 // The status readers show: a run recorded as running whose lease is not live
 // is crashed (its engine died without recording an outcome).
 RunStatus observedStatus(const RunRecord& run, double now);
@@ -83,7 +82,7 @@ RunStatus observedStatus(const RunRecord& run, double now);
 struct ProcessIdentity {
   std::int64_t pid = 0;
   std::string host;
-  std::string startToken;   // boot id + start time: a reused pid does not match
+  std::string startToken;  // boot id + start time: a reused pid does not match
   static const ProcessIdentity& current();
 };
 bool processAlive(std::int64_t pid, const std::string& startToken);  // on this host
@@ -109,18 +108,18 @@ struct RunFilter {
 };
 
 struct EventRecord {
-  std::int64_t id = 0;      // increasing: pass the last one seen to listEvents
+  std::int64_t id = 0;  // increasing: pass the last one seen to listEvents
   std::int64_t runId = 0;
   double time = 0;
-  std::string kind;         // "log", "checkpoint", "eval", ...
+  std::string kind;  // "log", "checkpoint", "eval", ...
   std::string message;
-  std::string dataJson;     // empty when none
+  std::string dataJson;  // empty when none
 };
 
 struct ArtifactRecord {
   std::int64_t id = 0;
   std::int64_t runId = 0;
-  std::string kind;         // "checkpoint", "export", ...
+  std::string kind;  // "checkpoint", "export", ...
   std::string path;
   std::optional<std::int64_t> step;
   double createdAt = 0;
@@ -137,8 +136,8 @@ struct MetricPoint {
 };
 
 struct MetricWriterOptions {
-  std::size_t batchRows = 256;                     // commit when this many rows are pending
-  std::chrono::milliseconds maxDelay{500};         // ... or when the oldest pending row is this old
+  std::size_t batchRows = 256;              // commit when this many rows are pending
+  std::chrono::milliseconds maxDelay{500};  // ... or when the oldest pending row is this old
 };
 
 class RunStore;
@@ -149,7 +148,7 @@ class RunStore;
 // Uses its store's connection: same thread as the store. Flushes on
 // destruction (errors there are printed to stderr, not thrown).
 class MetricWriter {
-public:
+ public:
   ~MetricWriter();
   MetricWriter(MetricWriter&& other) noexcept;
   MetricWriter& operator=(MetricWriter&& other) noexcept;
@@ -169,7 +168,7 @@ public:
   std::uint64_t committedRows() const { return m_committedRows; }
   std::uint64_t committedBatches() const { return m_committedBatches; }
 
-private:
+ private:
   friend class RunStore;
   struct State;
   MetricWriter(std::unique_ptr<State> state, std::int64_t runId);
@@ -180,9 +179,9 @@ private:
 };
 
 enum class StoreOpen {
-  CreateIfMissing,   // creates the file and its folders (the GUI, `run SPEC`)
-  MustExist,         // Error(Store) naming the path when there is no such file (readers)
-  ReadOnly,          // as MustExist, and never written (runs list/show/export): works on a read-only filesystem
+  CreateIfMissing,  // creates the file and its folders (the GUI, `run SPEC`)
+  MustExist,        // Error(Store) naming the path when there is no such file (readers)
+  ReadOnly,         // as MustExist, and never written (runs list/show/export): works on a read-only filesystem
 };
 
 // A connection to one store file, created (with its parent folders) if
@@ -192,7 +191,7 @@ enum class StoreOpen {
 // Every failure throws latentlab::Error (Store, or Io for folders/CSV files)
 // naming the file; a failed write rolls back and leaves stored runs intact.
 class RunStore {
-public:
+ public:
   explicit RunStore(const std::filesystem::path& path, StoreOpen mode = StoreOpen::CreateIfMissing);
   ~RunStore();
   RunStore(RunStore&&) noexcept;
@@ -201,20 +200,19 @@ public:
   RunStore& operator=(const RunStore&) = delete;
 
   const std::filesystem::path& path() const;
-  int schemaVersion() const;             // PRAGMA user_version
-  static int latestSchemaVersion();      // the newest migration this code knows
-  std::string integrityCheck() const;    // "ok" or SQLite's report
+  int schemaVersion() const;           // PRAGMA user_version
+  static int latestSchemaVersion();    // the newest migration this code knows
+  std::string integrityCheck() const;  // "ok" or SQLite's report
   // SQLite's quick check ("ok", or the first problem found): a damaged page is
   // found in the time of one pass over the file.
   std::string quickCheck() const;
-  std::string storeId() const;           // random id of this database, fixed at creation
+  std::string storeId() const;  // random id of this database, fixed at creation
   // How long a statement waits for another connection's write lock before it
   // fails with a busy error (default 5 s). The engine waits minutes.
   void setBusyTimeout(std::chrono::milliseconds timeout);
 
   // Experiments; deleting one deletes its runs and everything under them.
-  std::int64_t createExperiment(std::string_view name, std::string_view preset = {},
-                                std::string_view description = {});
+  std::int64_t createExperiment(std::string_view name, std::string_view preset = {}, std::string_view description = {});
   ExperimentRecord experiment(std::int64_t id) const;
   std::vector<ExperimentRecord> listExperiments() const;
   bool deleteExperiment(std::int64_t id);
@@ -227,7 +225,7 @@ public:
                          std::string_view specJson, std::string_view device) {
     return createRun(experimentId, name, choiceName(kind), specJson, device);
   }
-  RunRecord run(std::int64_t id) const;  // Error(Store) when there is no such run
+  RunRecord run(std::int64_t id) const;                                 // Error(Store) when there is no such run
   std::vector<RunRecord> listRuns(const RunFilter& filter = {}) const;  // by id
   // running sets started_at (first start only) and clears finished_at/error;
   // a terminal status sets finished_at; queued clears all three. Refused
@@ -264,7 +262,7 @@ public:
   // metrics of one result: all or none).
   void addEvaluation(const EvaluationRecord& evaluation);
   void addEvaluations(const std::vector<EvaluationRecord>& evaluations);
-  std::vector<EvaluationRecord> listEvaluations(std::int64_t runId) const;   // by task, metric, step
+  std::vector<EvaluationRecord> listEvaluations(std::int64_t runId) const;  // by task, metric, step
 
   void addTag(std::int64_t runId, std::string_view tag);     // idempotent
   void removeTag(std::int64_t runId, std::string_view tag);  // no-op when absent
@@ -280,8 +278,7 @@ public:
   // and each non-empty bucket yields its min-value and max-value points
   // (the first in step order on ties; one point when they are the same row).
   // Cost: one scan of the range's rows, ~0.2 s for 1M points.
-  std::vector<MetricPoint> series(std::int64_t runId, std::string_view name,
-                                  std::int64_t stepMin = 0,
+  std::vector<MetricPoint> series(std::int64_t runId, std::string_view name, std::int64_t stepMin = 0,
                                   std::int64_t stepMax = std::numeric_limits<std::int64_t>::max(),
                                   std::size_t maxPoints = 2000) const;
   // Raw points with step > afterStep, in step order (live charts).
@@ -293,11 +290,11 @@ public:
   // All metrics of the run by (name, step): run_id,name,step,tokens,wall_time,value.
   void exportCsv(std::int64_t runId, const std::filesystem::path& csvPath) const;
 
-private:
+ private:
   struct Impl;
   friend class MetricWriter;
   friend struct RunStoreAccess;  // core/store internals and their tests
   std::shared_ptr<Impl> m_impl;
 };
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -22,10 +22,10 @@ namespace latentlab {
 using EventLineSink = std::function<void(const std::string& jsonLine)>;
 
 struct JobEnvironment {
-  std::filesystem::path workspace;        // caches/ and runs/ live here
-  std::string device;                     // overrides the spec's device when set
-  EventLineSink lines;                    // may be empty
-  bool resume = true;                     // continue from the run's last checkpoint when there is one
+  std::filesystem::path workspace;  // caches/ and runs/ live here
+  std::string device;               // overrides the spec's device when set
+  EventLineSink lines;              // may be empty
+  bool resume = true;               // continue from the run's last checkpoint when there is one
   // Refuse, before anything is loaded, a run the memory planner says does not
   // fit its device (latentlab/memory_plan.h).
   bool checkMemory = true;
@@ -43,14 +43,14 @@ struct JobEnvironment {
 struct RunResult {
   explicit RunResult(RunStatus s) : status(s) {}
   RunStatus status;
-  std::optional<Error> error;             // why it failed or was cancelled (code, message, hint)
-  bool notStarted = false;                // another engine holds the run: nothing was done or recorded
-  std::int64_t steps = 0;                 // steps completed
+  std::optional<Error> error;  // why it failed or was cancelled (code, message, hint)
+  bool notStarted = false;     // another engine holds the run: nothing was done or recorded
+  std::int64_t steps = 0;      // steps completed
   std::int64_t tokens = 0;
   double finalTrainLoss = 0;
   std::optional<double> finalValLoss;
   std::filesystem::path lastCheckpoint;
-  std::filesystem::path finalModel;       // HF folder of the trained model
+  std::filesystem::path finalModel;  // HF folder of the trained model
 
   // The error as one line for logs and the store: "message (hint)"; empty when none.
   std::string errorText() const;
@@ -79,4 +79,4 @@ extern const char* const kMemoryHint;
 RunResult runJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, ProgressSink& progress,
                  const CancelToken& cancel);
 
-} // namespace latentlab
+}  // namespace latentlab

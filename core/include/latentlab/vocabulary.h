@@ -22,7 +22,7 @@ enum class SvdMethod { Joint, Split };
 enum class TwoNormScore { Product, Sum };  // Q·K (the official code, default) or Q+K (the paper-era code)
 enum class ScheduleKind { Wsd, Cosine, Constant };
 enum class TaskFormat { Jsonl, Arc, OpenBookQa, HellaSwag, Piqa, WinoGrande, Mmlu };
-enum class TokenFormat { Text, U16, U32 };   // Text: tokenize; u16 / u32: pre-tokenized raw ids
+enum class TokenFormat { Text, U16, U32 };  // Text: tokenize; u16 / u32: pre-tokenized raw ids
 
 // One row of a table: the value and the names that read as it, the first the
 // one written.
@@ -64,4 +64,4 @@ std::string canonicalChoice(std::string_view name) {
   return v ? std::string(choiceName(*v)) : std::string(name);
 }
 
-} // namespace latentlab
+}  // namespace latentlab

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-
 #include "convert/converter.h"
 #include "latentlab/architectures.h"
 #include "model/mla_attention.h"
@@ -38,7 +37,8 @@ std::pair<double, double> trainStep(CausalLm& model, const torch::Tensor& window
   StepSettings settings;
   settings.autocastBf16 = bf16;
   settings.clip = 1.0;
-  const StepOutcome out = latentlab::trainStep(model, opt, model.parameters(), [&] { return windows; }, settings);
+  const StepOutcome out = latentlab::trainStep(
+      model, opt, model.parameters(), [&] { return windows; }, settings);
   return {out.loss, out.gradNorm};
 }
 
@@ -84,7 +84,8 @@ TEST(Cuda, AbsorbedDecodeOnCudaMatchesCpuAndNaive) {
     setMlaDecode(model, mode);
     KvCache cache(model.numLayers());
     std::vector<torch::Tensor> parts{model.forward(ids.narrow(1, 0, 16).to(device), &cache)};
-    for (std::int64_t t = 16; t < ids.size(1); ++t) parts.push_back(model.forward(ids.narrow(1, t, 1).to(device), &cache));
+    for (std::int64_t t = 16; t < ids.size(1); ++t)
+      parts.push_back(model.forward(ids.narrow(1, t, 1).to(device), &cache));
     return torch::cat(parts, 1).to(torch::kCPU, torch::kFloat32);
   };
   auto reference = decode(*mla, MlaDecode::Absorbed, torch::kCPU);

@@ -45,7 +45,7 @@ void paint(ChartView& chart, QImage& image) {
   chart.render(&p);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
       if (s % 1000 == 0) w.add("val/loss", s, static_cast<std::int64_t>(s) * 4096, s * 0.01, loss + 0.1);
     }
   }
-  std::fprintf(stderr, "[chart] store: %d runs x %d train/loss rows (+%d val/loss each), written in %.1f s\n", kRuns, kRows,
-               kRows / 1000, static_cast<double>(t.elapsed()) / 1000.0);
+  std::fprintf(stderr, "[chart] store: %d runs x %d train/loss rows (+%d val/loss each), written in %.1f s\n", kRuns,
+               kRows, kRows / 1000, static_cast<double>(t.elapsed()) / 1000.0);
 
   ChartView chart(store);
   chart.resize(1400, 800);
@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     zoom.push_back(static_cast<double>(z.nsecsElapsed()) / 1e6);
   }
   row("zoom to 1k steps: 20 window reads + draw", median(zoom), "ms",
-      QStringLiteral("median of 5; %1 rows per curve after the read").arg(chart.loadedRows(runs[0].id, QStringLiteral("train/loss"))));
+      QStringLiteral("median of 5; %1 rows per curve after the read")
+          .arg(chart.loadedRows(runs[0].id, QStringLiteral("train/loss"))));
   chart.resetView();
 
   // Live: new rows arrive, then one redraw and one paint. First one run live
@@ -150,9 +151,11 @@ int main(int argc, char** argv) {
       redraw.push_back(drawn);
       redrawPaint.push_back(static_cast<double>(d.nsecsElapsed()) / 1e6);
     }
-    const QByteArray what = live == 1 ? "1 live run of 20" : live < 0 ? "1 live run of 20, y over all values" : "all 20 runs live";
-    row(qPrintable(QStringLiteral("live redraw, %1 (10 rows each)").arg(QString::fromLatin1(what))), median(redraw), "ms",
-        QStringLiteral("median of 100; p95 %1 ms").arg(percentile(redraw, 0.95), 0, 'f', 2));
+    const QByteArray what = live == 1  ? "1 live run of 20"
+                            : live < 0 ? "1 live run of 20, y over all values"
+                                       : "all 20 runs live";
+    row(qPrintable(QStringLiteral("live redraw, %1 (10 rows each)").arg(QString::fromLatin1(what))), median(redraw),
+        "ms", QStringLiteral("median of 100; p95 %1 ms").arg(percentile(redraw, 0.95), 0, 'f', 2));
     row(qPrintable(QStringLiteral("live redraw + paint, %1").arg(QString::fromLatin1(what))), median(redrawPaint), "ms",
         QStringLiteral("median of 100; p95 %1 ms").arg(percentile(redrawPaint, 0.95), 0, 'f', 2));
   }

@@ -63,8 +63,8 @@ class PartialRopeAttention : public AttentionModule {
       q = q_norm(q);
       k = k_norm(k);
     }
-    q = q.transpose(1, 2);                                     // (B, nh, T, dh)
-    k = k.transpose(1, 2);                                     // (B, nkv, T, dh)
+    q = q.transpose(1, 2);  // (B, nh, T, dh)
+    k = k.transpose(1, 2);  // (B, nkv, T, dh)
     auto v = v_proj(x).view({B, T, nkv, dh}).transpose(1, 2);
     auto [cos, sin] = ctx.rope->range(ctx.startPos, T, q.scalar_type(), q.device());
     q = rotateKept(q, cos, sin, nh / nkv);

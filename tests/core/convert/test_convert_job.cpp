@@ -8,11 +8,11 @@
 #include <fstream>
 #include <map>
 
+#include "common/file_util.h"
 #include "convert_test_util.h"
 #include "latentlab/convert.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
-#include "common/file_util.h"
 #include "model/weights.h"
 #include "test_support.h"
 

@@ -4,9 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <tuple>
 #include <iostream>
+#include <tuple>
 
+#include "../model/model_test_util.h"
 #include "convert/calibration_stats.h"
 #include "convert/converter.h"
 #include "convert/deepseek_convert.h"
@@ -16,7 +17,6 @@
 #include "latentlab/generate.h"
 #include "model/latent_attention.h"
 #include "model/weights.h"
-#include "../model/model_test_util.h"
 #include "test_support.h"
 
 namespace latentlab::test {
@@ -62,8 +62,9 @@ torch::Tensor hfDeepSeekLogits(const fs::path& dir, const torch::Tensor& ids, in
   const fs::path idsFile = dir.parent_path() / (dir.filename().string() + ".ids");
   const fs::path outFile = dir.parent_path() / (dir.filename().string() + mutate + ".logits");
   writeRaw(idsFile, ids);
-  std::vector<std::string> args = {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape",
-                                   std::to_string(ids.size(0)) + "," + std::to_string(ids.size(1)),
+  std::vector<std::string> args = {"logits",         dir.string(),
+                                   idsFile.string(), outFile.string(),
+                                   "--shape",        std::to_string(ids.size(0)) + "," + std::to_string(ids.size(1)),
                                    "--expect-class", "DeepseekV3ForCausalLM"};
   if (!mutate.empty()) {
     args.push_back("--mutate");
@@ -72,7 +73,6 @@ torch::Tensor hfDeepSeekLogits(const fs::path& dir, const torch::Tensor& ids, in
   if (runPython("hf_llama.py", args, log) != 0) return {};
   return readRawFloat(outFile, {ids.size(0), ids.size(1), vocab});
 }
-
 
 ExportReport exportTo(const fs::path& model, const fs::path& out) {
   ExportSpec s;
@@ -278,7 +278,8 @@ TEST(DeepSeekExport, TransformersLoadsTheExportAndGivesTheSameLogitsAndCachedDec
 
 TEST(DeepSeekExport, DeepSeekFoldersWithExpertsOrBiasesAreRefusedByName) {
   const fs::path root = scratchDir("deepseek-read");
-  const std::string base = R"({"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+  const std::string base =
+      R"({"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
     "num_hidden_layers": 2, "num_attention_heads": 2, "kv_lora_rank": 8, "q_lora_rank": null, "qk_rope_head_dim": 4,
     "qk_nope_head_dim": 8, "v_head_dim": 8, "rope_theta": 10000.0)";
   auto read = [&](const std::string& name, const std::string& extra) {
@@ -316,8 +317,8 @@ TEST(DeepSeekExport, RefusesModelsItCannotExpress) {
   saveModel(*convertModel(*base, o), root / "mha2mla", DType::F32);
   fs::remove_all(root / "original");
   saveModel(*base, root / "original", DType::F32);
-  for (const auto& [dir, words] : std::vector<std::pair<std::string, std::string>>{
-           {"mha2mla", "--target deepseek"}, {"original", "--target deepseek"}}) {
+  for (const auto& [dir, words] : std::vector<std::pair<std::string, std::string>>{{"mha2mla", "--target deepseek"},
+                                                                                   {"original", "--target deepseek"}}) {
     try {
       exportTo(root / dir, root / (dir + "-out"));
       ADD_FAILURE() << dir << " was exported";

@@ -105,14 +105,10 @@ ModelConfig qwen3MoeConfig(int kvHeads) {
 }
 
 std::vector<Family> families() {
-  return {{"qwen3-gqa", qwen3Config(2), 4},
-          {"qwen3-mha", qwen3Config(4), 3},
-          {"smollm3-mha", smollm3Config(4), 2},
-          {"smollm3-gqa", smollm3Config(2), 2},
-          {"phi3-gqa", phi3Config(2), 2},
-          {"phi4mini-longrope", phi4miniConfig(2), 2},
-          {"gemma3-gqa", gemma3Config(2), 3},
-          {"gemma3-mqa-window4", gemma3Window4(), 4},
+  return {{"qwen3-gqa", qwen3Config(2), 4},      {"qwen3-mha", qwen3Config(4), 3},
+          {"smollm3-mha", smollm3Config(4), 2},  {"smollm3-gqa", smollm3Config(2), 2},
+          {"phi3-gqa", phi3Config(2), 2},        {"phi4mini-longrope", phi4miniConfig(2), 2},
+          {"gemma3-gqa", gemma3Config(2), 3},    {"gemma3-mqa-window4", gemma3Window4(), 4},
           {"qwen3moe-gqa", qwen3MoeConfig(2), 4}};
 }
 
@@ -361,9 +357,8 @@ TEST(Families, CalibrationSeesTheInputsOfTheModelsOwnForward) {
   for (const ModelConfig& cfg : {gemma3Config(2), qwen3Config(2), smollm3Config(2)}) {
     auto base = familyModel(cfg, torch::kFloat64, 14);
     std::vector<torch::Tensor> seen;
-    CausalLm recorder(cfg, [&](const ModelConfig& c, int layer) {
-      return std::make_shared<RecordingAttention>(c, layer, &seen);
-    });
+    CausalLm recorder(
+        cfg, [&](const ModelConfig& c, int layer) { return std::make_shared<RecordingAttention>(c, layer, &seen); });
     recorder.to(torch::kFloat64);
     {
       torch::NoGradGuard g;
@@ -376,8 +371,9 @@ TEST(Families, CalibrationSeesTheInputsOfTheModelsOwnForward) {
     NullProgress progress;
     CancelToken cancel;
     std::vector<torch::Tensor> visited(static_cast<std::size_t>(cfg.numLayers));
-    forEachAttentionInput(*base, batches, progress, cancel, "test",
-                          [&](int l, LlamaAttention&, const torch::Tensor& h) { visited[static_cast<std::size_t>(l)] = h; });
+    forEachAttentionInput(
+        *base, batches, progress, cancel, "test",
+        [&](int l, LlamaAttention&, const torch::Tensor& h) { visited[static_cast<std::size_t>(l)] = h; });
     ASSERT_EQ(seen.size(), visited.size());
     for (std::size_t l = 0; l < seen.size(); ++l) {
       EXPECT_LT(maxAbsDiff(seen[l], visited[l]), 1e-12) << cfg.modelType << " layer " << l;

@@ -82,7 +82,8 @@ TEST(Identity, ScaledRopeVariantsKeepBothIdentities) {
     auto base = randomModel(cfg, torch::kFloat64, 5);
     torch::NoGradGuard g;
     auto ids = torch::randint(0, 128, {2, 24}, torch::kInt64);
-    auto full = convertModel(*base, mlaOptions(RopeStrategy::Full, 0, fullRankDkv(cfg, cfg.headDim / 2, SvdMethod::Joint)));
+    auto full =
+        convertModel(*base, mlaOptions(RopeStrategy::Full, 0, fullRankDkv(cfg, cfg.headDim / 2, SvdMethod::Joint)));
     EXPECT_EQ(full->config().ropeScaling.describe(), cfg.ropeScaling.describe()) << name;
     double diff = maxAbsDiff(full->forward(ids), base->forward(ids));
     EXPECT_LT(diff, 1e-9) << name << " full rope";
@@ -97,7 +98,7 @@ TEST(Identity, ScaledRopeVariantsKeepBothIdentities) {
       auto expected = partialRopeReference(*base, stats.pairs)->forward(ids);
       diff = maxAbsDiff(mla->forward(ids), expected);
       EXPECT_LT(diff, 1e-9) << name << " " << ropeStrategyName(rope);
-      EXPECT_GT(maxAbsDiff(base->forward(ids), expected), 1e-3) << name;   // not vacuous
+      EXPECT_GT(maxAbsDiff(base->forward(ids), expected), 1e-3) << name;  // not vacuous
       worst = std::max(worst, diff);
     }
   }

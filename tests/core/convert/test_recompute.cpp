@@ -31,7 +31,8 @@ Result lossAndGrads(CausalLm& model, const torch::Tensor& windows, bool recomput
   loss.backward();
   Result r;
   r.loss = loss.item<double>();
-  for (const auto& p : model.parameters()) r.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  for (const auto& p : model.parameters())
+    r.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
   return r;
 }
 

@@ -79,4 +79,4 @@ Error thrownError(F&& f) {
   return Error(ErrorCode::Internal, "<nothing thrown>");
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -239,5 +239,5 @@ TEST(BatchLoader, SeqLenLongerThanTheSplitSaysWhatIsMissing) {
   EXPECT_EQ(rank.code(), ErrorCode::BadInput);
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -170,5 +170,5 @@ TEST(Corpus, MissingPythonDocsSaysWhatToInstall) {
   EXPECT_NE(e.hint().find("install python3.11-doc"), std::string::npos) << e.hint();
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

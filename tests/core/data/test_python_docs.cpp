@@ -53,8 +53,8 @@ TEST(PythonDocs, TutorialTokenizesByteForByteAndFeedsTheLoader) {
   BatchLoader loader(shard, Split::Train, o);
   Batch b = loader.next();
   for (std::int64_t id : b.ids) ASSERT_LE(id, kByteEos);
-  EXPECT_FALSE(buildOrReuseShard(tutorial, encodeBytes, "byte-v1", kByteVocab, kByteEos, cache, progress, cancel)
-                   .rebuilt);
+  EXPECT_FALSE(
+      buildOrReuseShard(tutorial, encodeBytes, "byte-v1", kByteVocab, kByteEos, cache, progress, cancel).rebuilt);
 }
 
 TEST(PythonDocs, WholeDemoCorpusThroughput) {
@@ -72,5 +72,5 @@ TEST(PythonDocs, WholeDemoCorpusThroughput) {
   RecordProperty("tokens_per_second", static_cast<int>(r.tokensPerSecond));
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -207,8 +207,8 @@ TEST(TokenShard, CancelledBuildLeavesNoShard) {
     cancel.request();
   };
   Error e = thrownError([&] {
-    buildOrReuseShard(Corpus::open(dir), cancelAfterFirst, "h", kByteVocab, kByteEos, dir / "out" / "c.tok",
-                      progress, cancel);
+    buildOrReuseShard(Corpus::open(dir), cancelAfterFirst, "h", kByteVocab, kByteEos, dir / "out" / "c.tok", progress,
+                      cancel);
   });
   EXPECT_EQ(e.code(), ErrorCode::Cancelled);
   EXPECT_TRUE(fs::is_empty(dir / "out"));  // neither the shard nor its temporary
@@ -219,8 +219,8 @@ TEST(TokenShard, ProgressReportsBytesAndRates) {
   writeFile(dir / "a.txt", std::string(5000, 'a'));
   RecordingProgress progress;
   CancelToken cancel;
-  auto r = buildOrReuseShard(Corpus::open(dir), encodeBytes, "h", kByteVocab, kByteEos, dir / "a.tok", progress,
-                             cancel);
+  auto r =
+      buildOrReuseShard(Corpus::open(dir), encodeBytes, "h", kByteVocab, kByteEos, dir / "a.tok", progress, cancel);
   ASSERT_FALSE(progress.calls.empty());
   EXPECT_LE(progress.calls.size(), 3u);  // throttled: start and end for a fast build
   const auto& last = progress.calls.back();
@@ -254,5 +254,5 @@ TEST(TokenShard, CorpusWithoutTextOrBadIdsIsBadData) {
   EXPECT_NE(bad.message().find("id 300"), std::string::npos) << bad.message();
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -28,7 +28,7 @@ std::string errorOf(const std::map<std::string, std::string>& vars) {
   return "";
 }
 
-} // namespace
+}  // namespace
 
 TEST(DistEnv, NoLauncherMeansOneProcess) {
   DistEnv d = readDistEnv(envOf({}));
@@ -40,8 +40,12 @@ TEST(DistEnv, NoLauncherMeansOneProcess) {
 }
 
 TEST(DistEnv, ReadsTorchrunVariables) {
-  DistEnv d = readDistEnv(envOf({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                                 {"MASTER_ADDR", "node07"}, {"MASTER_PORT", "29411"}}));
+  DistEnv d = readDistEnv(envOf({{"RANK", "5"},
+                                 {"WORLD_SIZE", "8"},
+                                 {"LOCAL_RANK", "1"},
+                                 {"LOCAL_WORLD_SIZE", "4"},
+                                 {"MASTER_ADDR", "node07"},
+                                 {"MASTER_PORT", "29411"}}));
   EXPECT_EQ(d.launcher, "torchrun");
   EXPECT_EQ(d.rank, 5);
   EXPECT_EQ(d.worldSize, 8);
@@ -53,19 +57,22 @@ TEST(DistEnv, ReadsTorchrunVariables) {
 }
 
 TEST(DistEnv, MapsSlurmVariables) {
-  DistEnv d = readDistEnv(envOf({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
-                                 {"SLURM_NTASKS_PER_NODE", "2(x2)"}, {"MASTER_ADDR", "10.1.2.3"}}));
+  DistEnv d = readDistEnv(envOf({{"SLURM_PROCID", "3"},
+                                 {"SLURM_NTASKS", "4"},
+                                 {"SLURM_LOCALID", "1"},
+                                 {"SLURM_NTASKS_PER_NODE", "2(x2)"},
+                                 {"MASTER_ADDR", "10.1.2.3"}}));
   EXPECT_EQ(d.launcher, "slurm");
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.worldSize, 4);
   EXPECT_EQ(d.localRank, 1);
   EXPECT_EQ(d.localWorldSize, 2);
-  EXPECT_EQ(d.masterPort, 29500);   // torchrun's default when MASTER_PORT is unset
+  EXPECT_EQ(d.masterPort, 29500);  // torchrun's default when MASTER_PORT is unset
 }
 
 TEST(DistEnv, TorchrunWinsOverSlurmAndOffWinsOverBoth) {
-  auto vars = std::map<std::string, std::string>{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                                                 {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}};
+  auto vars = std::map<std::string, std::string>{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}};
   EXPECT_EQ(readDistEnv(envOf(vars)).launcher, "torchrun");
   EXPECT_EQ(readDistEnv(envOf(vars)).worldSize, 2);
   vars["LATENTLAB_DIST"] = "off";
@@ -82,8 +89,9 @@ TEST(DistEnv, ErrorsNameTheVariable) {
   EXPECT_NE(errorOf({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("RANK='2'"), std::string::npos);
   EXPECT_NE(errorOf({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("RANK='x'"), std::string::npos);
   EXPECT_NE(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).find("MASTER_ADDR"), std::string::npos);
-  EXPECT_NE(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"),
+      std::string::npos);
   EXPECT_NE(errorOf({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}).find("MASTER_ADDR"), std::string::npos);
   EXPECT_NE(errorOf({{"LATENTLAB_DIST_TIMEOUT", "-3"}}).find("LATENTLAB_DIST_TIMEOUT"), std::string::npos);
 }
@@ -106,4 +114,4 @@ TEST(DistEnv, ASpecMayListOneDevicePerRank) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -2,11 +2,11 @@
 // starting the engine in the background with its output in a log.
 #pragma once
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace latentlab::test {
@@ -35,4 +35,4 @@ inline pid_t spawnEngine(const std::vector<std::string>& args, const std::filesy
   return pid;
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -3,22 +3,21 @@
 // resumes to exactly the uninterrupted run's losses.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "../train/train_test_util.h"
-#include "latentlab/run_store.h"
 #include "engine_test_util.h"
+#include "latentlab/run_store.h"
 #include "test_support.h"
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
-
 
 TEST(EngineCli, EveryVerbHasHelp) {
   for (const char* verb : {"inspect", "eval", "init", "run", "runs", "demo", "devices", "convert"}) {
@@ -61,13 +60,17 @@ TEST(EngineCli, BadSpecNamesTheFieldAndCreatesNoRun) {
   writeFile(dir / "bad.json", R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":"fast"}})");
   std::string out;
   EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "bad.json").string()) + " --db " +
-                           shellQuote((dir / "runs.db").string()), &out), 1);
+                           shellQuote((dir / "runs.db").string()),
+                       &out),
+            1);
   EXPECT_NE(out.find("optimizer.lr"), std::string::npos) << out;
   RunStore store(dir / "runs.db");
   EXPECT_TRUE(store.listRuns().empty());
   writeFile(dir / "arch.json", R"({"kind":"pretrain","architecture":"gpt-5"})");
   EXPECT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "arch.json").string()) + " --db " +
-                           shellQuote((dir / "runs.db").string()), &out), 1);
+                           shellQuote((dir / "runs.db").string()),
+                       &out),
+            1);
   EXPECT_NE(out.find("gpt-5"), std::string::npos) << out;
 }
 
@@ -82,7 +85,10 @@ TEST(EngineCli, KilledRunKeepsItsMetricsAndResumesToTheSameLosses) {
   // The reference: the same spec, uninterrupted.
   std::string out;
   ASSERT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "spec.json").string()) + " --quiet --db " +
-                           shellQuote(db), &out), 0) << out;
+                           shellQuote(db),
+                       &out),
+            0)
+      << out;
 
   pid_t pid = spawnEngine({"run", (dir / "spec.json").string(), "--quiet", "--db", db}, dir / "killed.log");
   std::int64_t victim = 2;
@@ -121,7 +127,11 @@ TEST(EngineCli, KilledRunKeepsItsMetricsAndResumesToTheSameLosses) {
 TEST(EngineCli, InspectAndEvalOnASmolLm135mShapedCheckpoint) {
   fs::path dir = scratchDir("smol135");
   std::string out;
-  ASSERT_EQ(runCommand(shellQuote(kEngine) + " init --arch smollm-135m --dtype bf16 --out " + shellQuote((dir / "m").string()), &out), 0) << out;
+  ASSERT_EQ(runCommand(
+                shellQuote(kEngine) + " init --arch smollm-135m --dtype bf16 --out " + shellQuote((dir / "m").string()),
+                &out),
+            0)
+      << out;
   ASSERT_EQ(runCommand(shellQuote(kEngine) + " inspect --json " + shellQuote((dir / "m").string()), &out), 0) << out;
   EXPECT_NE(out.find("\"kv_elements_per_token\": 11520"), std::string::npos) << out;  // 2*3*64*30
   EXPECT_NE(out.find("\"layers\": 30"), std::string::npos);
@@ -132,11 +142,14 @@ TEST(EngineCli, InspectAndEvalOnASmolLm135mShapedCheckpoint) {
     std::ofstream f(dir / "ids.u16", std::ios::binary);
     f.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
   }
-  ASSERT_EQ(runCommand(shellQuote(kEngine) + " eval --quiet --json --seq-len 128 --tokens " + shellQuote((dir / "ids.u16").string()) +
-                           " " + shellQuote((dir / "m").string()), &out), 0) << out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " eval --quiet --json --seq-len 128 --tokens " +
+                           shellQuote((dir / "ids.u16").string()) + " " + shellQuote((dir / "m").string()),
+                       &out),
+            0)
+      << out;
   EXPECT_NE(out.find("\"tokens\":599"), std::string::npos) << out;
   // Random weights: the loss is near ln(49152) = 10.8.
   EXPECT_NE(out.find("\"loss\":10."), std::string::npos) << out;
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

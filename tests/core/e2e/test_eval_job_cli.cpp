@@ -4,10 +4,10 @@
 // (cancelled or killed) keeps what it scored, marked partial; a bad spec or task line registers no run.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <chrono>
 #include <csignal>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -89,7 +89,7 @@ void expectPartialRows(const fs::path& db, std::int64_t run) {
   }
 }
 
-} // namespace
+}  // namespace
 
 TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
   const fs::path dir = scratchDir("eval-job");
@@ -101,7 +101,7 @@ TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
     RunSpec pre;
     pre.kind = RunKind::Pretrain;
     pre.architecture = "demo-gqa";
-    pre.steps = 300;   // the step evaluated below is one it has
+    pre.steps = 300;  // the step evaluated below is one it has
     trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
   }
   RunSpec spec = evalSpec(dir / "toy.jsonl");
@@ -126,7 +126,7 @@ TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
   const std::int64_t job = runs[0].id == trained ? runs[1].id : runs[0].id;
   EXPECT_EQ(store.run(job).status, RunStatus::Completed);
   EXPECT_EQ(store.run(job).kind, "eval");
-  EXPECT_TRUE(store.listEvaluations(job).empty());   // stored under the evaluated run
+  EXPECT_TRUE(store.listEvaluations(job).empty());  // stored under the evaluated run
 
   // The task: acc and acc_norm over all 40 items, complete, at the checkpoint's step,
   // equal to the eval verb's figures.
@@ -174,7 +174,7 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 2);   // cancelled
+  EXPECT_EQ(WEXITSTATUS(status), 2);  // cancelled
   RunStore store(db);
   EXPECT_EQ(store.integrityCheck(), "ok");
   EXPECT_EQ(store.run(1).status, RunStatus::Cancelled);
@@ -182,7 +182,8 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
 
   // Killed outright (SIGKILL): the figures last written stay, marked partial,
   // and the run is left running with a dead lease (shown crashed).
-  const pid_t victim = spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "killed.log");
+  const pid_t victim =
+      spawnEngine({"run", (dir / "eval.json").string(), "--quiet", "--db", db.string()}, dir / "killed.log");
   std::vector<EvaluationRecord> killedRows = waitForRows(db, 2);
   ASSERT_FALSE(killedRows.empty()) << "no partial figures were written";
   ::kill(victim, SIGKILL);
@@ -197,7 +198,8 @@ TEST(EvalJob, AStoppedJobKeepsWhatItScoredMarkedPartial) {
 TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
   const fs::path dir = scratchDir("eval-job-bad");
   const fs::path db = dir / "runs.db";
-  std::ofstream(dir / "bad.jsonl") << "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"gold\": 0}\n{\"context\": 1}\n";
+  std::ofstream(dir / "bad.jsonl")
+      << "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"gold\": 0}\n{\"context\": 1}\n";
   std::string out;
   auto runSpec = [&](const RunSpec& s) {
     writeFile(dir / "spec.json", runSpecToJson(s));
@@ -264,7 +266,7 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
       << out;
   EXPECT_NE(out.find("inference"), std::string::npos) << out;
   EXPECT_EQ(out.find("optimizer"), std::string::npos) << out;
-  EXPECT_EQ(out.find("micro"), std::string::npos) << out;   // no training words for an inference plan
+  EXPECT_EQ(out.find("micro"), std::string::npos) << out;  // no training words for an inference plan
 }
 
 // Stopped and resumed, and stopped again sooner: the stored partial figures
@@ -295,4 +297,4 @@ TEST(EvalJob, AResumedJobNeverShrinksItsStoredPartial) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

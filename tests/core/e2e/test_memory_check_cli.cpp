@@ -15,7 +15,9 @@ namespace latentlab::test {
 namespace fs = std::filesystem;
 
 namespace {
-std::string engine(const std::string& args) { return shellQuote(kEngine) + " " + args; }
+std::string engine(const std::string& args) {
+  return shellQuote(kEngine) + " " + args;
+}
 }  // namespace
 
 TEST(MemoryCheckCli, CheckPrintsThePlanAndRunsNothing) {
@@ -37,13 +39,19 @@ TEST(MemoryCheckCli, CheckPrintsThePlanAndRunsNothing) {
   EXPECT_GT(j.at("peak_bytes_with_recompute").get<std::int64_t>(), 0);
   EXPECT_FALSE(fs::exists(dir / "runs.db")) << "a check registers nothing";
   // For a machine one does not have: --available per device.
-  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available 1M"), &out), 4) << out;
+  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available 1M"), &out), 4)
+      << out;
   EXPECT_NE(out.find("1.00 MiB available"), std::string::npos) << out;
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) +
-                              " --check --device cuda:0,cuda:1 --available 80G"), &out), 0) << out;
+                              " --check --device cuda:0,cuda:1 --available 80G"),
+                       &out),
+            0)
+      << out;
   EXPECT_NE(out.find("2 ranks"), std::string::npos) << out;
   EXPECT_NE(out.find("80.0 GiB available"), std::string::npos) << out;
-  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available lots"), &out), 1) << out;
+  EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --check --available lots"), &out),
+            1)
+      << out;
   EXPECT_NE(out.find("--available"), std::string::npos) << out;
 }
 
@@ -55,14 +63,18 @@ TEST(MemoryCheckCli, ARunsSummaryHoldsItsMeasuredPeakBesideThePlan) {
                                R"("eval_every":0,"checkpoint_every":0,"data":{"seq_len":128}})");
   std::string out;
   ASSERT_EQ(runCommand(engine("run " + shellQuote((dir / "demo.json").string()) + " --db " +
-                              shellQuote((dir / "runs.db").string()) + " --quiet"), &out), 0) << out;
+                              shellQuote((dir / "runs.db").string()) + " --quiet"),
+                       &out),
+            0)
+      << out;
   RunStore store(dir / "runs.db");
   const auto runs = store.listRuns();
   ASSERT_EQ(runs.size(), 1u);
   const auto summary = nlohmann::json::parse(store.run(runs.front().id).summaryJson);
   const auto& memory = summary.at("memory");
   ASSERT_TRUE(memory.at("peak_bytes").is_number()) << memory.dump();
-  const double measured = memory.at("peak_bytes").get<double>(), planned = memory.at("planned_peak_bytes").get<double>();
+  const double measured = memory.at("peak_bytes").get<double>(),
+               planned = memory.at("planned_peak_bytes").get<double>();
   EXPECT_LT(std::abs(planned - measured) / measured, 0.15) << memory.dump();
 }
 
@@ -76,7 +88,10 @@ TEST(MemoryCheckCli, ASpecThatCannotFitIsRefusedBeforeAnyRunIsRegistered) {
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "big.json").string()) + " --check"), &out), 4) << out;
   EXPECT_NE(out.find("does not fit"), std::string::npos) << out;
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "big.json").string()) + " --db " +
-                              shellQuote((dir / "runs.db").string())), &out), 1) << out;
+                              shellQuote((dir / "runs.db").string())),
+                       &out),
+            1)
+      << out;
   EXPECT_NE(out.find("does not fit cpu"), std::string::npos) << out;
   EXPECT_NE(out.find("is free"), std::string::npos) << out;
   EXPECT_NE(out.find("micro_batch"), std::string::npos) << out;
@@ -95,10 +110,10 @@ TEST(MemoryCheckCli, AnAllocationThatFailsDuringAStepIsReportedAsOutOfMemory) {
             R"({"kind":"pretrain","architecture":"demo-gqa","steps":3,"micro_batch":512,"eval_every":0,)"
             R"("checkpoint_every":0,"data":{"seq_len":128,"validation_share":0}})");
   std::string out;
-  const int rc = runCommand("ulimit -v 4000000; " + engine("run " + shellQuote((dir / "wide.json").string()) +
-                                                           " --db " + shellQuote((dir / "runs.db").string()) +
-                                                           " --ignore-memory-plan --quiet"),
-                            &out);
+  const int rc = runCommand(
+      "ulimit -v 4000000; " + engine("run " + shellQuote((dir / "wide.json").string()) + " --db " +
+                                     shellQuote((dir / "runs.db").string()) + " --ignore-memory-plan --quiet"),
+      &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("out of memory at step 1 on cpu"), std::string::npos) << out;
   RunStore store(dir / "runs.db");

@@ -5,25 +5,29 @@
 // disk is an error message, not an abort.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <fstream>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "../train/train_test_util.h"
-#include "latentlab/run_store.h"
 #include "engine_test_util.h"
+#include "latentlab/run_store.h"
 #include "test_support.h"
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
 namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
-std::string engine(const std::string& args) { return shellQuote(kEngine) + " " + args; }
+std::string engine(const std::string& args) {
+  return shellQuote(kEngine) + " " + args;
+}
 
 // Waits until run `id` has a train/loss row at step >= `step`.
 bool waitForStep(const fs::path& db, std::int64_t id, std::int64_t step) {
@@ -42,7 +46,7 @@ int waitExit(pid_t pid) {
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
-} // namespace
+}  // namespace
 
 TEST(RunIntegrityCli, OneEngineAtATimeAndAKilledEnginesLeaseIsTakenOver) {
   fs::path dir = scratchDir("two-engines");
@@ -51,14 +55,14 @@ TEST(RunIntegrityCli, OneEngineAtATimeAndAKilledEnginesLeaseIsTakenOver) {
   writeFile(dir / "spec.json", runSpecToJson(spec));
   const fs::path db = dir / "runs.db";
   std::string out;
-  ASSERT_EQ(runCommand(engine("runs list --db " + shellQuote(db.string())), &out), 1);   // no database yet
+  ASSERT_EQ(runCommand(engine("runs list --db " + shellQuote(db.string())), &out), 1);  // no database yet
   pid_t first = spawnEngine({"run", (dir / "spec.json").string(), "--quiet", "--db", db.string()}, dir / "first.log");
   ASSERT_TRUE(waitForStep(db, 1, 5));
 
   // A second engine on the same run is refused and changes nothing.
   ASSERT_EQ(runCommand(engine("run --quiet --db " + shellQuote(db.string()) + " --run 1"), &out), 1) << out;
   EXPECT_TRUE(contains(out, "already being run by engine pid " + std::to_string(first))) << out;
-  EXPECT_TRUE(contains(out, "error: run 1 not started:")) << out;   // refused, not failed
+  EXPECT_TRUE(contains(out, "error: run 1 not started:")) << out;  // refused, not failed
   EXPECT_FALSE(contains(out, "run 1 failed")) << out;
   {
     RunStore store(db);
@@ -87,7 +91,7 @@ TEST(RunIntegrityCli, OneEngineAtATimeAndAKilledEnginesLeaseIsTakenOver) {
     before = store.lastStep(1, "train/loss").value_or(0);
   }
   ASSERT_TRUE(waitForStep(db, 1, before + 3));
-  ::kill(third, SIGTERM);   // cancel: checkpoint and exit 2
+  ::kill(third, SIGTERM);  // cancel: checkpoint and exit 2
   EXPECT_EQ(waitExit(third), 2);
   RunStore store(db);
   bool takeover = false;
@@ -114,7 +118,8 @@ TEST(RunIntegrityCli, NumbersAreRangeCheckedNeverTruncated) {
        "--dkv is out of range: 4294967304"},
       {"inspect " + m + " --tp 4294967297", "--tp is out of range: 4294967297"},
       {"init --arch demo-gqa --out " + shellQuote((dir / "v0").string()) + " --vocab 0", "--vocab is out of range: 0"},
-      {"init --arch demo-gqa --out " + shellQuote((dir / "v5").string()) + " --vocab -5", "--vocab is out of range: -5"},
+      {"init --arch demo-gqa --out " + shellQuote((dir / "v5").string()) + " --vocab -5",
+       "--vocab is out of range: -5"},
       {"init --arch demo-gqa --out " + shellQuote((dir / "s").string()) + " --seed -1", "--seed is out of range: -1"},
       {"runs show 1x --db " + shellQuote((dir / "none.db").string()), "no such workspace database"},
   };
@@ -130,16 +135,22 @@ TEST(RunIntegrityCli, NumbersAreRangeCheckedNeverTruncated) {
   // Spec fields: a seed of -1 is no uint64, 1e999 is no double; the file is named.
   writeFile(dir / "seed.json", R"({"kind":"pretrain","architecture":"demo-gqa","seed":-1})");
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "seed.json").string()) + " --db " +
-                              shellQuote((dir / "runs.db").string())), &out), 1);
+                              shellQuote((dir / "runs.db").string())),
+                       &out),
+            1);
   EXPECT_TRUE(contains(out, "seed.json")) << out;
   EXPECT_TRUE(contains(out, "seed must be an integer from 0 to 18446744073709551615")) << out;
   writeFile(dir / "lr.json", R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":1e999}})");
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "lr.json").string()) + " --db " +
-                              shellQuote((dir / "runs.db").string())), &out), 1);
+                              shellQuote((dir / "runs.db").string())),
+                       &out),
+            1);
   EXPECT_TRUE(contains(out, "lr.json: invalid JSON")) << out;
   writeFile(dir / "steps.json", R"({"kind":"pretrain","architecture":"demo-gqa","steps":4294967297})");
   EXPECT_EQ(runCommand(engine("run " + shellQuote((dir / "steps.json").string()) + " --db " +
-                              shellQuote((dir / "runs.db").string())), &out), 1);
+                              shellQuote((dir / "runs.db").string())),
+                       &out),
+            1);
   EXPECT_TRUE(contains(out, "steps must be an integer from")) << out;
   EXPECT_FALSE(fs::exists(dir / "runs.db")) << "no spec that failed validation touched the database";
 }
@@ -157,8 +168,8 @@ TEST(RunIntegrityCli, ASpecThatCannotRunWritesNothing) {
   const std::vector<Case> cases = {
       {R"({"kind":"finetune","model_dir":")" + (dir / "gone").string() + R"(","data":{"corpus":")" + corpus + R"("}})",
        {"model_dir", "gone", "is not a folder"}},
-      {R"({"kind":"convert-finetune","model_dir":")" + (dir / "m").string() + R"(","conversion":{"d_kv":100000},"data":{"corpus":")" +
-           corpus + R"("}})",
+      {R"({"kind":"convert-finetune","model_dir":")" + (dir / "m").string() +
+           R"(","conversion":{"d_kv":100000},"data":{"corpus":")" + corpus + R"("}})",
        {"conversion", "d_kv = 100000"}},
       {R"({"kind":"pretrain","architecture":"gpt-5"})", {"architecture", "gpt-5", "not a built-in architecture"}},
       {R"({"kind":"pretrain","architecture":"demo-gqa","data":{"corpus":")" + (dir / "no-corpus").string() + R"("}})",
@@ -169,7 +180,8 @@ TEST(RunIntegrityCli, ASpecThatCannotRunWritesNothing) {
     const fs::path spec = dir / ("spec" + std::to_string(k++) + ".json");
     writeFile(spec, c.spec);
     EXPECT_EQ(runCommand(engine("run " + shellQuote(spec.string()) + " --db " + shellQuote(db.string())), &out), 1)
-        << c.spec << "\n" << out;
+        << c.spec << "\n"
+        << out;
     for (const auto& e : c.expect) EXPECT_TRUE(contains(out, e)) << e << " not in: " << out;
     EXPECT_TRUE(contains(out, spec.string())) << out;
   }
@@ -183,8 +195,11 @@ TEST(RunIntegrityCli, AFullDiskIsAnErrorNotAnAbort) {
   const fs::path db = dir / "runs.db";
   std::string out;
   // Room for the caches and the run folder's first files, not for a checkpoint.
-  ASSERT_EQ(runCommand("LATENTLAB_FAULT_DISK_BYTES=200000 " + engine("run --quiet " + shellQuote((dir / "spec.json").string()) +
-                                                                     " --db " + shellQuote(db.string())), &out), 1)
+  ASSERT_EQ(runCommand("LATENTLAB_FAULT_DISK_BYTES=200000 " +
+                           engine("run --quiet " + shellQuote((dir / "spec.json").string()) + " --db " +
+                                  shellQuote(db.string())),
+                       &out),
+            1)
       << out;
   EXPECT_TRUE(contains(out, "disk full")) << out;
   EXPECT_FALSE(contains(out, "terminate")) << out;
@@ -198,7 +213,7 @@ TEST(RunIntegrityCli, AFullDiskIsAnErrorNotAnAbort) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test
 
 namespace latentlab::test {
 

@@ -58,8 +58,10 @@ inline std::shared_ptr<CausalLm> randomModel(const ModelConfig& cfg, torch::Scal
   m->to(dtype);
   torch::NoGradGuard g;
   for (auto& p : m->named_parameters()) {
-    if (p.key().find("norm") != std::string::npos) p.value().uniform_(0.5, 1.5);
-    else p.value().normal_(0.0, 0.1);
+    if (p.key().find("norm") != std::string::npos)
+      p.value().uniform_(0.5, 1.5);
+    else
+      p.value().normal_(0.0, 0.1);
   }
   m->eval();
   return m;
@@ -127,9 +129,10 @@ inline std::vector<std::int32_t> hfGreedy(const std::filesystem::path& dir, cons
   const std::filesystem::path idsFile = dir.parent_path() / "prompt.ids";
   const std::filesystem::path outFile = dir.parent_path() / "generated.ids";
   writeRaw(idsFile, torch::tensor(std::vector<std::int64_t>(prompt.begin(), prompt.end()), torch::kInt64));
-  std::vector<std::string> args = {"generate",  dir.string(), idsFile.string(), outFile.string(),
-                                   "--shape",   "1," + std::to_string(prompt.size()),
-                                   "--new",     std::to_string(newTokens)};
+  std::vector<std::string> args = {"generate",       dir.string(),
+                                   idsFile.string(), outFile.string(),
+                                   "--shape",        "1," + std::to_string(prompt.size()),
+                                   "--new",          std::to_string(newTokens)};
   args.insert(args.end(), extra.begin(), extra.end());
   if (runPython("hf_llama.py", args, log) != 0) return {};
   std::ifstream in(outFile, std::ios::binary);
@@ -140,4 +143,4 @@ inline std::vector<std::int32_t> hfGreedy(const std::filesystem::path& dir, cons
   return std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

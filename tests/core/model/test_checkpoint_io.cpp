@@ -38,7 +38,8 @@ void expectError(Fn&& fn, std::initializer_list<std::string> needles) {
     for (const auto& n : needles) expected += " '" + n + "'";
     ADD_FAILURE() << "no error was thrown (expected one saying" << expected << ")";
   } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << "message: " << e.message() << "\nmissing: " << n;
+    for (const auto& n : needles)
+      EXPECT_NE(e.message().find(n), std::string::npos) << "message: " << e.message() << "\nmissing: " << n;
   }
 }
 
@@ -71,11 +72,12 @@ void editConfig(const fs::path& dir, const std::function<void(json&)>& edit) {
   writeAll(dir / "config.json", c.dump(2));
 }
 
-} // namespace
+}  // namespace
 
 TEST(CheckpointIo, SaveThenLoadGivesIdenticalLogits) {
-  for (TinyShape s : {TinyShape{}, TinyShape{.kvHeads = 4, .tied = true}, TinyShape{.attentionBias = true, .mlpBias = true},
-                      TinyShape{.kvHeads = 1, .modelType = "qwen2"}}) {
+  for (TinyShape s :
+       {TinyShape{}, TinyShape{.kvHeads = 4, .tied = true}, TinyShape{.attentionBias = true, .mlpBias = true},
+        TinyShape{.kvHeads = 1, .modelType = "qwen2"}}) {
     fs::path dir = scratchDir("roundtrip") / "m";
     auto model = savedTiny(dir, s);
     auto loaded = loadModel(dir, torch::kCPU, torch::kFloat32);
@@ -137,8 +139,14 @@ TEST(CheckpointIo, HalfPrecisionFilesLoadWithinDtypeTolerance) {
 
 TEST(CheckpointIo, InspectReportsKvCacheOfSmolLm135mShape) {
   ModelConfig c = tinyConfig({});
-  c.numLayers = 30; c.numHeads = 9; c.numKvHeads = 3; c.hiddenSize = 576; c.headDim = 64;
-  c.intermediateSize = 64; c.vocabSize = 64; c.tieWordEmbeddings = true;
+  c.numLayers = 30;
+  c.numHeads = 9;
+  c.numKvHeads = 3;
+  c.hiddenSize = 576;
+  c.headDim = 64;
+  c.intermediateSize = 64;
+  c.vocabSize = 64;
+  c.tieWordEmbeddings = true;
   fs::path dir = scratchDir("smol-shape") / "m";
   initModel(c, dir, 0, DType::BF16);
   auto s = inspectModel(dir);
@@ -169,12 +177,15 @@ TEST(CheckpointIo, BadInputNamesTheFileAndTheProblem) {
   // RoPE scaling: an unknown variant, yarn without its factor, a factor that is no number.
   d = fresh("ropetype");
   editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}}; });
-  expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "rope_type 'ntk-by-parts' is not supported"});
+  expectError([&] { HfCheckpoint ck(d); },
+              {"config.json", "rope_scaling", "rope_type 'ntk-by-parts' is not supported"});
   d = fresh("yarnfactor");
   editConfig(d, [](json& c) { c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}}; });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_parameters", "'factor' is missing"});
   d = fresh("llama3fields");
-  editConfig(d, [](json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}}; });
+  editConfig(d, [](json& c) {
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}};
+  });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json rope_scaling", "'high_freq_factor' is missing"});
   d = fresh("ropefactor");
   editConfig(d, [](json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", "four"}}; });
@@ -292,7 +303,8 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   // longrope and partial rotary belong to Phi-3.
   fs::path d = fresh("llama-longrope", "llama");
   editConfig(d, [](json& c) {
-    c["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
+    c["rope_scaling"] = {{"rope_type", "longrope"},
+                         {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
                          {"long_factor", json::array({2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0})}};
   });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "longrope is Phi-3's"});
@@ -303,7 +315,8 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   d = fresh("phi3-factors", "phi3");
   editConfig(d, [](json& c) {
     c["partial_rotary_factor"] = 0.5;
-    c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", json::array({1.0, 1.0, 1.0})},
+    c["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", json::array({1.0, 1.0, 1.0})},
                          {"long_factor", json::array({2.0, 2.0, 2.0, 2.0})}};
   });
   expectError([&] { HfCheckpoint ck(d); }, {"config.json", "rope_scaling", "4 entries", "got 3 and 4"});
@@ -384,7 +397,8 @@ TEST(CheckpointIo, FamilyFieldsAreCheckedNamingTheFileAndField) {
   EXPECT_EQ(readHfConfig(d / "config.json").windowOf(0), 0);
   d = fresh("phi3-yarn", "phi3");
   editConfig(d, [](json& c) {
-    c["rope_scaling"] = {{"type", "yarn"}, {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
+    c["rope_scaling"] = {{"type", "yarn"},
+                         {"short_factor", json::array({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0})},
                          {"long_factor", json::array({2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0})},
                          {"original_max_position_embeddings", 64}};
   });
@@ -414,7 +428,7 @@ TEST(CheckpointIo, MistralSlidingWindowAppliesPastTheWindowAndInTheCache) {
   editConfig(d, [](json& c) {
     c["model_type"] = "mistral";
     c["architectures"] = json::array({"MistralForCausalLM"});
-    c["sliding_window"] = 6;   // the decode test's chunk of 4 at position 7 starts past it
+    c["sliding_window"] = 6;  // the decode test's chunk of 4 at position 7 starts past it
     c["max_position_embeddings"] = 4096;
   });
   auto model = loadModel(d, torch::kCPU, torch::kFloat32);
@@ -426,7 +440,7 @@ TEST(CheckpointIo, MistralSlidingWindowAppliesPastTheWindowAndInTheCache) {
   const auto windowed = model->forward(ids);
   const auto plain = full->forward(ids);
   EXPECT_LT(maxAbsDiff(windowed.narrow(1, 0, 6), plain.narrow(1, 0, 6)), 1e-5);    // within the window
-  EXPECT_GT(maxAbsDiff(windowed.narrow(1, 6, 34), plain.narrow(1, 6, 34)), 1e-3);    // past it
+  EXPECT_GT(maxAbsDiff(windowed.narrow(1, 6, 34), plain.narrow(1, 6, 34)), 1e-3);  // past it
   KvCache cache(model->numLayers());
   EXPECT_LT(maxAbsDiff(decodeIncrementally(*model, ids, cache), windowed), 1e-4);
 }
@@ -440,4 +454,4 @@ TEST(CheckpointIo, SavingIntoAnExistingFolderIsRefusedAndLeavesItIntact) {
   EXPECT_EQ(readAll(dir / "model.safetensors"), before);
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -81,7 +81,7 @@ TEST(CpuBlockCache, CountedSmallBlocksAddToTheLiveBytes) {
   setCpuBlockCacheCountsSmallBlocks(true);
   const auto before = cpuBlockCacheStats().liveBytes;
   {
-    auto t = torch::empty({1000});   // 4000 bytes
+    auto t = torch::empty({1000});  // 4000 bytes
     EXPECT_EQ(cpuBlockCacheStats().liveBytes - before, 4000);
     resetCpuBlockCachePeak();
   }
@@ -143,7 +143,8 @@ TEST(CpuBlockCache, GrowingRequestsLeaveNoTrailOfSmallerBlocks) {
   releaseCpuBlockCache();
   std::int64_t most = 0;
   for (int step = 0; step < 100; ++step) {
-    auto t = torch::empty({(std::int64_t{8} << 18) + step * (std::int64_t{1} << 16)});  // 8 MiB, then 256 KiB more a step
+    auto t =
+        torch::empty({(std::int64_t{8} << 18) + step * (std::int64_t{1} << 16)});  // 8 MiB, then 256 KiB more a step
     t.fill_(1.0f);
     most = std::max<std::int64_t>(most, t.nbytes());
   }

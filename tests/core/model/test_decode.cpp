@@ -6,7 +6,8 @@
 namespace latentlab::test {
 
 TEST(Decode, CachedIncrementalDecodeEqualsFullForward) {
-  for (TinyShape s : {TinyShape{.kvHeads = 4}, TinyShape{.kvHeads = 2}, TinyShape{.kvHeads = 1, .attentionBias = true}}) {
+  for (TinyShape s :
+       {TinyShape{.kvHeads = 4}, TinyShape{.kvHeads = 2}, TinyShape{.kvHeads = 1, .attentionBias = true}}) {
     auto model = randomModel(tinyConfig(s), torch::kFloat64, 21);
     torch::NoGradGuard g;
     auto ids = torch::randint(0, s.vocab, {2, 24}, torch::kInt64);
@@ -24,4 +25,4 @@ TEST(Decode, CachedIncrementalDecodeEqualsFullForward) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -73,11 +73,11 @@ const std::vector<Case> kCases = {
     {2, 1, 6, 6, 97, 40, 32, 2, 4, 2},       // six queries per step, a split inside their causal band
     {1, 1, 3, 1, 1030, 512, 512, 1, 16, 0},  // a wide latent (Llama-2-7B at d_kv 16)
     // From six rows per cache head on, keys are transposed into vector lanes:
-    {1, 2, 6, 1, 100, 32, 32, 3, 8, 0},      // RoPE key heads that straddle cache heads
-    {2, 2, 8, 1, 150, 36, 20, 4, 2, 0},      // 16 + 16 + 4 key dims, 16 + 4 value dims, 2 RoPE dims
-    {1, 1, 16, 1, 777, 64, 64, 4, 16, 3},    // 16 rows (more than a register block), splits
-    {2, 1, 7, 1, 33, 48, 48, 7, 8, 0},       // a RoPE key head per row, a part-filled last tile
-    {1, 1, 40, 1, 20, 16, 80, 0, 0, 0},      // 40 rows, no RoPE term, dv of 5 chunks
+    {1, 2, 6, 1, 100, 32, 32, 3, 8, 0},    // RoPE key heads that straddle cache heads
+    {2, 2, 8, 1, 150, 36, 20, 4, 2, 0},    // 16 + 16 + 4 key dims, 16 + 4 value dims, 2 RoPE dims
+    {1, 1, 16, 1, 777, 64, 64, 4, 16, 3},  // 16 rows (more than a register block), splits
+    {2, 1, 7, 1, 33, 48, 48, 7, 8, 0},     // a RoPE key head per row, a part-filled last tile
+    {1, 1, 40, 1, 20, 16, 80, 0, 0, 0},    // 40 rows, no RoPE term, dv of 5 chunks
 };
 
 // The kernel builds this CPU runs (the baseline always).

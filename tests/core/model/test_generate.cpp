@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 GenerateOptions greedy(const fs::path& model, int newTokens) {
   GenerateOptions o;
   o.model = model;
@@ -35,7 +34,7 @@ GenerateOptions greedy(const fs::path& model, int newTokens) {
   return o;
 }
 
-} // namespace
+}  // namespace
 
 TEST(Generate, GreedyIdsEqualTransformersGenerate) {
   ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
@@ -45,12 +44,14 @@ TEST(Generate, GreedyIdsEqualTransformersGenerate) {
            {"qwen3", {"--type", "qwen3", "--head-dim", "32", "--qk-gain", "1.5,3"}},
            {"smollm3", {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,1,1,0", "--tied"}},
            // Gemma-3 with a window of 16 over the 52 positions.
-           {"gemma3", {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "16", "--tied",
-                       "--theta", "1000000"}},
+           {"gemma3",
+            {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "16", "--tied", "--theta",
+             "1000000"}},
            {"qwen3_moe", {"--type", "qwen3_moe", "--layers", "3", "--mlp-only-layers", "1", "--norm-topk"}},
            // longrope switches to its long factors once the 12 + 40 positions pass 32.
-           {"phi4mini", {"--type", "phi3", "--partial-rotary", "0.75", "--rope-type", "longrope", "--original-max", "32",
-                         "--max-pos", "256", "--tied"}}}) {
+           {"phi4mini",
+            {"--type", "phi3", "--partial-rotary", "0.75", "--rope-type", "longrope", "--original-max", "32",
+             "--max-pos", "256", "--tied"}}}) {
     const fs::path dir = scratchDir("gen-" + name) / "model";
     std::vector<std::string> args = {"make", dir.string(), "--std", "0.3"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -74,7 +75,7 @@ TEST(Generate, ConvertedModelGeneratesThroughItsLatentCacheWithTheFormulasBytes)
   saveModel(*base, root / "base", DType::F32);
   ConversionOptions full;
   full.rope = RopeStrategy::Full;
-  full.dKv = cfg.headDim;   // full rank: the same model
+  full.dKv = cfg.headDim;  // full rank: the same model
   saveModel(*convertModel(*base, full), root / "full", DType::F32);
   ConversionOptions small;
   small.rope = RopeStrategy::High;
@@ -138,7 +139,8 @@ TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
   o.seed = 3;
   Generator gen(o);
   std::string streamed;
-  const GenerateResult r = gen.generate("The tutorial", [&](std::string_view piece) { streamed += piece; }, cancel);
+  const GenerateResult r = gen.generate(
+      "The tutorial", [&](std::string_view piece) { streamed += piece; }, cancel);
   EXPECT_EQ(streamed, r.text);
   EXPECT_FALSE(r.text.empty());
   EXPECT_GE(r.promptIds.size(), 2u);
@@ -184,16 +186,17 @@ TEST(Generate, StreamedTextIsTheResultAndTheCliVerbReportsItsFigures) {
   text += done.at("tail").get<std::string>();
   EXPECT_EQ(text, done.at("text").get<std::string>());
   EXPECT_EQ(done.at("generated_ids"), j.at("generated_ids"));
-  ASSERT_EQ(tokens.size(), done.at("generated_tokens").get<std::size_t>() - (done.at("stopped_at_eos").get<bool>() ? 1 : 0));
+  ASSERT_EQ(tokens.size(),
+            done.at("generated_tokens").get<std::size_t>() - (done.at("stopped_at_eos").get<bool>() ? 1 : 0));
   for (std::size_t k = 0; k < tokens.size(); ++k) {
     EXPECT_EQ(tokens[k].at("generated_tokens").get<std::size_t>(), k + 1);
     if (k > 0) {
-      EXPECT_GT(tokens[k].at("kv_cache_bytes").get<std::int64_t>(), tokens[k - 1].at("kv_cache_bytes").get<std::int64_t>());
+      EXPECT_GT(tokens[k].at("kv_cache_bytes").get<std::int64_t>(),
+                tokens[k - 1].at("kv_cache_bytes").get<std::int64_t>());
     }
   }
   EXPECT_EQ(tokens.back().at("kv_cache_bytes"), done.at("kv_cache_bytes"));
 }
-
 
 TEST(Generate, PromptFilesNameTheLineAtFault) {
   const fs::path dir = scratchDir("gen-prompts");
@@ -250,4 +253,4 @@ TEST(Generate, PromptsPastTheContextAreRefusedAndTinyTemperaturesSample) {
   EXPECT_EQ(tiny.generatedIds, Generator(o).generateIds({5, 17, 99}, {}, cancel).generatedIds);
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -21,20 +21,20 @@ struct Variant {
   std::int64_t batch = 2, seqLen = 1100;
 };
 
-
 torch::Tensor hfLogitsSized(const fs::path& dir, const torch::Tensor& ids, int vocab, std::string* log) {
   const fs::path idsFile = dir.parent_path() / (dir.filename().string() + ".ids");
   const fs::path outFile = dir.parent_path() / (dir.filename().string() + ".logits");
   writeRaw(idsFile, ids.to(torch::kInt64));
   const std::string shape = std::to_string(ids.size(0)) + "," + std::to_string(ids.size(1));
-  int rc = runPython("hf_llama.py", {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape", shape}, log);
+  int rc =
+      runPython("hf_llama.py", {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape", shape}, log);
   if (rc != 0) return {};
   return readRawFloat(outFile, {ids.size(0), ids.size(1), vocab});
 }
 
 class HfParity : public ::testing::TestWithParam<Variant> {};
 
-} // namespace
+}  // namespace
 
 TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed in " << LATENTLAB_PYTHON;
@@ -93,70 +93,74 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, HfParity,
-    ::testing::Values(Variant{"mha_untied", {"--heads", "4", "--kv-heads", "4"}},
-                      Variant{"gqa_untied", {"--heads", "4", "--kv-heads", "2"}},
-                      Variant{"gqa_tied", {"--heads", "4", "--kv-heads", "2", "--tied"}},
-                      Variant{"mha_tied_biases", {"--heads", "4", "--kv-heads", "4", "--tied", "--attention-bias", "--mlp-bias"}},
-                      Variant{"qwen2_gqa_biases", {"--type", "qwen2", "--heads", "4", "--kv-heads", "1"}},
-                      Variant{"gqa_theta_head_dim", {"--heads", "2", "--kv-heads", "1", "--head-dim", "24", "--theta", "500000"}},
-                      // The families the papers convert, with each RoPE variant they ship.
-                      Variant{"llama32_llama3_tied_hd64",
-                              {"--hidden", "128", "--heads", "2", "--kv-heads", "1", "--tied", "--theta", "500000",
-                               "--rope-type", "llama3", "--rope-factor", "32", "--original-max", "256", "--max-pos", "4096"},
-                              1, 2100},
-                      Variant{"llama31_llama3_untied",
-                              {"--heads", "4", "--kv-heads", "2", "--theta", "500000", "--rope-type", "llama3",
-                               "--rope-factor", "8", "--low-freq-factor", "1", "--high-freq-factor", "4",
-                               "--original-max", "512", "--max-pos", "4096"},
-                              1, 2100},
-                      Variant{"linear_scaling", {"--rope-type", "linear", "--rope-factor", "4", "--max-pos", "1024"}, 1, 2100},
-                      Variant{"dynamic_ntk", {"--rope-type", "dynamic", "--rope-factor", "2", "--max-pos", "1024"}, 1, 2100},
-                      Variant{"yarn", {"--rope-type", "yarn", "--rope-factor", "4", "--original-max", "512", "--max-pos", "2048"},
-                              1, 2100},
-                      Variant{"yarn_attention_factor",
-                              {"--rope-type", "yarn", "--rope-factor", "8", "--original-max", "256", "--attention-factor",
-                               "1.3", "--beta-fast", "16", "--max-pos", "2048"},
-                              1, 2100},
-                      Variant{"mistral_gqa_no_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "1", "--theta", "1000000"}},
-                      Variant{"qwen25_biases_tied", {"--type", "qwen2", "--heads", "4", "--kv-heads", "2", "--tied",
-                                                     "--theta", "1000000"}},
-                      Variant{"llama2_mha", {"--heads", "4", "--kv-heads", "4"}},
-                      // The 2025-26 families: QK norms with large gains (peaky attention) and an
-                      // explicit head_dim (Qwen3), NoPE layers (SmolLM3), partial rotary with
-                      // fused projections and longrope in both regimes (Phi-3 / Phi-4-mini).
-                      Variant{"qwen3_gqa_qk_norm_head_dim",
-                              {"--type", "qwen3", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--qk-gain",
-                               "1.5,3", "--tied", "--theta", "1000000"}},
-                      Variant{"qwen3_mha_qk_norm", {"--type", "qwen3", "--heads", "4", "--kv-heads", "4", "--qk-gain", "1.5,3"}},
-                      Variant{"smollm3_nope_layers",
-                              {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,0,1,0", "--theta", "2000000",
-                               "--tied"}},
-                      Variant{"phi3_partial_rotary", {"--type", "phi3", "--partial-rotary", "0.75"}},
-                      Variant{"phi4mini_longrope_past_original",
-                              {"--type", "phi3", "--partial-rotary", "0.5", "--rope-type", "longrope", "--original-max",
-                               "512", "--max-pos", "4096", "--tied"},
-                              1, 2100},
-                      // Windows: Mistral's on every layer, Gemma-3's on its sliding layers (with
-                      // their own RoPE base), sequences well past the window.
-                      Variant{"mistral_sliding_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "2", "--window", "100"}},
-                      Variant{"gemma3_windows_qk_norm_softcap",
-                              {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "64",
-                               "--head-dim", "24", "--query-scalar", "20", "--qk-gain", "0.5,2", "--tied", "--theta",
-                               "1000000", "--softcap", "30"}},
-                      Variant{"gemma3_mqa_linear_global",
-                              {"--type", "gemma3", "--layers", "4", "--heads", "4", "--kv-heads", "1", "--layer-types",
-                               "s,s,s,f", "--window", "128", "--tied", "--theta", "1000000", "--rope-type", "linear",
-                               "--rope-factor", "8"}},
-                      // Qwen3-MoE: experts per token renormalised or not, a dense layer between
-                      // sparse ones, every other layer sparse, and the experts as 3-D tensors.
-                      Variant{"qwen3_moe_norm_topk_dense_layer",
-                              {"--type", "qwen3_moe", "--layers", "3", "--mlp-only-layers", "1", "--norm-topk",
-                               "--experts", "6", "--top-k", "2", "--qk-gain", "1.5,3"}},
-                      Variant{"qwen3_moe_sparse_step_fused_experts",
-                              {"--type", "qwen3_moe", "--layers", "4", "--sparse-step", "2", "--experts", "4",
-                               "--top-k", "3", "--fused-experts"}},
-                      Variant{"phi3_longrope_within_original",
-                              {"--type", "phi3", "--rope-type", "longrope", "--original-max", "2048", "--max-pos", "8192"}}),
+    ::testing::Values(
+        Variant{"mha_untied", {"--heads", "4", "--kv-heads", "4"}},
+        Variant{"gqa_untied", {"--heads", "4", "--kv-heads", "2"}},
+        Variant{"gqa_tied", {"--heads", "4", "--kv-heads", "2", "--tied"}},
+        Variant{"mha_tied_biases", {"--heads", "4", "--kv-heads", "4", "--tied", "--attention-bias", "--mlp-bias"}},
+        Variant{"qwen2_gqa_biases", {"--type", "qwen2", "--heads", "4", "--kv-heads", "1"}},
+        Variant{"gqa_theta_head_dim", {"--heads", "2", "--kv-heads", "1", "--head-dim", "24", "--theta", "500000"}},
+        // The families the papers convert, with each RoPE variant they ship.
+        Variant{"llama32_llama3_tied_hd64",
+                {"--hidden", "128", "--heads", "2", "--kv-heads", "1", "--tied", "--theta", "500000", "--rope-type",
+                 "llama3", "--rope-factor", "32", "--original-max", "256", "--max-pos", "4096"},
+                1,
+                2100},
+        Variant{"llama31_llama3_untied",
+                {"--heads", "4", "--kv-heads", "2", "--theta", "500000", "--rope-type", "llama3", "--rope-factor", "8",
+                 "--low-freq-factor", "1", "--high-freq-factor", "4", "--original-max", "512", "--max-pos", "4096"},
+                1,
+                2100},
+        Variant{"linear_scaling", {"--rope-type", "linear", "--rope-factor", "4", "--max-pos", "1024"}, 1, 2100},
+        Variant{"dynamic_ntk", {"--rope-type", "dynamic", "--rope-factor", "2", "--max-pos", "1024"}, 1, 2100},
+        Variant{"yarn",
+                {"--rope-type", "yarn", "--rope-factor", "4", "--original-max", "512", "--max-pos", "2048"},
+                1,
+                2100},
+        Variant{"yarn_attention_factor",
+                {"--rope-type", "yarn", "--rope-factor", "8", "--original-max", "256", "--attention-factor", "1.3",
+                 "--beta-fast", "16", "--max-pos", "2048"},
+                1,
+                2100},
+        Variant{"mistral_gqa_no_window",
+                {"--type", "mistral", "--heads", "4", "--kv-heads", "1", "--theta", "1000000"}},
+        Variant{"qwen25_biases_tied",
+                {"--type", "qwen2", "--heads", "4", "--kv-heads", "2", "--tied", "--theta", "1000000"}},
+        Variant{"llama2_mha", {"--heads", "4", "--kv-heads", "4"}},
+        // The 2025-26 families: QK norms with large gains (peaky attention) and an
+        // explicit head_dim (Qwen3), NoPE layers (SmolLM3), partial rotary with
+        // fused projections and longrope in both regimes (Phi-3 / Phi-4-mini).
+        Variant{"qwen3_gqa_qk_norm_head_dim",
+                {"--type", "qwen3", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--qk-gain", "1.5,3",
+                 "--tied", "--theta", "1000000"}},
+        Variant{"qwen3_mha_qk_norm", {"--type", "qwen3", "--heads", "4", "--kv-heads", "4", "--qk-gain", "1.5,3"}},
+        Variant{"smollm3_nope_layers",
+                {"--type", "smollm3", "--layers", "4", "--no-rope-layers", "1,0,1,0", "--theta", "2000000", "--tied"}},
+        Variant{"phi3_partial_rotary", {"--type", "phi3", "--partial-rotary", "0.75"}},
+        Variant{"phi4mini_longrope_past_original",
+                {"--type", "phi3", "--partial-rotary", "0.5", "--rope-type", "longrope", "--original-max", "512",
+                 "--max-pos", "4096", "--tied"},
+                1,
+                2100},
+        // Windows: Mistral's on every layer, Gemma-3's on its sliding layers (with
+        // their own RoPE base), sequences well past the window.
+        Variant{"mistral_sliding_window", {"--type", "mistral", "--heads", "4", "--kv-heads", "2", "--window", "100"}},
+        Variant{"gemma3_windows_qk_norm_softcap",
+                {"--type", "gemma3", "--layers", "3", "--layer-types", "s,f,s", "--window", "64", "--head-dim", "24",
+                 "--query-scalar", "20", "--qk-gain", "0.5,2", "--tied", "--theta", "1000000", "--softcap", "30"}},
+        Variant{"gemma3_mqa_linear_global",
+                {"--type", "gemma3", "--layers", "4", "--heads", "4", "--kv-heads", "1", "--layer-types", "s,s,s,f",
+                 "--window", "128", "--tied", "--theta", "1000000", "--rope-type", "linear", "--rope-factor", "8"}},
+        // Qwen3-MoE: experts per token renormalised or not, a dense layer between
+        // sparse ones, every other layer sparse, and the experts as 3-D tensors.
+        Variant{"qwen3_moe_norm_topk_dense_layer",
+                {"--type", "qwen3_moe", "--layers", "3", "--mlp-only-layers", "1", "--norm-topk", "--experts", "6",
+                 "--top-k", "2", "--qk-gain", "1.5,3"}},
+        Variant{"qwen3_moe_sparse_step_fused_experts",
+                {"--type", "qwen3_moe", "--layers", "4", "--sparse-step", "2", "--experts", "4", "--top-k", "3",
+                 "--fused-experts"}},
+        Variant{"phi3_longrope_within_original",
+                {"--type", "phi3", "--rope-type", "longrope", "--original-max", "2048", "--max-pos", "8192"}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(HfParity, LatentLabWrittenCheckpointLoadsInTransformers) {
@@ -207,8 +211,8 @@ TEST(HfParity, LatentLabWrittenFamilyCheckpointsLoadInTransformers) {
   phi3.ropeScaling.longFactor = {3.0, 4.5, 2.5, 6.0};
   ModelConfig qwen3moe = family("qwen3_moe", "Qwen3MoeForCausalLM");
   qwen3moe.qkNorm = true;
-  qwen3moe.moe = MoeConfig{.experts = 4, .topK = 2, .intermediate = 24, .normTopK = true, .sparseStep = 1,
-                           .denseLayers = {1}};
+  qwen3moe.moe =
+      MoeConfig{.experts = 4, .topK = 2, .intermediate = 24, .normTopK = true, .sparseStep = 1, .denseLayers = {1}};
   ModelConfig gemma3 = family("gemma3_text", "Gemma3ForCausalLM");
   gemma3.headDim = 24;
   gemma3.qkNorm = gemma3.normPlusOne = gemma3.sandwichNorms = gemma3.scaleEmbeddings = gemma3.geluTanh = true;
@@ -231,8 +235,9 @@ TEST(HfParity, LatentLabWrittenFamilyCheckpointsLoadInTransformers) {
     std::string log;
     const fs::path idsFile = dir.parent_path() / "ids", outFile = dir.parent_path() / "logits";
     writeRaw(idsFile, ids);
-    ASSERT_EQ(runPython("hf_llama.py", {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape", "1,64",
-                                        "--expect-class", cfg.architecture},
+    ASSERT_EQ(runPython("hf_llama.py",
+                        {"logits", dir.string(), idsFile.string(), outFile.string(), "--shape", "1,64",
+                         "--expect-class", cfg.architecture},
                         &log),
               0)
         << log;
@@ -276,4 +281,4 @@ TEST(HfParity, LatentLabWrittenScaledRopeLoadsInTransformers) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -72,7 +72,9 @@ TEST(LatentConfig, PaperScaleParameterCountsMatchTheHandFormulas) {
   EXPECT_EQ(mha.intermediateSize, 8192);
 
   // Per layer within 0.5% of each other (MLA vs GLA-2 as the paper sets them).
-  auto layer = [&](const ModelConfig& c) { return attentionParametersPerLayer(c) + 3 * d * c.intermediateSize + 2 * d; };
+  auto layer = [&](const ModelConfig& c) {
+    return attentionParametersPerLayer(c) + 3 * d * c.intermediateSize + 2 * d;
+  };
   EXPECT_EQ(layer(mla), mlaAttn + 3 * d * 9448 + 2 * d);
   const double rel = std::abs(static_cast<double>(layer(mla) - layer(gla2))) / static_cast<double>(layer(gla2));
   EXPECT_LT(rel, 0.005);
@@ -139,7 +141,8 @@ TEST(LatentConfig, ConfigJsonRoundTripsAndNamesBadFields) {
 TEST(LatentConfig, RunSpecAcceptsTheVariantsAndNamesImpossibleSettings) {
   const std::string head = R"({"kind": "pretrain", "architecture": "demo-gqa", )";
   for (const std::string v : {"mha", "gqa", "mla", "gla-2", "gla-4", "mlra-2", "mlra-4"}) {
-    RunSpec s = parseRunSpec(head + R"("attention": ")" + v + R"(", "attention_options": {"scaled": false}})", "s.json");
+    RunSpec s =
+        parseRunSpec(head + R"("attention": ")" + v + R"(", "attention_options": {"scaled": false}})", "s.json");
     EXPECT_EQ(s.attention, v);
     EXPECT_FALSE(s.attentionOptions.scaled);
     // Round trip through runSpecToJson.
@@ -175,15 +178,16 @@ TEST(LatentConfig, KvPerTokenOfOriginalModelsPerTpDevice) {
   EXPECT_EQ(currentKvBudget(gqa, DType::F32, 2).perDevicePerTokenPerLayer, 2 * 32);
   EXPECT_EQ(currentKvBudget(gqa, DType::F32, 8).perDevicePerTokenPerLayer, 2 * 32);
   // Paper-scale MLA: 512 + 64 at every degree; GLA-2 288 at 2; MLRA-4 192 at 4.
-  for (int tp : {1, 2, 4, 8}) EXPECT_EQ(currentKvBudget(paperVariant("mla"), DType::BF16, tp).perDevicePerTokenPerLayer, 576);
+  for (int tp : {1, 2, 4, 8})
+    EXPECT_EQ(currentKvBudget(paperVariant("mla"), DType::BF16, tp).perDevicePerTokenPerLayer, 576);
   EXPECT_EQ(currentKvBudget(paperVariant("gla-2"), DType::BF16, 2).perDevicePerTokenPerLayer, 256 + 64);
   EXPECT_EQ(currentKvBudget(paperVariant("mlra-4"), DType::BF16, 4).perDevicePerTokenPerLayer, 128 + 64);
   EXPECT_EQ(currentKvBudget(paperVariant("mlra-4"), DType::BF16, 1).bytesPerToken, 576 * 24 * 2);
 }
 
 TEST(LatentConfig, ScaleAblationPresetParsesAtBothScalesWithMatchedPairs) {
-  const auto preset = nlohmann::json::parse(readTextFile(std::string(LATENTLAB_SOURCE_DIR) +
-                                                         "/resources/presets/scale-ablation.json"));
+  const auto preset =
+      nlohmann::json::parse(readTextFile(std::string(LATENTLAB_SOURCE_DIR) + "/resources/presets/scale-ablation.json"));
   for (const std::string scale : {"demo", "paper"}) {
     const auto& runs = preset.at("scales").at(scale).at("runs");
     ASSERT_EQ(runs.size(), 6u) << scale;
@@ -193,7 +197,8 @@ TEST(LatentConfig, ScaleAblationPresetParsesAtBothScalesWithMatchedPairs) {
       ++scaledCount[s.attention + (s.attentionOptions.scaled ? " scaled" : " noscale")];
       EXPECT_TRUE(s.zeroInitOutput);
       EXPECT_DOUBLE_EQ(s.initStd, 0.02);
-      const ModelConfig cfg = attentionVariant(builtinArchitecture(s.architecture), s.attention, s.attentionOptions, "p");
+      const ModelConfig cfg =
+          attentionVariant(builtinArchitecture(s.architecture), s.attention, s.attentionOptions, "p");
       if (scale == "paper") {
         EXPECT_EQ(s.steps, 100000);
         EXPECT_EQ(s.data.seqLen, 2048);

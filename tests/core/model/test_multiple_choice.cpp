@@ -5,12 +5,12 @@
 // bad task files name the file, line and field.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/resource.h>
-#include <sys/stat.h>
 
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
@@ -48,7 +48,7 @@ const char* const kItems =
 {"context": "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "choices": ["\u3067\u3059", "\u3067\u306f\u306a\u3044"], "gold": 1}
 )ITEMS";
 
-} // namespace
+}  // namespace
 
 TEST(MultipleChoice, LogLikelihoodsAndAccuracyEqualLmEvalsConvention) {
   ASSERT_TRUE(pythonHas("transformers")) << "the test peer 'transformers' is not installed";
@@ -84,8 +84,8 @@ TEST(MultipleChoice, LogLikelihoodsAndAccuracyEqualLmEvalsConvention) {
   std::cout << "[ multiple choice ] max |log-likelihood diff| vs the lm-eval convention in Python: " << worst << "\n";
 
   // The CLI verb reports the same figures.
-  ASSERT_EQ(runCommand(shellQuote(LATENTLAB_ENGINE_EXE) + " eval " + shellQuote(model.string()) + " --quiet --json --task " +
-                           shellQuote("toy=" + items.string()),
+  ASSERT_EQ(runCommand(shellQuote(LATENTLAB_ENGINE_EXE) + " eval " + shellQuote(model.string()) +
+                           " --quiet --json --task " + shellQuote("toy=" + items.string()),
                        &out),
             0)
       << out;
@@ -107,9 +107,11 @@ TEST(MultipleChoice, BadTaskFilesNameTheFileLineAndField) {
     return std::string("no error");
   };
   const std::string good = R"({"context": "a", "choices": ["b", "c"], "gold": 1})";
-  EXPECT_NE(errorOf(good + "\n" + R"({"context": "a", "choices": ["b", "c"], "gold": 2})").find("t.jsonl:2: field 'gold' (2)"),
+  EXPECT_NE(errorOf(good + "\n" + R"({"context": "a", "choices": ["b", "c"], "gold": 2})")
+                .find("t.jsonl:2: field 'gold' (2)"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"context": "a", "choices": ["b"], "gold": 0})").find("t.jsonl:1: field 'choices'"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"context": "a", "choices": ["b"], "gold": 0})").find("t.jsonl:1: field 'choices'"),
+            std::string::npos);
   EXPECT_NE(errorOf(R"({"choices": ["b", "c"], "gold": 0})").find("field 'context'"), std::string::npos);
   EXPECT_NE(errorOf("{not json").find("t.jsonl:1: not valid JSON"), std::string::npos);
   EXPECT_NE(errorOf("\n\n").find("no items"), std::string::npos);
@@ -141,8 +143,9 @@ TEST(MultipleChoice, BadTaskFilesNameTheFileLineAndField) {
 TEST(MultipleChoice, LabelsAreReadAsLmEvalReadsThem) {
   const fs::path dir = scratchDir("mc-labels");
   auto hellaswag = [&](const std::string& label) {
-    std::ofstream(dir / "hs.jsonl") << R"({"activity_label": "A", "ctx_a": "b", "ctx_b": "c", "endings": ["d", "e", "f", "g"], "label": )"
-                                    << label << "}\n";
+    std::ofstream(dir / "hs.jsonl")
+        << R"({"activity_label": "A", "ctx_a": "b", "ctx_b": "c", "endings": ["d", "e", "f", "g"], "label": )" << label
+        << "}\n";
     return readTaskFile("hellaswag", dir / "hs.jsonl");
   };
   EXPECT_EQ(hellaswag("\"3\"")[0].gold, 3);
@@ -150,7 +153,8 @@ TEST(MultipleChoice, LabelsAreReadAsLmEvalReadsThem) {
   for (const std::string bad : {"\"3abc\"", "\"\"", "\"-1\"", "\"1.5\"", "18446744073709551615"}) {
     EXPECT_THROW(hellaswag(bad), Error) << bad;
   }
-  std::ofstream(dir / "piqa.jsonl") << R"({"goal": "g", "sol1": "a", "sol2": "b"})" << "\n";
+  std::ofstream(dir / "piqa.jsonl") << R"({"goal": "g", "sol1": "a", "sol2": "b"})"
+                                    << "\n";
   for (const std::string bad : {"1x", "2", "01", "x"}) {
     std::ofstream(dir / "labels.lst") << bad << "\n";
     try {
@@ -180,7 +184,8 @@ TEST(MultipleChoice, AMergingChoiceScoresATokenAndWindowsStayInTheContext) {
   const Tokenizer tok = Tokenizer::fromFile(model / "tokenizer.json");
   ASSERT_EQ(tok.encode("This is th", false).size(), tok.encode("This is the", false).size());
   ASSERT_GT(tok.encode("It is a functio", false).size(), tok.encode("It is a function", false).size());
-  std::ofstream(dir / "t.jsonl") << R"({"context": "This is th", "choices": ["e", " banana split"], "gold": 1})" << "\n"
+  std::ofstream(dir / "t.jsonl") << R"({"context": "This is th", "choices": ["e", " banana split"], "gold": 1})"
+                                 << "\n"
                                  << R"({"context": "It is a functio", "choices": ["n", " banana split"], "gold": 1})"
                                  << "\n";
   ChoiceEvalOptions o;
@@ -209,7 +214,6 @@ TEST(MultipleChoice, AMergingChoiceScoresATokenAndWindowsStayInTheContext) {
   }
 }
 
-
 // The benchmarks' own files become items with lm-eval's prompts.
 TEST(MultipleChoice, PublicBenchmarkFilesGetLmEvalsPrompts) {
   const fs::path dir = scratchDir("mc-public");
@@ -234,17 +238,19 @@ TEST(MultipleChoice, PublicBenchmarkFilesGetLmEvalsPrompts) {
       << "\n";
   auto hs = readTaskFile("hellaswag", dir / "hs.jsonl");
   ASSERT_EQ(hs.size(), 2u);
-  EXPECT_EQ(hs[0].context,
-            "Removing ice from car: Then, the man writes over the snow covering the window of a car, and a woman wearing "
-            "winter clothes smiles. Then");
+  EXPECT_EQ(
+      hs[0].context,
+      "Removing ice from car: Then, the man writes over the snow covering the window of a car, and a woman wearing "
+      "winter clothes smiles. Then");
   EXPECT_EQ(hs[0].choices[3], " , the man continues removing the snow on his car.");
   EXPECT_EQ(hs[0].gold, 3);
   EXPECT_EQ(hs[1].context, "Home and Garden: How to grow roses. Pick a sunny spot.");
   // As in Python: the ending is trimmed before its "[step]" is dropped, so a space stays.
   EXPECT_EQ(hs[1].choices[0], "  Roses need sun.. Water them.");
 
-  std::ofstream(dir / "piqa.jsonl") << R"X({"goal": "Dry wet shoes", "sol1": "Stuff them with newspaper.", "sol2": "Put them in the freezer."})X"
-                                    << "\n";
+  std::ofstream(dir / "piqa.jsonl")
+      << R"X({"goal": "Dry wet shoes", "sol1": "Stuff them with newspaper.", "sol2": "Put them in the freezer."})X"
+      << "\n";
   std::ofstream(dir / "piqa-labels.lst") << "0\n";
   auto piqa = readTaskFile("piqa", dir / "piqa.jsonl", dir / "piqa-labels.lst");
   ASSERT_EQ(piqa.size(), 1u);
@@ -261,8 +267,9 @@ TEST(MultipleChoice, PublicBenchmarkFilesGetLmEvalsPrompts) {
       << "\n";
   auto wg = readTaskFile("winogrande", dir / "wg.jsonl");
   ASSERT_EQ(wg.size(), 1u);
-  EXPECT_EQ(wg[0].contexts, (std::vector<std::string>{"The trophy doesn't fit into the suitcase because the trophy",
-                                                       "The trophy doesn't fit into the suitcase because the suitcase"}));
+  EXPECT_EQ(wg[0].contexts,
+            (std::vector<std::string>{"The trophy doesn't fit into the suitcase because the trophy",
+                                      "The trophy doesn't fit into the suitcase because the suitcase"}));
   EXPECT_EQ(wg[0].choices, (std::vector<std::string>{" is too large.", " is too large."}));
   EXPECT_EQ(wg[0].gold, 0);
 
@@ -316,17 +323,22 @@ TEST(MultipleChoice, PartialScoringUsesEachOptionsContext) {
 TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
   const fs::path model = modelWithTokenizer();
   std::vector<ChoiceItem> items;
-  const std::vector<std::string> stems = {"Lists are", "A dictionary maps keys to", "The for statement in Python differs a bit from",
-                                          "", "Strings can be concatenated with the", "x"};
+  const std::vector<std::string> stems = {"Lists are",
+                                          "A dictionary maps keys to",
+                                          "The for statement in Python differs a bit from",
+                                          "",
+                                          "Strings can be concatenated with the",
+                                          "x"};
   for (std::size_t i = 0; i < 30; ++i) {
     const std::string stem = stems[i % stems.size()] + (i % 4 == 0 ? " and, as the tutorial says," : "");
-    items.push_back({stem, {" values", " mutable sequences of " + std::to_string(i), "!"}, static_cast<int>(i % 3), {}});
+    items.push_back(
+        {stem, {" values", " mutable sequences of " + std::to_string(i), "!"}, static_cast<int>(i % 3), {}});
   }
   ChoiceEvalOptions o;
   o.model = model;
   NullProgress quiet;
   CancelToken cancel;
-  o.batchTokens = 1;   // one request a forward pass
+  o.batchTokens = 1;  // one request a forward pass
   const ChoiceEvalResult alone = evaluateChoices(o, items, quiet, cancel);
   o.batchTokens = 4096;
   const ChoiceEvalResult packed = evaluateChoices(o, items, quiet, cancel);
@@ -336,7 +348,7 @@ TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
     for (std::size_t c = 0; c < 3; ++c)
       worst = std::max(worst, std::abs(packed.logLikelihoods[i][c] - alone.logLikelihoods[i][c]) /
                                   std::max(1.0, std::abs(alone.logLikelihoods[i][c])));
-  EXPECT_LT(worst, 1e-6);   // relative: fp32 sums of large log-probabilities (this random model's are ~ -100)
+  EXPECT_LT(worst, 1e-6);  // relative: fp32 sums of large log-probabilities (this random model's are ~ -100)
   EXPECT_EQ(packed.predicted, alone.predicted);
   EXPECT_EQ(packed.predictedNorm, alone.predictedNorm);
   EXPECT_DOUBLE_EQ(packed.acc, alone.acc);
@@ -356,9 +368,8 @@ TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
   std::vector<std::int64_t> partialItems;
   o.batchTokens = 40;
   ChoiceScorer scorer(o);
-  const ChoiceEvalResult cut = scorer.score(items, 0, cancelling, cancel, [&](const ChoiceEvalResult& sofar) {
-    partialItems.push_back(sofar.items);
-  });
+  const ChoiceEvalResult cut = scorer.score(
+      items, 0, cancelling, cancel, [&](const ChoiceEvalResult& sofar) { partialItems.push_back(sofar.items); });
   EXPECT_TRUE(cut.cancelled);
   EXPECT_EQ(cancelling.calls, 2);
   EXPECT_LT(cut.items, 30);
@@ -392,8 +403,9 @@ TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
 TEST(MultipleChoice, ThreeThousandItemsKeepTheBlockCacheSmall) {
   installCpuBlockCache();
   const fs::path model = modelWithTokenizer();
-  const std::string words = "Lists are mutable sequences and a dictionary maps keys to values while the for statement "
-                            "iterates over the items of any sequence in the order that they appear in it ";
+  const std::string words =
+      "Lists are mutable sequences and a dictionary maps keys to values while the for statement "
+      "iterates over the items of any sequence in the order that they appear in it ";
   std::vector<ChoiceItem> items;
   for (std::size_t i = 0; i < 3000; ++i) {
     const std::string stem = words.substr(0, 4 + (i * 37) % (words.size() - 4));
@@ -426,4 +438,4 @@ TEST(MultipleChoice, ThreeThousandItemsKeepTheBlockCacheSmall) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 128 * 1024) << "peak growth (KiB) over the pass";
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

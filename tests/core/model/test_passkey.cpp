@@ -171,7 +171,8 @@ TEST(Passkey, AModelGivenTheAnswerScoresEveryCellAndTheGridIsExact) {
     while (lo < hi) {
       const std::size_t mid = (lo + hi) / 2;
       std::size_t unused = 0;
-      if (keyIn(std::vector<std::int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(mid)), unused) == key) {
+      if (keyIn(std::vector<std::int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(mid)), unused) ==
+          key) {
         hi = mid;
       } else {
         lo = mid + 1;
@@ -183,7 +184,8 @@ TEST(Passkey, AModelGivenTheAnswerScoresEveryCellAndTheGridIsExact) {
   const PasskeyResult half = runPasskey(o, quiet, cancel);
   for (const PasskeyCell& c : half.cells) {
     EXPECT_EQ(c.correct(), c.depth < 0.5 ? 3 : 0) << c.length << " " << c.depth;
-    for (const PasskeyTrial& t : c.trials) EXPECT_EQ(t.correct, c.depth < 0.5) << t.key << " answered '" << t.answer << "'";
+    for (const PasskeyTrial& t : c.trials)
+      EXPECT_EQ(t.correct, c.depth < 0.5) << t.key << " answered '" << t.answer << "'";
   }
 }
 

@@ -48,12 +48,12 @@ TEST(Events, EveryKindReadsBackAsWritten) {
 TEST(Events, TheDocumentedTableListsEveryKindAndField) {
   std::ifstream in(std::string(LATENTLAB_SOURCE_DIR) + "/docs/line_protocol.md");
   ASSERT_TRUE(in) << "docs/line_protocol.md";
-  std::map<std::string, std::string> rows;   // kind -> its table row
+  std::map<std::string, std::string> rows;  // kind -> its table row
   for (std::string row; std::getline(in, row);) {
     if (row.rfind("| `", 0) != 0) continue;
     const auto end = row.find('`', 3);
     const std::string kind = row.substr(3, end - 3);
-    if (kind != "event") rows[kind] = row;   // not the header
+    if (kind != "event") rows[kind] = row;  // not the header
   }
   std::set<std::string> written;
   for (const EngineEvent& e : oneOfEachKind()) {
@@ -88,5 +88,5 @@ TEST(Events, TheDevicesListReadsBackAsWritten) {
   EXPECT_TRUE(parseDevicesJson(R"([{"name": "no id"}])").empty());
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

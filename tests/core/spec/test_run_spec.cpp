@@ -18,7 +18,7 @@ std::string errorOf(const std::string& json) {
   }
   return "";
 }
-} // namespace
+}  // namespace
 
 TEST(RunSpec, RoundTripsThroughJson) {
   RunSpec s;
@@ -40,12 +40,18 @@ TEST(RunSpec, BadSpecsNameTheField) {
   EXPECT_NE(errorOf(R"({"kind":"pretrain"})").find("architecture"), std::string::npos);
   EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","steps":0})").find("steps"), std::string::npos);
   EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","stepz":10})").find("stepz"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":-1}})").find("optimizer.lr"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","data":{"seq_len":"long"}})").find("seq_len"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","optimizer":{"lr":-1}})").find("optimizer.lr"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","data":{"seq_len":"long"}})").find("seq_len"),
+            std::string::npos);
   EXPECT_NE(errorOf(R"({"kind":"finetune"})").find("model_dir"), std::string::npos);
   EXPECT_NE(errorOf(R"({"kind":"train"})").find("kind"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"kind":"convert-finetune","model_dir":"m","conversion":{"rope_strategy":"middle"}})").find("conversion.rope_strategy"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"a","schedule":{"warmup_steps":500},"steps":100})").find("warmup_steps"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"convert-finetune","model_dir":"m","conversion":{"rope_strategy":"middle"}})")
+                .find("conversion.rope_strategy"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"a","schedule":{"warmup_steps":500},"steps":100})")
+                .find("warmup_steps"),
+            std::string::npos);
   EXPECT_NE(errorOf(R"({"version":99})").find("version"), std::string::npos);
   EXPECT_NE(errorOf("{not json").find("invalid JSON"), std::string::npos);
 }
@@ -58,7 +64,8 @@ TEST(RunSpec, PrecisionAndTheOlderDtypeField) {
   EXPECT_EQ(parseRunSpec(base + R"("dtype":"bf16"})", "x").precision, parseChoice<Precision>("bf16-mixed", "expected"));
   EXPECT_EQ(parseRunSpec(base + R"("dtype":"f32"})", "x").precision, parseChoice<Precision>("fp32", "expected"));
   EXPECT_EQ(parseRunSpec(base + R"("dtype":"f64"})", "x").precision, parseChoice<Precision>("fp64", "expected"));
-  EXPECT_EQ(parseRunSpec(base + R"("dtype":"auto","precision":"auto"})", "x").precision, parseChoice<Precision>("auto", "expected"));
+  EXPECT_EQ(parseRunSpec(base + R"("dtype":"auto","precision":"auto"})", "x").precision,
+            parseChoice<Precision>("auto", "expected"));
   EXPECT_NE(errorOf(base + R"("precision":"fp16"})").find("precision"), std::string::npos);
   EXPECT_NE(errorOf(base + R"("dtype":"half"})").find("dtype"), std::string::npos);
   EXPECT_NE(errorOf(base + R"("dtype":"bf16","precision":"bf16"})").find("contradicts"), std::string::npos);
@@ -74,9 +81,9 @@ TEST(Schedule, WsdMatchesTheOneMinusSqrtFormula) {
   s.decaySteps = 40;
   s.minLrRatio = 0.1;
   const int total = 100;
-  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 0, total), 1e-4);          // warmup: (t+1)/warmup
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 0, total), 1e-4);  // warmup: (t+1)/warmup
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 9, total), 1e-3);
-  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 30, total), 1e-3);         // stable
+  EXPECT_DOUBLE_EQ(learningRateAt(o, s, 30, total), 1e-3);  // stable
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 59, total), 1e-3);
   const double lrMin = 1e-4;
   for (int t : {60, 70, 85, 99}) {
@@ -99,4 +106,4 @@ TEST(Schedule, CosineReachesItsFloor) {
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 77, 100), 2e-3);
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

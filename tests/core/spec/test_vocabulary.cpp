@@ -76,7 +76,8 @@ TEST(Vocabulary, TheSpecReadsAliasesAsOneSpellingAndRefusesOthersNamingTheField)
     parseRunSpec(j.dump(), "spec.json");
     ADD_FAILURE() << "'medium' was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(e.message().find("spec.json: conversion.rope_strategy must be 2-norm, high, low, uniform or full, got 'medium'"),
+    EXPECT_NE(e.message().find(
+                  "spec.json: conversion.rope_strategy must be 2-norm, high, low, uniform or full, got 'medium'"),
               std::string::npos)
         << e.message();
   }
@@ -91,5 +92,5 @@ TEST(Vocabulary, TheSpecReadsAliasesAsOneSpellingAndRefusesOthersNamingTheField)
   }
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -15,7 +15,9 @@
 
 namespace latentlab::test {
 
-inline std::filesystem::path freshDbPath(const std::string& name) { return scratchDir(name) / "workspace.db"; }
+inline std::filesystem::path freshDbPath(const std::string& name) {
+  return scratchDir(name) / "workspace.db";
+}
 
 // Runs fn and returns the Error it threw; fails the test if it threw nothing.
 inline Error storeErrorOf(const std::function<void()>& fn) {
@@ -33,6 +35,8 @@ inline void writeFile(const std::filesystem::path& path, const std::string& cont
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

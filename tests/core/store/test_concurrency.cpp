@@ -3,11 +3,11 @@
 // killed with SIGKILL mid-write (file intact, every committed batch present),
 // and processes that open one new workspace at the same instant (as the ranks
 // of a data-parallel run do).
+#include <sys/wait.h>
+#include <unistd.h>
 #include <atomic>
 #include <csignal>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "store_test_util.h"
 
@@ -133,7 +133,7 @@ TEST(StoreConcurrency, KillMinus9MidWriteKeepsEveryCommittedBatch) {
     auto rows = store.rowsSince(id, "loss", -1);
     EXPECT_TRUE(isPrefix(rows));
     EXPECT_GE(static_cast<std::int64_t>(rows.size()), committed);  // every reported batch is there
-    EXPECT_EQ(rows.size() % kBatch, 0u);  // and no half batch
+    EXPECT_EQ(rows.size() % kBatch, 0u);                           // and no half batch
     committed = static_cast<std::int64_t>(rows.size());
   }
 }
@@ -182,5 +182,5 @@ TEST(StoreConcurrency, ProcessesOpeningANewWorkspaceAtOnceAllSucceed) {
   }
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -2,14 +2,14 @@
 // naming the first), a dead engine's lease is taken over and recorded, readers
 // derive "crashed" from the lease, a writer rides out a long foreign lock, and
 // readers never create a database.
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
-#include "store/sqlite_db.h"
 #include "store/run_store_impl.h"
+#include "store/sqlite_db.h"
 #include "store_test_util.h"
 
 namespace latentlab {
@@ -74,7 +74,7 @@ TEST(RunLease, ADeadOwnersLeaseIsTakenOverAndRecorded) {
       RunStore child(path);
       child.acquireRun(id);
       child.setStatus(id, RunStatus::Running);
-      ::_exit(0);   // as kill -9 would: no release, no outcome
+      ::_exit(0);  // as kill -9 would: no release, no outcome
     }
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -104,8 +104,10 @@ TEST(RunLease, AnotherHostsOwnerIsLiveUntilItsHeartbeatIsOld) {
   auto id = store.createRun(std::nullopt, "r", "train", "{}", "cpu");
   SqliteDb& db = RunStoreAccess::db(store);
   auto setOwner = [&](double heartbeatAgo) {
-    Statement st(db, "UPDATE runs SET status = 'running', pid = 42, owner_host = 'node-17', owner_start = 'x', "
-                     "heartbeat_at = ? WHERE id = ?", "test");
+    Statement st(db,
+                 "UPDATE runs SET status = 'running', pid = 42, owner_host = 'node-17', owner_start = 'x', "
+                 "heartbeat_at = ? WHERE id = ?",
+                 "test");
     st.bind(1, storeNow() - heartbeatAgo).bind(2, id).run();
   };
   setOwner(5);
@@ -179,10 +181,10 @@ TEST(RunLease, MetricsRideOutAWriteLockHeldPastTheBusyTimeout) {
   for (int step = 0; step < 40; ++step) writer.add("train/loss", step, step, 0, step);  // never throws
   EXPECT_EQ(writer.pendingRows(), 40u);
   EXPECT_EQ(writer.committedRows(), 0u);
-  EXPECT_THROW(writer.flush(), StoreBusy);   // an explicit flush waits the timeout, then says busy
+  EXPECT_THROW(writer.flush(), StoreBusy);  // an explicit flush waits the timeout, then says busy
   EXPECT_EQ(writer.pendingRows(), 40u) << "nothing is lost on a busy database";
   other.exec("COMMIT", "test");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));   // past the writer's back-off
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the writer's back-off
   for (int step = 40; step < 44; ++step) writer.add("train/loss", step, step, 0, step);
   writer.flush();
   EXPECT_EQ(writer.pendingRows(), 0u);
@@ -191,5 +193,5 @@ TEST(RunLease, MetricsRideOutAWriteLockHeldPastTheBusyTimeout) {
   for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].step, static_cast<std::int64_t>(i));
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -16,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace latentlab::test;
 
-MetricWriterOptions sizeOnly(std::size_t rows) { return {rows, std::chrono::hours(1)}; }
+MetricWriterOptions sizeOnly(std::size_t rows) {
+  return {rows, std::chrono::hours(1)};
+}
 
 TEST(MetricStore, WriterCommitsFullBatchesAndFlushesTheRest) {
   fs::path path = freshDbPath("metrics-batches");
@@ -169,8 +171,7 @@ TEST(MetricStore, DownsampledSeriesIsExactlyTheMinAndMaxOfEachBucket) {
                  Case{0, 9999, 101, true}, Case{3990, 4700, 30, false}, Case{0, 9999, 2, true}}) {
     auto got = store.series(id, "loss", c.lo, c.hi, c.maxPoints);
     auto want = bruteForceSeries(all, c.lo, c.hi, c.maxPoints);
-    SCOPED_TRACE("range " + std::to_string(c.lo) + ".." + std::to_string(c.hi) + " max " +
-                 std::to_string(c.maxPoints));
+    SCOPED_TRACE("range " + std::to_string(c.lo) + ".." + std::to_string(c.hi) + " max " + std::to_string(c.maxPoints));
     EXPECT_LE(got.size(), c.maxPoints);
     if (c.dense) {
       EXPECT_GT(got.size(), c.maxPoints / 2);
@@ -252,12 +253,10 @@ TEST(MetricStore, CsvExportHasEveryMetricInNameAndStepOrder) {
   fs::path csv = scratchDir("metrics-csv-out") / "sub" / "run.csv";
   fs::create_directories(csv.parent_path());
   store.exportCsv(id, csv);
-  std::string expected =
-      "run_id,name,step,tokens,wall_time,value\n" +
-      std::to_string(id) + ",\"eval,ppl\",1,1024,0.8,0.1\n" +
-      std::to_string(id) + ",lr,1,1024,0.75,\n" +
-      std::to_string(id) + ",train/loss,1,1024,0.75,4\n" +
-      std::to_string(id) + ",train/loss,2,2048,1.5,3.25\n";
+  std::string expected = "run_id,name,step,tokens,wall_time,value\n" + std::to_string(id) +
+                         ",\"eval,ppl\",1,1024,0.8,0.1\n" + std::to_string(id) + ",lr,1,1024,0.75,\n" +
+                         std::to_string(id) + ",train/loss,1,1024,0.75,4\n" + std::to_string(id) +
+                         ",train/loss,2,2048,1.5,3.25\n";
   std::ifstream in(csv, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(text, expected);
@@ -299,5 +298,5 @@ TEST(MetricStore, AFullDatabaseRollsBackAndKeepsCommittedRows) {
   EXPECT_EQ(store.integrityCheck(), "ok");
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

@@ -46,8 +46,7 @@ TEST(RunStoreCrud, CreateRunIsQueuedWithItsSpec) {
   EXPECT_FALSE(store.run(loose).experimentId);
   EXPECT_EQ(store.run(loose).specJson, "{}");
 
-  EXPECT_EQ(storeErrorOf([&] { store.createRun(exp, "x", "train", "{not json", "cpu"); }).code(),
-            ErrorCode::BadInput);
+  EXPECT_EQ(storeErrorOf([&] { store.createRun(exp, "x", "train", "{not json", "cpu"); }).code(), ErrorCode::BadInput);
   EXPECT_EQ(storeErrorOf([&] { store.createRun(12345, "x", "train", "{}", "cpu"); }).code(), ErrorCode::Store);
   EXPECT_EQ(storeErrorOf([&] { store.createRun(exp, "", "train", "{}", "cpu"); }).code(), ErrorCode::BadInput);
   Error missing = storeErrorOf([&] { store.run(777); });
@@ -252,12 +251,14 @@ TEST(RunStoreEvaluations, PartialsNeverShrinkAndBothMetricsCommitTogether) {
     return std::make_pair(std::int64_t{-1}, false);
   };
   store.addEvaluations({row("acc", 0.5, 107, true), row("acc_norm", 0.6, 107, true)});
-  store.addEvaluations({row("acc", 0.4, 78, true), row("acc_norm", 0.4, 78, true)});   // a resumed job, fewer items so far
+  store.addEvaluations(
+      {row("acc", 0.4, 78, true), row("acc_norm", 0.4, 78, true)});  // a resumed job, fewer items so far
   EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{107}, true));
   store.addEvaluations({row("acc", 0.45, 150, true), row("acc_norm", 0.5, 150, true)});
   EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{150}, true));
   store.addEvaluations({row("acc", 0.47, 200, false), row("acc_norm", 0.52, 200, false)});
-  store.addEvaluations({row("acc", 0.1, 300, true), row("acc_norm", 0.1, 300, true)});  // partial after complete: kept out
+  store.addEvaluations(
+      {row("acc", 0.1, 300, true), row("acc_norm", 0.1, 300, true)});  // partial after complete: kept out
   EXPECT_EQ(itemsOf("acc"), std::make_pair(std::int64_t{200}, false));
   store.addEvaluations({row("acc", 0.3, 50, false), row("acc_norm", 0.3, 50, false)});  // a new complete run replaces
   EXPECT_EQ(itemsOf("acc_norm"), std::make_pair(std::int64_t{50}, false));
@@ -274,5 +275,5 @@ TEST(RunStoreEvaluations, PartialsNeverShrinkAndBothMetricsCommitTogether) {
   EXPECT_EQ(store.integrityCheck(), "ok");
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

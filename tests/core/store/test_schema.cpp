@@ -146,11 +146,11 @@ TEST(StoreSchema, TheDatabaseRejectsAnUnknownStatusValue) {
   RunStore store(freshDbPath("schema-check"));
   std::int64_t id = store.createRun(std::nullopt, "r", "train", "{}", "cpu");
   SqliteDb& db = RunStoreAccess::db(store);
-  Error e = storeErrorOf([&] { db.exec(("UPDATE runs SET status = 'done' WHERE id = " + std::to_string(id)).c_str(),
-                                       "test"); });
+  Error e = storeErrorOf(
+      [&] { db.exec(("UPDATE runs SET status = 'done' WHERE id = " + std::to_string(id)).c_str(), "test"); });
   EXPECT_TRUE(contains(e.message(), "CHECK")) << e.message();
   EXPECT_EQ(store.run(id).status, RunStatus::Queued);
 }
 
-} // namespace
-} // namespace latentlab
+}  // namespace
+}  // namespace latentlab

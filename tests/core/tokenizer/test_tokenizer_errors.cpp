@@ -116,8 +116,9 @@ TEST(TokenizerErrors, UnknownRegexNormalizerAndOptionsAreUnsupportedAndNamed) {
               "normalizer 'NFKC'");
   expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "Lowercase"}, )"), ErrorCode::Unsupported,
               "normalizer 'Lowercase'");
-  expectError(tokenizerJson(kGoodModel, R"("normalizer": {"type": "Replace", "pattern": {"Regex": " +"}, "content": "_"}, )"),
-              ErrorCode::Unsupported, "Regex pattern");
+  expectError(
+      tokenizerJson(kGoodModel, R"("normalizer": {"type": "Replace", "pattern": {"Regex": " +"}, "content": "_"}, )"),
+      ErrorCode::Unsupported, "Regex pattern");
   expectError(R"({"pre_tokenizer": {"type": "Metaspace", "prepend_scheme": "sometimes"}, "model": )" +
                   std::string(kGoodModel) + "}",
               ErrorCode::BadData, "prepend_scheme");

@@ -177,7 +177,8 @@ std::vector<std::string> fixedCases() {
       "<|user|>  What is it? <|end|>\n<|assistant|> It is.<|end|><|endoftext|>",
       "<start_of_turn>user\n  Two  spaces <end_of_turn>\n<start_of_turn>model\nYes.<end_of_turn><eos>",
       "HTTPServer parseJSONResponse McDonald's ǅungla IPhone iOS XMLHttpRequest ABCs O'NEILL'S ΑΒΓδε",
-      "e\xCC\x81\xCC\x81 \xCC\x81start A\xCC\x8A" "BC \xCC\x81' path/to/file // a/b\n/c 1234567",
+      "e\xCC\x81\xCC\x81 \xCC\x81start A\xCC\x8A"
+      "BC \xCC\x81' path/to/file // a/b\n/c 1234567",
       "\u00A0non-breaking\u3000ideographic\u2028line sep\u0085next",
       "ſ 'ſ x'ſ’s x'ſab 'Sab 'LLama 'REd 'VEry 'Mx 'Tx 'Dx 'ſ1",
       "!!!???...---***",

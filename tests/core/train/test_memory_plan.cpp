@@ -24,7 +24,8 @@ namespace {
 
 // The most bytes LibTorch holds during the second of two training steps
 // (the first creates the optimiser state).
-std::int64_t measurePeak(const ModelConfig& cfg, const std::string& precision, int B, int T, bool recompute, int accum) {
+std::int64_t measurePeak(const ModelConfig& cfg, const std::string& precision, int B, int T, bool recompute,
+                         int accum) {
   installCpuBlockCache();
   setCpuBlockCacheCountsSmallBlocks(true);
   const auto live0 = cpuBlockCacheStats().liveBytes;
@@ -57,7 +58,6 @@ std::int64_t measurePeak(const ModelConfig& cfg, const std::string& precision, i
   setCpuBlockCacheCountsSmallBlocks(false);
   return peak;
 }
-
 
 // A shape unlike the calibration's (h 256, I 688, 4 heads of 64, V 2048).
 ModelConfig testShape() {
@@ -123,19 +123,21 @@ ModelConfig family(ModelConfig c, const std::string& which) {
     c.slidingLayers = {0, 1};
     c.localRopeTheta = 10000.0;
   }
-  if (which == "moe") c.moe = MoeConfig{.experts = 8, .topK = 2, .intermediate = 130, .normTopK = true, .sparseStep = 1, .denseLayers = {}};
+  if (which == "moe")
+    c.moe =
+        MoeConfig{.experts = 8, .topK = 2, .intermediate = 130, .normTopK = true, .sparseStep = 1, .denseLayers = {}};
   return c;
 }
 
-} // namespace
+}  // namespace
 
 // The new families' parameter counts equal the published totals of their
 // built-in shapes (the planner's weights, the Training tab's figure).
 TEST(MemoryPlan, BuiltInShapesOfTheNewFamiliesCountTheirPublishedParameters) {
-  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-0.6b")), 596049920);      // Qwen3-0.6B
-  EXPECT_EQ(countParameters(builtinArchitecture("smollm3-3b")), 3075098624);     // SmolLM3-3B
-  EXPECT_EQ(countParameters(builtinArchitecture("gemma-3-1b")), 999885952);      // Gemma-3-1B
-  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-30b-a3b")), 30532122624); // Qwen3-30B-A3B, every expert
+  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-0.6b")), 596049920);       // Qwen3-0.6B
+  EXPECT_EQ(countParameters(builtinArchitecture("smollm3-3b")), 3075098624);      // SmolLM3-3B
+  EXPECT_EQ(countParameters(builtinArchitecture("gemma-3-1b")), 999885952);       // Gemma-3-1B
+  EXPECT_EQ(countParameters(builtinArchitecture("qwen3-30b-a3b")), 30532122624);  // Qwen3-30B-A3B, every expert
 }
 
 TEST(MemoryPlan, PredictsTheMeasuredPeakWithinFifteenPercent) {
@@ -245,7 +247,15 @@ TEST(MemoryPlan, ChoosesTheGpuForAJobThatAsksForCuda) {
   RunSpec s = specFor("bf16", 1, 2048, true, 1);
   s.device = "cuda";
   const ModelConfig big = builtinArchitecture("smollm-1.7b");
-  const std::int64_t need = planMemory(big, [&] { RunSpec one = s; one.device = "cuda:0"; return one; }(), 0).peakBytes;
+  const std::int64_t need = planMemory(
+                                big,
+                                [&] {
+                                  RunSpec one = s;
+                                  one.device = "cuda:0";
+                                  return one;
+                                }(),
+                                0)
+                                .peakBytes;
   ASSERT_GT(need, std::int64_t{23} * static_cast<std::int64_t>(gib)) << "the test needs a run only cuda:2 holds now";
   ASSERT_LT(need, std::int64_t{47} * static_cast<std::int64_t>(gib));
   EXPECT_EQ(chooseGpu(s, big, 0, devices, {}), "cuda:2");
@@ -290,4 +300,4 @@ TEST(MemoryPlan, PlannedConfigOfAConversionAndItsErrors) {
   EXPECT_THROW(plannedModelConfig(s), Error);
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

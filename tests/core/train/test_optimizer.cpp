@@ -9,12 +9,11 @@
 #include "model/weights.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
-#include "train_test_util.h"
 #include "train/train_step.h"
+#include "train_test_util.h"
 
 namespace latentlab::test {
 namespace {
-
 
 std::shared_ptr<CausalLm> smallModel(torch::ScalarType dtype, std::uint64_t seed = 1) {
   torch::manual_seed(seed);
@@ -39,7 +38,7 @@ torch::optim::AdamWOptions options() {
   return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
 }
 
-} // namespace
+}  // namespace
 
 // FusedAdamW with the trainer's parameter groups (decay on matrices, none on
 // norms) and foreach clipping equal torch::optim::AdamW and
@@ -59,7 +58,7 @@ TEST(Optimizer, FusedAdamWAndClippingEqualLibTorchOverFiveSteps) {
       (*pair)->zero_grad();
       languageModelLoss(**pair, windowsFor(step)).backward();
     }
-    const double clip = step % 2 == 0 ? 0.05 : 1e9;   // clipping active on even steps
+    const double clip = step % 2 == 0 ? 0.05 : 1e9;  // clipping active on even steps
     const double norm = clipGradNorm(fused->parameters(), clip).item<double>();
     const double refNorm = torch::nn::utils::clip_grad_norm_(reference->parameters(), clip);
     EXPECT_NEAR(norm, refNorm, 1e-6 * refNorm);
@@ -76,8 +75,8 @@ TEST(Optimizer, FusedAdamWAndClippingEqualLibTorchOverFiveSteps) {
   }
   // The state is LibTorch's: the same step count and moments.
   for (std::size_t i = 0; i < fused->parameters().size(); ++i) {
-    auto& a = static_cast<torch::optim::AdamWParamState&>(
-        *fusedOpt.state().at(fused->parameters()[i].unsafeGetTensorImpl()));
+    auto& a =
+        static_cast<torch::optim::AdamWParamState&>(*fusedOpt.state().at(fused->parameters()[i].unsafeGetTensorImpl()));
     auto& b = static_cast<torch::optim::AdamWParamState&>(
         *referenceOpt.state().at(reference->parameters()[i].unsafeGetTensorImpl()));
     EXPECT_EQ(a.step(), 5);
@@ -105,7 +104,8 @@ TEST(Optimizer, MasterWeightsStepInFp32AndRoundIntoTheModel) {
   int calls = 0;
   StepSettings settings;
   settings.master = &master;
-  const StepOutcome out = trainStep(*model, opt, master.masters(), [&] { return windowsFor(calls++); }, settings);
+  const StepOutcome out = trainStep(
+      *model, opt, master.masters(), [&] { return windowsFor(calls++); }, settings);
   ASSERT_TRUE(out.finite);
   EXPECT_EQ(calls, 1);
   for (const auto& p : model->parameters()) {
@@ -143,7 +143,9 @@ TEST(Optimizer, GoldenTenStepTrajectory) {
   int calls = 0;
   std::vector<double> losses;
   for (int step = 0; step < 10; ++step) {
-    losses.push_back(trainStep(*model, opt, model->parameters(), [&] { return windowsFor(calls++); }, settings).loss);
+    losses.push_back(trainStep(
+                         *model, opt, model->parameters(), [&] { return windowsFor(calls++); }, settings)
+                         .loss);
   }
   EXPECT_EQ(calls, 20);
   std::string printed;
@@ -156,4 +158,4 @@ TEST(Optimizer, GoldenTenStepTrajectory) {
     EXPECT_NEAR(losses[i], golden[i], 1e-10) << "step " << i + 1 << "; this run's trajectory:\n" << printed;
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -25,7 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // Every file below `dir` with its size and modification time: equal snapshots
 // mean nothing was written, removed or replaced.
@@ -37,7 +39,9 @@ std::map<std::string, std::pair<std::uintmax_t, fs::file_time_type>> snapshot(co
   return out;
 }
 
-std::uintmax_t fileSize(const fs::path& p) { return fs::file_size(p); }
+std::uintmax_t fileSize(const fs::path& p) {
+  return fs::file_size(p);
+}
 
 std::string latestName(const fs::path& runDir) {
   std::string s = readTextFile(runDir / "checkpoints" / "latest");
@@ -47,7 +51,8 @@ std::string latestName(const fs::path& runDir) {
 
 bool anyPartial(const fs::path& dir) {
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (contains(e.path().filename().string(), ".partial-") || contains(e.path().filename().string(), ".tmp.")) return true;
+    if (contains(e.path().filename().string(), ".partial-") || contains(e.path().filename().string(), ".tmp."))
+      return true;
   }
   return false;
 }
@@ -62,7 +67,9 @@ struct Workspace {
     e.workspace = dir;
     return e;
   }
-  std::int64_t add(const RunSpec& spec) { return store.createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu"); }
+  std::int64_t add(const RunSpec& spec) {
+    return store.createRun(std::nullopt, spec.name, spec.kind, runSpecToJson(spec), "cpu");
+  }
   RunResult run(std::int64_t id) {
     NullProgress quiet;
     CancelToken never;
@@ -94,7 +101,7 @@ struct WriteBudget {
   ~WriteBudget() { setWriteBudgetForTesting(-1); }
 };
 
-} // namespace
+}  // namespace
 
 TEST(RunIntegrity, AnOutDirHoldingAnotherRunIsRefusedAndLeftUntouched) {
   Workspace ws("foreign-outdir");
@@ -190,7 +197,7 @@ TEST(RunIntegrity, TwoDatabasesSharingAWorkspaceNeverAdoptEachOthersCheckpoints)
 
 TEST(RunIntegrity, DiskFullWhileWritingTheOptimizerStateFailsCleanlyAndResumes) {
   Workspace ws("disk-full");
-  const auto warm = ws.add(smallRun(6, 3));   // builds the tokenizer and token caches
+  const auto warm = ws.add(smallRun(6, 3));  // builds the tokenizer and token caches
   ASSERT_EQ(ws.run(warm).status, RunStatus::Completed);
   const auto warmBefore = snapshot(ws.runDir(warm));
 
@@ -253,7 +260,7 @@ TEST(RunIntegrity, ResumeNeedsOnlyTheCheckpointNotTheOriginalModelFolder) {
   const auto id = ws.add(ft);
   ASSERT_EQ(ws.runToFirstCheckpoint(id), RunStatus::Cancelled);
 
-  fs::remove_all(modelDir);   // the original model folder is gone
+  fs::remove_all(modelDir);  // the original model folder is gone
   RunResult r = ws.run(id);
   ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   EXPECT_EQ(r.steps, 8);
@@ -365,4 +372,4 @@ TEST(RunIntegrity, ARunRidesOutAForeignWriteLockLongerThanTheBusyTimeout) {
   EXPECT_EQ(seriesValues(ws.store, id, "train/loss").size(), 40u) << "no metric row is lost";
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -24,14 +24,14 @@ namespace {
 
 // Requests cancellation once training reports `atStep`.
 class CancelAtStep final : public ProgressSink {
-public:
+ public:
   CancelAtStep(CancelToken& token, int atStep) : m_token(token), m_at(atStep) {}
   void progress(std::string_view stage, double done, double, std::string_view) override {
     if (stage == "train" && done >= m_at) m_token.request();
   }
   void log(LogLevel, std::string_view) override {}
 
-private:
+ private:
   CancelToken& m_token;
   int m_at;
 };
@@ -47,7 +47,7 @@ struct Workspace {
   }
 };
 
-} // namespace
+}  // namespace
 
 TEST(Trainer, LossFallsOnRealText) {
   Workspace ws("loss-falls");
@@ -60,7 +60,7 @@ TEST(Trainer, LossFallsOnRealText) {
   auto loss = seriesValues(ws.store, id, "train/loss");
   ASSERT_EQ(loss.size(), 60u);
   double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[57] + loss[58] + loss[59]) / 3;
-  EXPECT_GT(first, 5.5);                 // ~ln(512) = 6.24 at init
+  EXPECT_GT(first, 5.5);  // ~ln(512) = 6.24 at init
   EXPECT_LT(last, first - 0.8) << "first " << first << " last " << last;
   EXPECT_EQ(ws.store.run(id).status, RunStatus::Completed);
   ASSERT_TRUE(r.finalValLoss.has_value());
@@ -163,7 +163,8 @@ TEST(Trainer, ZeroStagesTrainAsThePlainOptimizer) {
     for (int stage : {1, 2}) {
       ASSERT_EQ(losses[static_cast<std::size_t>(stage)].size(), 12u);
       for (std::size_t i = 0; i < 12; ++i)
-        EXPECT_NEAR(losses[static_cast<std::size_t>(stage)][i], losses[0][i], tolerance) << "stage " << stage << " step " << i + 1;
+        EXPECT_NEAR(losses[static_cast<std::size_t>(stage)][i], losses[0][i], tolerance)
+            << "stage " << stage << " step " << i + 1;
     }
   }
 }
@@ -248,8 +249,13 @@ TEST(Trainer, Bf16RunsTrackTheFp32Run) {
 
 TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
   ModelConfig cfg;
-  cfg.vocabSize = 64; cfg.hiddenSize = 32; cfg.intermediateSize = 48; cfg.numLayers = 2;
-  cfg.numHeads = 4; cfg.numKvHeads = 2; cfg.headDim = 8;
+  cfg.vocabSize = 64;
+  cfg.hiddenSize = 32;
+  cfg.intermediateSize = 48;
+  cfg.numLayers = 2;
+  cfg.numHeads = 4;
+  cfg.numKvHeads = 2;
+  cfg.headDim = 8;
   torch::manual_seed(3);
   auto windows = torch::randint(0, 64, {8, 17}, torch::kInt64);
   auto gradsOf = [&](int micro) {
@@ -269,7 +275,6 @@ TEST(Trainer, GradientAccumulationEqualsOneLargerBatch) {
     EXPECT_LT((one[i] - four[i]).abs().max().item<double>(), 1e-14) << i;
   }
 }
-
 
 EvalTaskSpec taskSpec(const std::string& name, const std::string& file, std::int64_t limit = 0) {
   EvalTaskSpec t;
@@ -300,7 +305,7 @@ TEST(Trainer, EvalTasksAreScoredAtEveryCheckpointAndStored) {
   RunResult r = runJob(ws.store, id, ws.env(), progress, cancel);
   ASSERT_EQ(r.status, RunStatus::Completed) << r.errorText();
   const auto evals = ws.store.listEvaluations(id);
-  ASSERT_EQ(evals.size(), 8u);   // 2 tasks x 2 metrics x steps 5 and 10
+  ASSERT_EQ(evals.size(), 8u);  // 2 tasks x 2 metrics x steps 5 and 10
   for (const auto& e : evals) {
     EXPECT_TRUE(e.step == 5 || e.step == 10) << e.step;
     EXPECT_GE(e.value, 0.0);
@@ -344,4 +349,4 @@ TEST(Trainer, BadEvalTasksNameTheField) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

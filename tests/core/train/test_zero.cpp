@@ -17,18 +17,16 @@
 #include "train/data_parallel.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
-#include "train_test_util.h"
 #include "train/train_step.h"
 #include "train/zero.h"
+#include "train_test_util.h"
 
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kRows = 12;   // global windows per step: two equal micro-batches on 1, 2 or 3 ranks
-
-
+constexpr int kRows = 12;  // global windows per step: two equal micro-batches on 1, 2 or 3 ranks
 
 torch::optim::AdamWOptions options() {
   return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
@@ -44,10 +42,10 @@ torch::Tensor windowsOf(int step, int micro, int rank, int world) {
 }
 
 struct Outcome {
-  std::vector<double> losses;              // rank 0's, one per step
-  std::vector<torch::Tensor> params;       // rank 0's after the last step
-  std::vector<std::int64_t> stateBytes;    // per rank (ZeRO)
-  std::vector<std::int64_t> owned;         // per rank (ZeRO)
+  std::vector<double> losses;            // rank 0's, one per step
+  std::vector<torch::Tensor> params;     // rank 0's after the last step
+  std::vector<std::int64_t> stateBytes;  // per rank (ZeRO)
+  std::vector<std::int64_t> owned;       // per rank (ZeRO)
 };
 
 // `world` ranks train `steps` steps from `start` (parameters; null: the fixed
@@ -80,7 +78,7 @@ Outcome train(int world, int stage, int firstStep, int steps, const std::vector<
       env.masterPort = port;
       env.timeout = std::chrono::seconds(60);
       std::unique_ptr<DataParallel> dp = world > 1 ? std::make_unique<DataParallel>(env, torch::kCPU) : nullptr;
-      CausalLm model(tinyModelConfig());   // its own initialisation is overwritten
+      CausalLm model(tinyModelConfig());  // its own initialisation is overwritten
       {
         torch::NoGradGuard noGrad;
         auto ps = model.parameters();
@@ -95,7 +93,8 @@ Outcome train(int world, int stage, int firstStep, int steps, const std::vector<
       auto next = [&] { return windowsOf(step, micro++ % 2, rank, world); };
       if (stage == 0) {
         FusedAdamW opt(adamWParamGroups(params, options()), options());
-        for (; step < firstStep + steps; ++step) losses.push_back(trainStep(model, opt, params, next, settings, dp.get()).loss);
+        for (; step < firstStep + steps; ++step)
+          losses.push_back(trainStep(model, opt, params, next, settings, dp.get()).loss);
       } else {
         ShardedAdamW opt(params, params, options(), stage, dp.get());
         if (!shardDir.empty() && loadFirst) {
@@ -139,7 +138,7 @@ std::int64_t parameterCount() {
   return n;
 }
 
-} // namespace
+}  // namespace
 
 // Stages 1 and 2 over 2 and 3 ranks equal one rank with the whole batch
 // (plain AdamW) step for step: the losses and, after 5 steps with clipping
@@ -163,12 +162,13 @@ TEST(Zero, StagesOneAndTwoEqualPlainDataParallelStepForStep) {
       EXPECT_LT(maxDiff(z.params, plain.params), 1e-5);
     }
   }
-  EXPECT_GT(maxDiff(plain.params, [] {
-              torch::manual_seed(1);
-              CausalLm m(tinyModelConfig());
-              initializeWeights(m, 0.05, false);
-              return m.parameters();
-            }()),
+  EXPECT_GT(maxDiff(plain.params,
+                    [] {
+                      torch::manual_seed(1);
+                      CausalLm m(tinyModelConfig());
+                      initializeWeights(m, 0.05, false);
+                      return m.parameters();
+                    }()),
             1e-4)
       << "training moved the parameters";
 }
@@ -193,7 +193,8 @@ TEST(Zero, EachRankHoldsItsShareOfTheOptimizerState) {
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(z.stateBytes[static_cast<std::size_t>(r)], 16 * z.owned[static_cast<std::size_t>(r)]);
       EXPECT_EQ(z.owned[static_cast<std::size_t>(r)], (n + world - 1) / world) << "rank " << r;
-      EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(z.stateBytes[static_cast<std::size_t>(r)]), 16.0 * world)
+      EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(z.stateBytes[static_cast<std::size_t>(r)]),
+                  16.0 * world)
           << "the plan's per-rank state";
     }
   }
@@ -209,7 +210,7 @@ TEST(Zero, ShardsSavedAtOneWorldSizeResumeAtAnother) {
   ASSERT_TRUE(fs::exists(dir / "optimizer-rank1.pt"));
   // The two ranks going on from the same state.
   const Outcome going = train(2, 2, 3, 2, &first.params, dir, /*loadFirst=*/true);
-  const Outcome fresh = train(2, 2, 3, 2, &first.params);   // moments lost: a different path
+  const Outcome fresh = train(2, 2, 3, 2, &first.params);  // moments lost: a different path
   for (int world : {1, 3}) {
     SCOPED_TRACE("resumed at world " + std::to_string(world));
     const Outcome resumed = train(world, 2, 3, 2, &first.params, dir, /*loadFirst=*/true);
@@ -236,4 +237,4 @@ TEST(Zero, AMissingShardIsRefused) {
   }
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test

@@ -72,4 +72,4 @@ inline std::vector<double> seriesValues(const RunStore& store, std::int64_t run,
   return out;
 }
 
-} // namespace latentlab::test
+}  // namespace latentlab::test
