@@ -201,6 +201,23 @@ class TestLayout : public QObject {
                               .arg(size.width())
                               .arg(size.height())));
     }
+    // A column the user widens by dragging its header's edge keeps its width
+    // when the table refreshes (as it does every few seconds during training).
+    QHeaderView* columns = table->horizontalHeader();
+    const int finalColumn = model->columnOf(QStringLiteral("final_val_loss"));
+    const int before = columns->sectionSize(finalColumn);
+    const int edge = columns->sectionViewportPosition(finalColumn) + before - 1;
+    const int y = columns->height() / 2;
+    QTest::mousePress(columns->viewport(), Qt::LeftButton, {}, QPoint(edge, y));
+    QTest::mouseMove(columns->viewport(), QPoint(edge + 20, y));
+    QTest::mouseMove(columns->viewport(), QPoint(edge + 40, y));
+    QTest::mouseRelease(columns->viewport(), Qt::LeftButton, {}, QPoint(edge + 40, y));
+    QVERIFY2(columns->sectionSize(finalColumn) >= before + 30,
+             qPrintable(QStringLiteral("dragged %1 -> %2").arg(before).arg(columns->sectionSize(finalColumn))));
+    const int dragged = columns->sectionSize(finalColumn);
+    w.comparePanel()->refreshTable();
+    QTest::qWait(20);
+    QCOMPARE(columns->sectionSize(finalColumn), dragged);
     // Every run one line high (a value wider than its column is not wrapped onto a second line).
     for (int r = 1; r < table->model()->rowCount(); ++r) QCOMPARE(table->rowHeight(r), table->rowHeight(0));
     // The long name is elided in the row header and whole in its tooltip.

@@ -64,15 +64,17 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->verticalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
   // At most a third of the table's width (at least 120 px): a longer name is
-  // elided, whole in its tooltip, so the metric columns keep their room.
-  m_table->verticalHeader()->setTextElideMode(Qt::ElideRight);
+  // elided (by the proxy), whole in its tooltip, so the metric columns keep
+  // their room.
   m_table->installEventFilter(this);
   m_table->setColumnHidden(0, true);
   connect(proxy, &QAbstractItemModel::modelReset, m_table, [this] {
     m_table->setColumnHidden(0, true);
-    fitColumns();
+    fitColumns(false);
   });
-  connect(proxy, &QAbstractItemModel::dataChanged, m_table, [this] { fitColumns(); });
+  // A refresh (every few seconds while runs train) only widens a column whose
+  // values outgrew it: a width the user dragged stays.
+  connect(proxy, &QAbstractItemModel::dataChanged, m_table, [this] { fitColumns(true); });
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   m_table->horizontalHeader()->setStretchLastSection(true);
 
@@ -185,7 +187,7 @@ void ComparePanel::refreshTable() {
   m_model->refresh();
 }
 
-void ComparePanel::fitColumns() {
+void ComparePanel::fitColumns(bool growOnly) {
   // Each column as wide as its widest cell or its (two-line) title plus room
   // for the sort arrow. Qt's own fit reserves the title's whole height for
   // the arrow, which makes two-line titles wider than one-line ones.
@@ -197,7 +199,8 @@ void ComparePanel::fitColumns() {
   for (int c = 1; c < m_table->model()->columnCount(); ++c) {
     const QString title = m_table->model()->headerData(c, Qt::Horizontal).toString();
     const int titleWidth = fm.size(0, title).width() + 4 * margin + arrow;
-    header->resizeSection(c, std::max(titleWidth, view->sizeHintForColumn(c)));
+    const int fit = std::max(titleWidth, view->sizeHintForColumn(c));
+    if (!growOnly || fit > header->sectionSize(c)) header->resizeSection(c, fit);
   }
 }
 

@@ -49,7 +49,8 @@ class ComparePanel : public QWidget {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
-  void fitColumns();
+  // Each column to its title and values; growOnly: only where they no longer fit.
+  void fitColumns(bool growOnly);
   CompareSortProxy* m_proxy = nullptr;
   void syncControls();
 

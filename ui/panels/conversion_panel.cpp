@@ -12,25 +12,10 @@
 #include "latentlab/convert.h"
 #include "latentlab/error.h"
 #include "latentlab/vocabulary.h"
+#include "panels/format.h"
 #include "panels/message_banner.h"
 
 namespace latentlab::ui {
-
-namespace {
-
-// The choice a combo's current entry holds (its data is the name written).
-template <typename E>
-std::optional<E> comboChoice(const QComboBox* box) {
-  return findChoice<E>(box->currentData().toString().toStdString());
-}
-
-template <typename E>
-QString choiceText(E value) {
-  const std::string_view name = choiceName(value);
-  return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
-}
-
-}  // namespace
 
 namespace {
 

@@ -326,8 +326,7 @@ void TrainingPanel::connectSignals() {
 
 void TrainingPanel::updateCacheDType() {
   m_attention->setCacheDType(
-      runDType(findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto),
-               m_device->currentText()));
+      runDType(comboChoice<Precision>(m_precision).value_or(Precision::Auto), m_device->currentText()));
 }
 
 void TrainingPanel::setDeviceMemory(const std::vector<DeviceInfo>& devices) {
@@ -408,8 +407,7 @@ RunSpec TrainingPanel::spec() const {
   s.optimizer.eps = QLocale::c().toDouble(m_eps->text());
   s.optimizer.weightDecay = m_wd->value();
   s.optimizer.clip = m_clip->value();
-  s.schedule.kind =
-      findChoice<ScheduleKind>(m_schedule->currentData().toString().toStdString()).value_or(ScheduleKind::Wsd);
+  s.schedule.kind = comboChoice<ScheduleKind>(m_schedule).value_or(ScheduleKind::Wsd);
   s.schedule.warmupSteps = m_warmup->value();
   s.schedule.decaySteps = m_decay->value();
   s.schedule.minLrRatio = m_minLr->value();
@@ -421,7 +419,7 @@ RunSpec TrainingPanel::spec() const {
   s.evalBatches = m_evalBatches->value();
   s.checkpointEvery = m_ckptEvery->value();
   s.device = m_device->currentText().trimmed().toStdString();
-  s.precision = findChoice<Precision>(m_precision->currentText().toStdString()).value_or(Precision::Auto);
+  s.precision = comboChoice<Precision>(m_precision).value_or(Precision::Auto);
   s.zeroInitOutput = m_zeroInit->isChecked();
   s.recompute = m_recompute->isChecked();
   s.zeroStage = m_zero->currentData().toInt();
@@ -449,7 +447,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_eps->setText(sci(s.optimizer.eps));
   m_wd->setValue(s.optimizer.weightDecay);
   m_clip->setValue(s.optimizer.clip);
-  const int k = m_schedule->findData(QString::fromStdString(std::string(choiceName(s.schedule.kind))));
+  const int k = m_schedule->findData(choiceText(s.schedule.kind));
   m_schedule->setCurrentIndex(k >= 0 ? k : 0);
   m_warmup->setValue(s.schedule.warmupSteps);
   m_decay->setValue(s.schedule.decaySteps);
@@ -463,7 +461,7 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_ckptEvery->setValue(s.checkpointEvery);
   if (m_device->findText(QString::fromStdString(s.device)) < 0) m_device->addItem(QString::fromStdString(s.device));
   m_device->setCurrentText(QString::fromStdString(s.device));
-  m_precision->setCurrentText(QString::fromStdString(std::string(choiceName(s.precision))));
+  m_precision->setCurrentText(choiceText(s.precision));
   m_zeroInit->setChecked(s.zeroInitOutput);
   m_recompute->setChecked(s.recompute);
   m_zero->setCurrentIndex(std::clamp(s.zeroStage, 0, 2));
@@ -521,7 +519,7 @@ void TrainingPanel::updateLrCurve() {
   OptimizerSpec o = m_base.optimizer;
   o.lr = QLocale::c().toDouble(m_lr->text());
   ScheduleSpec sc = m_base.schedule;
-  sc.kind = findChoice<ScheduleKind>(m_schedule->currentData().toString().toStdString()).value_or(ScheduleKind::Wsd);
+  sc.kind = comboChoice<ScheduleKind>(m_schedule).value_or(ScheduleKind::Wsd);
   sc.warmupSteps = m_warmup->value();
   sc.decaySteps = m_decay->value();
   sc.minLrRatio = m_minLr->value();
