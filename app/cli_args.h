@@ -9,7 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
+
 namespace latentlab::cli {
+
+// "a, b, c".
+std::string joinNames(const std::vector<std::string>& names);
 
 class Args {
  public:
@@ -26,6 +32,16 @@ class Args {
   std::int64_t getInt64(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
   // Finite numbers in [min, max] (NaN, inf and overflow refused).
   double getDouble(const std::string& name, double fallback, double min, double max) const;
+  // A named choice (latentlab/vocabulary.h) or `fallback`; an unknown name
+  // is Error(BadInput) naming the option and the names it takes.
+  template <typename E>
+  E getChoice(const std::string& name, E fallback) const {
+    const auto v = get(name);
+    if (!v) return fallback;
+    if (const auto e = findChoice<E>(*v)) return *e;
+    throw Error(ErrorCode::BadInput, "--" + name + ": unknown " + choiceKind<E>() + " '" + *v + "'",
+                "Use one of " + joinNames(choiceNames<E>()) + ".");
+  }
   const std::vector<std::string>& positionals() const { return m_positionals; }
 
  private:

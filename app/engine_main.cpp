@@ -109,7 +109,7 @@ json mlaJson(const MlaConversion& mla) {
   json j = {{"rope_strategy", mla.ropeStrategy},
             {"rope_pairs", mla.ropePairs},
             {"d_kv", mla.dKv},
-            {"svd_method", mla.svdMethod}};
+            {"svd_method", choiceName(mla.svdMethod)}};
   if (mla.official) {
     j["official_layout"] = mla.official->format;
     j["official_version"] = mla.official->version;
@@ -181,7 +181,7 @@ void printModelSection(const ModelSummary& s) {
   for (const auto& [field, what] : c.unusedFields) std::printf("config field  %s: %s\n", field.c_str(), what.c_str());
   if (c.mla) {
     std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s%s\n", c.mla->ropeStrategy.c_str(),
-                c.mla->ropePairs, c.mla->dKv, c.mla->svdMethod.c_str(),
+                c.mla->ropePairs, c.mla->dKv, std::string(choiceName(c.mla->svdMethod)).c_str(),
                 !c.mla->official ? ""
                 : c.mla->official->format == 2
                     ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"

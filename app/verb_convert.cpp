@@ -52,20 +52,20 @@ ConvertSpec convertSpecFromArgs(const Args& args) {
   ConvertSpec s;
   s.modelDir = *args.get("model");
   s.outDir = args.get("out", "");
-  s.target = args.get("target", "mha2mla");
-  s.factorise = args.get("factorise", s.target == "deepseek" ? "activations" : "weights");
+  s.target = args.getChoice("target", ConversionTarget::Mha2Mla);
+  if (args.get("factorise")) s.factorise = args.getChoice("factorise", Factorisation::Weights);
   s.ropeWidth = args.getInt("rope-width", 0, 0, INT_MAX);
   s.freqFold = args.getInt("freq-fold", 1, 1, INT_MAX);
   s.heldOutText = args.get("held-out", "");
-  s.ropeStrategy = args.get("rope", "2-norm");
+  s.ropeStrategy = args.getChoice("rope", RopeStrategy::TwoNorm);
   s.ropePairs = args.getInt("r", 0, 0, INT_MAX);
   s.dKv = args.getInt("dkv", 0, 1, INT_MAX);
-  s.svd = args.get("svd", "joint");
+  s.svd = args.getChoice("svd", SvdMethod::Joint);
   s.calibration.dataFile = args.get("calib-data", "");
-  s.calibration.format = args.get("calib-format", "u16");
+  s.calibration.format = args.getChoice("calib-format", TokenFormat::U16);
   s.calibration.numSequences = args.getInt("calib-sequences", 64, 1, INT_MAX);
   s.calibration.seqLen = args.getInt("calib-seq-len", 512, 2, INT_MAX);
-  s.twoNormScore = args.get("score", "product");
+  s.twoNormScore = args.getChoice("score", TwoNormScore::Product);
   s.dtype = args.get("dtype", "");
   s.device = args.get("device", "cpu");
   s.force = args.flag("force");
@@ -93,12 +93,12 @@ void printReportJson(const ConvertReport& r) {
   nlohmann::json stages = nlohmann::json::object();
   for (const auto& st : r.stages) stages[st.stage] = st.seconds;
   std::cout << nlohmann::json{{"out", r.outDir.string()},
-                              {"target", r.target},
-                              {"factorise", r.factorise},
+                              {"target", choiceName(r.target)},
+                              {"factorise", choiceName(r.factorise)},
                               {"rope_strategy", r.mla.ropeStrategy},
                               {"rope_pairs", r.mla.ropePairs},
                               {"d_kv", r.mla.dKv},
-                              {"svd", r.mla.svdMethod},
+                              {"svd", choiceName(r.mla.svdMethod)},
                               {"d_c", r.latent.dC},
                               {"d_rope", r.latent.dRope},
                               {"rope_energy_kept", r.ropeEnergyKept},
@@ -126,17 +126,18 @@ void printReportJson(const ConvertReport& r) {
 // The report as text: what was written, the RoPE part, the latent and its errors, the figures and the time.
 void printReportText(const ConvertReport& r) {
   std::printf("wrote %s\n", r.outDir.string().c_str());
-  if (r.target == "deepseek") {
+  const std::string factorise(choiceName(r.factorise));
+  if (r.target == ConversionTarget::DeepSeek) {
     double kept = 0.0;
     for (double e : r.ropeEnergyKept) kept += e / static_cast<double>(r.ropeEnergyKept.size());
     std::printf("rope       RoRoPE, %s; %.1f%% of the key energy in the RoPE key\n", r.pairsSummary.c_str(),
                 100.0 * kept);
-    std::printf("latent     kv_lora_rank %d (%s), error: weights %.4f", r.latent.dC, r.factorise.c_str(),
+    std::printf("latent     kv_lora_rank %d (%s), error: weights %.4f", r.latent.dC, factorise.c_str(),
                 r.meanReconstructionError);
   } else {
     std::printf("rope       %s, %s\n", r.mla.ropeStrategy.c_str(), r.pairsSummary.c_str());
     std::printf("latent     d_kv %d per KV head (%s SVD of the %s), error: weights %.4f", r.mla.dKv,
-                r.mla.svdMethod.c_str(), r.factorise.c_str(), r.meanReconstructionError);
+                std::string(choiceName(r.mla.svdMethod)).c_str(), factorise.c_str(), r.meanReconstructionError);
   }
   if (r.meanActivationError >= 0) std::printf(", activations %.4f", r.meanActivationError);
   std::printf(" (mean relative)\n");

@@ -39,7 +39,7 @@ int cmdDemo(int argc, char** argv) {
   if (!args.flag("base-only")) {
     const std::int64_t exp = findOrCreateExperiment(store, "demo: rope strategies", "rope-strategies",
                                                     "MHA2MLA on the demo base: S_2-norm, S_high, S_uniform at d_kv 8");
-    for (const std::string strategy : {"2-norm", "high", "uniform"}) {
+    for (const RopeStrategy strategy : {RopeStrategy::TwoNorm, RopeStrategy::High, RopeStrategy::Uniform}) {
       RunSpec spec = demoConvertSpec(base, strategy, 8);
       bool done = false;
       std::int64_t id = 0;

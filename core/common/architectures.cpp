@@ -140,19 +140,24 @@ ModelConfig builtinArchitecture(const std::string& name, int vocabSize) {
 }
 
 namespace {
+// mha, gqa, or a latent kind with its k (gla: latent heads; mlra: branches).
 struct ParsedVariant {
-  std::string kind;  // mha | gqa | mla | gla | mlra
-  int k = 1;         // gla: latent heads; mlra: branches
+  enum class Cache { Mha, Gqa, Latent } cache = Cache::Latent;
+  LatentKind latent = LatentKind::Mla;
+  int k = 1;
 };
 
 std::optional<ParsedVariant> parseVariant(const std::string& name) {
-  if (name == "mha" || name == "gqa" || name == "mla") return ParsedVariant{name, 1};
-  if (name == "mlra-2") return ParsedVariant{"mlra", 2};
-  if (name == "mlra-4") return ParsedVariant{"mlra", 4};
+  using C = ParsedVariant::Cache;
+  if (name == "mha") return ParsedVariant{C::Mha, LatentKind::Mla, 1};
+  if (name == "gqa") return ParsedVariant{C::Gqa, LatentKind::Mla, 1};
+  if (name == "mla") return ParsedVariant{C::Latent, LatentKind::Mla, 1};
+  if (name == "mlra-2") return ParsedVariant{C::Latent, LatentKind::Mlra, 2};
+  if (name == "mlra-4") return ParsedVariant{C::Latent, LatentKind::Mlra, 4};
   if (name.rfind("gla-", 0) == 0 && name.size() > 4 && name.size() < 8) {
     const std::string digits = name.substr(4);
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits[0] == '0') return std::nullopt;
-    return ParsedVariant{"gla", std::atoi(digits.c_str())};
+    return ParsedVariant{C::Latent, LatentKind::Gla, std::atoi(digits.c_str())};
   }
   return std::nullopt;
 }
@@ -183,9 +188,9 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
   cfg.attentionBias = false;
   cfg.oProjBias = false;
   const int nh = cfg.numHeads, dh = cfg.headDim;
-  if (v->kind == "mha") {
+  if (v->cache == ParsedVariant::Cache::Mha) {
     cfg.numKvHeads = nh;
-  } else if (v->kind == "gqa") {
+  } else if (v->cache == ParsedVariant::Cache::Gqa) {
     const int group = o.gqaGroup > 0 ? o.gqaGroup : (base.numKvHeads < nh ? base.kvGroupSize() : 4);
     if (nh % group != 0) {
       badOption(where, opt + ".gqa_group",
@@ -194,9 +199,9 @@ ModelConfig attentionVariant(const ModelConfig& base, const std::string& attenti
     cfg.numKvHeads = nh / group;
   } else {
     LatentAttention a;
-    a.kind = v->kind;
-    a.latentHeads = v->kind == "gla" ? v->k : v->kind == "mlra" ? 4 : 1;
-    a.branches = v->kind == "mlra" ? v->k : 1;
+    a.kind = v->latent;
+    a.latentHeads = v->latent == LatentKind::Gla ? v->k : v->latent == LatentKind::Mlra ? 4 : 1;
+    a.branches = v->latent == LatentKind::Mlra ? v->k : 1;
     a.dC = o.dC > 0 ? o.dC : 4 * dh;
     a.dRope = o.dRope > 0 ? o.dRope : dh / 2;
     a.dNope = o.dNope > 0 ? o.dNope : dh;

@@ -105,7 +105,7 @@ ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::
                 "Use the model's full-precision (fp32/bf16/fp16) weights.");
   }
   LatentAttention a;
-  a.kind = "mla";
+  a.kind = LatentKind::Mla;
   a.dC = r.requireInt("kv_lora_rank");
   a.dRope = r.requireInt("qk_rope_head_dim");
   a.dNope = r.requireInt("qk_nope_head_dim");
@@ -132,7 +132,7 @@ ModelConfig readDeepSeekV3Config(const json& j, const JsonReader& r, const std::
 }
 
 json deepSeekV3ConfigJson(const ModelConfig& cfg) {
-  if (!cfg.latent || cfg.latent->kind != "mla" || !cfg.latent->ropeInterleaved || cfg.latent->scaled ||
+  if (!cfg.latent || cfg.latent->kind != LatentKind::Mla || !cfg.latent->ropeInterleaved || cfg.latent->scaled ||
       !cfg.latent->latentNorm || cfg.latent->latentNormEps != kLatentNormEps) {
     throw Error(ErrorCode::Internal, "a DeepSeek-V3 config.json for a model not in DeepSeek's layout");
   }

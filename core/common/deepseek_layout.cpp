@@ -37,7 +37,7 @@ std::optional<std::string> deepSeekExportProblem(const ModelConfig& cfg) {
   }
   if (!cfg.latent) return std::string("it is an original MHA/GQA model; convert it with --target deepseek first");
   const LatentAttention& a = *cfg.latent;
-  if (a.kind != "mla") {
+  if (a.kind != LatentKind::Mla) {
     return "it is " + a.name() + " (" + std::to_string(a.latentHeads) + " latent heads, " + std::to_string(a.branches) +
            " branches); DeepSeek-V3 has one latent shared by every head";
   }

@@ -165,7 +165,7 @@ ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s,
   }
   ModelConfig out = cfg;
   LatentAttention a;
-  a.kind = "mla";
+  a.kind = LatentKind::Mla;
   a.dC = cfg.numKvHeads * s.dKv;
   a.dRope = layout.width;
   a.dNope = cfg.headDim;
@@ -257,7 +257,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
   s.ropePairs = cfg.mla->ropePairs;
   s.fullRope = cfg.mla->ropePairs * 2 == cfg.ropeDim();
   s.dKv = cfg.mla->dKv;
-  s.svd = cfg.mla->svdMethod == "split" ? SvdMethod::Split : SvdMethod::Joint;
+  s.svd = cfg.mla->svdMethod;
   return computeKvBudget(original, s, cacheDType, tpDegree);
 }
 

@@ -57,7 +57,7 @@ double layerElements(const ModelConfig& c) {
     if (a.latentHeads > 1 && a.branches == 1) e += 1.25 * nh * (dn + dv);
   } else if (c.mla) {
     const double q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, lat = c.numKvHeads * c.mla->dKv;
-    e += c.mla->svdMethod == "split" ? 3 * q + 5 * kv + 2 * lat : 3 * q + 5.5 * kv + lat;
+    e += c.mla->svdMethod == SvdMethod::Split ? 3 * q + 5 * kv + 2 * lat : 3 * q + 5.5 * kv + lat;
   } else {
     e += 3.0 * c.numHeads * c.headDim + 2.0 * c.numKvHeads * c.headDim;
   }
@@ -294,7 +294,7 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     m.ropeStrategy = std::string(choiceName(spec.conversion.ropeStrategy));
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
     m.dKv = spec.conversion.dKv;
-    m.svdMethod = std::string(choiceName(spec.conversion.svd));
+    m.svdMethod = spec.conversion.svd;
     cfg.mla = m;
   }
   return cfg;

@@ -290,9 +290,13 @@ MlaConversion readMla(const json& m, const std::string& source) {
   mla.ropeStrategy = r.requireString("rope_strategy");
   mla.ropePairs = r.requireInt("rope_pairs");
   mla.dKv = r.requireInt("d_kv");
-  mla.svdMethod = r.optString("svd_method", "joint");
+  const std::string svd = r.optString("svd_method", "joint");
+  if (const auto method = findChoice<SvdMethod>(svd)) {
+    mla.svdMethod = *method;
+  } else {
+    r.fail("svd_method", "must be 'joint' or 'split'");
+  }
   mla.twoNormScore = r.optString("two_norm_score", "");
-  if (mla.svdMethod != "joint" && mla.svdMethod != "split") r.fail("svd_method", "must be 'joint' or 'split'");
   if (!m.contains("pairs") || !m.at("pairs").is_array()) r.fail("pairs", "is missing");
   try {
     mla.pairs = m.at("pairs").get<std::vector<std::vector<std::vector<int>>>>();
@@ -314,7 +318,12 @@ LatentAttention readLatent(const json& m, const std::string& source) {
     if (!kLatentFields.count(it.key())) r.fail(it.key(), "is not a latent-attention field");
   }
   LatentAttention a;
-  a.kind = r.requireString("kind");
+  const std::string kind = r.requireString("kind");
+  if (const auto k = findChoice<LatentKind>(kind)) {
+    a.kind = *k;
+  } else {
+    r.fail("kind", "must be mla, gla or mlra, got '" + kind + "'");
+  }
   a.dC = r.requireInt("d_c");
   a.dRope = r.requireInt("d_rope");
   a.dNope = r.requireInt("d_nope");
@@ -357,19 +366,17 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
   auto bad = [&](const std::string& field, const std::string& problem) {
     throw Error(ErrorCode::BadModel, source + ": latentlab_latent." + field + " " + problem);
   };
-  if (a.kind != "mla" && a.kind != "gla" && a.kind != "mlra")
-    bad("kind", "must be mla, gla or mlra, got '" + a.kind + "'");
   if (a.dC < 1) bad("d_c", "must be positive");
   if (a.dRope < 2 || a.dRope % 2 != 0) bad("d_rope", "must be a positive even number, got " + std::to_string(a.dRope));
   if (a.dNope < 1) bad("d_nope", "must be positive");
   if (a.dV < 1) bad("d_v", "must be positive");
   if (a.qLoraRank < 0) bad("q_lora_rank", "must be 0 (a plain q_proj) or positive");
-  if (a.kind == "mla" && (a.latentHeads != 1 || a.branches != 1))
+  if (a.kind == LatentKind::Mla && (a.latentHeads != 1 || a.branches != 1))
     bad("latent_heads", "must be 1 (with 1 branch) for mla");
-  if (a.kind == "gla" && (a.latentHeads < 1 || a.branches != 1))
+  if (a.kind == LatentKind::Gla && (a.latentHeads < 1 || a.branches != 1))
     bad("latent_heads", "must be >= 1 (with 1 branch) for gla");
-  if (a.kind == "mlra" && a.latentHeads != 4) bad("latent_heads", "must be 4 for mlra");
-  if (a.kind == "mlra" && a.branches != 2 && a.branches != 4) bad("branches", "must be 2 or 4 for mlra");
+  if (a.kind == LatentKind::Mlra && a.latentHeads != 4) bad("latent_heads", "must be 4 for mlra");
+  if (a.kind == LatentKind::Mlra && a.branches != 2 && a.branches != 4) bad("branches", "must be 2 or 4 for mlra");
   if (a.dC % a.latentHeads != 0) {
     bad("d_c",
         "(" + std::to_string(a.dC) + ") is not divisible by latent_heads (" + std::to_string(a.latentHeads) + ")");
@@ -401,9 +408,15 @@ void validateLatent(const ModelConfig& c, const std::string& source) {
 }  // namespace
 
 std::string LatentAttention::name() const {
-  if (kind == "mla") return "mla";
-  if (kind == "gla") return "gla-" + std::to_string(latentHeads);
-  return kind + "-" + std::to_string(branches);
+  switch (kind) {
+    case LatentKind::Mla:
+      return "mla";
+    case LatentKind::Gla:
+      return "gla-" + std::to_string(latentHeads);
+    case LatentKind::Mlra:
+      break;
+  }
+  return "mlra-" + std::to_string(branches);
 }
 
 double RopeScaling::attentionScaling() const {
@@ -663,7 +676,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
     m["rope_strategy"] = cfg.mla->ropeStrategy;
     m["rope_pairs"] = cfg.mla->ropePairs;
     m["d_kv"] = cfg.mla->dKv;
-    m["svd_method"] = cfg.mla->svdMethod;
+    m["svd_method"] = choiceName(cfg.mla->svdMethod);
     if (!cfg.mla->twoNormScore.empty()) m["two_norm_score"] = cfg.mla->twoNormScore;
     m["pairs"] = cfg.mla->pairs;
     j["latentlab_mla"] = m;
@@ -717,7 +730,7 @@ std::int64_t attentionParameters(const ModelConfig& c, int layer) {
     const std::int64_t r2 = c.usesRope(layer) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, dkv = c.mla->dKv;
     attn += d * nkv * r2;                                           // k_rope_proj
     if (c.attentionBias) attn += nkv * r2 + nkv * nope + nkv * dh;  // rope, up-k, up-v biases
-    if (c.mla->svdMethod == "split") {
+    if (c.mla->svdMethod == SvdMethod::Split) {
       attn += 2 * d * nkv * dkv;                              // k_down, v_down
       attn += nkv * nope * nkv * dkv + nkv * dh * nkv * dkv;  // k_up, v_up
     } else {
@@ -749,9 +762,9 @@ int roundToMultiple(double x, int multiple) {
 }
 }  // namespace
 
-int defaultQLoraRank(int hidden, const std::string& kind, int multiple) {
+int defaultQLoraRank(int hidden, LatentKind kind, int multiple) {
   // The paper's ranks at d = 3072: MLA 1536 (d/2), GLA-2 and MLRA-2 1024 (d/3).
-  const double share = kind == "mla" ? 2.0 : 3.0;
+  const double share = kind == LatentKind::Mla ? 2.0 : 3.0;
   return std::max(multiple, roundToMultiple(hidden / share, multiple));
 }
 
@@ -781,7 +794,7 @@ ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple) 
 }
 
 nlohmann::json detail::latentDimensionsJson(const LatentAttention& a) {
-  return {{"kind", a.kind},
+  return {{"kind", choiceName(a.kind)},
           {"d_c", a.dC},
           {"d_rope", a.dRope},
           {"d_nope", a.dNope},

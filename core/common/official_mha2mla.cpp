@@ -40,9 +40,9 @@ std::vector<int> uniformPairs(const JsonReader& r, const char* field, int headDi
   return kept;
 }
 
-std::string svdFor(const JsonReader& r, const std::string& field, const std::string& method) {
-  if (method == "joint") return "joint";
-  if (method == "split") return "split";
+SvdMethod svdFor(const JsonReader& r, const std::string& field, const std::string& method) {
+  if (method == "joint") return SvdMethod::Joint;
+  if (method == "split") return SvdMethod::Split;
   r.fail(field, "is '" + method +
                     "': LatentLab reads the official joint and split factorisations (a latent shared by K and V, or "
                     "one each); without a latent for both the cache is not MHA2MLA's");
@@ -131,7 +131,7 @@ void readFormat1(const json& rope, const json& svd, const JsonReader& top, Model
     s.fail("method", "is " + std::to_string(method) +
                          ": LatentLab reads method 7 (SVD_joint, every released checkpoint) and 2 (SVD_split)");
   }
-  m.svdMethod = method == 7 ? "joint" : "split";
+  m.svdMethod = method == 7 ? SvdMethod::Joint : SvdMethod::Split;
   cfg.mla = m;
   auto pairCount = [&](const char* field) {
     const int k = r.requireInt(field);

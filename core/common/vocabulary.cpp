@@ -71,8 +71,10 @@ LATENTLAB_CHOICE(ScheduleKind, "schedule", {ScheduleKind::Wsd, {"wsd"}}, {Schedu
 LATENTLAB_CHOICE(TaskFormat, "task format", {TaskFormat::Jsonl, {"jsonl"}}, {TaskFormat::Arc, {"arc"}},
                  {TaskFormat::OpenBookQa, {"openbookqa"}}, {TaskFormat::HellaSwag, {"hellaswag"}},
                  {TaskFormat::Piqa, {"piqa"}}, {TaskFormat::WinoGrande, {"winogrande"}}, {TaskFormat::Mmlu, {"mmlu"}})
-LATENTLAB_CHOICE(TokenFormat, "token format", {TokenFormat::Text, {""}}, {TokenFormat::U16, {"u16"}},
+LATENTLAB_CHOICE(TokenFormat, "token format", {TokenFormat::Text, {"", "text"}}, {TokenFormat::U16, {"u16"}},
                  {TokenFormat::U32, {"u32"}})
+LATENTLAB_CHOICE(LatentKind, "latent attention kind", {LatentKind::Mla, {"mla"}}, {LatentKind::Gla, {"gla"}},
+                 {LatentKind::Mlra, {"mlra"}})
 
 #undef LATENTLAB_CHOICE
 

@@ -31,27 +31,10 @@ struct Prepared {
   DType saveDType = DType::F32;
 };
 
-SvdMethod parseSvd(const std::string& name) {
-  if (name.empty()) return SvdMethod::Joint;
-  if (const auto svd = findChoice<SvdMethod>(name)) return *svd;
-  throw Error(ErrorCode::BadInput, "convert spec svd: unknown SVD method '" + name + "'", "Use joint or split.");
-}
-
 Prepared prepare(const ConvertSpec& spec) {
   Prepared p;
-  // The spec's names parsed once, here.
-  const auto target = findChoice<ConversionTarget>(spec.target);
-  const auto factorise = findChoice<Factorisation>(spec.factorise);
-  if (!target) {
-    throw Error(ErrorCode::BadInput, "convert spec target: unknown target '" + spec.target + "'",
-                "Use mha2mla (partial RoPE per head) or deepseek (DeepSeek-V3 attention, exportable).");
-  }
-  if (!factorise) {
-    throw Error(ErrorCode::BadInput, "convert spec factorise: unknown method '" + spec.factorise + "'",
-                "Use weights (SVD of the weights) or activations (PCA of calibration activations).");
-  }
-  p.deepseek = *target == ConversionTarget::DeepSeek;
-  const bool activations = *factorise == Factorisation::Activations;
+  p.deepseek = spec.target == ConversionTarget::DeepSeek;
+  const bool activations = convertFactorisation(spec) == Factorisation::Activations;
   const fs::path configJson = spec.modelDir / "config.json";
   try {
     p.cfg = readHfConfig(configJson);
@@ -66,7 +49,7 @@ Prepared prepare(const ConvertSpec& spec) {
     p.dsOpts.freqFold = spec.freqFold;
     p.dsOpts.dKv = spec.dKv;
     p.dsOpts.activations = activations;
-    if (parseSvd(spec.svd) == SvdMethod::Split) {
+    if (spec.svd == SvdMethod::Split) {
       throw Error(ErrorCode::BadInput,
                   "DeepSeek-target conversion: DeepSeek-V3 has one joint latent; SVD_split does not apply",
                   "Use --svd joint, or the mha2mla target.");
@@ -79,11 +62,11 @@ Prepared prepare(const ConvertSpec& spec) {
     }
     p.needsCalibration = true;
   } else {
-    p.opts.rope = parseRopeStrategy(spec.ropeStrategy, "convert spec rope strategy");
+    p.opts.rope = spec.ropeStrategy;
     p.opts.ropePairs = spec.ropePairs;
     p.opts.dKv = spec.dKv;
-    p.opts.svd = parseSvd(spec.svd);
-    p.opts.twoNormScore = parseTwoNormScore(spec.twoNormScore, "convert spec two-norm score");
+    p.opts.svd = spec.svd;
+    p.opts.twoNormScore = spec.twoNormScore;
     p.opts.activations = activations;
     validateConversion(p.cfg, p.opts, haveData);
     p.needsCalibration = p.opts.rope == RopeStrategy::TwoNorm || p.opts.activations || haveData;
@@ -107,9 +90,6 @@ Prepared prepare(const ConvertSpec& spec) {
               (fs::exists(c.dataFile, ec) ? "is not a regular file (a folder, FIFO or device)" : "file not found"),
           "Give token ids (u16/u32) from the training data.");
     }
-    if (c.format != "u16" && c.format != "u32" && c.format != "text") {
-      throw Error(ErrorCode::BadInput, "convert spec calibration format: '" + c.format + "' is not u16, u32 or text");
-    }
     if (c.numSequences < 1 || c.seqLen < 1 || c.batchSize < 1) {
       throw Error(ErrorCode::BadInput,
                   "convert spec calibration: sequences, sequence length and batch must be at least 1");
@@ -121,10 +101,10 @@ Prepared prepare(const ConvertSpec& spec) {
 
 // Token ids of the calibration file; raw files are read only as far as needed.
 std::vector<std::int64_t> readTokenIds(const CalibrationSpec& c, const fs::path& modelDir, int vocab) {
-  if (c.format == "text") return tokenizeForModel(modelDir, c.dataFile);
+  if (c.format == TokenFormat::Text) return tokenizeForModel(modelDir, c.dataFile);
   const auto wanted = static_cast<std::uint64_t>(c.numSequences) * static_cast<std::uint64_t>(c.seqLen);
-  return readRawTokenIds(c.dataFile, rawLayout(c.format, "convert calibration"), static_cast<std::uint32_t>(vocab),
-                         wanted);
+  return readRawTokenIds(c.dataFile, c.format == TokenFormat::U32 ? ShardLayout::RawU32 : ShardLayout::RawU16,
+                         static_cast<std::uint32_t>(vocab), wanted);
 }
 
 // The first numSequences windows of seqLen tokens, batched (B, seqLen).
@@ -274,7 +254,7 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
     converted.reset();
     report.outDir = target;
     report.target = spec.target;
-    report.factorise = spec.factorise;
+    report.factorise = convertFactorisation(spec);
     if (mcfg.mla) {
       report.mla = *mcfg.mla;
       report.pairsSummary = summarisePairs(p.cfg, report.mla, report.pairUsage);

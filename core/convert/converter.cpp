@@ -56,7 +56,7 @@ ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opt
   m.ropeStrategy = ropeStrategyName(opts.rope);
   m.ropePairs = effectiveRopePairs(cfg, opts);
   m.dKv = opts.dKv;
-  m.svdMethod = opts.svd == SvdMethod::Split ? "split" : "joint";
+  m.svdMethod = opts.svd;
   if (opts.rope == RopeStrategy::TwoNorm) m.twoNormScore = twoNormScoreName(opts.twoNormScore);
   m.pairs = pairs;
   out.mla = m;

@@ -47,7 +47,7 @@ void appendOfficialTensors(const ModelConfig& c, const std::string& a, std::int6
   const bool b = c.attentionBias;
   out.push_back({a + n.kRope + ".weight", S{nkv * r2, d}});
   if (b) out.push_back({a + n.kRope + ".bias", S{nkv * r2}});
-  if (c.mla->svdMethod == "split") {
+  if (c.mla->svdMethod == SvdMethod::Split) {
     out.push_back({a + n.downK + ".weight", S{lat, d}});
     out.push_back({a + n.downV + ".weight", S{lat, d}});
   } else {
@@ -97,7 +97,7 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
         }
         if (c.mla->official) {
           // (the official names above)
-        } else if (c.mla->svdMethod == "split") {
+        } else if (c.mla->svdMethod == SvdMethod::Split) {
           out.push_back({a + "k_down.weight", S{lat, d}});
           out.push_back({a + "v_down.weight", S{lat, d}});
           out.push_back({a + "k_up.weight", S{nkv * nope, lat}});

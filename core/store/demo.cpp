@@ -32,13 +32,13 @@ RunSpec demoPretrainSpec(const std::string& arch) {
   return s;
 }
 
-RunSpec demoConvertSpec(const fs::path& baseDir, const std::string& ropeStrategy, int dKv) {
+RunSpec demoConvertSpec(const fs::path& baseDir, RopeStrategy ropeStrategy, int dKv) {
   RunSpec s;
-  s.name = ropeStrategy + " d_kv " + std::to_string(dKv);
+  s.name = std::string(choiceName(ropeStrategy)) + " d_kv " + std::to_string(dKv);
   s.kind = RunKind::ConvertFinetune;
   s.modelDir = baseDir.string();
   s.conversion.enabled = true;
-  s.conversion.ropeStrategy = parseChoice<RopeStrategy>(ropeStrategy, "demo conversion rope_strategy");
+  s.conversion.ropeStrategy = ropeStrategy;
   s.conversion.dKv = dKv;
   s.conversion.calibSequences = 32;
   s.conversion.calibSeqLen = 128;

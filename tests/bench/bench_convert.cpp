@@ -88,13 +88,16 @@ void benchConvert(BenchReport& report) {
   }
   NullProgress progress;
   CancelToken cancel;
-  const auto strategies = benchOptions().quick ? std::vector<std::string>{"2-norm"}
-                                               : std::vector<std::string>{"high", "low", "uniform", "2-norm", "full"};
-  for (const auto& strategy : strategies) {
+  const auto strategies = benchOptions().quick
+                              ? std::vector<RopeStrategy>{RopeStrategy::TwoNorm}
+                              : std::vector<RopeStrategy>{RopeStrategy::High, RopeStrategy::Low, RopeStrategy::Uniform,
+                                                          RopeStrategy::TwoNorm, RopeStrategy::Full};
+  for (const RopeStrategy rope : strategies) {
+    const std::string strategy(choiceName(rope));
     ConvertSpec spec;
     spec.modelDir = base;
     spec.outDir = root / ("mla-" + strategy);
-    spec.ropeStrategy = strategy;
+    spec.ropeStrategy = rope;
     spec.ropePairs = 4;
     spec.dKv = 16;
     spec.calibration.dataFile = calib;

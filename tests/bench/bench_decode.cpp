@@ -54,7 +54,7 @@ void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::i
       const std::int64_t latent = static_cast<std::int64_t>(c.numKvHeads) * c.mla->dKv;
       layer.append(0, torch::randn({batch, c.numKvHeads, ctx, 2 * c.mla->ropePairs}, opts));
       layer.append(1, torch::randn({batch, 1, ctx, latent}, opts));
-      if (c.mla->svdMethod == "split") layer.append(2, torch::randn({batch, 1, ctx, latent}, opts));
+      if (c.mla->svdMethod == SvdMethod::Split) layer.append(2, torch::randn({batch, 1, ctx, latent}, opts));
     }
     layer.advance(ctx);
   }

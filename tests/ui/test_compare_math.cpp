@@ -1,11 +1,16 @@
 // The compare view's arithmetic, checked directly: interpolation and run −
 // baseline on unequal step grids (aligned by tokens), preset pairs matched to
-// run names, refinement decisions for the visible range, and the spec diff
+// run names, the chart's series type (ranges kept as rows arrive, windows
+// by binary search, both against a scan), refinement decisions for the visible range, and the spec diff
 // listing exactly the fields that differ.
 #include <QtTest>
 #include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "charts/compare_math.h"
+#include "charts/metric_series.h"
 #include "charts/range_refine.h"
 #include "charts/thinning.h"
 #include "models/spec_diff.h"
@@ -106,6 +111,80 @@ class TestCompareMath : public QObject {
     QCOMPARE(withoutCommonWords({"demo mla", "demo"}), (V{"demo mla", "demo"}));  // one would be empty
     QCOMPARE(withoutCommonWords({"alpha", "alps"}), (V{"alpha", "alps"}));        // no whole word shared
     QCOMPARE(withoutCommonWords({"only run"}), V{"only run"});
+  }
+
+  void aSeriesKeepsItsRangesAsRowsArriveAndFindsWindowsLikeAScan() {
+    // Values with NaN, zero and negatives among them; x in step order.
+    std::vector<MetricPoint> all;
+    for (int s = 1; s <= 500; ++s) {
+      double v = 3.0 * std::sin(s * 0.7) + 0.5;
+      if (s % 37 == 0) v = std::numeric_limits<double>::quiet_NaN();
+      if (s % 53 == 0) v = 0.0;
+      all.push_back({s, s * 100LL, s * 0.25, v});
+    }
+    MetricSeries grown;
+    for (std::size_t n = 0; n < all.size(); ++n) {
+      grown.push_back(all[n]);
+      double lo = INFINITY, hi = -INFINITY, plo = INFINITY, phi = -INFINITY;
+      for (std::size_t i = 0; i <= n; ++i) {
+        const double v = all[i].value;
+        if (!std::isfinite(v)) continue;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        if (v > 0) {
+          plo = std::min(plo, v);
+          phi = std::max(phi, v);
+        }
+      }
+      QCOMPARE(grown.values().empty(), !std::isfinite(lo));
+      if (std::isfinite(lo)) {
+        QCOMPARE(grown.values().lo, lo);
+        QCOMPARE(grown.values().hi, hi);
+      }
+      if (std::isfinite(plo)) {
+        QCOMPARE(grown.positiveValues().lo, plo);
+        QCOMPARE(grown.positiveValues().hi, phi);
+      }
+    }
+    // Assigned at once: the same ranges as grown row by row.
+    const MetricSeries assigned(all);
+    QCOMPARE(assigned.values().lo, grown.values().lo);
+    QCOMPARE(assigned.positiveValues().hi, grown.positiveValues().hi);
+    for (const ChartXAxis axis : {ChartXAxis::Step, ChartXAxis::Tokens, ChartXAxis::WallTime}) {
+      QVERIFY(assigned.ordered(axis));
+      for (const auto& [x0, x1] : std::vector<std::pair<double, double>>{
+               {0, 1e9}, {10, 20}, {2500, 2600}, {12.25, 12.25}, {-5, 0}, {600, 700}, {30.5, 31.5}, {1000, 999}}) {
+        const double scale = axis == ChartXAxis::Tokens ? 100.0 : axis == ChartXAxis::WallTime ? 0.25 : 1.0;
+        const double a = x0 * scale, b = x1 * scale;
+        std::size_t first = all.size(), count = 0;
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          const double x = xOf(all[i], axis);
+          if (x < a || x > b) continue;
+          first = std::min(first, i);
+          ++count;
+        }
+        const auto [i0, i1] = assigned.within(axis, a, b);
+        QCOMPARE(i1 - i0, count);
+        if (count > 0) QCOMPARE(i0, first);
+      }
+    }
+  }
+
+  void aSeriesWhoseTokensRestartIsScannedWhole() {
+    // A run restarted its token count (an x that goes back): binary search
+    // would miss rows, so the series hands every row to the caller.
+    MetricSeries s;
+    s.push_back({1, 100, 1.0, 2.0});
+    s.push_back({2, 200, 2.0, 1.5});
+    QVERIFY(s.ordered(ChartXAxis::Tokens));
+    s.push_back({3, 50, 3.0, 1.2});
+    QVERIFY(!s.ordered(ChartXAxis::Tokens));
+    QVERIFY(s.ordered(ChartXAxis::Step));
+    QVERIFY(s.ordered(ChartXAxis::WallTime));
+    QCOMPARE(s.within(ChartXAxis::Tokens, 40, 60), (std::pair<std::size_t, std::size_t>{0, 3}));
+    QCOMPARE(s.within(ChartXAxis::Step, 2, 3), (std::pair<std::size_t, std::size_t>{1, 3}));
+    s.assign({{1, 100, 1.0, 2.0}});
+    QVERIFY(s.ordered(ChartXAxis::Tokens));  // assign starts afresh
   }
 
   void refinementReadsTheVisibleWindowOnlyWhenTheLoadedBucketsAreTooCoarse() {

@@ -182,16 +182,44 @@ bool ChartView::dataXRange(double* x0, double* x1, bool* live) const {
   return std::isfinite(*x0);
 }
 
+namespace {
+
+// [first, last) of the points with x in [x0, x1], on points in x order.
+std::pair<qsizetype, qsizetype> slice(const QList<QPointF>& points, double x0, double x1) {
+  const auto lo =
+      std::lower_bound(points.begin(), points.end(), x0, [](const QPointF& q, double x) { return q.x() < x; });
+  const auto hi = std::upper_bound(lo, points.end(), x1, [](double x, const QPointF& q) { return x < q.x(); });
+  return {lo - points.begin(), hi - points.begin()};
+}
+
+void pushRange(const ValueRange& r, bool log, std::vector<double>& into) {
+  if (r.empty()) return;
+  into.push_back(log ? std::log10(r.lo) : r.lo);
+  into.push_back(log ? std::log10(r.hi) : r.hi);
+}
+
+}  // namespace
+
 bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
   // Validation points are few and each one matters: never outliers.
   std::vector<double> values, keep, drawn;
+  const bool log = logAxis();
   for (const auto& c : m_curves) {
     if (!runVisible(c->runId)) continue;
-    std::vector<double>& into =
-        c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss") ? keep : values;
-    for (const MetricPoint& p : c->data()) {
-      const QPointF q = toPoint(p);
-      if (q.x() >= x0 && q.x() <= x1) into.push_back(q.y());
+    const bool kept = c->metricName == QLatin1String("val/loss") && m_metric == QLatin1String("loss");
+    std::vector<double>& into = kept ? keep : values;
+    const MetricSeries& data = c->data();
+    // The series' own ranges stand for its rows when all of them are in view
+    // and they are fitted whole (no percentile): no rescan per redraw.
+    const auto [i0, i1] = data.within(m_xAxis, x0, x1);
+    const bool whole = data.ordered(m_xAxis) && i0 == 0 && i1 == data.size();
+    if (whole && (kept || !m_ignoreOutliers)) {
+      pushRange(log ? data.positiveValues() : data.values(), log, into);
+    } else {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const QPointF q = toPoint(data[i]);
+        if (q.x() >= x0 && q.x() <= x1) into.push_back(q.y());
+      }
     }
     // A group's band is part of what it shows.
     for (const QList<QPointF>* band : {&c->bandLo, &c->bandHi}) {
@@ -201,14 +229,21 @@ bool ChartView::fitY(double x0, double x1, double* y0, double* y1) const {
     }
     // The smoothed line is the curve the eye follows: it is fitted as drawn,
     // beside the faint raw points (each with its own outliers).
-    if (m_smoothing > 0) {
-      for (const QPointF& q : c->smoothedPoints) {
-        if (q.x() >= x0 && q.x() <= x1) drawn.push_back(q.y());
+    if (m_smoothing > 0 && !c->smoothedPoints.isEmpty()) {
+      if (whole && !m_ignoreOutliers) {
+        pushRange(c->smoothedRange, false, drawn);  // already log10 on a log axis
+      } else {
+        const auto [s0, s1] = data.ordered(m_xAxis) ? slice(c->smoothedPoints, x0, x1)
+                                                    : std::pair<qsizetype, qsizetype>{0, c->smoothedPoints.size()};
+        for (qsizetype i = s0; i < s1; ++i) {
+          const QPointF& q = c->smoothedPoints[i];
+          if (q.x() >= x0 && q.x() <= x1) drawn.push_back(q.y());
+        }
       }
     }
     // The newest point of a live run is never an outlier.
-    if (!c->data().empty()) {
-      const QPointF q = toPoint(c->data().back());
+    if (!data.empty()) {
+      const QPointF q = toPoint(data.back());
       if (q.x() >= x0 && q.x() <= x1) keep.push_back(q.y());
     }
   }

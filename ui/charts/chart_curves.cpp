@@ -258,23 +258,24 @@ void ChartView::updateLegend() {
 
 void ChartView::drawCurve(Curve& c, bool restart) {
   if (c.minus != nullptr) {
-    c.derived = differenceByTokens(c.source->points, c.minus->points);
+    c.derived.assign(differenceByTokens(c.source->points.rows(), c.minus->points.rows()));
     restart = true;
   } else if (!c.members.empty()) {
     std::vector<const std::vector<MetricPoint>*> rows;
-    for (const Track* t : c.members) rows.push_back(&t->points);
+    for (const Track* t : c.members) rows.push_back(&t->points.rows());
     c.group = groupStats(rows, m_xAxis);
     c.derived.clear();
     for (const GroupPoint& g : c.group) c.derived.push_back(g.at);
     restart = true;
   }
-  const std::vector<MetricPoint>& data = c.data();
+  const MetricSeries& data = c.data();
   if (restart || c.drawnCount > data.size()) {
     c.drawnCount = 0;
     c.smoother = TensorBoardSmoother(m_smoothing);
     c.shown.clear();
     c.rawPoints.clear();
     c.smoothedPoints.clear();
+    c.smoothedRange = {};
   }
   for (std::size_t i = c.drawnCount; i < data.size(); ++i) {
     const MetricPoint& p = data[i];
@@ -285,6 +286,7 @@ void ChartView::drawCurve(Curve& c, bool restart) {
       if (logAxis()) v = v > 0 ? std::log10(v) : std::numeric_limits<double>::quiet_NaN();
       if (std::isfinite(v)) {
         c.smoothedPoints.push_back({q.x(), v});
+        c.smoothedRange.add(v);
         c.shown.push_back({q.x(), v});
       }
     } else if (std::isfinite(q.y())) {
@@ -494,7 +496,7 @@ std::vector<GroupPoint> ChartView::curveGroup(const QString& label) const {
 
 std::vector<MetricPoint> ChartView::curveData(const QString& label) const {
   const Curve* c = curve(label);
-  return c != nullptr ? c->data() : std::vector<MetricPoint>{};
+  return c != nullptr ? c->data().rows() : std::vector<MetricPoint>{};
 }
 
 }  // namespace latentlab::ui

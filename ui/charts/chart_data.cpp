@@ -47,7 +47,7 @@ void ChartView::loadTrack(Track& t, std::int64_t stepMin, std::int64_t stepMax) 
     w.lastStep = pts.back().step;
   }
   t.window = w;
-  t.points = std::move(pts);
+  t.points.assign(std::move(pts));
   t.replaced = true;
 }
 
@@ -138,8 +138,8 @@ void ChartView::refineVisible() {
       std::vector<double> xs;
       xs.reserve(t->overview.size());
       for (const MetricPoint& p : t->overview) xs.push_back(xOf(p, m_xAxis));
-      s0 = stepAtOrBelow(t->overview, xs, x0);
-      s1 = stepAtOrAbove(t->overview, xs, x1);
+      s0 = stepAtOrBelow(t->overview.rows(), xs, x0);
+      s1 = stepAtOrAbove(t->overview.rows(), xs, x1);
     }
     const RefineDecision d = refineFor(t->window, s0, s1, t->lastStep, kMaxPoints);
     if (!d.read) continue;

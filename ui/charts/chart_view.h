@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "charts/axis_ticks.h"
+#include "charts/chart_series.h"
 #include "charts/compare_math.h"
 #include "charts/range_refine.h"
 #include "charts/smoothing.h"
@@ -189,51 +190,8 @@ class ChartView : public QWidget {
   void colorChangeRequested(qint64 runId);  // the legend's context menu
 
  private:
-  // One stored metric of one run, as read (points) and the full-range read
-  // (overview: maps visible x to steps, and restores the view on reset).
-  struct Track {
-    qint64 runId = 0;
-    QString metricName;
-    QString runName;
-    std::vector<MetricPoint> points;    // drawn: the loaded window + live rows
-    std::vector<MetricPoint> pending;   // arrived, not yet drawn
-    std::vector<MetricPoint> overview;  // full range
-    LoadedWindow window;
-    LoadedWindow overviewWindow;
-    std::int64_t lastStep = -1;
-    std::size_t appendedFrom = 0;  // points[appendedFrom..] arrived since the last redraw
-    bool replaced = true;          // points were replaced since the last redraw
-  };
-  // One drawn curve: a track as it is, or the difference of two tracks.
-  struct Curve {
-    QString label;
-    QString legendLabel;  // the run (or pair) without the metric
-    QString metricName;
-    qint64 runId = 0;  // colour and legend toggle
-    bool legendEntry = true;
-    Track* source = nullptr;
-    Track* minus = nullptr;       // set: difference source − minus
-    std::vector<Track*> members;  // set: a group's mean (source is the first member)
-    std::vector<MetricPoint> derived;
-    std::vector<GroupPoint> group;  // a group's mean and min-max per x
-    QColor colour;                  // set: drawn in it (a group), else its run's colour
-    QLineSeries* raw = nullptr;
-    QLineSeries* smoothed = nullptr;  // train curves only
-    QAreaSeries* band = nullptr;      // a group's min-max band
-    QList<QPointF> rawPoints;         // what the series hold
-    QList<QPointF> smoothedPoints;
-    QList<QPointF> bandLo, bandHi;
-    std::vector<CurvePoint> shown;  // what the bold line shows (crosshair)
-    TensorBoardSmoother smoother{0.0};
-    std::size_t drawnCount = 0;  // rows of data() already drawn
-    bool isDerived() const { return minus != nullptr || !members.empty(); }
-    const std::vector<MetricPoint>& data() const { return isDerived() ? derived : source->points; }
-    // The stored tracks it is drawn from.
-    std::vector<Track*> inputs() const {
-      if (!members.empty()) return members;
-      return minus != nullptr ? std::vector<Track*>{source, minus} : std::vector<Track*>{source};
-    }
-  };
+  using Track = ChartTrack;
+  using Curve = ChartCurve;
 
   // The constructor's steps: the plot and its navigation, the bar of
   // controls (chart_bar.cpp), the plot / placeholder / grid stack, the legend

@@ -12,37 +12,46 @@
 #include "latentlab/kv_budget.h"
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab {
 
 // Calibration sequences (S_2-norm, activation-aware factorisation, the
 // DeepSeek target): the first numSequences windows of seqLen tokens of the file.
 struct CalibrationSpec {
-  std::filesystem::path dataFile;  // empty = none
-  std::string format = "u16";      // "u16" | "u32" raw little-endian ids, or "text" (model's tokenizer)
-  int numSequences = 64;           // the official recipe: 1024
-  int seqLen = 512;                // the official recipe: 2048
-  int batchSize = 4;               // sequences per forward pass
+  std::filesystem::path dataFile;         // empty = none
+  TokenFormat format = TokenFormat::U16;  // raw little-endian ids, or text (the model's tokenizer)
+  int numSequences = 64;                  // the official recipe: 1024
+  int seqLen = 512;                       // the official recipe: 2048
+  int batchSize = 4;                      // sequences per forward pass
 };
 
 struct ConvertSpec {
-  std::filesystem::path modelDir;        // original HF Llama-family folder
-  std::filesystem::path outDir;          // must not exist unless force
-  std::string target = "mha2mla";        // "mha2mla" | "deepseek" (DeepSeek-V3 attention, exportable)
-  std::string factorise = "weights";     // "weights" | "activations" (needs calibration); deepseek default activations
-  int ropeWidth = 0;                     // deepseek: d_R of the shared RoPE key; 0 = 2 r n_kv
-  int freqFold = 1;                      // deepseek: FreqFold
-  std::filesystem::path heldOutText;     // optional: text whose loss is measured before and after
-  std::string ropeStrategy = "2-norm";   // "high" | "low" | "uniform" | "2-norm" | "full" (mha2mla only)
-  int ropePairs = 0;                     // r, frequency pairs kept per head; 0 = d_h/16 (ignored for "full")
-  int dKv = 0;                           // latent dims per KV head (per factor for split); required
-  std::string svd = "joint";             // "joint" | "split"
-  CalibrationSpec calibration;           // required for "2-norm"
-  std::string twoNormScore = "product";  // "product" (Q·K, official) | "sum" (Q+K, paper-era)
-  bool force = false;                    // replace an existing model folder at outDir
-  std::string dtype;                     // saved dtype: "" = the checkpoint's, else F32/BF16/F16/F64
-  std::string device = "cpu";            // where calibration and SVD run: "cpu" | "cuda" | "cuda:N"
+  std::filesystem::path modelDir;                       // original HF Llama-family folder
+  std::filesystem::path outDir;                         // must not exist unless force
+  ConversionTarget target = ConversionTarget::Mha2Mla;  // or DeepSeek (DeepSeek-V3 attention, exportable)
+  // SVD of the weights, or PCA of calibration activations; unset: the
+  // target's default (weights for mha2mla, activations for deepseek).
+  std::optional<Factorisation> factorise;
+  int ropeWidth = 0;                                  // deepseek: d_R of the shared RoPE key; 0 = 2 r n_kv
+  int freqFold = 1;                                   // deepseek: FreqFold
+  std::filesystem::path heldOutText;                  // optional: text whose loss is measured before and after
+  RopeStrategy ropeStrategy = RopeStrategy::TwoNorm;  // mha2mla only
+  int ropePairs = 0;  // r, frequency pairs kept per head; 0 = d_h/16 (ignored for "full")
+  int dKv = 0;        // latent dims per KV head (per factor for split); required
+  SvdMethod svd = SvdMethod::Joint;
+  CalibrationSpec calibration;                        // required for 2-norm
+  TwoNormScore twoNormScore = TwoNormScore::Product;  // Q·K (official) | Q+K (paper-era)
+  bool force = false;                                 // replace an existing model folder at outDir
+  std::string dtype;                                  // saved dtype: "" = the checkpoint's, else F32/BF16/F16/F64
+  std::string device = "cpu";                         // where calibration and SVD run: "cpu" | "cuda" | "cuda:N"
 };
+
+// The factorisation a spec asks for: its own, else the target's default.
+inline Factorisation convertFactorisation(const ConvertSpec& spec) {
+  if (spec.factorise) return *spec.factorise;
+  return spec.target == ConversionTarget::DeepSeek ? Factorisation::Activations : Factorisation::Weights;
+}
 
 struct ConvertStageTime {
   std::string stage;  // "load", "calibrate", "select", "factorise", "save"
@@ -51,8 +60,8 @@ struct ConvertStageTime {
 
 struct ConvertReport {
   std::filesystem::path outDir;
-  std::string target = "mha2mla";
-  std::string factorise = "weights";
+  ConversionTarget target = ConversionTarget::Mha2Mla;
+  Factorisation factorise = Factorisation::Weights;
   MlaConversion mla;                    // mha2mla: as written to config.json (strategy, r, d_kv, svd, pairs)
   LatentAttention latent;               // deepseek: as written (d_c, d_R, RoPE source pairs)
   std::vector<double> activationError;  // per layer, relative error of the latent on calibration activations

@@ -17,7 +17,7 @@ namespace latentlab {
 RunSpec demoPretrainSpec(const std::string& arch);
 
 // A demo-scale convert-then-fine-tune run of the demo base at `baseDir`.
-RunSpec demoConvertSpec(const std::filesystem::path& baseDir, const std::string& ropeStrategy, int dKv);
+RunSpec demoConvertSpec(const std::filesystem::path& baseDir, RopeStrategy ropeStrategy, int dKv);
 
 // <workspace>/models/<arch>: an HF folder with tokenizer.json. Pre-trains it
 // (a run in the store, kind pretrain) when missing.

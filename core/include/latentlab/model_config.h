@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "latentlab/vocabulary.h"
+
 namespace latentlab {
 
 enum class DType { F32, F16, BF16, F64 };
@@ -50,11 +52,11 @@ struct OfficialMha2Mla {
 
 // MHA2MLA fields of a converted checkpoint (absent on an original model).
 struct MlaConversion {
-  std::string ropeStrategy;         // "high", "low", "uniform", "2-norm", "full"
-  int ropePairs = 0;                // r: kept RoPE frequency pairs per head
-  int dKv = 0;                      // latent dims per KV head (joint), or per factor (split)
-  std::string svdMethod = "joint";  // "joint" or "split"
-  std::string twoNormScore;         // "product" / "sum" (2-norm only)
+  std::string ropeStrategy;  // "high", "low", "uniform", "2-norm", "full"
+  int ropePairs = 0;         // r: kept RoPE frequency pairs per head
+  int dKv = 0;               // latent dims per KV head (joint), or per factor (split)
+  SvdMethod svdMethod = SvdMethod::Joint;
+  std::string twoNormScore;  // "product" / "sum" (2-norm only)
   // Kept RoPE pairs per layer and KV head: [layer][kvHead][i], ascending.
   // Empty until loading for an official 2-norm checkpoint (its rank file decides).
   std::vector<std::vector<std::vector<int>>> pairs;
@@ -80,14 +82,14 @@ struct LatentConversion {
 //   MLRA-4  4 latent heads, 4 branches   (every latent serves every head)
 // Branch outputs are summed. Softmax scale 1/sqrt(d_nope + d_rope).
 struct LatentAttention {
-  std::string kind = "mla";  // "mla", "gla" or "mlra"
-  int dC = 0;                // KV latent dims, all latent heads together
-  int dRope = 0;             // d_R: dims of the shared single-head RoPE key
-  int dNope = 0;             // NoPE query/key dims per head
-  int dV = 0;                // value dims per head
-  int qLoraRank = 0;         // query latent rank; 0 = one plain q_proj (DeepSeek's q_lora_rank null)
-  int latentHeads = 1;       // MLA 1, GLA-k k, MLRA 4
-  int branches = 1;          // MLRA-2 2, MLRA-4 4, else 1
+  LatentKind kind = LatentKind::Mla;
+  int dC = 0;           // KV latent dims, all latent heads together
+  int dRope = 0;        // d_R: dims of the shared single-head RoPE key
+  int dNope = 0;        // NoPE query/key dims per head
+  int dV = 0;           // value dims per head
+  int qLoraRank = 0;    // query latent rank; 0 = one plain q_proj (DeepSeek's q_lora_rank null)
+  int latentHeads = 1;  // MLA 1, GLA-k k, MLRA 4
+  int branches = 1;     // MLRA-2 2, MLRA-4 4, else 1
   // MLRA paper's factors: q latent x sqrt(d/q_lora_rank), each KV latent head
   // x sqrt(d/(d_c/latent_heads)), branch outputs x 1/sqrt(branches).
   bool scaled = true;
@@ -223,7 +225,7 @@ std::int64_t attentionParametersPerLayer(const ModelConfig& cfg);
 ModelConfig matchParameters(ModelConfig cfg, std::int64_t target, int multiple = 8);
 // The paper's query latent rank for a latent kind: d/2 for "mla", d/3 otherwise,
 // rounded to a multiple of `multiple` (1536 and 1024 at d = 3072).
-int defaultQLoraRank(int hidden, const std::string& kind, int multiple = 8);
+int defaultQLoraRank(int hidden, LatentKind kind, int multiple = 8);
 
 // Reads and validates `dir/config.json` (Llama-family, or dense DeepSeek-V3
 // as a latent model); throws Error naming the file.

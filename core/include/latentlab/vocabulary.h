@@ -22,7 +22,9 @@ enum class SvdMethod { Joint, Split };
 enum class TwoNormScore { Product, Sum };  // Q·K (the official code, default) or Q+K (the paper-era code)
 enum class ScheduleKind { Wsd, Cosine, Constant };
 enum class TaskFormat { Jsonl, Arc, OpenBookQa, HellaSwag, Piqa, WinoGrande, Mmlu };
-enum class TokenFormat { Text, U16, U32 };  // Text: tokenize; u16 / u32: pre-tokenized raw ids
+enum class TokenFormat { Text, U16, U32 };
+// A latent attention: MLA (one latent), GLA (latent heads), MLRA (branches).
+enum class LatentKind { Mla, Gla, Mlra };  // Text: tokenize; u16 / u32: pre-tokenized raw ids
 
 // One row of a table: the value and the names that read as it, the first the
 // one written.

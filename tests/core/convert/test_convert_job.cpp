@@ -38,11 +38,12 @@ fs::path writeTokens(const fs::path& file, int count, int vocab) {
   return file;
 }
 
+// rope: a strategy's name ("" keeps the default).
 ConvertSpec spec(const fs::path& base, const fs::path& out, const std::string& rope, int r, int dKv) {
   ConvertSpec s;
   s.modelDir = base;
   s.outDir = out;
-  s.ropeStrategy = rope;
+  if (!rope.empty()) s.ropeStrategy = parseChoice<RopeStrategy>(rope, "test rope");
   s.ropePairs = r;
   s.dKv = dKv;
   return s;
@@ -137,12 +138,10 @@ TEST(ConvertJob, ImpossibleRequestsWriteNothing) {
   shortData.calibration.dataFile = writeTokens(base.parent_path() / "short.u16", 10, 128);
   shortData.calibration.seqLen = 32;
   expectRejected(shortData, ErrorCode::BadData, "fewer than one calibration sequence");
-  expectRejected(spec(base, out, "sideways", 2, 4), ErrorCode::BadInput, "sideways");
-  auto badSvd = spec(base, out, "high", 2, 4);
-  badSvd.svd = "triple";
-  expectRejected(badSvd, ErrorCode::BadInput, "triple");
+  // Unknown names (a strategy "sideways", an SVD "triple") are refused where
+  // they enter: EngineCli.ConvertRefusesUnknownChoicesNamingTheFlag.
   auto fullSplit = spec(base, out, "full", 0, 4);
-  fullSplit.svd = "split";
+  fullSplit.svd = SvdMethod::Split;
   expectRejected(fullSplit, ErrorCode::BadInput, "SVD_split");
 
   // An existing output folder is kept unless force.
@@ -175,13 +174,13 @@ TEST(ConvertJob, ForceReplacesAnExistingModelFolder) {
   CancelToken cancel;
   convert(spec(base, out, "high", 2, 4), progress, cancel);
   auto s = spec(base, out, "uniform", 4, 8);
-  s.svd = "split";
+  s.svd = SvdMethod::Split;
   s.force = true;
   auto report = convert(s, progress, cancel);
   auto cfg = readHfConfig(out / "config.json");
   ASSERT_TRUE(cfg.mla.has_value());
   EXPECT_EQ(cfg.mla->ropeStrategy, "uniform");
-  EXPECT_EQ(cfg.mla->svdMethod, "split");
+  EXPECT_EQ(cfg.mla->svdMethod, SvdMethod::Split);
   EXPECT_EQ(cfg.mla->pairs[0][0], (std::vector<int>{0, 2, 4, 6}));
   EXPECT_EQ(report.after.perTokenPerLayer, 4 * (8 + 16));
   // --force never replaces the input model or a folder that is not a model.
@@ -373,10 +372,10 @@ TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
   std::map<std::string, ConvertReport> reports;
   for (const std::string factorise : {"weights", "activations"}) {
     ConvertSpec s = spec(base, root / ("ds-" + factorise), "", 0, 4);
-    s.target = "deepseek";
-    s.factorise = factorise;
+    s.target = ConversionTarget::DeepSeek;
+    s.factorise = parseChoice<Factorisation>(factorise, "test factorise");
     s.calibration.dataFile = docs / "controlflow.rst.txt";
-    s.calibration.format = "text";
+    s.calibration.format = TokenFormat::Text;
     s.calibration.numSequences = 8;
     s.calibration.seqLen = 64;
     s.heldOutText = docs / "datastructures.rst.txt";
@@ -387,7 +386,8 @@ TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
   }
   const ModelConfig cfg = readHfConfig(base / "config.json");
   for (const auto& [name, r] : reports) {
-    EXPECT_EQ(r.target, "deepseek");
+    EXPECT_EQ(r.target, ConversionTarget::DeepSeek);
+    EXPECT_EQ(r.factorise, parseChoice<Factorisation>(name, "test factorise"));
     ASSERT_EQ(static_cast<int>(r.activationError.size()), cfg.numLayers) << name;
     ASSERT_EQ(static_cast<int>(r.ropeEnergyKept.size()), cfg.numLayers) << name;
     // The default d_R is the MHA2MLA cache's RoPE dims at the default r: equal KV elements.
@@ -434,20 +434,19 @@ TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
 TEST(ConvertJob, DeepSeekTargetRefusalsWriteNothing) {
   const fs::path base = savedBase("convert-deepseek-refuse");
   ConvertSpec noData = spec(base, base.parent_path() / "out", "", 0, 4);
-  noData.target = "deepseek";
+  noData.target = ConversionTarget::DeepSeek;
   expectRejected(noData, ErrorCode::BadInput, "needs calibration data");
   ConvertSpec split = noData;
-  split.svd = "split";
+  split.svd = SvdMethod::Split;
   expectRejected(split, ErrorCode::BadInput, "SVD_split");
   ConvertSpec fold = noData;
   fold.calibration.dataFile = writeTokens(base.parent_path() / "calib.u16", 400, 128);
   fold.freqFold = 3;  // d_h/2 = 8 pairs
   expectRejected(fold, ErrorCode::BadInput, "fold");
-  ConvertSpec badTarget = noData;
-  badTarget.target = "deepseek-v2";
-  expectRejected(badTarget, ErrorCode::BadInput, "unknown target");
+  // An unknown target ("deepseek-v2") is refused by the command line:
+  // EngineCli.ConvertRefusesUnknownChoicesNamingTheFlag.
   ConvertSpec actsNoData = spec(base, base.parent_path() / "out", "high", 2, 4);
-  actsNoData.factorise = "activations";
+  actsNoData.factorise = Factorisation::Activations;
   expectRejected(actsNoData, ErrorCode::BadInput, "calibration");
 }
 

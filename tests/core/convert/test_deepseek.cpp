@@ -212,7 +212,7 @@ TEST(DeepSeekExport, TransformersLoadsTheExportAndGivesTheSameLogitsAndCachedDec
   {
     ModelConfig cfg = tinyConfig({.heads = 4, .vocab = 256});
     LatentAttention la;
-    la.kind = "mla";
+    la.kind = LatentKind::Mla;
     la.dC = 24;
     la.dRope = 8;
     la.dNope = 16;

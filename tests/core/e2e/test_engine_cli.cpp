@@ -2,6 +2,7 @@
 // field-naming errors for bad specs, and a run killed with SIGKILL that
 // resumes to exactly the uninterrupted run's losses.
 #include <gtest/gtest.h>
+#include <array>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +73,35 @@ TEST(EngineCli, BadSpecNamesTheFieldAndCreatesNoRun) {
                        &out),
             1);
   EXPECT_NE(out.find("gpt-5"), std::string::npos) << out;
+}
+
+// A named choice on the command line is parsed where it enters: an unknown
+// name exits 1 naming the flag and the names it takes, before any model is read.
+TEST(EngineCli, ConvertRefusesUnknownChoicesNamingTheFlag) {
+  const fs::path dir = scratchDir("convert-choices");
+  const std::string head = shellQuote(kEngine) + " convert --model " + shellQuote((dir / "none").string()) + " --out " +
+                           shellQuote((dir / "out").string()) + " --dkv 4 ";
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--rope sideways", "--rope: unknown RoPE strategy 'sideways'", "2-norm"},
+      {"--svd triple", "--svd: unknown SVD method 'triple'", "joint, split"},
+      {"--target deepseek-v2", "--target: unknown conversion target 'deepseek-v2'", "mha2mla, deepseek"},
+      {"--factorise pca", "--factorise: unknown", "weights, activations"},
+      {"--score dot", "--score: unknown", "product, sum"},
+      {"--calib-format u8", "--calib-format: unknown token format 'u8'", "u16"},
+  };
+  for (const auto& [flag, message, names] : cases) {
+    std::string out;
+    EXPECT_EQ(runCommand(head + flag, &out), 1) << flag;
+    EXPECT_NE(out.find(message), std::string::npos) << flag << ": " << out;
+    EXPECT_NE(out.find(names), std::string::npos) << flag << ": " << out;
+    EXPECT_FALSE(fs::exists(dir / "out")) << flag;
+  }
+  // The names and aliases the vocabulary reads pass the command line (and
+  // fail later, on the missing model, naming it).
+  std::string out;
+  EXPECT_EQ(runCommand(head + "--rope two-norm --svd split --target mha2mla --calib-format text", &out), 1);
+  EXPECT_EQ(out.find("unknown"), std::string::npos) << out;
+  EXPECT_NE(out.find("none"), std::string::npos) << out;
 }
 
 TEST(EngineCli, KilledRunKeepsItsMetricsAndResumesToTheSameLosses) {

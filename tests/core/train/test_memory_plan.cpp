@@ -99,7 +99,7 @@ ModelConfig converted(ModelConfig c, int dKv, int pairs, const std::string& svd)
   m.ropeStrategy = "high";
   m.ropePairs = pairs;
   m.dKv = dKv;
-  m.svdMethod = svd;
+  m.svdMethod = parseChoice<SvdMethod>(svd, "test svd");
   std::vector<int> kept;
   for (int i = 0; i < pairs; ++i) kept.push_back(i);
   m.pairs.assign(static_cast<std::size_t>(c.numLayers), std::vector<std::vector<int>>(c.numKvHeads, kept));
