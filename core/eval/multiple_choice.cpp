@@ -50,6 +50,21 @@ struct PackedBatch {
   std::vector<std::int64_t> rowIdx, posIdx, targets, segment;
 };
 
+// An item whose requests, requests[first .. first+count), share `prefix` tokens.
+struct SharedItem {
+  std::size_t first = 0, count = 0;
+  std::int64_t prefix = 0;
+};
+
+// How a score runs: items whose choices share enough of a prefix one at a
+// time (the prefix once), the other requests batched across items.
+struct Plan {
+  std::vector<SharedItem> shared;
+  std::vector<Request> batched;  // longest first
+};
+
+std::int64_t sharedPrefix(const Request* reqs, std::size_t count);
+
 }  // namespace
 
 struct ChoiceScorer::Impl {
@@ -114,7 +129,7 @@ struct ChoiceScorer::Impl {
     return q;
   }
 
-  // Every choice of the first n items as a request, in scoring order.
+  // Every choice of the first n items as a request, item by item.
   std::vector<Request> requests(const std::vector<ChoiceItem>& items, std::size_t n, const CancelToken& cancel) const {
     std::vector<Request> all;
     for (std::size_t i = 0; i < n; ++i) {
@@ -124,21 +139,84 @@ struct ChoiceScorer::Impl {
         all.push_back(std::move(q));
       }
     }
-    // Longest first (as lm-eval orders them), so each batch is padded to its
-    // first request's length and the slowest batches come first.
-    std::stable_sort(all.begin(), all.end(),
-                     [](const Request& a, const Request& b) { return a.tokens.size() > b.tokens.size(); });
     return all;
   }
 
-  // The forward pass of one batch: each row's continuation log-likelihood,
-  // (B) float64 on the CPU.
-  torch::Tensor continuationLogLikelihoods(const PackedBatch& batch) const {
+  // One item's requests sharing their first `prefix` tokens: the prefix in
+  // one pass into a cache, then every request's rest as a row continuing it
+  // (right-padded; only the continuation's positions reach the output
+  // layer). (count) float64 on the CPU.
+  torch::Tensor sharedPrefixLogLikelihoods(const Request* reqs, std::size_t count, std::int64_t prefix) const {
+    const auto n = static_cast<std::int64_t>(count);
+    std::int64_t width = 0;
+    for (std::size_t b = 0; b < count; ++b)
+      width = std::max(width, static_cast<std::int64_t>(reqs[b].tokens.size()) - 1 - prefix);
+    KvCache cache(model->numLayers());
+    cache.reserve(prefix + width);
+    auto ids = torch::from_blob(const_cast<std::int64_t*>(reqs[0].tokens.data()), {1, prefix}, torch::kInt64);
+    model->hidden(ids.to(device), &cache);
+    cache.repeatRows(n);
+    PackedBatch batch;
+    batch.input = torch::zeros({n, width}, torch::kInt64);
+    for (std::int64_t b = 0; b < n; ++b) {
+      const Request& q = reqs[b];
+      const auto len = static_cast<std::int64_t>(q.tokens.size()) - 1 - prefix;  // inputs after the prefix
+      std::copy(q.tokens.begin() + prefix, q.tokens.begin() + prefix + len, batch.input[b].data_ptr<std::int64_t>());
+      for (std::int64_t p = len - q.contLen; p < len; ++p) {
+        batch.rowIdx.push_back(b);
+        batch.posIdx.push_back(p);
+        batch.targets.push_back(q.tokens[static_cast<std::size_t>(prefix + p + 1)]);
+        batch.segment.push_back(b);
+      }
+    }
+    return continuationLogLikelihoods(batch, &cache);
+  }
+
+  // Items (runs of requests with one item index) that share at least
+  // options.minSharedPrefix tokens go one at a time; the rest are batched
+  // longest first (as lm-eval orders them), so each batch is padded to its
+  // first request's length and the slowest batches come first.
+  Plan plan(const std::vector<Request>& requests) const {
+    Plan out;
+    for (std::size_t first = 0; first < requests.size();) {
+      std::size_t end = first + 1;
+      while (end < requests.size() && requests[end].item == requests[first].item) ++end;
+      const std::size_t count = end - first;
+      const std::int64_t prefix = sharedPrefix(&requests[first], count);
+      if (options.minSharedPrefix > 0 && prefix >= options.minSharedPrefix &&
+          !model->ropeRegimeChanges(prefix, static_cast<std::int64_t>(requests[first].tokens.size()))) {
+        out.shared.push_back({first, count, prefix});
+      } else {
+        out.batched.insert(out.batched.end(), requests.begin() + static_cast<std::ptrdiff_t>(first),
+                           requests.begin() + static_cast<std::ptrdiff_t>(end));
+      }
+      first = end;
+    }
+    std::stable_sort(out.batched.begin(), out.batched.end(),
+                     [](const Request& a, const Request& b) { return a.tokens.size() > b.tokens.size(); });
+    return out;
+  }
+
+  // The forward pass of one batch (continuing `cache` when given): each
+  // row's continuation log-likelihood, (B) float64 on the CPU.
+  torch::Tensor continuationLogLikelihoods(const PackedBatch& batch, KvCache* cache = nullptr) const {
     // Only the continuation's positions reach the output layer.
-    auto h = model->hidden(batch.input.to(device));
+    auto h = model->hidden(batch.input.to(device), cache);
     auto picked = h.index({torch::tensor(batch.rowIdx).to(device), torch::tensor(batch.posIdx).to(device)});  // (K, d)
-    auto logprobs = torch::log_softmax(model->logitsFromHidden(picked).to(torch::kFloat64), -1).cpu();        // (K, V)
-    auto tokenLp = logprobs.gather(1, torch::tensor(batch.targets).unsqueeze(1)).squeeze(1);
+    h = torch::Tensor();
+    // The output layer and the log-softmax a few rows at a time: a batch of
+    // short requests has thousands of continuation tokens, and their (K, V)
+    // logits in float64 would be gigabytes.
+    const auto targets = torch::tensor(batch.targets).to(device);
+    const std::int64_t rows = picked.size(0), vocab = model->config().vocabSize;
+    const std::int64_t chunk = std::max<std::int64_t>(1, (std::int64_t{1} << 23) / std::max<std::int64_t>(vocab, 1));
+    std::vector<torch::Tensor> parts;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const std::int64_t n = std::min(chunk, rows - r0);
+      auto logprobs = torch::log_softmax(model->logitsFromHidden(picked.narrow(0, r0, n)).to(torch::kFloat64), -1);
+      parts.push_back(logprobs.gather(1, targets.narrow(0, r0, n).unsqueeze(1)).squeeze(1).cpu());
+    }
+    auto tokenLp = torch::cat(parts);
     return torch::zeros({batch.input.size(0)}, torch::kFloat64).index_add_(0, torch::tensor(batch.segment), tokenLp);
   }
 };
@@ -209,6 +287,22 @@ Tally startItems(const std::vector<ChoiceItem>& items, std::size_t n, ChoiceEval
     t.unscored[i] = items[i].choices.size();
   }
   return t;
+}
+
+// How many leading tokens the requests of one item (all its choices) share
+// that none of them scores: the prefix computed once. It stops before each
+// request's last context token, whose output predicts the continuation.
+std::int64_t sharedPrefix(const Request* reqs, std::size_t count) {
+  if (count < 2) return 0;
+  const std::vector<std::int64_t>& a = reqs[0].tokens;
+  auto p = static_cast<std::int64_t>(a.size()) - 1 - reqs[0].contLen;
+  for (std::size_t k = 1; k < count; ++k) {
+    const std::vector<std::int64_t>& b = reqs[k].tokens;
+    p = std::min(p, static_cast<std::int64_t>(b.size()) - 1 - reqs[k].contLen);
+    const auto common = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
+    p = std::min<std::int64_t>(p, common);
+  }
+  return std::max<std::int64_t>(p, 0);
 }
 
 // How far one forward pass reaches from `next`: as many requests as fit the
@@ -297,24 +391,32 @@ ChoiceEvalResult ChoiceScorer::score(const std::vector<ChoiceItem>& items, std::
         limit > 0 ? std::min<std::size_t>(items.size(), static_cast<std::size_t>(limit)) : items.size();
     Tally t = startItems(items, n, r);
     const std::vector<Request> requests = d.requests(items, n, cancel);
+    const Plan plan = d.plan(requests);
     const std::int64_t budget = std::max<std::int64_t>(d.options.batchTokens, 1);
-    std::size_t next = 0;
-    while (next < requests.size()) {
-      if (cancel.requested()) {
-        r.cancelled = true;
-        break;
-      }
-      const std::size_t end = batchEnd(requests, next, budget);
-      const torch::Tensor sums = d.continuationLogLikelihoods(packBatch(requests, next, end));
-      recordBatch(items, requests, next, sums, r, t);
-      next = end;
-      progress.progress("eval", static_cast<double>(next), static_cast<double>(requests.size()), "");
-      if (partial && next < requests.size()) {
+    std::size_t scored = 0;
+    const auto report = [&](std::size_t more) {
+      scored += more;
+      progress.progress("eval", static_cast<double>(scored), static_cast<double>(requests.size()), "");
+      if (partial && scored < requests.size()) {
         ChoiceEvalResult sofar;  // the figures only
         setFigures(sofar, t.done, t.hits, t.hitsNorm);
         sofar.seconds = secondsSince(t0);
         partial(sofar);
       }
+    };
+    std::size_t next = 0;
+    while (next < plan.batched.size() && !(r.cancelled = cancel.requested())) {
+      const std::size_t end = batchEnd(plan.batched, next, budget);
+      const torch::Tensor sums = d.continuationLogLikelihoods(packBatch(plan.batched, next, end));
+      recordBatch(items, plan.batched, next, sums, r, t);
+      report(end - next);
+      next = end;
+    }
+    for (std::size_t k = 0; k < plan.shared.size() && !r.cancelled && !(r.cancelled = cancel.requested()); ++k) {
+      const SharedItem& s = plan.shared[k];
+      const torch::Tensor sums = d.sharedPrefixLogLikelihoods(&requests[s.first], s.count, s.prefix);
+      recordBatch(items, requests, s.first, sums, r, t);
+      report(s.count);
     }
     setFigures(r, t.done, t.hits, t.hitsNorm);
     if (r.cancelled) dropUnscored(r);  // the items left unscored are dropped

@@ -1,6 +1,8 @@
 // Growable per-layer decode caches.
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
 namespace latentlab {
 
 torch::Tensor LayerCache::append(int slot, const torch::Tensor& chunk) {
@@ -42,6 +44,20 @@ void LayerCache::clear() {
   m_buffers.clear();
   m_filled.clear();
   m_length = 0;  // the reservation stays
+}
+
+void LayerCache::repeatRows(std::int64_t n) {
+  for (std::size_t s = 0; s < m_buffers.size(); ++s) {
+    torch::Tensor& buf = m_buffers[s];
+    if (!buf.defined()) continue;
+    const std::int64_t have = m_filled[s];
+    const std::int64_t cap = std::max(have, m_reserve);
+    auto grown = torch::empty({buf.size(0) * n, buf.size(1), cap, buf.size(3)}, buf.options());
+    grown.narrow(2, 0, have)
+        .view({buf.size(0), n, buf.size(1), have, buf.size(3)})
+        .copy_(buf.narrow(2, 0, have).unsqueeze(1));
+    buf = grown;
+  }
 }
 
 std::int64_t KvCache::bytes() const {

@@ -22,6 +22,10 @@ class LayerCache {
   void reserve(std::int64_t tokens) { m_reserve = tokens; }
   std::int64_t bytes() const;  // bytes of the cached prefix
   void clear();
+  // Each cached row n times over (rows b*n .. b*n+n-1 copy row b): a prefix
+  // computed once, continued by n different suffixes. Capacity: the
+  // reservation, or the cached length.
+  void repeatRows(std::int64_t n);
 
  private:
   std::vector<torch::Tensor> m_buffers;
@@ -41,6 +45,9 @@ class KvCache {
     for (auto& l : m_layers) l.reserve(tokens);
   }
   void clear();
+  void repeatRows(std::int64_t n) {
+    for (auto& l : m_layers) l.repeatRows(n);
+  }
 
  private:
   std::vector<LayerCache> m_layers;

@@ -30,6 +30,12 @@ struct ChoiceEvalOptions {
   // Tokens per forward pass: requests (one per choice, any item) are sorted
   // longest first and packed into batches of at most this many padded tokens.
   std::int64_t batchTokens = 4096;
+  // An item whose choices share at least this many leading tokens (its
+  // context) is scored on its own: the shared tokens once into a KV cache
+  // (the latent cache for converted models), every choice continuing it.
+  // Shorter contexts are batched whole across items, which is faster on them
+  // (docs/evaluation.md has the measurements). 0: every request batched whole.
+  std::int64_t minSharedPrefix = 64;
 };
 
 struct ChoiceEvalResult {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/tokenizer.h"
+#include "latentlab/convert.h"
 #include "latentlab/error.h"
 #include "latentlab/multiple_choice.h"
 #include "model/cpu_block_cache.h"
@@ -303,6 +304,7 @@ TEST(MultipleChoice, PartialScoringUsesEachOptionsContext) {
   item.gold = 0;
   ChoiceEvalOptions o;
   o.model = model;
+  o.minSharedPrefix = 0;  // whole requests: the same arithmetic in both formats
   NullProgress quiet;
   CancelToken cancel;
   const ChoiceEvalResult r = evaluateChoices(o, {item}, quiet, cancel);
@@ -314,6 +316,13 @@ TEST(MultipleChoice, PartialScoringUsesEachOptionsContext) {
   EXPECT_NEAR(r.logLikelihoods[0][0], a.logLikelihoods[0][0], 1e-6);
   EXPECT_NEAR(r.logLikelihoods[0][1], a.logLikelihoods[1][0], 1e-6);
   EXPECT_NE(r.logLikelihoods[0][0], r.logLikelihoods[0][1]);
+  // With the shared context computed once (the default), the two formats
+  // split the prefix differently: equal to fp32 rounding (relative 1e-6).
+  o.minSharedPrefix = 1;
+  const ChoiceEvalResult rs = evaluateChoices(o, {item}, quiet, cancel);
+  const ChoiceEvalResult as = evaluateChoices(o, {first, second}, quiet, cancel);
+  EXPECT_NEAR(rs.logLikelihoods[0][0], as.logLikelihoods[0][0], 1e-6 * std::abs(as.logLikelihoods[0][0]));
+  EXPECT_NEAR(rs.logLikelihoods[0][1], as.logLikelihoods[1][0], 1e-6 * std::abs(as.logLikelihoods[1][0]));
 }
 
 // Requests of many items packed into one forward pass (sorted longest
@@ -336,6 +345,7 @@ TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
   }
   ChoiceEvalOptions o;
   o.model = model;
+  o.minSharedPrefix = 0;  // every request whole: the batching itself is under test
   NullProgress quiet;
   CancelToken cancel;
   o.batchTokens = 1;  // one request a forward pass
@@ -393,6 +403,81 @@ TEST(MultipleChoice, BatchesAcrossItemsScoreAsOneRequestAtATime) {
         evaluateChoices(o, items, quiet, pre);
       },
       Error);
+}
+
+// An item's choices continue its context computed once (a KV cache, the
+// latent cache for a converted model) and score as the whole requests do:
+// items with and without a shared context, choices merging into the
+// context's last token, per-choice contexts, windows cut to --max-length.
+TEST(MultipleChoice, ChoicesContinuingTheirSharedContextScoreAsWholeRequests) {
+  const fs::path gqa = modelWithTokenizer();
+  const fs::path root = gqa.parent_path();
+  const fs::path mha = root / "mha";
+  if (!fs::exists(mha / "config.json")) {
+    std::string log;
+    ASSERT_EQ(
+        runPython("hf_llama.py", {"make", mha.string(), "--vocab", "400", "--std", "0.3", "--kv-heads", "4"}, &log), 0)
+        << log;
+    fs::copy_file(gqa / "tokenizer.json", mha / "tokenizer.json", fs::copy_options::overwrite_existing);
+  }
+  const fs::path mla = root / "mla", deepseek = root / "deepseek";
+  for (const auto& [out, target] :
+       {std::pair{mla, ConversionTarget::Mha2Mla}, std::pair{deepseek, ConversionTarget::DeepSeek}}) {
+    ConvertSpec c;
+    c.modelDir = gqa;
+    c.outDir = out;
+    c.target = target;
+    c.ropeStrategy = RopeStrategy::High;
+    c.ropePairs = target == ConversionTarget::Mha2Mla ? 2 : 0;
+    c.dKv = 4;
+    if (target == ConversionTarget::DeepSeek) {
+      c.calibration.dataFile = "/usr/share/doc/python3.11/html/_sources/tutorial/controlflow.rst.txt";
+      c.calibration.format = TokenFormat::Text;
+      c.calibration.numSequences = 4;
+      c.calibration.seqLen = 64;
+    }
+    c.force = true;
+    NullProgress quiet;
+    CancelToken cancel;
+    convert(c, quiet, cancel);
+  }
+  std::vector<ChoiceItem> items;
+  const std::vector<std::string> stems = {"Lists are mutable sequences, typically used to store",
+                                          "A dictionary maps keys to",
+                                          "The for statement in Python differs a bit from what you may be used to in",
+                                          "",
+                                          "the f",
+                                          "x"};
+  for (std::size_t i = 0; i < 24; ++i) {
+    ChoiceItem item{stems[i % stems.size()],
+                    {" values", "unction of " + std::to_string(i), "!", " C or Pascal"},
+                    static_cast<int>(i % 4),
+                    {}};
+    if (i % 5 == 4) item.contexts = {stems[0], stems[0] + " and", stems[1], stems[0]};  // per-choice contexts
+    items.push_back(std::move(item));
+  }
+  for (const fs::path& dir : {mha, gqa, mla, deepseek}) {
+    for (const int maxLength : {0, 12}) {
+      ChoiceEvalOptions o;
+      o.model = dir;
+      o.maxLength = maxLength;
+      NullProgress quiet;
+      CancelToken cancel;
+      o.minSharedPrefix = 0;
+      const ChoiceEvalResult whole = evaluateChoices(o, items, quiet, cancel);
+      o.minSharedPrefix = 1;
+      const ChoiceEvalResult shared = evaluateChoices(o, items, quiet, cancel);
+      ASSERT_EQ(shared.logLikelihoods.size(), items.size());
+      double worst = 0;
+      for (std::size_t i = 0; i < items.size(); ++i)
+        for (std::size_t c = 0; c < items[i].choices.size(); ++c)
+          worst = std::max(worst, std::abs(shared.logLikelihoods[i][c] - whole.logLikelihoods[i][c]) /
+                                      std::max(1.0, std::abs(whole.logLikelihoods[i][c])));
+      EXPECT_LT(worst, 1e-6) << dir << " max length " << maxLength;
+      EXPECT_EQ(shared.predicted, whole.predicted) << dir;
+      EXPECT_EQ(shared.predictedNorm, whole.predictedNorm) << dir;
+    }
+  }
 }
 
 // 3,000 items of every length scored longest first, as the engine does with
