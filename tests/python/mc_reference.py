@@ -17,6 +17,19 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
 
+def encode_request(tok, eos, context, continuation):
+    """The context and continuation token ids of one request, lm-eval's way."""
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces > 0:
+        continuation = context[-n_spaces:] + continuation
+        context = context[:-n_spaces]
+    if context == "":
+        return [eos], tok.encode(continuation, add_special_tokens=False).ids
+    whole = tok.encode(context + continuation, add_special_tokens=False).ids
+    ctx = tok.encode(context, add_special_tokens=False).ids
+    return ctx, whole[len(ctx):]
+
+
 def main():
     model_dir, items_path = sys.argv[1], sys.argv[2]
     tok = Tokenizer.from_file(model_dir + "/tokenizer.json")
@@ -29,17 +42,7 @@ def main():
     for item in items:
         row = []
         for choice in item["choices"]:
-            context, continuation = item["context"], choice
-            n_spaces = len(context) - len(context.rstrip())
-            if n_spaces > 0:
-                continuation = context[-n_spaces:] + continuation
-                context = context[:-n_spaces]
-            if context == "":
-                ctx, cont = [eos], tok.encode(continuation, add_special_tokens=False).ids
-            else:
-                whole = tok.encode(context + continuation, add_special_tokens=False).ids
-                ctx = tok.encode(context, add_special_tokens=False).ids
-                cont = whole[len(ctx):]
+            ctx, cont = encode_request(tok, eos, item["context"], choice)
             ids = torch.tensor([ctx + cont])
             with torch.no_grad():
                 logprobs = torch.log_softmax(model(ids[:, :-1]).logits.double(), dim=-1)[0]

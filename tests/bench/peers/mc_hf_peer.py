@@ -12,6 +12,7 @@ tail of the whole encoding), sorted longest first, right-padded in batches
 of 8, one forward pass per batch over context and continuation, log-softmax
 over every position, the continuation's tokens summed."""
 import json
+import os
 import sys
 import time
 
@@ -20,22 +21,16 @@ import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+# lm-eval's request encoding, shared with the tests' reference.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from mc_reference import encode_request  # noqa: E402
+
 
 def requests_of(tok, eos, items):
     out = []
     for i, item in enumerate(items):
         for c, choice in enumerate(item["choices"]):
-            context, continuation = item["context"], choice
-            n_spaces = len(context) - len(context.rstrip())
-            if n_spaces > 0:
-                continuation = context[-n_spaces:] + continuation
-                context = context[:-n_spaces]
-            if context == "":
-                ctx, cont = [eos], tok.encode(continuation, add_special_tokens=False).ids
-            else:
-                whole = tok.encode(context + continuation, add_special_tokens=False).ids
-                ctx = tok.encode(context, add_special_tokens=False).ids
-                cont = whole[len(ctx):]
+            ctx, cont = encode_request(tok, eos, item["context"], choice)
             out.append((i, c, ctx + cont, len(cont)))
     return out
 
