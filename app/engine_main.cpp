@@ -106,7 +106,7 @@ json ropeJson(const ModelConfig& c) {
 
 // An MHA2MLA conversion's settings, and the official layout it was read from.
 json mlaJson(const MlaConversion& mla) {
-  json j = {{"rope_strategy", mla.ropeStrategy},
+  json j = {{"rope_strategy", choiceName(mla.ropeStrategy)},
             {"rope_pairs", mla.ropePairs},
             {"d_kv", mla.dKv},
             {"svd_method", choiceName(mla.svdMethod)}};
@@ -180,8 +180,9 @@ void printModelSection(const ModelSummary& s) {
   std::printf("rope          theta %g   context %d\n", c.ropeTheta, c.maxPositionEmbeddings);
   for (const auto& [field, what] : c.unusedFields) std::printf("config field  %s: %s\n", field.c_str(), what.c_str());
   if (c.mla) {
-    std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s%s\n", c.mla->ropeStrategy.c_str(),
-                c.mla->ropePairs, c.mla->dKv, std::string(choiceName(c.mla->svdMethod)).c_str(),
+    std::printf("mla           strategy %s   r %d pairs   d_kv %d   svd %s%s\n",
+                std::string(choiceName(c.mla->ropeStrategy)).c_str(), c.mla->ropePairs, c.mla->dKv,
+                std::string(choiceName(c.mla->svdMethod)).c_str(),
                 !c.mla->official ? ""
                 : c.mla->official->format == 2
                     ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"

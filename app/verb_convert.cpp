@@ -95,7 +95,7 @@ void printReportJson(const ConvertReport& r) {
   std::cout << nlohmann::json{{"out", r.outDir.string()},
                               {"target", choiceName(r.target)},
                               {"factorise", choiceName(r.factorise)},
-                              {"rope_strategy", r.mla.ropeStrategy},
+                              {"rope_strategy", choiceName(r.mla.ropeStrategy)},
                               {"rope_pairs", r.mla.ropePairs},
                               {"d_kv", r.mla.dKv},
                               {"svd", choiceName(r.mla.svdMethod)},
@@ -135,7 +135,7 @@ void printReportText(const ConvertReport& r) {
     std::printf("latent     kv_lora_rank %d (%s), error: weights %.4f", r.latent.dC, factorise.c_str(),
                 r.meanReconstructionError);
   } else {
-    std::printf("rope       %s, %s\n", r.mla.ropeStrategy.c_str(), r.pairsSummary.c_str());
+    std::printf("rope       %s, %s\n", std::string(choiceName(r.mla.ropeStrategy)).c_str(), r.pairsSummary.c_str());
     std::printf("latent     d_kv %d per KV head (%s SVD of the %s), error: weights %.4f", r.mla.dKv,
                 std::string(choiceName(r.mla.svdMethod)).c_str(), factorise.c_str(), r.meanReconstructionError);
   }

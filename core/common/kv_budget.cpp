@@ -180,7 +180,7 @@ ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s,
   LatentConversion c;
   c.sourceKvHeads = cfg.numKvHeads;
   c.freqFold = s.freqFold;
-  c.factorise = activations ? "activations" : "weights";
+  c.factorise = activations ? Factorisation::Activations : Factorisation::Weights;
   a.conversion = c;
   out.latent = a;
   out.numKvHeads = cfg.numHeads;

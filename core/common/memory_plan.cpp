@@ -291,7 +291,7 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     if (spec.conversion.deepseek())
       return deepSeekConvertedConfig(cfg, kv, spec.conversion.factorisation() == Factorisation::Activations);
     MlaConversion m;
-    m.ropeStrategy = std::string(choiceName(spec.conversion.ropeStrategy));
+    m.ropeStrategy = spec.conversion.ropeStrategy;
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
     m.dKv = spec.conversion.dKv;
     m.svdMethod = spec.conversion.svd;

@@ -287,7 +287,12 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
 MlaConversion readMla(const json& m, const std::string& source) {
   JsonReader r(m, source + " latentlab_mla", ErrorCode::BadModel);
   MlaConversion mla;
-  mla.ropeStrategy = r.requireString("rope_strategy");
+  const std::string strategy = r.requireString("rope_strategy");
+  if (const auto s = findChoice<RopeStrategy>(strategy)) {
+    mla.ropeStrategy = *s;
+  } else {
+    r.fail("rope_strategy", "is '" + strategy + "', not one of high, low, uniform, 2-norm, full");
+  }
   mla.ropePairs = r.requireInt("rope_pairs");
   mla.dKv = r.requireInt("d_kv");
   const std::string svd = r.optString("svd_method", "joint");
@@ -296,7 +301,14 @@ MlaConversion readMla(const json& m, const std::string& source) {
   } else {
     r.fail("svd_method", "must be 'joint' or 'split'");
   }
-  mla.twoNormScore = r.optString("two_norm_score", "");
+  const std::string score = r.optString("two_norm_score", "");
+  if (!score.empty()) {
+    if (const auto s = findChoice<TwoNormScore>(score)) {
+      mla.twoNormScore = *s;
+    } else {
+      r.fail("two_norm_score", "is '" + score + "', not product or sum");
+    }
+  }
   if (!m.contains("pairs") || !m.at("pairs").is_array()) r.fail("pairs", "is missing");
   try {
     mla.pairs = m.at("pairs").get<std::vector<std::vector<std::vector<int>>>>();
@@ -355,7 +367,12 @@ LatentAttention readLatent(const json& m, const std::string& source) {
     LatentConversion c;
     c.sourceKvHeads = cr.requireInt("source_kv_heads");
     c.freqFold = cr.optInt("freq_fold", 1);
-    c.factorise = cr.optString("factorise", "activations");
+    const std::string factorise = cr.optString("factorise", "activations");
+    if (const auto f = findChoice<Factorisation>(factorise)) {
+      c.factorise = *f;
+    } else {
+      cr.fail("factorise", "is '" + factorise + "', not weights or activations");
+    }
     a.conversion = c;
   }
   return a;
@@ -673,11 +690,11 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
   j["torch_dtype"] = names[static_cast<int>(cfg.torchDType)];
   if (cfg.mla) {
     json m;
-    m["rope_strategy"] = cfg.mla->ropeStrategy;
+    m["rope_strategy"] = choiceName(cfg.mla->ropeStrategy);
     m["rope_pairs"] = cfg.mla->ropePairs;
     m["d_kv"] = cfg.mla->dKv;
     m["svd_method"] = choiceName(cfg.mla->svdMethod);
-    if (!cfg.mla->twoNormScore.empty()) m["two_norm_score"] = cfg.mla->twoNormScore;
+    if (cfg.mla->twoNormScore) m["two_norm_score"] = choiceName(*cfg.mla->twoNormScore);
     m["pairs"] = cfg.mla->pairs;
     j["latentlab_mla"] = m;
   }
@@ -691,7 +708,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
     if (a.conversion) {
       j["latentlab_latent"]["conversion"] = {{"source_kv_heads", a.conversion->sourceKvHeads},
                                              {"freq_fold", a.conversion->freqFold},
-                                             {"factorise", a.conversion->factorise}};
+                                             {"factorise", choiceName(a.conversion->factorise)}};
     }
   }
   atomicWriteText(configJson, j.dump(2) + "\n");

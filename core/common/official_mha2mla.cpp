@@ -92,18 +92,18 @@ void readFormat2(const json& block, const JsonReader& top, ModelConfig& cfg) {
   m.svdMethod = svdFor(r, "svd_init_method", r.optString("svd_init_method", "none"));
   cfg.mla = m;
   if (o.version == "high") {
-    cfg.mla->ropeStrategy = "high";
+    cfg.mla->ropeStrategy = RopeStrategy::High;
     fixedPairs(cfg, range(0, pairs));
   } else if (o.version == "low") {
-    cfg.mla->ropeStrategy = "low";
+    cfg.mla->ropeStrategy = RopeStrategy::Low;
     fixedPairs(cfg, range(half - pairs, half));
   } else if (o.version == "uniform") {
-    cfg.mla->ropeStrategy = "uniform";
+    cfg.mla->ropeStrategy = RopeStrategy::Uniform;
     fixedPairs(cfg, uniformPairs(r, "uniform_start_point", cfg.headDim, r.optInt("uniform_start_point", 0),
                                  cfg.headDim / dims, pairs));
   } else if (o.version == "2-norm") {
-    cfg.mla->ropeStrategy = "2-norm";
-    cfg.mla->twoNormScore = "product";  // the rank file ranks q * k pair norms
+    cfg.mla->ropeStrategy = RopeStrategy::TwoNorm;
+    cfg.mla->twoNormScore = TwoNormScore::Product;  // the rank file ranks q * k pair norms
     o.rankFile = r.requireString("qk_tensor_path");
   } else {
     r.fail("partial_rope_version", "is '" + o.version + "'; the official versions are high, low, uniform, 2-norm");
@@ -139,22 +139,22 @@ void readFormat1(const json& rope, const json& svd, const JsonReader& top, Model
     return k;
   };
   if (version == 1) {
-    cfg.mla->ropeStrategy = "high";
+    cfg.mla->ropeStrategy = RopeStrategy::High;
     cfg.mla->ropePairs = pairCount("top_k_rope_dim");
     fixedPairs(cfg, range(0, cfg.mla->ropePairs));
   } else if (version == 5) {
-    cfg.mla->ropeStrategy = "low";
+    cfg.mla->ropeStrategy = RopeStrategy::Low;
     cfg.mla->ropePairs = pairCount("last_k_rope_dim");
     fixedPairs(cfg, range(half - cfg.mla->ropePairs, half));
   } else if (version == 2) {
-    cfg.mla->ropeStrategy = "uniform";
+    cfg.mla->ropeStrategy = RopeStrategy::Uniform;
     const auto kept = uniformPairs(r, "uniform_step", cfg.headDim, r.optInt("uniform_start_point", 0),
                                    r.requireInt("uniform_step"), 0);
     cfg.mla->ropePairs = static_cast<int>(kept.size());
     fixedPairs(cfg, kept);
   } else if (version == 4) {
-    cfg.mla->ropeStrategy = "2-norm";
-    cfg.mla->twoNormScore = "sum";  // the score file sums q and k pair norms
+    cfg.mla->ropeStrategy = RopeStrategy::TwoNorm;
+    cfg.mla->twoNormScore = TwoNormScore::Sum;  // the score file sums q and k pair norms
     cfg.mla->ropePairs = pairCount("top_k_rope_dim");
     o.rankFile = r.requireString("qk_tensor_path");
   } else {

@@ -53,11 +53,11 @@ void validateConversion(const ModelConfig& cfg, const ConversionOptions& opts, b
 ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opts, const PairSelection& pairs) {
   ModelConfig out = cfg;
   MlaConversion m;
-  m.ropeStrategy = ropeStrategyName(opts.rope);
+  m.ropeStrategy = opts.rope;
   m.ropePairs = effectiveRopePairs(cfg, opts);
   m.dKv = opts.dKv;
   m.svdMethod = opts.svd;
-  if (opts.rope == RopeStrategy::TwoNorm) m.twoNormScore = twoNormScoreName(opts.twoNormScore);
+  if (opts.rope == RopeStrategy::TwoNorm) m.twoNormScore = opts.twoNormScore;
   m.pairs = pairs;
   out.mla = m;
   out.validate("converted config");

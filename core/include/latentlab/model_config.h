@@ -52,11 +52,11 @@ struct OfficialMha2Mla {
 
 // MHA2MLA fields of a converted checkpoint (absent on an original model).
 struct MlaConversion {
-  std::string ropeStrategy;  // "high", "low", "uniform", "2-norm", "full"
-  int ropePairs = 0;         // r: kept RoPE frequency pairs per head
-  int dKv = 0;               // latent dims per KV head (joint), or per factor (split)
+  RopeStrategy ropeStrategy = RopeStrategy::TwoNorm;
+  int ropePairs = 0;  // r: kept RoPE frequency pairs per head
+  int dKv = 0;        // latent dims per KV head (joint), or per factor (split)
   SvdMethod svdMethod = SvdMethod::Joint;
-  std::string twoNormScore;  // "product" / "sum" (2-norm only)
+  std::optional<TwoNormScore> twoNormScore;  // 2-norm only (absent in older folders)
   // Kept RoPE pairs per layer and KV head: [layer][kvHead][i], ascending.
   // Empty until loading for an official 2-norm checkpoint (its rank file decides).
   std::vector<std::vector<std::vector<int>>> pairs;
@@ -66,9 +66,9 @@ struct MlaConversion {
 // Where a DeepSeek-target conversion (docs/conversion.md) came from and how it
 // was made; absent on models trained from scratch.
 struct LatentConversion {
-  int sourceKvHeads = 0;                  // n_kv of the original model (its KV cache: 2 n_kv d_h)
-  int freqFold = 1;                       // FreqFold: adjacent frequencies sharing one RoPE component
-  std::string factorise = "activations";  // "weights" | "activations": how the latent was found
+  int sourceKvHeads = 0;                                 // n_kv of the original model (its KV cache: 2 n_kv d_h)
+  int freqFold = 1;                                      // FreqFold: adjacent frequencies sharing one RoPE component
+  Factorisation factorise = Factorisation::Activations;  // how the latent was found
 };
 
 // A latent attention trained from scratch (algorithms.md §4), or converted

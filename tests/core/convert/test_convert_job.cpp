@@ -85,8 +85,8 @@ TEST(ConvertJob, ConvertedFolderReopensWithIdenticalLogits) {
   EXPECT_GT(report.meanReconstructionError, 0.0);
   EXPECT_EQ(report.after.perTokenPerLayer, 2 * (4 + 6));
   EXPECT_EQ(report.before.perTokenPerLayer, 2 * 2 * 16);
-  EXPECT_EQ(report.mla.ropeStrategy, "2-norm");
-  EXPECT_EQ(report.mla.twoNormScore, "product");
+  EXPECT_EQ(report.mla.ropeStrategy, RopeStrategy::TwoNorm);
+  EXPECT_EQ(report.mla.twoNormScore, TwoNormScore::Product);
   EXPECT_FALSE(report.pairsSummary.empty());
 
   // The same conversion in memory, then the folder, agree.
@@ -179,7 +179,7 @@ TEST(ConvertJob, ForceReplacesAnExistingModelFolder) {
   auto report = convert(s, progress, cancel);
   auto cfg = readHfConfig(out / "config.json");
   ASSERT_TRUE(cfg.mla.has_value());
-  EXPECT_EQ(cfg.mla->ropeStrategy, "uniform");
+  EXPECT_EQ(cfg.mla->ropeStrategy, RopeStrategy::Uniform);
   EXPECT_EQ(cfg.mla->svdMethod, SvdMethod::Split);
   EXPECT_EQ(cfg.mla->pairs[0][0], (std::vector<int>{0, 2, 4, 6}));
   EXPECT_EQ(report.after.perTokenPerLayer, 4 * (8 + 16));
@@ -260,7 +260,7 @@ TEST(ConvertJob, ForceNeverDeletesTheOldFolderBeforeTheNewOneIsInPlace) {
     }
   } sink;
   convert(again, sink, cancel);
-  EXPECT_EQ(readHfConfig(out / "config.json").mla->ropeStrategy, "uniform");
+  EXPECT_EQ(readHfConfig(out / "config.json").mla->ropeStrategy, RopeStrategy::Uniform);
   EXPECT_NE(sink.warnings.find("could not be removed"), std::string::npos) << sink.warnings;
   // What is left is named as the replaced model, not as an unfinished write.
   const auto left = leftovers(root);
@@ -400,7 +400,7 @@ TEST(ConvertJob, DeepSeekTargetFromTextReportsBothErrorsAndTheHeldOutLoss) {
     const ModelConfig out = readHfConfig(r.outDir / "config.json");
     ASSERT_TRUE(out.latent.has_value());
     EXPECT_EQ(out.latent->dC, r.latent.dC);
-    EXPECT_EQ(out.latent->conversion->factorise, name);
+    EXPECT_EQ(out.latent->conversion->factorise, parseChoice<Factorisation>(name, "test factorise"));
     EXPECT_TRUE(fs::exists(r.outDir / "tokenizer.json"));
     EXPECT_FALSE(deepSeekExportProblem(out).has_value()) << *deepSeekExportProblem(out);
   }

@@ -96,7 +96,7 @@ struct Case {
 
 ModelConfig converted(ModelConfig c, int dKv, int pairs, const std::string& svd) {
   MlaConversion m;
-  m.ropeStrategy = "high";
+  m.ropeStrategy = RopeStrategy::High;
   m.ropePairs = pairs;
   m.dKv = dKv;
   m.svdMethod = parseChoice<SvdMethod>(svd, "test svd");
