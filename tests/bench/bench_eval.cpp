@@ -11,9 +11,6 @@
 // and peak resident memory.
 #include <torch/torch.h>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench_process.h"
 #include "bench_util.h"
 #include "io/tokenizer.h"
 #include "latentlab/architectures.h"
@@ -33,13 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kTutorial = "/usr/share/doc/python3.11/html/_sources/tutorial";
-
 // Sentences of the tutorial, whitespace collapsed, 20 to 300 characters.
 std::vector<std::string> sentences() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(kTutorial)) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = tutorialFiles();
   std::vector<std::string> out;
   for (const auto& f : files) {
     std::ifstream in(f);
@@ -75,49 +69,6 @@ std::vector<ChoiceItem> items(std::size_t n, std::size_t shots = 1) {
     out.push_back(std::move(item));
   }
   return out;
-}
-
-// A command run as a process of its own: its wall time, peak resident
-// memory and output (stdout and stderr).
-struct ChildRun {
-  int status = -1;
-  double seconds = 0;
-  double peakMiB = 0;
-  std::string output;
-};
-
-ChildRun runChild(const std::vector<std::string>& argv, const fs::path& outFile) {
-  ChildRun r;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) return r;
-  // The child's own high-water mark, read from /proc while it runs (the
-  // rusage of a spawned child counts the spawning process's pages).
-  int status = 0;
-  const std::string statusFile = "/proc/" + std::to_string(pid) + "/status";
-  for (;;) {
-    std::ifstream st(statusFile);
-    for (std::string line; std::getline(st, line);) {
-      if (line.rfind("VmHWM:", 0) == 0) r.peakMiB = std::max(r.peakMiB, std::stod(line.substr(6)) / 1024.0);
-    }
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    usleep(20000);
-  }
-  r.seconds = secondsSince(t0);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  posix_spawn_file_actions_destroy(&actions);
-  std::ifstream in(outFile);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.output = ss.str();
-  return r;
 }
 
 // The engine's `eval --task` and the transformers peer on the same items,
@@ -169,14 +120,9 @@ void multipleChoice(BenchReport& report) {
   const bool quick = benchOptions().quick;
   const fs::path root = fs::temp_directory_path() / ("latentlab-bench-eval-" + std::to_string(::getpid()));
   fs::create_directories(root);
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(kTutorial)) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  BpeTrainOptions bpe;
-  bpe.vocabSize = 2048;
+  trainTutorialTokenizer(root / "tokenizer.json");
   NullProgress quiet;
   CancelToken cancel;
-  trainBpeTokenizer(files, bpe, root / "tokenizer.json", quiet, cancel);
   struct Shape {
     std::string arch;
     int vocab;

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "bench_registry.h"
+#include "io/tokenizer.h"
 #include "model/torch_util.h"
 
 namespace latentlab::bench {
@@ -51,6 +54,25 @@ inline std::string fixed(double v, int digits = 1) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// The Python tutorial's reST sources (Debian's python3.11-doc), sorted: the
+// text the model benchmarks tokenize and prompt with.
+inline std::vector<std::filesystem::path> tutorialFiles() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator("/usr/share/doc/python3.11/html/_sources/tutorial"))
+    files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// A byte-level BPE tokenizer of 2,048 tokens trained on them, written to `out`.
+inline void trainTutorialTokenizer(const std::filesystem::path& out) {
+  BpeTrainOptions bpe;
+  bpe.vocabSize = 2048;
+  NullProgress quiet;
+  CancelToken cancel;
+  trainBpeTokenizer(tutorialFiles(), bpe, out, quiet, cancel);
 }
 
 }  // namespace latentlab::bench
