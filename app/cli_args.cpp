@@ -65,12 +65,6 @@ std::int64_t parseInteger(const std::string& text, const std::string& what, std:
   return x;
 }
 
-std::string joinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 int Args::getInt(const std::string& name, int fallback, int min, int max) const {
   auto v = get(name);
   if (!v) return fallback;

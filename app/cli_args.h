@@ -14,9 +14,6 @@
 
 namespace latentlab::cli {
 
-// "a, b, c".
-std::string joinNames(const std::vector<std::string>& names);
-
 class Args {
  public:
   // `flags` take no value; every other --option takes one.
@@ -38,9 +35,11 @@ class Args {
   E getChoice(const std::string& name, E fallback) const {
     const auto v = get(name);
     if (!v) return fallback;
-    if (const auto e = findChoice<E>(*v)) return *e;
-    throw Error(ErrorCode::BadInput, "--" + name + ": unknown " + choiceKind<E>() + " '" + *v + "'",
-                "Use one of " + joinNames(choiceNames<E>()) + ".");
+    try {
+      return parseChoice<E>(*v, "--" + name);  // the vocabulary's message, naming the flag
+    } catch (const Error& e) {
+      throw Error(ErrorCode::BadInput, e.message(), e.hint());  // a flag is input, not a spec
+    }
   }
   const std::vector<std::string>& positionals() const { return m_positionals; }
 
