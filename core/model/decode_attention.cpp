@@ -2,14 +2,13 @@
 // around the CPU decode kernel.
 #include "model/decode_attention.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "latentlab/error.h"
+#include "model/decode_threads.h"
 #include "model/kernels/cpu_kernels.h"
 
 namespace latentlab {
@@ -20,8 +19,8 @@ std::atomic<bool> g_enabled{true};
 
 constexpr std::int64_t kTileKeys = 64;       // the kernel's tile: splits start on tile edges
 constexpr std::int64_t kMinSplitKeys = 256;  // a split shorter than this costs more to combine than it saves
-// Cache bytes a thread should read for its share to outweigh waking it: a
-// sleeping OpenMP worker (the engine's passive wait policy) takes tens of
+// Cache bytes a thread should read for its share to outweigh handing it out:
+// a worker of model/decode_threads.h that has gone to sleep takes tens of
 // microseconds to start, about what one core reads of 1 MiB.
 constexpr std::int64_t kMinBytesPerTask = std::int64_t{1} << 20;
 
@@ -94,9 +93,9 @@ torch::Tensor run(const DecodeAttentionInputs& in, const torch::Tensor& q, const
   a.sum = sm.data_ptr<T>();
   const auto& kernel = kernels::cpuKernels(in.isa);
   const auto items = B * H * splits;
-  // One task when the cache is small: at::parallel_for then runs inline.
+  // One task when the cache is small: it then runs on this thread.
   const std::int64_t grain = tasks > 1 ? 1 : items;
-  at::parallel_for(0, items, grain, [&](std::int64_t begin, std::int64_t end) {
+  decodeParallelFor(items, grain, [&](std::int64_t begin, std::int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       kernel.decodeF32(a, begin, end);
     } else {

@@ -1,12 +1,14 @@
 // Routing between the small-row CPU kernel and LibTorch's linear.
 #include "model/decode_linear.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "model/decode_attention.h"
+#include "model/decode_threads.h"
 #include "model/kernels/cpu_kernels.h"
 
 namespace latentlab {
@@ -17,35 +19,59 @@ bool needsGrad(const torch::Tensor& t) {
   return t.defined() && t.requires_grad();
 }
 
+torch::Tensor rowsOf(const torch::Tensor& x) {
+  auto x2 = x.reshape({x.numel() / x.size(-1), x.size(-1)});
+  return x2.stride(1) == 1 ? x2 : x2.contiguous();
+}
+
+// The kernel's dtypes: fp32, or bf16 throughout (x, weight, bias).
+bool kernelDtype(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  const auto t = x.scalar_type();
+  return (t == torch::kFloat32 || t == torch::kBFloat16) && w.scalar_type() == t &&
+         (!b.defined() || b.scalar_type() == t);
+}
+
 bool kernelApplies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   if (!fusedDecodeEnabled() || x.dim() < 1 || w.dim() != 2 || x.numel() == 0) return false;
   if (at::autocast::is_autocast_enabled(at::kCPU)) return false;  // autocast picks the dtype: LibTorch's linear
   if (!x.device().is_cpu() || !w.device().is_cpu() || (b.defined() && !b.device().is_cpu())) return false;
-  if (x.scalar_type() != torch::kFloat32 || w.scalar_type() != torch::kFloat32) return false;
-  if (b.defined() && (b.scalar_type() != torch::kFloat32 || b.dim() != 1 || b.size(0) != w.size(0))) return false;
+  if (!kernelDtype(x, w, b)) return false;
+  if (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))) return false;
   if (x.size(-1) != w.size(1) || x.numel() / x.size(-1) > kDecodeLinearMaxRows) return false;
   return !(torch::GradMode::is_enabled() && (needsGrad(x) || needsGrad(w) || needsGrad(b)));
 }
 
+// The kernel's element type for a tensor's dtype: fp32, or bf16 as its bits.
+template <class T>
+const T* dataOf(const torch::Tensor& t) {
+  if constexpr (std::is_same_v<T, float>) {
+    return t.data_ptr<float>();
+  } else {
+    return reinterpret_cast<const T*>(t.data_ptr<at::BFloat16>());
+  }
+}
+
 // One layer's kernel arguments for rows x2 (rows, dim), writing a new (rows, outs) output.
+template <class T>
 struct KernelLayer {
-  kernels::LinearKernelArgs<float> args;
+  kernels::LinearKernelArgs<T> args;
   torch::Tensor w, b, y;  // held for the call
 };
 
-KernelLayer kernelLayer(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
-  KernelLayer l;
+template <class T>
+KernelLayer<T> kernelLayer(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
+  KernelLayer<T> l;
   l.w = weight.stride(1) == 1 ? weight : weight.contiguous();
   l.b = bias.defined() ? bias.contiguous() : bias;
   const std::int64_t rows = x2.size(0), outs = weight.size(0);
   l.y = torch::empty({rows, outs}, x2.options());
   auto& a = l.args;
-  a.x = x2.data_ptr<float>();
+  a.x = dataOf<T>(x2);
   a.xs = x2.stride(0);
-  a.w = l.w.data_ptr<float>();
+  a.w = dataOf<T>(l.w);
   a.ws = l.w.stride(0);
-  a.bias = l.b.defined() ? l.b.data_ptr<float>() : nullptr;
-  a.y = l.y.data_ptr<float>();
+  a.bias = l.b.defined() ? dataOf<T>(l.b) : nullptr;
+  a.y = const_cast<T*>(dataOf<T>(l.y));
   a.ys = outs;
   a.rows = rows;
   a.outs = outs;
@@ -54,19 +80,29 @@ KernelLayer kernelLayer(const torch::Tensor& x2, const torch::Tensor& weight, co
 }
 
 // Runs the kernel over every layer's outputs, 16 at a time, as one parallel
-// range: a thread's share reads at least 2 MiB of weights, or waking it (tens
-// of microseconds) costs more than it saves.
-void runKernel(std::vector<KernelLayer>& layers) {
-  const auto kernel = kernels::cpuKernels().linearF32;
+// range: a thread's share reads at least 512 KiB of weights (about 40
+// microseconds of one core's reading; the workers of model/decode_threads.h
+// are still awake between the calls of a step, so handing it out costs far
+// less; at 2 MiB, the bf16 step of a SmolLM-135M shape ran most of its
+// layers on one thread, 35 against 52 tokens/s).
+template <class T>
+void runKernel(std::vector<KernelLayer<T>>& layers) {
+  const auto kernel = [] {
+    if constexpr (std::is_same_v<T, float>) {
+      return kernels::cpuKernels().linearF32;
+    } else {
+      return kernels::cpuKernels().linearBF16;
+    }
+  }();
   std::vector<std::int64_t> firstBlock;  // per layer, its first block in the joint range
   std::int64_t blocks = 0;
   for (const auto& l : layers) {
     firstBlock.push_back(blocks);
     blocks += (l.args.outs + 15) / 16;
   }
-  const std::int64_t blockBytes = 16 * layers.front().args.dim * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{2} << 20) / blockBytes);
-  at::parallel_for(0, blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
+  const std::int64_t blockBytes = 16 * layers.front().args.dim * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{512} << 10) / blockBytes);
+  decodeParallelFor(blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
     for (std::size_t i = 0; i < layers.size() && b0 < b1; ++i) {
       const std::int64_t lo = firstBlock[i], hi = lo + (layers[i].args.outs + 15) / 16;
       if (b0 >= hi) continue;
@@ -77,15 +113,20 @@ void runKernel(std::vector<KernelLayer>& layers) {
   });
 }
 
-torch::Tensor outputOf(const KernelLayer& l, const torch::Tensor& x) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = l.args.outs;
-  return l.y.view(sizes);
-}
-
-torch::Tensor rowsOf(const torch::Tensor& x) {
-  auto x2 = x.reshape({x.numel() / x.size(-1), x.size(-1)});
-  return x2.stride(1) == 1 ? x2 : x2.contiguous();
+template <class T>
+std::vector<torch::Tensor> runLayers(const torch::Tensor& x,
+                                     const std::vector<std::pair<torch::Tensor, torch::Tensor>>& layers) {
+  const auto x2 = rowsOf(x);
+  std::vector<KernelLayer<T>> args;
+  for (const auto& [w, b] : layers) args.push_back(kernelLayer<T>(x2, w, b));
+  runKernel(args);
+  std::vector<torch::Tensor> out;
+  for (const auto& l : args) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = l.args.outs;
+    out.push_back(l.y.view(sizes));
+  }
+  return out;
 }
 
 }  // namespace
@@ -96,19 +137,14 @@ torch::Tensor linearForward(const torch::Tensor& x, const torch::Tensor& weight,
 
 std::vector<torch::Tensor> linearForwardMany(const torch::Tensor& x,
                                              const std::vector<std::pair<torch::Tensor, torch::Tensor>>& layers) {
-  std::vector<torch::Tensor> out;
   bool kernel = !layers.empty();
   for (const auto& [w, b] : layers) kernel = kernel && kernelApplies(x, w, b);
   if (!kernel) {
+    std::vector<torch::Tensor> out;
     for (const auto& [w, b] : layers) out.push_back(at::linear(x, w, b));
     return out;
   }
-  const auto x2 = rowsOf(x);
-  std::vector<KernelLayer> args;
-  for (const auto& [w, b] : layers) args.push_back(kernelLayer(x2, w, b));
-  runKernel(args);
-  for (const auto& l : args) out.push_back(outputOf(l, x));
-  return out;
+  return x.scalar_type() == torch::kFloat32 ? runLayers<float>(x, layers) : runLayers<std::uint16_t>(x, layers);
 }
 
 std::vector<torch::Tensor> linearForwardMany(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers) {

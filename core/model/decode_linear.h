@@ -1,8 +1,9 @@
 // Linear layers on the few rows of a decode step. With one to eight rows a
 // GEMM is a pass over the weights, and LibTorch's packs each weight panel
 // before using it; the CPU kernel (model/kernels/linear_kernel.cpp) reads
-// every weight once instead. Training, long chunks, CUDA and dtypes other
-// than fp32 use LibTorch's linear unchanged.
+// every weight once instead, in fp32 or bf16 (fp32 sums, as LibTorch's bf16
+// linear). Training, long chunks, CUDA, autocast and other dtypes use
+// LibTorch's linear unchanged.
 #pragma once
 
 #include <torch/torch.h>

@@ -16,7 +16,7 @@ namespace latentlab::bench {
 namespace {
 
 void benchKernels(BenchReport& report) {
-  if (!benchDevice().is_cpu() || benchBf16()) return;  // CPU fp32 kernels
+  if (!benchDevice().is_cpu()) return;  // CPU kernels: linear in fp32 or bf16 (--dtype), attention in fp32
   torch::NoGradGuard noGrad;
   torch::manual_seed(5);
   const int rounds = benchOptions().quick ? 2 : 5;
@@ -31,19 +31,20 @@ void benchKernels(BenchReport& report) {
     report.add({"kernels", "streaming read (sum of 512 MiB)", 512.0 * (1 << 20) / s / 1e9, "GB/s", "LibTorch sum"});
   }
 
-  // SmolLM-135M's layer projections, 30 layers of distinct weights (424 MB).
+  // SmolLM-135M's layer projections, 30 layers of distinct weights (424 MB in fp32).
   {
+    const auto dtype = benchBf16() ? torch::kBFloat16 : torch::kFloat32;
     std::vector<torch::Tensor> weights;
     for (int l = 0; l < 30; ++l) {
       for (auto [out, in] :
            {std::pair{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}})
-        weights.push_back(torch::randn({out, in}));
+        weights.push_back(torch::randn({out, in}).to(dtype));
     }
     double bytes = 0;
-    for (const auto& w : weights) bytes += static_cast<double>(w.numel()) * 4;
+    for (const auto& w : weights) bytes += static_cast<double>(w.numel() * w.element_size());
     for (std::int64_t rows : {1, 4, 8}) {
       std::vector<torch::Tensor> xs;
-      for (const auto& w : weights) xs.push_back(torch::randn({rows, w.size(1)}));
+      for (const auto& w : weights) xs.push_back(torch::randn({rows, w.size(1)}).to(dtype));
       auto pass = [&] {
         for (std::size_t i = 0; i < weights.size(); ++i) (void)linearForward(xs[i], weights[i]);
       };
@@ -51,13 +52,16 @@ void benchKernels(BenchReport& report) {
       const double aten = bestOf(cpu, rounds, pass);
       setFusedDecodeEnabled(true);
       const double fused = bestOf(cpu, rounds, pass);
-      report.add({"kernels", "linear " + std::to_string(rows) + " rows, SmolLM-135M layers", bytes / fused / 1e9,
-                  "GB/s",
-                  "weights read once per pass: " + fixed(fused * 1e3, 1) + " ms; LibTorch linear " +
-                      fixed(aten * 1e3, 1) + " ms (" + fixed(aten / fused, 2) + "x); " + isa});
+      report.add(
+          {"kernels",
+           std::string("linear ") + (benchBf16() ? "bf16 " : "") + std::to_string(rows) + " rows, SmolLM-135M layers",
+           bytes / fused / 1e9, "GB/s",
+           "weights read once per pass: " + fixed(fused * 1e3, 1) + " ms; LibTorch linear " + fixed(aten * 1e3, 1) +
+               " ms (" + fixed(aten / fused, 2) + "x); " + isa});
     }
   }
 
+  if (benchBf16()) return;
   // Decode attention at 8k context, batch 8: the original GQA cache and the
   // MHA2MLA latent. Each is timed over distinct caches of 512 MiB or more in
   // all, one layer's worth after another, so that they stream from memory as

@@ -52,13 +52,16 @@ struct LinearKernelArgs {
 using DecodeItemsF32 = void (*)(const DecodeKernelArgs<float>&, std::int64_t begin, std::int64_t end);
 using DecodeItemsF64 = void (*)(const DecodeKernelArgs<double>&, std::int64_t begin, std::int64_t end);
 using LinearOutsF32 = void (*)(const LinearKernelArgs<float>&, std::int64_t outBegin, std::int64_t outEnd);
+// bf16 values as their bits; sums in fp32, each output rounded once.
+using LinearOutsBF16 = void (*)(const LinearKernelArgs<std::uint16_t>&, std::int64_t outBegin, std::int64_t outEnd);
 
 // One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
 struct CpuKernels {
-  const char* isa;  // "avx512", "avx2", "baseline"
+  const char* isa;  // "avx512bf16", "avx512", "avx2", "baseline"
   DecodeItemsF32 decodeF32;
   DecodeItemsF64 decodeF64;
   LinearOutsF32 linearF32;
+  LinearOutsBF16 linearBF16;
   bool supported;
 };
 

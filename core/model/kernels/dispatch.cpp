@@ -6,16 +6,21 @@
 
 namespace latentlab::kernels {
 
-#define LATENTLAB_DECLARE_KERNEL(isa)                                                           \
-  namespace isa {                                                                               \
-  void decodeItemsF32(const DecodeKernelArgs<float>& a, std::int64_t begin, std::int64_t end);  \
-  void decodeItemsF64(const DecodeKernelArgs<double>& a, std::int64_t begin, std::int64_t end); \
-  void linearOutsF32(const LinearKernelArgs<float>& a, std::int64_t begin, std::int64_t end);   \
+#define LATENTLAB_DECLARE_KERNEL(isa)                                                                  \
+  namespace isa {                                                                                      \
+  void decodeItemsF32(const DecodeKernelArgs<float>& a, std::int64_t begin, std::int64_t end);         \
+  void decodeItemsF64(const DecodeKernelArgs<double>& a, std::int64_t begin, std::int64_t end);        \
+  void linearOutsF32(const LinearKernelArgs<float>& a, std::int64_t begin, std::int64_t end);          \
+  void linearOutsBF16(const LinearKernelArgs<std::uint16_t>& a, std::int64_t begin, std::int64_t end); \
   }
 LATENTLAB_DECLARE_KERNEL(isa_base)
 #if LATENTLAB_KERNEL_X86
 LATENTLAB_DECLARE_KERNEL(isa_avx2)
 LATENTLAB_DECLARE_KERNEL(isa_avx512)
+namespace isa_avx512bf16 {
+void linearOutsF32(const LinearKernelArgs<float>& a, std::int64_t begin, std::int64_t end);
+void linearOutsBF16(const LinearKernelArgs<std::uint16_t>& a, std::int64_t begin, std::int64_t end);
+}  // namespace isa_avx512bf16
 #endif
 #undef LATENTLAB_DECLARE_KERNEL
 
@@ -27,10 +32,16 @@ const std::vector<CpuKernels>& cpuKernelBuilds() {
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    v.push_back({"avx512", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512::linearOutsF32, avx512});
-    v.push_back({"avx2", isa_avx2::decodeItemsF32, isa_avx2::decodeItemsF64, isa_avx2::linearOutsF32, avx2});
+    const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+    v.push_back({"avx512bf16", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512bf16::linearOutsF32,
+                 isa_avx512bf16::linearOutsBF16, bf16});
+    v.push_back({"avx512", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512::linearOutsF32,
+                 isa_avx512::linearOutsBF16, avx512});
+    v.push_back({"avx2", isa_avx2::decodeItemsF32, isa_avx2::decodeItemsF64, isa_avx2::linearOutsF32,
+                 isa_avx2::linearOutsBF16, avx2});
 #endif
-    v.push_back({"baseline", isa_base::decodeItemsF32, isa_base::decodeItemsF64, isa_base::linearOutsF32, true});
+    v.push_back({"baseline", isa_base::decodeItemsF32, isa_base::decodeItemsF64, isa_base::linearOutsF32,
+                 isa_base::linearOutsBF16, true});
     return v;
   }();
   return variants;

@@ -1,4 +1,4 @@
-// Vector helpers for the CPU kernels (fp32, 16 lanes), written with GCC/Clang
+// Vector helpers for the CPU kernels (fp32, 16 lanes; bf16 widened to fp32), written with GCC/Clang
 // vector types so that each kernel file, built once per instruction set, gets
 // them in that set's registers. Included only by those files, inside their
 // per-instruction-set namespace (LATENTLAB_KERNEL_ISA), so no two builds share
@@ -122,8 +122,8 @@ inline void transpose16x8(const F16* x, F16* out) {
 // its use: by default the second (the first holds a kernel's working set),
 // Level 1 for data wanted shortly. GCC deletes loops whose only statements
 // are __builtin_prefetch, so on x86 the instruction is written out.
-template <int Level = 2>
-inline void prefetch(const float* p) {
+template <int Level = 2, class T>
+inline void prefetch(const T* p) {
   static_assert(Level == 1 || Level == 2);
 #if defined(__x86_64__) || defined(__i386__)
   if constexpr (Level == 1) {
@@ -145,22 +145,91 @@ inline F16 widen(F8 v) {
   return join(v, F8{});
 }
 
+// bf16 values held as their bits (the high half of an fp32's): widening is a
+// shift, exact; narrowing rounds to nearest, ties to even, as LibTorch does,
+// and keeps a NaN a (quiet) NaN.
+using U16x16 = std::uint16_t __attribute__((vector_size(32)));
+using U16x8 = std::uint16_t __attribute__((vector_size(16)));
+using U32x16 = std::uint32_t __attribute__((vector_size(64)));
+using U32x8 = std::uint32_t __attribute__((vector_size(32)));
+
+inline float toFloat(float x) {
+  return x;
+}
+inline float toFloat(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+inline std::uint16_t toBf16(float x) {
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7fffffffU) > 0x7f800000U) return static_cast<std::uint16_t>((u >> 16) | 0x40U);
+  return static_cast<std::uint16_t>((u + 0x7fffU + ((u >> 16) & 1U)) >> 16);
+}
+
+// V (F16 or F8) from as many floats, or bf16 values widened to floats.
+template <class V>
+inline V loadAs(const float* p) {
+  return load<V>(p);
+}
+template <class V>
+inline V loadAs(const std::uint16_t* p) {
+  if constexpr (sizeof(V) == sizeof(F16)) {
+#if defined(__AVX512F__)
+    // One zero-extending load and a shift (GCC splits the generic form in halves).
+    // (The masked forms: GCC 12 warns that the unmasked ones read an undefined vector.)
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return std::bit_cast<F16>(std::bit_cast<U32x16>(wide) << 16);
+#else
+    U16x16 h;
+    std::memcpy(&h, p, sizeof h);
+    return std::bit_cast<F16>(__builtin_convertvector(h, U32x16) << 16);
+#endif
+  } else {
+    U16x8 h;
+    std::memcpy(&h, p, sizeof h);
+    return std::bit_cast<F8>(__builtin_convertvector(h, U32x8) << 16);
+  }
+}
+
+// The 16 lanes of v rounded to bf16, the first n of them stored.
+inline void storeBf16(std::uint16_t* p, F16 v, std::int64_t n = 16) {
+  const U32x16 u = std::bit_cast<U32x16>(v);
+  const U32x16 rounded = (u + 0x7fffU + ((u >> 16) & 1U)) >> 16;
+  const U32x16 nan = std::bit_cast<U32x16>((u & 0x7fffffffU) > 0x7f800000U);
+  const U16x16 h = __builtin_convertvector((rounded & ~nan) | (((u >> 16) | 0x40U) & nan), U16x16);
+  std::memcpy(p, &h, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+}
+
 // Lane-wise products of RB query rows with four consecutive keys k_0..k_3
 // (rows `stride` apart) over d dims, added to acc[r][j]: the sum of the lanes
 // of acc[r][j] is q_r . k_j. Each key chunk loaded serves every row, and the
 // RB x 4 accumulators are independent FMA chains.
 // With `ahead`, four rows laid out as k's (the same rows further on) are asked
 // for a line at a time as k's are read.
-template <int RB>
-inline void dots4(const float* const* q, const float* k, std::int64_t stride, std::int64_t d, F16 (*acc)[4],
-                  const float* ahead = nullptr) {
-  const float* kj[4] = {k, k + stride, k + 2 * stride, k + 3 * stride};
+// The keys may be bf16 (K = std::uint16_t), widened as they are loaded.
+template <int RB, class K>
+inline void dots4(const float* const* q, const K* k, std::int64_t stride, std::int64_t d, F16 (*acc)[4],
+                  const K* ahead = nullptr) {
+  constexpr std::int64_t kLine = 64 / sizeof(K);  // values in a cache line
+  const K* kj[4] = {k, k + stride, k + 2 * stride, k + 3 * stride};
   std::int64_t c = 0;
+  if constexpr (kLine == 32) {  // bf16: a whole line of each key a step, as fp32 reads
+    for (; c + 32 <= d; c += 32) {
+      if (ahead != nullptr)
+        for (int j = 0; j < 4; ++j) prefetch(ahead + j * stride + c);
+      F16 kv[4][2];
+      for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h) kv[j][h] = loadAs<F16>(kj[j] + c + 16 * h);
+      for (int r = 0; r < RB; ++r) {
+        const F16 q0 = load<F16>(q[r] + c), q1 = load<F16>(q[r] + c + 16);
+        for (int j = 0; j < 4; ++j) acc[r][j] += q0 * kv[j][0] + q1 * kv[j][1];
+      }
+    }
+  }
   for (; c + 16 <= d; c += 16) {
-    if (ahead != nullptr)
+    if (ahead != nullptr && c % kLine == 0)
       for (int j = 0; j < 4; ++j) prefetch(ahead + j * stride + c);
     F16 kv[4];
-    for (int j = 0; j < 4; ++j) kv[j] = load<F16>(kj[j] + c);
+    for (int j = 0; j < 4; ++j) kv[j] = loadAs<F16>(kj[j] + c);
     for (int r = 0; r < RB; ++r) {
       const F16 qv = load<F16>(q[r] + c);
       for (int j = 0; j < 4; ++j) acc[r][j] += qv * kv[j];
@@ -168,7 +237,7 @@ inline void dots4(const float* const* q, const float* k, std::int64_t stride, st
   }
   if (c + 8 <= d) {
     F8 kv[4];
-    for (int j = 0; j < 4; ++j) kv[j] = load<F8>(kj[j] + c);
+    for (int j = 0; j < 4; ++j) kv[j] = loadAs<F8>(kj[j] + c);
     for (int r = 0; r < RB; ++r) {
       const F8 qv = load<F8>(q[r] + c);
       for (int j = 0; j < 4; ++j) acc[r][j] += widen(qv * kv[j]);
@@ -177,24 +246,24 @@ inline void dots4(const float* const* q, const float* k, std::int64_t stride, st
   }
   for (; c < d; ++c)
     for (int r = 0; r < RB; ++r)
-      for (int j = 0; j < 4; ++j) acc[r][j][0] += q[r][c] * kj[j][c];
+      for (int j = 0; j < 4; ++j) acc[r][j][0] += q[r][c] * toFloat(kj[j][c]);
 }
 
 // The same for one key.
-template <int RB>
-inline void dots1(const float* const* q, const float* k, std::int64_t d, F16* acc) {
+template <int RB, class K>
+inline void dots1(const float* const* q, const K* k, std::int64_t d, F16* acc) {
   std::int64_t c = 0;
   for (; c + 16 <= d; c += 16) {
-    const F16 kv = load<F16>(k + c);
+    const F16 kv = loadAs<F16>(k + c);
     for (int r = 0; r < RB; ++r) acc[r] += load<F16>(q[r] + c) * kv;
   }
   if (c + 8 <= d) {
-    const F8 kv = load<F8>(k + c);
+    const F8 kv = loadAs<F8>(k + c);
     for (int r = 0; r < RB; ++r) acc[r] += widen(load<F8>(q[r] + c) * kv);
     c += 8;
   }
   for (; c < d; ++c)
-    for (int r = 0; r < RB; ++r) acc[r][0] += q[r][c] * k[c];
+    for (int r = 0; r < RB; ++r) acc[r][0] += q[r][c] * toFloat(k[c]);
 }
 
 // out[t] = sum of the 16 lanes of p[t]: a transposing tree of shuffles and adds

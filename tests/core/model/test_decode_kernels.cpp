@@ -3,8 +3,8 @@
 // LibTorch operators in fp64: every build of the kernel the CPU runs, fp32 and
 // fp64, GQA grouping, the second (RoPE) score term, causal chunks, key splits,
 // dims that leave vector tails, cache views narrowed from larger buffers. The
-// small-row linear layer (model/decode_linear.h) against at::linear. Then whole
-// models decoding with and without the kernels.
+// small-row linear layer (model/decode_linear.h) against at::linear, in fp32
+// and bf16. Then whole models decoding with and without the kernels.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -196,6 +196,85 @@ TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
       }
     }
   }
+}
+
+// bf16 weights, rows and outputs, fp32 sums: each output is the exact
+// product of the bf16 values rounded to bf16 (to nearest, ties to even),
+// save where the fp32 sum lands next to a rounding boundary.
+TEST(DecodeLinear, EveryKernelBuildMatchesTheExactProductInBf16) {
+  torch::manual_seed(14);
+  auto bits = [](const torch::Tensor& t) { return reinterpret_cast<std::uint16_t*>(t.data_ptr<at::BFloat16>()); };
+  for (const auto& variant : runnableBuilds()) {
+    // Dims off the 32-value grid of the bf16 instructions and the 16 lanes.
+    for (auto [rows, dim, outs] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 64, 48},
+                                   {3, 70, 37},
+                                   {4, 5, 16},
+                                   {5, 576, 192},
+                                   {8, 24, 100},
+                                   {2, 48, 21},
+                                   {7, 1536, 33}}) {
+      for (bool withBias : {false, true}) {
+        auto x = torch::randn({rows, dim}).to(torch::kBFloat16), w = torch::randn({outs, dim}).to(torch::kBFloat16);
+        auto bias = withBias ? torch::randn({outs}).to(torch::kBFloat16) : torch::Tensor();
+        auto y = torch::empty({rows, outs}, torch::kBFloat16);
+        kernels::LinearKernelArgs<std::uint16_t> a;
+        a.x = bits(x);
+        a.xs = dim;
+        a.w = bits(w);
+        a.ws = dim;
+        a.bias = withBias ? bits(bias) : nullptr;
+        a.y = bits(y);
+        a.ys = outs;
+        a.rows = rows;
+        a.outs = outs;
+        a.dim = dim;
+        variant.linearBF16(a, 0, outs);
+        const auto exact = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64),
+                                      withBias ? bias.to(torch::kFloat64) : torch::Tensor());
+        const auto rounded = exact.to(torch::kFloat32).to(torch::kBFloat16).to(torch::kFloat64);
+        const auto got = y.to(torch::kFloat64);
+        const std::string where = std::string(variant.isa) + " rows " + std::to_string(rows) + " dim " +
+                                  std::to_string(dim) + " outs " + std::to_string(outs) + (withBias ? " bias" : "");
+        // Within one bf16 step of the exact value everywhere...
+        EXPECT_TRUE(((got - exact).abs() <= exact.abs() * (1.0 / 128) + 1e-6 * dim).all().item<bool>()) << where;
+        // ...and the rounded exact value itself nearly everywhere (truncating
+        // instead of rounding would miss about half).
+        const double same = (got == rounded).to(torch::kFloat64).mean().item<double>();
+        EXPECT_GE(same, 0.95) << where;
+      }
+    }
+    // A NaN in a row makes that row's outputs NaN (not a finite rounding of its bits).
+    auto x = torch::randn({2, 40}).to(torch::kBFloat16), w = torch::randn({20, 40}).to(torch::kBFloat16);
+    x[1][7] = std::numeric_limits<float>::quiet_NaN();
+    auto y = torch::empty({2, 20}, torch::kBFloat16);
+    kernels::LinearKernelArgs<std::uint16_t> a;
+    a.x = bits(x);
+    a.xs = 40;
+    a.w = bits(w);
+    a.ws = 40;
+    a.y = bits(y);
+    a.ys = 20;
+    a.rows = 2;
+    a.outs = 20;
+    a.dim = 40;
+    variant.linearBF16(a, 0, 20);
+    EXPECT_TRUE(torch::isfinite(y[0]).all().item<bool>()) << variant.isa;
+    EXPECT_TRUE(torch::isnan(y[1]).all().item<bool>()) << variant.isa;
+  }
+}
+
+// bf16 tensors of a decode step go to the kernel and agree with LibTorch's
+// bf16 linear to a bf16 step; fp16 stays with LibTorch.
+TEST(DecodeLinear, Bf16DecodeShapesAgreeWithLibTorch) {
+  torch::manual_seed(15);
+  auto x = torch::randn({1, 3, 96}).to(torch::kBFloat16);
+  auto w = torch::randn({70, 96}).to(torch::kBFloat16), b = torch::randn({70}).to(torch::kBFloat16);
+  const auto want = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64), b.to(torch::kFloat64));
+  const auto got = linearForward(x, w, b);
+  ASSERT_EQ(got.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(((got.to(torch::kFloat64) - want).abs() <= want.abs() / 128 + 1e-4).all().item<bool>());
+  const auto half = torch::randn({2, 16}).to(torch::kHalf), wh = torch::randn({8, 16}).to(torch::kHalf);
+  EXPECT_TRUE(torch::equal(linearForward(half, wh), at::linear(half, wh)));
 }
 
 TEST(DecodeLinear, RoutesOnlyDecodeShapesToTheKernel) {
