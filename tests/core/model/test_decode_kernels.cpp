@@ -89,6 +89,27 @@ std::vector<kernels::CpuKernels> runnableBuilds() {
   return out;
 }
 
+// The kernel's arguments for y = x w^T + bias over contiguous (rows, dim)
+// x, (outs, dim) w and (rows, outs) y (bias undefined: none); T is float for
+// fp32 tensors, std::uint16_t (the bits) for bf16 ones.
+template <class T>
+kernels::LinearKernelArgs<T> linearArgs(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                        const torch::Tensor& y) {
+  auto ptr = [](const torch::Tensor& t) { return static_cast<T*>(t.data_ptr()); };
+  kernels::LinearKernelArgs<T> a;
+  a.x = ptr(x);
+  a.xs = x.size(1);
+  a.w = ptr(w);
+  a.ws = w.size(1);
+  a.bias = bias.defined() ? ptr(bias) : nullptr;
+  a.y = ptr(y);
+  a.ys = y.size(1);
+  a.rows = x.size(0);
+  a.outs = w.size(0);
+  a.dim = x.size(1);
+  return a;
+}
+
 }  // namespace
 
 TEST(DecodeAttention, EveryKernelBuildMatchesTheSoftmaxDefinition) {
@@ -176,18 +197,7 @@ TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
         auto x = torch::randn({rows, dim}), w = torch::randn({outs, dim});
         auto bias = withBias ? torch::randn({outs}) : torch::Tensor();
         auto y = torch::empty({rows, outs});
-        kernels::LinearKernelArgs<float> a;
-        a.x = x.data_ptr<float>();
-        a.xs = dim;
-        a.w = w.data_ptr<float>();
-        a.ws = dim;
-        a.bias = withBias ? bias.data_ptr<float>() : nullptr;
-        a.y = y.data_ptr<float>();
-        a.ys = outs;
-        a.rows = rows;
-        a.outs = outs;
-        a.dim = dim;
-        variant.linearF32(a, 0, outs);
+        variant.linearF32(linearArgs<float>(x, w, bias, y), 0, outs);
         const auto want = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64),
                                      withBias ? bias.to(torch::kFloat64) : torch::Tensor());
         const double scale = std::sqrt(static_cast<double>(dim));
@@ -203,7 +213,6 @@ TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
 // save where the fp32 sum lands next to a rounding boundary.
 TEST(DecodeLinear, EveryKernelBuildMatchesTheExactProductInBf16) {
   torch::manual_seed(14);
-  auto bits = [](const torch::Tensor& t) { return reinterpret_cast<std::uint16_t*>(t.data_ptr<at::BFloat16>()); };
   for (const auto& variant : runnableBuilds()) {
     // Dims off the 32-value grid of the bf16 instructions and the 16 lanes.
     for (auto [rows, dim, outs] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 64, 48},
@@ -217,18 +226,7 @@ TEST(DecodeLinear, EveryKernelBuildMatchesTheExactProductInBf16) {
         auto x = torch::randn({rows, dim}).to(torch::kBFloat16), w = torch::randn({outs, dim}).to(torch::kBFloat16);
         auto bias = withBias ? torch::randn({outs}).to(torch::kBFloat16) : torch::Tensor();
         auto y = torch::empty({rows, outs}, torch::kBFloat16);
-        kernels::LinearKernelArgs<std::uint16_t> a;
-        a.x = bits(x);
-        a.xs = dim;
-        a.w = bits(w);
-        a.ws = dim;
-        a.bias = withBias ? bits(bias) : nullptr;
-        a.y = bits(y);
-        a.ys = outs;
-        a.rows = rows;
-        a.outs = outs;
-        a.dim = dim;
-        variant.linearBF16(a, 0, outs);
+        variant.linearBF16(linearArgs<std::uint16_t>(x, w, bias, y), 0, outs);
         const auto exact = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64),
                                       withBias ? bias.to(torch::kFloat64) : torch::Tensor());
         const auto rounded = exact.to(torch::kFloat32).to(torch::kBFloat16).to(torch::kFloat64);
@@ -247,17 +245,7 @@ TEST(DecodeLinear, EveryKernelBuildMatchesTheExactProductInBf16) {
     auto x = torch::randn({2, 40}).to(torch::kBFloat16), w = torch::randn({20, 40}).to(torch::kBFloat16);
     x[1][7] = std::numeric_limits<float>::quiet_NaN();
     auto y = torch::empty({2, 20}, torch::kBFloat16);
-    kernels::LinearKernelArgs<std::uint16_t> a;
-    a.x = bits(x);
-    a.xs = 40;
-    a.w = bits(w);
-    a.ws = 40;
-    a.y = bits(y);
-    a.ys = 20;
-    a.rows = 2;
-    a.outs = 20;
-    a.dim = 40;
-    variant.linearBF16(a, 0, 20);
+    variant.linearBF16(linearArgs<std::uint16_t>(x, w, torch::Tensor(), y), 0, 20);
     EXPECT_TRUE(torch::isfinite(y[0]).all().item<bool>()) << variant.isa;
     EXPECT_TRUE(torch::isnan(y[1]).all().item<bool>()) << variant.isa;
   }
