@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,19 +41,30 @@ inline RunSpec tinyPretrainSpec(int steps) {
   return s;
 }
 
-// A TCP port free on loopback right now (the kernel's choice for port 0):
-// the rendezvous of a test's data-parallel ranks.
+// A TCP port free on loopback right now, for a test's data-parallel ranks to
+// meet at. Drawn at random from below the kernel's ephemeral range (read from
+// /proc/sys/net/ipv4/ip_local_port_range): a port the kernel hands out (port
+// 0) is free only until the ranks' process starts, and meanwhile any socket
+// of a test running beside this one may be given it too, which left a rank 0
+// unable to listen and its peer waiting for it until the rendezvous timeout.
 inline int freeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  int low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> low;
+  const int first = 10000, last = std::max(first + 1000, low - 1);
+  std::random_device seed;
+  std::mt19937 rng(seed());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(first, last)(rng);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;  // none free: the ranks then fail to listen, naming the port
 }
 
 // A two-layer GQA model of 64 tokens for optimiser-level tests.
