@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench_process.h"
 #include "bench_util.h"
 #include "data/batch_loader.h"
 #include "latentlab/architectures.h"
@@ -77,6 +78,30 @@ fs::path writeTokens(const fs::path& dir, int vocab, std::int64_t count) {
   return path;
 }
 
+// The same step in PyTorch eager mode (peers/train_eager_peer.py: transformers'
+// LlamaForCausalLM of this shape, clip, AdamW) as a process of its own:
+// tokens/s, or 0 where it could not run (transformers missing).
+double eagerPeerTokensPerSecond(const ModelConfig& c, int batch, int seqLen, int steps, bool bf16,
+                                const fs::path& dir) {
+  std::vector<std::string> argv = {LATENTLAB_PYTHON, LATENTLAB_SOURCE_DIR "/tests/bench/peers/train_eager_peer.py",
+                                   "--hidden",       std::to_string(c.hiddenSize),
+                                   "--layers",       std::to_string(c.numLayers),
+                                   "--heads",        std::to_string(c.numHeads),
+                                   "--kv-heads",     std::to_string(c.numKvHeads),
+                                   "--head-dim",     std::to_string(c.headDim),
+                                   "--intermediate", std::to_string(c.intermediateSize),
+                                   "--vocab",        std::to_string(c.vocabSize),
+                                   "--batch",        std::to_string(batch),
+                                   "--seq",          std::to_string(seqLen),
+                                   "--steps",        std::to_string(steps)};
+  if (bf16) argv.push_back("--bf16");
+  if (c.tieWordEmbeddings) argv.push_back("--tied");
+  const ChildRun r = runChild(argv, dir / "eager.log");
+  if (r.status != 0) return 0;
+  const auto at = r.output.rfind("\"tokens_per_s\": ");
+  return at == std::string::npos ? 0 : std::atof(r.output.c_str() + at + 16);
+}
+
 struct Phases {
   double data = 0, fwdBwd = 0, optimizer = 0, sync = 0;
   double total() const { return data + fwdBwd + optimizer + sync; }
@@ -126,6 +151,10 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     p.sync += sp.sync;
   };
 
+  // The eager peer before and after this process's steps (their mean): a
+  // machine speeding up or slowing down meanwhile favours neither side.
+  const bool peer = device.is_cpu() && seqLen <= 256;
+  const double eagerBefore = peer ? eagerPeerTokensPerSecond(cfg, batch, seqLen, steps, bf16, dir) : 0;
   auto [gemmBefore, gemmFlops] = gemmReference(cfg, M, device, gemmType);
   Phases warm;
   step(warm);
@@ -171,6 +200,7 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     keptStep = (first + keptStep) / 2;  // off timed before and after on: drift biases neither
     model->setRecompute(false);
   }
+  const double eagerAfter = peer ? eagerPeerTokensPerSecond(cfg, batch, seqLen, steps, bf16, dir) : 0;
   const double gemmSeconds = std::min(gemmBefore, gemmAfter);  // the faster GEMM: the conservative ratio
   const double stepSeconds = ph.total() / steps;
 
@@ -184,6 +214,15 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
                             (std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : "unset");
   report.add({"train", shape + " tokens/s", tps, "tok/s",
               fixed(nParams / 1e6, 2) + "M params; " + where + "; mean of " + std::to_string(steps) + " steps"});
+  if (eagerBefore > 0 && eagerAfter > 0) {
+    const double eager = (eagerBefore + eagerAfter) / 2;
+    report.add({"train", shape + " PyTorch eager step (transformers)", eager, "tok/s",
+                "engine " + fixed(tps / eager, 2) + "x; timed before and after the engine's steps: " +
+                    fixed(eagerBefore, 1) + ", " + fixed(eagerAfter, 1)});
+  } else if (peer) {
+    report.add({"train", shape + " PyTorch eager step (transformers)", 0, "skipped",
+                "the peer did not run (is transformers installed in the venv?)"});
+  }
   report.add({"train", shape + " model FLOP/s", flops / 1e9, "GFLOP/s", "6N + attention per token"});
   report.add({"train", shape + " GEMM of the step's shapes", gemmRate / 1e9, "GFLOP/s",
               "before " + fixed(gemmFlops / gemmBefore / 1e9) + ", after " + fixed(gemmFlops / gemmAfter / 1e9) +
