@@ -2,8 +2,10 @@
 // forward, backward, clip, AdamW, one host sync) for the demo model and a
 // SmolLM-135M-shaped model: tokens/s, model FLOP/s, and MFU against the GEMMs
 // of exactly the step's matmul shapes, timed in this process just before and
-// just after the steps. Also where the time outside the matmuls goes, and the
-// fused optimiser against LibTorch's reference AdamW on the same gradients.
+// just after the steps. Also where the step's time goes (matmuls, attention,
+// the loss, other operators, the optimizer: one step under LibTorch's
+// profiler), the same step in PyTorch eager mode as a peer, and the fused
+// optimiser against LibTorch's reference AdamW on the same gradients.
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "bench_process.h"
 #include "bench_util.h"
@@ -100,6 +105,49 @@ double eagerPeerTokensPerSecond(const ModelConfig& c, int batch, int seqLen, int
   if (r.status != 0) return 0;
   const auto at = r.output.rfind("\"tokens_per_s\": ");
   return at == std::string::npos ? 0 : std::atof(r.output.c_str() + at + 16);
+}
+
+// Where one step's time goes, from LibTorch's profiler: each operator the
+// step calls at the top level (forward) or each autograd function it runs
+// (backward), by kind; `untraced` is the forward-backward time in no
+// operator (the autograd engine's own work, the framework between calls);
+// `optimizer` the clip and AdamW phase, timed by the step itself.
+struct StepSplit {
+  double matmul = 0, attention = 0, loss = 0, other = 0, untraced = 0, optimizer = 0;
+  double total() const { return matmul + attention + loss + other + untraced + optimizer; }
+};
+
+double StepSplit::*kindOf(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("ttention")) return &StepSplit::attention;  // scaled_dot_product_attention, *AttentionBackward*
+  if (has("aten::linear") || has("aten::matmul") || has("aten::mm") || has("aten::addmm") || has("aten::bmm") ||
+      has("MmBackward") || has("AddmmBackward") || has("BmmBackward"))
+    return &StepSplit::matmul;
+  if (has("cross_entropy") || has("log_softmax") || has("nll_loss") || has("LogSoftmaxBackward") ||
+      has("NllLossBackward"))
+    return &StepSplit::loss;
+  return &StepSplit::other;
+}
+
+// The top-level events' time by kind: per thread, an event inside another's
+// span is part of that one.
+StepSplit splitOf(const std::vector<torch::autograd::profiler::KinetoEvent>& events) {
+  std::map<std::uint64_t, std::vector<const torch::autograd::profiler::KinetoEvent*>> byThread;
+  for (const auto& e : events)
+    if (e.deviceType() == c10::DeviceType::CPU && !e.isAsync()) byThread[e.startThreadId()].push_back(&e);
+  StepSplit split;
+  for (auto& [thread, list] : byThread) {
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) {
+      return a->startNs() != b->startNs() ? a->startNs() < b->startNs() : a->endNs() > b->endNs();
+    });
+    std::uint64_t coveredUntil = 0;
+    for (const auto* e : list) {
+      if (e->startNs() < coveredUntil) continue;  // inside the previous top-level event
+      coveredUntil = e->endNs();
+      split.*kindOf(e->name()) += static_cast<double>(e->durationNs()) * 1e-9;
+    }
+  }
+  return split;
 }
 
 struct Phases {
@@ -201,6 +249,24 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     model->setRecompute(false);
   }
   const double eagerAfter = peer ? eagerPeerTokensPerSecond(cfg, batch, seqLen, steps, bf16, dir) : 0;
+  // One more step under LibTorch's profiler, for its split by kind.
+  StepSplit split;
+  std::string splitError;
+  try {
+    using namespace torch::profiler::impl;
+    const ProfilerConfig config(ProfilerState::KINETO);
+    torch::autograd::profiler::prepareProfiler(config, {ActivityType::CPU});
+    torch::autograd::profiler::enableProfiler(config, {ActivityType::CPU});
+    Phases profiled;
+    step(profiled);
+    const auto result = torch::autograd::profiler::disableProfiler();
+    split = splitOf(result->events());
+    const double traced = split.matmul + split.attention + split.loss + split.other;
+    split.untraced = std::max(0.0, profiled.fwdBwd - traced);
+    split.optimizer = profiled.optimizer;
+  } catch (const std::exception& e) {
+    splitError = e.what();
+  }
   const double gemmSeconds = std::min(gemmBefore, gemmAfter);  // the faster GEMM: the conservative ratio
   const double stepSeconds = ph.total() / steps;
 
@@ -248,6 +314,16 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
               "1 - (step's GEMMs alone) / step; of the step: optimizer " + fixed(100.0 * ph.optimizer / ph.total()) +
                   "%, data " + fixed(100.0 * ph.data / ph.total(), 2) + "%, loss/norm sync " +
                   fixed(100.0 * ph.sync / ph.total(), 2) + "%"});
+
+  if (split.total() > 0) {
+    auto share = [&](double part) { return fixed(100.0 * part / split.total(), 1) + "%"; };
+    report.add({"train", shape + " step split: matmuls", 100.0 * split.matmul / split.total(), "%",
+                "one profiled step: attention " + share(split.attention) + ", loss (log-softmax, NLL) " +
+                    share(split.loss) + ", other operators (norms, activations, RoPE, copies) " + share(split.other) +
+                    ", outside operators " + share(split.untraced) + ", clip + AdamW " + share(split.optimizer)});
+  } else {
+    report.add({"train", shape + " step split", 0, "skipped", "LibTorch's profiler did not run: " + splitError});
+  }
 
   // The optimiser step alone, fused vs LibTorch's reference, on the step's gradients.
   {
