@@ -114,7 +114,18 @@ double eagerPeerTokensPerSecond(const ModelConfig& c, int batch, int seqLen, int
 // `optimizer` the clip and AdamW phase, timed by the step itself.
 struct StepSplit {
   double matmul = 0, attention = 0, loss = 0, other = 0, untraced = 0, optimizer = 0;
+  std::map<std::string, double> others;  // the other operators' time by name
   double total() const { return matmul + attention + loss + other + untraced + optimizer; }
+  // The n other operators that took longest, with their shares of the step.
+  std::string topOthers(std::size_t n) const {
+    std::vector<std::pair<double, std::string>> byTime;
+    for (const auto& [name, seconds] : others) byTime.emplace_back(seconds, name);
+    std::sort(byTime.rbegin(), byTime.rend());
+    std::string out;
+    for (std::size_t i = 0; i < std::min(n, byTime.size()); ++i)
+      out += (i > 0 ? ", " : "") + byTime[i].second + " " + fixed(100.0 * byTime[i].first / total(), 1) + "%";
+    return out;
+  }
 };
 
 double StepSplit::*kindOf(const std::string& name) {
@@ -127,6 +138,11 @@ double StepSplit::*kindOf(const std::string& name) {
       has("NllLossBackward"))
     return &StepSplit::loss;
   return &StepSplit::other;
+}
+
+// Operators of the clip and AdamW phase, which the step times itself.
+bool optimizerOperator(const std::string& name) {
+  return name.find("_fused_adamw") != std::string::npos || name.find("_foreach_") != std::string::npos;
 }
 
 // The top-level events' time by kind: per thread, an event inside another's
@@ -144,7 +160,11 @@ StepSplit splitOf(const std::vector<torch::autograd::profiler::KinetoEvent>& eve
     for (const auto* e : list) {
       if (e->startNs() < coveredUntil) continue;  // inside the previous top-level event
       coveredUntil = e->endNs();
-      split.*kindOf(e->name()) += static_cast<double>(e->durationNs()) * 1e-9;
+      if (optimizerOperator(e->name())) continue;  // in split.optimizer
+      const double seconds = static_cast<double>(e->durationNs()) * 1e-9;
+      const auto kind = kindOf(e->name());
+      split.*kind += seconds;
+      if (kind == &StepSplit::other) split.others[e->name()] += seconds;
     }
   }
   return split;
@@ -320,7 +340,8 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     report.add({"train", shape + " step split: matmuls", 100.0 * split.matmul / split.total(), "%",
                 "one profiled step: attention " + share(split.attention) + ", loss (log-softmax, NLL) " +
                     share(split.loss) + ", other operators (norms, activations, RoPE, copies) " + share(split.other) +
-                    ", outside operators " + share(split.untraced) + ", clip + AdamW " + share(split.optimizer)});
+                    " (most: " + split.topOthers(3) + "), outside operators " + share(split.untraced) +
+                    ", clip + AdamW " + share(split.optimizer)});
   } else {
     report.add({"train", shape + " step split", 0, "skipped", "LibTorch's profiler did not run: " + splitError});
   }

@@ -89,6 +89,12 @@ std::vector<kernels::CpuKernels> runnableBuilds() {
   return out;
 }
 
+// (rows, dim, outs) of the linear kernel tests: one to eight rows; dims and
+// outputs off the 16-lane grid, and dims off the 32-value grid of the bf16
+// instructions.
+const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> kLinearShapes = {
+    {1, 64, 48}, {3, 70, 37}, {4, 5, 16}, {5, 576, 192}, {8, 24, 100}, {2, 48, 21}, {7, 1536, 33}};
+
 // The kernel's arguments for y = x w^T + bias over contiguous (rows, dim)
 // x, (outs, dim) w and (rows, outs) y (bias undefined: none); T is float for
 // fp32 tensors, std::uint16_t (the bits) for bf16 ones.
@@ -186,13 +192,7 @@ TEST(DecodeAttention, InconsistentShapesAreRefused) {
 TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
   torch::manual_seed(11);
   for (const auto& variant : runnableBuilds()) {
-    // (rows, dim, outs): one to eight rows; dims and outputs off the 16-lane grid.
-    for (auto [rows, dim, outs] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 64, 48},
-                                   {3, 70, 37},
-                                   {4, 5, 16},
-                                   {5, 576, 192},
-                                   {8, 24, 100},
-                                   {7, 1536, 33}}) {
+    for (auto [rows, dim, outs] : kLinearShapes) {
       for (bool withBias : {false, true}) {
         auto x = torch::randn({rows, dim}), w = torch::randn({outs, dim});
         auto bias = withBias ? torch::randn({outs}) : torch::Tensor();
@@ -214,14 +214,7 @@ TEST(DecodeLinear, EveryKernelBuildMatchesLibTorchLinear) {
 TEST(DecodeLinear, EveryKernelBuildMatchesTheExactProductInBf16) {
   torch::manual_seed(14);
   for (const auto& variant : runnableBuilds()) {
-    // Dims off the 32-value grid of the bf16 instructions and the 16 lanes.
-    for (auto [rows, dim, outs] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 64, 48},
-                                   {3, 70, 37},
-                                   {4, 5, 16},
-                                   {5, 576, 192},
-                                   {8, 24, 100},
-                                   {2, 48, 21},
-                                   {7, 1536, 33}}) {
+    for (auto [rows, dim, outs] : kLinearShapes) {
       for (bool withBias : {false, true}) {
         auto x = torch::randn({rows, dim}).to(torch::kBFloat16), w = torch::randn({outs, dim}).to(torch::kBFloat16);
         auto bias = withBias ? torch::randn({outs}).to(torch::kBFloat16) : torch::Tensor();
