@@ -8,6 +8,7 @@
 #include <string>
 
 #include "latentlab/error.h"
+#include "latentlab/vocabulary.h"
 
 namespace latentlab {
 
@@ -37,10 +38,32 @@ class JsonReader {
   bool optBool(const std::string& key, bool fallback) const;
   std::string optString(const std::string& key, const std::string& fallback) const;
 
+  // A vocabulary choice: one of E's names (or aliases); another name is an
+  // error naming the field, the name and the names E takes.
+  template <typename E>
+  E requireChoice(const std::string& key) const {
+    return choiceOf<E>(key, requireString(key));
+  }
+  // The same for an optional field: nullopt when absent, null or empty.
+  template <typename E>
+  std::optional<E> optChoice(const std::string& key) const {
+    const std::string name = optString(key, "");
+    if (name.empty()) return std::nullopt;
+    return choiceOf<E>(key, name);
+  }
+
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   const std::string& source() const { return m_source; }
 
  private:
+  template <typename E>
+  E choiceOf(const std::string& key, const std::string& name) const {
+    if (const auto v = findChoice<E>(name)) return *v;
+    std::string names;
+    for (const auto& n : choiceNames<E>()) names += (names.empty() ? "" : ", ") + n;
+    fail(key, "is '" + name + "', not one of " + names);
+  }
+
   const nlohmann::json& m_obj;
   std::string m_source;
   ErrorCode m_code;

@@ -287,28 +287,11 @@ std::vector<std::pair<std::string, std::string>> unusedConfigFields(const json& 
 MlaConversion readMla(const json& m, const std::string& source) {
   JsonReader r(m, source + " latentlab_mla", ErrorCode::BadModel);
   MlaConversion mla;
-  const std::string strategy = r.requireString("rope_strategy");
-  if (const auto s = findChoice<RopeStrategy>(strategy)) {
-    mla.ropeStrategy = *s;
-  } else {
-    r.fail("rope_strategy", "is '" + strategy + "', not one of high, low, uniform, 2-norm, full");
-  }
+  mla.ropeStrategy = r.requireChoice<RopeStrategy>("rope_strategy");
   mla.ropePairs = r.requireInt("rope_pairs");
   mla.dKv = r.requireInt("d_kv");
-  const std::string svd = r.optString("svd_method", "joint");
-  if (const auto method = findChoice<SvdMethod>(svd)) {
-    mla.svdMethod = *method;
-  } else {
-    r.fail("svd_method", "must be 'joint' or 'split'");
-  }
-  const std::string score = r.optString("two_norm_score", "");
-  if (!score.empty()) {
-    if (const auto s = findChoice<TwoNormScore>(score)) {
-      mla.twoNormScore = *s;
-    } else {
-      r.fail("two_norm_score", "is '" + score + "', not product or sum");
-    }
-  }
+  mla.svdMethod = r.optChoice<SvdMethod>("svd_method").value_or(SvdMethod::Joint);
+  mla.twoNormScore = r.optChoice<TwoNormScore>("two_norm_score");
   if (!m.contains("pairs") || !m.at("pairs").is_array()) r.fail("pairs", "is missing");
   try {
     mla.pairs = m.at("pairs").get<std::vector<std::vector<std::vector<int>>>>();
@@ -330,12 +313,7 @@ LatentAttention readLatent(const json& m, const std::string& source) {
     if (!kLatentFields.count(it.key())) r.fail(it.key(), "is not a latent-attention field");
   }
   LatentAttention a;
-  const std::string kind = r.requireString("kind");
-  if (const auto k = findChoice<LatentKind>(kind)) {
-    a.kind = *k;
-  } else {
-    r.fail("kind", "must be mla, gla or mlra, got '" + kind + "'");
-  }
+  a.kind = r.requireChoice<LatentKind>("kind");
   a.dC = r.requireInt("d_c");
   a.dRope = r.requireInt("d_rope");
   a.dNope = r.requireInt("d_nope");
@@ -367,12 +345,7 @@ LatentAttention readLatent(const json& m, const std::string& source) {
     LatentConversion c;
     c.sourceKvHeads = cr.requireInt("source_kv_heads");
     c.freqFold = cr.optInt("freq_fold", 1);
-    const std::string factorise = cr.optString("factorise", "activations");
-    if (const auto f = findChoice<Factorisation>(factorise)) {
-      c.factorise = *f;
-    } else {
-      cr.fail("factorise", "is '" + factorise + "', not weights or activations");
-    }
+    c.factorise = cr.optChoice<Factorisation>("factorise").value_or(Factorisation::Activations);
     a.conversion = c;
   }
   return a;

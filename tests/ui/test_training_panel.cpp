@@ -5,6 +5,8 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QScrollArea>
@@ -18,6 +20,7 @@
 
 #include <QLocale>
 #include "charts/lr_curve_view.h"
+#include "jobs/engine_path.h"
 #include "jobs/job_controller.h"
 #include "latentlab/architectures.h"
 #include "latentlab/kv_budget.h"
@@ -220,6 +223,36 @@ class TestTrainingPanel : public QObject {
     QCOMPARE(QString::fromStdString(s.modelDir), folder);
     QVERIFY(s.kind != RunKind::Pretrain);
     QVERIFY(w.conversionPanel()->methodBox()->isEnabled());
+  }
+
+  // A converted folder typed into the Model tab's folder field (Enter) shows
+  // its conversion as config.json names it: strategy, r and d_kv.
+  void aConvertedFolderTypedInShowsItsConversion() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    const QString base = dir.filePath(QStringLiteral("base")), converted = dir.filePath(QStringLiteral("converted"));
+    QProcess engine;
+    engine.start(ui::engineExecutablePath(), {QStringLiteral("init"), QStringLiteral("--arch"),
+                                              QStringLiteral("demo-gqa"), QStringLiteral("--out"), base});
+    QVERIFY(engine.waitForFinished(60000) && engine.exitCode() == 0);
+    engine.start(ui::engineExecutablePath(),
+                 {QStringLiteral("convert"), QStringLiteral("--model"), base, QStringLiteral("--out"), converted,
+                  QStringLiteral("--rope"), QStringLiteral("high"), QStringLiteral("--r"), QStringLiteral("2"),
+                  QStringLiteral("--dkv"), QStringLiteral("8")});
+    QVERIFY2(engine.waitForFinished(60000) && engine.exitCode() == 0, engine.readAllStandardError().constData());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    ModelPanel* model = w.modelPanel();
+    QTest::mouseClick(model->folderRadio(), Qt::LeftButton);
+    QLineEdit* field = model->findChild<QLineEdit*>();
+    QVERIFY(field != nullptr);
+    field->setFocus();
+    field->selectAll();
+    QTest::keyClicks(field, converted);
+    QTest::keyClick(field, Qt::Key_Return);
+    QTRY_COMPARE(model->folder(), converted);
+    QCOMPARE(model->fieldText(QStringLiteral("MLA")), QStringLiteral("converted: high, r=2, d_kv=8"));
   }
 
   // The wheel over an unfocused field scrolls the Training panel and leaves

@@ -124,7 +124,7 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
                                        QLocale().formattedDataSize(kv.bytesPerToken), cacheDTypeName(cfg.torchDType)));
   if (cfg.mla)
     add(tr("MLA"), QStringLiteral("converted: %1, r=%2, d_kv=%3")
-                       .arg(QString::fromUtf8(choiceName(cfg.mla->ropeStrategy).data()))
+                       .arg(choiceText(cfg.mla->ropeStrategy))
                        .arg(cfg.mla->ropePairs)
                        .arg(cfg.mla->dKv));
   if (!extra.isEmpty()) add(tr("Weights"), extra);

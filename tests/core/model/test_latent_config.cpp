@@ -136,6 +136,10 @@ TEST(LatentConfig, ConfigJsonRoundTripsAndNamesBadFields) {
   EXPECT_NE(e.find("latentlab_latent.d_c"), std::string::npos) << e;
   e = withEdit("\"branches\": 4", "\"branches\": 3");
   EXPECT_NE(e.find("latentlab_latent.branches"), std::string::npos) << e;
+  // A name outside the vocabulary: the field, the name and the names it takes.
+  e = withEdit("\"kind\": \"mlra\"", "\"kind\": \"mlrb\"");
+  EXPECT_NE(e.find("latentlab_latent: field 'kind'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'mlrb', not one of mla, gla, mlra"), std::string::npos) << e;
 }
 
 TEST(LatentConfig, RunSpecAcceptsTheVariantsAndNamesImpossibleSettings) {
