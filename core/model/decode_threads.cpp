@@ -32,7 +32,7 @@ class DecodeThreads {
     if (!busy.owns_lock()) return false;
     grow(workers);
     m_task = &task;
-    m_chunks = chunks;
+    m_chunks.store(chunks, std::memory_order_relaxed);
     m_done.store(0, std::memory_order_relaxed);
     const std::uint64_t call = m_call.load(std::memory_order_relaxed) + 1;
     m_next.store(call << 32, std::memory_order_relaxed);  // this call's tag, chunk 0 next
@@ -67,7 +67,7 @@ class DecodeThreads {
       std::int64_t i = 0;
       do {
         i = static_cast<std::int64_t>(v & 0xffffffffU);
-        if ((v >> 32) != (call & 0xffffffffU) || i >= m_chunks) return;
+        if ((v >> 32) != (call & 0xffffffffU) || i >= m_chunks.load(std::memory_order_relaxed)) return;
       } while (!m_next.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
       (*m_task)(i);  // the call waits for this chunk, so its task is still there
       m_done.fetch_add(1, std::memory_order_release);
@@ -93,7 +93,9 @@ class DecodeThreads {
   std::mutex m_busy;  // held by the call in progress
   std::vector<std::thread> m_workers;
   const std::function<void(std::int64_t)>* m_task = nullptr;
-  std::int64_t m_chunks = 0;
+  // Atomic: a worker late for a call may read it as the next call sets it
+  // (its compare-exchange on m_next then fails on the new call's tag).
+  std::atomic<std::int64_t> m_chunks{0};
   std::atomic<std::uint64_t> m_call{0};  // calls so far
   std::atomic<std::uint64_t> m_next{0};  // the current call (low 32 bits) << 32 | its next chunk
   std::atomic<std::int64_t> m_done{0};   // chunks of the current call finished
