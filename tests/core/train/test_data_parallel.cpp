@@ -226,6 +226,12 @@ TEST(DataParallel, ZeroOverTwoGlooRanksEqualsOneRankAndResumesOnOne) {
   longSpec.name = "zero-stopped";
   longSpec.data.validationShare = 0.0;
   const fs::path stopped = writeSpec(ws, "stopped", longSpec);
+  // The wait below looks for a progress line in rank0.log: the first run's
+  // log would show one before this rank 0 has even started (its shell opens
+  // the log a moment later), and rank 0 would be stopped before it reached
+  // the rendezvous, leaving rank 1 waiting for it until the timeout.
+  fs::remove(ws / "rank0.log");
+  fs::remove(ws / "rank1.log");
   const int port2 = freeLoopbackPort();
   const std::string stopAfterStart =
       "( " + rankCommand(1, 2, port2, stopped, ws) + " ) & p1=$!; ( exec env " +
