@@ -10,6 +10,7 @@
 
 #include "model/autocast_scope.h"
 #include "model/decode_linear.h"
+#include "model/fused_ops.h"
 
 namespace latentlab {
 namespace F = torch::nn::functional;
@@ -20,14 +21,7 @@ RmsNormImpl::RmsNormImpl(int dim, double eps, bool plusOne) : m_eps(eps), m_plus
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  // fp32 statistics (fp64 stays fp64), result cast back like HF's LlamaRMSNorm;
-  // Gemma's norm multiplies by (1 + w) in fp32 before the cast.
-  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  auto xf = x.to(compute);
-  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  xf = xf * torch::rsqrt(var + m_eps);
-  if (m_plusOne) return (xf * (weight.to(compute) + 1.0)).to(x.scalar_type());
-  return weight * xf.to(x.scalar_type());
+  return rmsNorm(x, weight, m_eps, m_plusOne);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTanh) : m_geluTanh(geluTanh) {
@@ -40,8 +34,7 @@ LlamaMlpImpl::LlamaMlpImpl(int hidden, int intermediate, bool bias, bool geluTan
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   const auto gateUp = linearForwardMany(x, {gate_proj, up_proj});
-  const auto act = m_geluTanh ? F::gelu(gateUp[0], F::GELUFuncOptions().approximate("tanh")) : F::silu(gateUp[0]);
-  return linearForward(down_proj, act * gateUp[1]);
+  return linearForward(down_proj, gatedActivation(gateUp[0], gateUp[1], m_geluTanh));
 }
 
 SparseMoeImpl::SparseMoeImpl(int hidden, const MoeConfig& moe, bool geluTanh)
@@ -163,7 +156,10 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
                                                 const c10::intrusive_ptr<LayerCall>& call) {
     ctx->save_for_backward({x});
     ctx->saved_data["call"] = c10::IValue::make_capsule(call);
-    return {call->layer->forward(x, call->ctx)};  // grad mode is off inside a custom forward
+    // Grad mode is off inside a custom forward; the operators backward runs
+    // again, not the inference kernels, so that both passes give one value.
+    UnfusedOpsScope unfused;
+    return {call->layer->forward(x, call->ctx)};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "model/fused_ops.h"
+
 namespace latentlab {
 
 namespace {
@@ -134,6 +136,7 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables::range(std::int64_t start, st
 }
 
 torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  if (auto fused = fusedRope(x, cos, sin); fused.defined()) return fused;  // inference on the CPU: one pass
   const auto dims = cos.size(-1);
   if (dims < x.size(-1)) {  // a partially rotating head: the trailing dims pass through
     return torch::cat({applyRope(x.narrow(-1, 0, dims), cos, sin), x.narrow(-1, dims, x.size(-1) - dims)}, -1);

@@ -1,4 +1,5 @@
-// The CPU kernels behind decoding (model/decode_attention.h, model/decode_linear.h):
+// The CPU kernels behind decoding (model/decode_attention.h, model/decode_linear.h,
+// model/fused_ops.h):
 // raw pointers and strides only, no torch, so that their source files can be
 // compiled once per instruction set (AVX-512, AVX2, baseline) and chosen at
 // run time, the way ATen builds its own CPU kernels.
@@ -49,11 +50,56 @@ struct LinearKernelArgs {
   std::int64_t xs = 0, ws = 0, ys = 0, rows = 0, outs = 0, dim = 0;
 };
 
+// RMSNorm of rows m in [begin, end): r = 1 / sqrt(mean(x^2) + eps) in fp32,
+// then y = w * T(x r) (T's rounding, then T's product), or, with plusOne,
+// y = T((x r) (w + 1)) in fp32.
+template <class T>
+struct RmsNormArgs {
+  const T* x = nullptr;  // (rows, dim), row stride xs
+  const T* w = nullptr;  // (dim)
+  T* y = nullptr;        // (rows, dim), row stride ys
+  std::int64_t xs = 0, ys = 0, dim = 0;
+  float eps = 0;
+  bool plusOne = false;
+};
+
+// y[i] = T(act(gate[i])) * up[i] for i in [begin, end), act SiLU or (gelu)
+// tanh-approximated GELU, computed in fp32: the gated MLP's activation.
+template <class T>
+struct GatedArgs {
+  const T* gate = nullptr;
+  const T* up = nullptr;
+  T* y = nullptr;
+  bool gelu = false;
+};
+
+// Rotary embedding of rows r in [begin, end) of a (batch, heads, seq, dim)
+// tensor (row r = (b * heads + h) * seq + t, or (b * seq + t) * heads + h
+// where x's heads are closer in memory than its positions; x and y element
+// strides per dim, the last dim contiguous): y = x cos[t] + rotate_half(x) sin[t] on the
+// first rd dims, each product rounded to T before the sum; the rest copied.
+template <class T>
+struct RopeArgs {
+  const T* x = nullptr;
+  T* y = nullptr;
+  const T* cos = nullptr;  // (seq, rd)
+  const T* sin = nullptr;  // (seq, rd)
+  std::int64_t heads = 0, seq = 0, dim = 0, rd = 0;
+  std::int64_t xsb = 0, xsh = 0, xst = 0, ysb = 0, ysh = 0, yst = 0;
+};
+
 using DecodeItemsF32 = void (*)(const DecodeKernelArgs<float>&, std::int64_t begin, std::int64_t end);
 using DecodeItemsF64 = void (*)(const DecodeKernelArgs<double>&, std::int64_t begin, std::int64_t end);
 using LinearOutsF32 = void (*)(const LinearKernelArgs<float>&, std::int64_t outBegin, std::int64_t outEnd);
 // bf16 values as their bits; sums in fp32, each output rounded once.
 using LinearOutsBF16 = void (*)(const LinearKernelArgs<std::uint16_t>&, std::int64_t outBegin, std::int64_t outEnd);
+
+using RmsNormF32 = void (*)(const RmsNormArgs<float>&, std::int64_t begin, std::int64_t end);
+using RmsNormBF16 = void (*)(const RmsNormArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
+using GatedF32 = void (*)(const GatedArgs<float>&, std::int64_t begin, std::int64_t end);
+using GatedBF16 = void (*)(const GatedArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
+using RopeF32 = void (*)(const RopeArgs<float>&, std::int64_t begin, std::int64_t end);
+using RopeBF16 = void (*)(const RopeArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
 
 // One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
 struct CpuKernels {
@@ -62,6 +108,12 @@ struct CpuKernels {
   DecodeItemsF64 decodeF64;
   LinearOutsF32 linearF32;
   LinearOutsBF16 linearBF16;
+  RmsNormF32 rmsNormF32;
+  RmsNormBF16 rmsNormBF16;
+  GatedF32 gatedF32;
+  GatedBF16 gatedBF16;
+  RopeF32 ropeF32;
+  RopeBF16 ropeBF16;
   bool supported;
 };
 

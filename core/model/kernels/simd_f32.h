@@ -199,6 +199,15 @@ inline void storeBf16(std::uint16_t* p, F16 v, std::int64_t n = 16) {
   std::memcpy(p, &h, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
 }
 
+// The 16 lanes of v rounded to bf16 as storeBf16 rounds them, kept as fp32
+// (the low 16 bits zero): a product's rounding to bf16 without leaving the registers.
+inline F16 roundBf16(F16 v) {
+  const U32x16 u = std::bit_cast<U32x16>(v);
+  const U32x16 rounded = (u + 0x7fffU + ((u >> 16) & 1U)) & 0xffff0000U;
+  const U32x16 nan = std::bit_cast<U32x16>((u & 0x7fffffffU) > 0x7f800000U);
+  return std::bit_cast<F16>((rounded & ~nan) | ((u | 0x400000U) & 0xffff0000U & nan));
+}
+
 // Lane-wise products of RB query rows with four consecutive keys k_0..k_3
 // (rows `stride` apart) over d dims, added to acc[r][j]: the sum of the lanes
 // of acc[r][j] is q_r . k_j. Each key chunk loaded serves every row, and the

@@ -55,19 +55,25 @@ TEST_P(HfParity, HfWrittenCheckpointGivesHfLogits) {
   auto ours = model->forward(ids);
   auto theirs = hfLogitsSized(dir, ids, vocab, &log);
   ASSERT_TRUE(theirs.defined()) << log;
-  // On failure, say which side drifted: both against this model in fp64.
-  auto exact = [&] {
-    auto m64 = loadModel(dir, torch::kCPU, torch::kFloat64);
-    return m64->forward(ids);
-  };
-  EXPECT_LT(maxAbsDiff(ours, theirs), 1e-4)
-      << v.name << ": max |logit| " << theirs.abs().max().item<double>() << ", ours vs fp64 "
-      << maxAbsDiff(ours, exact()) << ", transformers vs fp64 " << maxAbsDiff(theirs, exact());
+  // Both against this model in fp64: two fp32 evaluations of one model differ
+  // by up to the sum of their rounding errors, and on some of these random
+  // models (the Gemma-3 ones, whose logits pass through four norms a layer)
+  // transformers' own fp32 error exceeds 1e-4. So the bound is 1e-4 or twice
+  // transformers' error, whichever is larger, and ours must stay as close to
+  // the fp64 model.
+  const auto exact = loadModel(dir, torch::kCPU, torch::kFloat64)->forward(ids);
+  const double oursVsExact = maxAbsDiff(ours, exact), theirsVsExact = maxAbsDiff(theirs, exact);
+  const double bound = std::max(1e-4, 2 * theirsVsExact);
+  EXPECT_LT(maxAbsDiff(ours, theirs), bound)
+      << v.name << ": max |logit| " << theirs.abs().max().item<double>() << ", ours vs fp64 " << oursVsExact
+      << ", transformers vs fp64 " << theirsVsExact;
+  EXPECT_LT(oursVsExact, bound) << v.name << ": transformers vs fp64 " << theirsVsExact;
   // The late positions alone, so an error there cannot hide in the average.
   const std::int64_t late = v.seqLen - 100;
-  EXPECT_LT(maxAbsDiff(ours.narrow(1, late, 100), theirs.narrow(1, late, 100)), 1e-4);
-  std::cout << "[ parity ] " << v.name << ": max |logit diff| vs transformers " << maxAbsDiff(ours, theirs) << " over "
-            << v.batch << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
+  EXPECT_LT(maxAbsDiff(ours.narrow(1, late, 100), theirs.narrow(1, late, 100)), bound);
+  std::cout << "[ parity ] " << v.name << ": max |logit diff| vs transformers " << maxAbsDiff(ours, theirs)
+            << " (ours vs fp64 " << oursVsExact << ", transformers vs fp64 " << theirsVsExact << ") over " << v.batch
+            << "x" << v.seqLen << " tokens (" << model->config().familyDescription() << ")\n";
   // MHA2MLA at full rank with every RoPE pair kept is the same model: in fp64
   // its logits equal the original's (so transformers' as above) for every
   // family and RoPE variant.

@@ -1,0 +1,182 @@
+// RMSNorm, the gated MLP activation and rotary embeddings as one pass each,
+// for inference: the unfused forms run five, two and five LibTorch
+// operators, each a pass over the activations and (on a prompt's rows) a
+// wake-up of the OpenMP threads. The roundings are the unfused forms' own, so
+// that a bf16 result differs from them only where the fp32 sum of squares or
+// exp() lands on the other side of a rounding boundary (RoPE's bf16 results
+// are theirs bit for bit). Built once per instruction set, like
+// decode_attention_kernel.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "model/kernels/cpu_kernels.h"
+#include "model/kernels/simd_f32.h"
+
+namespace latentlab::kernels::LATENTLAB_KERNEL_ISA {
+namespace {
+
+using namespace simd;
+
+// T's value of a float: itself, or rounded to bf16 and widened back.
+template <class T>
+inline F16 asStored(F16 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return roundBf16(v);
+  }
+}
+
+template <class T>
+inline void storeAs(T* p, F16 v, std::int64_t n = 16) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    storeBf16(p, v, n);
+  }
+}
+
+// The first n (< 16) values at p, zeros after.
+template <class T>
+inline F16 loadPartial(const T* p, std::int64_t n) {
+  T buf[16] = {};
+  std::memcpy(buf, p, static_cast<std::size_t>(n) * sizeof(T));
+  return loadAs<F16>(buf);
+}
+
+template <class T>
+void rmsNormRows(const RmsNormArgs<T>& args, std::int64_t begin, std::int64_t end) {
+  const RmsNormArgs<T> a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t d = a.dim, full = d / 16 * 16;
+  for (std::int64_t m = begin; m < end; ++m) {
+    const T* x = a.x + m * a.xs;
+    T* y = a.y + m * a.ys;
+    F16 acc[4] = {};
+    std::int64_t c = 0;
+    for (; c + 64 <= d; c += 64) {
+      for (int j = 0; j < 4; ++j) {
+        const F16 v = loadAs<F16>(x + c + 16 * j);
+        acc[j] += v * v;
+      }
+    }
+    for (; c < full; c += 16) {
+      const F16 v = loadAs<F16>(x + c);
+      acc[0] += v * v;
+    }
+    if (c < d) {
+      const F16 v = loadPartial(x + c, d - c);
+      acc[1] += v * v;
+    }
+    const float sum = sumLanes((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    // As LibTorch's rsqrt: a correctly rounded square root, then 1 / it.
+    const float r = 1.0f / std::sqrt(sum / static_cast<float>(d) + a.eps);
+    const F16 rv = splat(r);
+    // (1 + w) scaling in fp32 before the one rounding; w scaling after
+    // rounding the normalised row to T, in T's arithmetic.
+    const auto scaled = [&](F16 v, F16 w) { return a.plusOne ? (v * rv) * (w + 1.0f) : w * asStored<T>(v * rv); };
+    for (c = 0; c < full; c += 16) storeAs(y + c, scaled(loadAs<F16>(x + c), loadAs<F16>(a.w + c)));
+    if (c < d) storeAs(y + c, scaled(loadPartial(x + c, d - c), loadPartial(a.w + c, d - c)), d - c);
+  }
+}
+
+// 1 / d for d in [1, 2]: with AVX-512 the 14-bit estimate and one Newton
+// step (within an fp32 rounding or two; a division's latency is most of the
+// activation's time), else the division.
+inline F16 reciprocal(F16 d) {
+#if defined(__AVX512F__)
+  const F16 r = std::bit_cast<F16>(_mm512_maskz_rcp14_ps(0xffff, std::bit_cast<__m512>(d)));
+  return r * (2.0f - d * r);
+#else
+  return 1.0f / d;
+#endif
+}
+
+// act(g) * u for act = SiLU (g * sigmoid(g)) or tanh-approximated GELU
+// (g * sigmoid(2z), z = sqrt(2/pi) (g + 0.044715 g^3)). sigmoid(s) is
+// 1 / (1 + e) for s >= 0 and e / (1 + e) below, with e = exp(-|s|) <= 1, so
+// neither branch overflows. (LibTorch's GELU, 0.5 g (1 + tanh(z)), loses its
+// value to cancellation where tanh(z) nears -1, below g = -4 or so in fp32;
+// this form keeps it, within 1e-6 of the definition.)
+template <class T>
+inline F16 gated(F16 g, F16 u, bool gelu) {
+  F16 s = g;
+  if (gelu) s = 2.0f * 0.7978845608028654f * (g + 0.044715f * g * g * g);
+  const I16 negative = s < 0.0f;
+  const F16 e = expNonPositive(select(negative, s, -s));
+  const F16 act = g * select(negative, e, splat(1.0f)) * reciprocal(1.0f + e);
+  return asStored<T>(act) * u;
+}
+
+template <class T>
+void gatedRange(const GatedArgs<T>& args, std::int64_t begin, std::int64_t end) {
+  const GatedArgs<T> a = args;  // a local copy: the stores cannot alias it
+  std::int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    storeAs(a.y + i, gated<T>(loadAs<F16>(a.gate + i), loadAs<F16>(a.up + i), a.gelu));
+  }
+  if (i < end) {
+    storeAs(a.y + i, gated<T>(loadPartial(a.gate + i, end - i), loadPartial(a.up + i, end - i), a.gelu), end - i);
+  }
+}
+
+// x cos + rotate_half(x) sin on the first rd dims of each row (rotate_half:
+// [-x2, x1] for halves x1, x2), each product rounded to T, then their sum;
+// dims from rd on copied.
+template <class T>
+void ropeRows(const RopeArgs<T>& args, std::int64_t begin, std::int64_t end) {
+  const RopeArgs<T> a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t half = a.rd / 2;
+  // Row r is (b, h, t) with t inner, or (b, t, h) with h inner where heads
+  // lie closer in memory (a projection's output viewed as (B, H, T, d)), so
+  // that the rows are read in the order they are stored. The indices are
+  // divided out once, then counted on.
+  const bool headsInner = a.xsh < a.xst;
+  const std::int64_t innerN = headsInner ? a.heads : a.seq, outerN = headsInner ? a.seq : a.heads;
+  std::int64_t inner = begin % innerN, outer = (begin / innerN) % outerN, b = begin / (innerN * outerN);
+  for (std::int64_t r = begin; r < end; ++r, ++inner) {
+    if (inner == innerN) {
+      inner = 0;
+      if (++outer == outerN) outer = 0, ++b;
+    }
+    const std::int64_t h = headsInner ? inner : outer, t = headsInner ? outer : inner;
+    const T* x = a.x + b * a.xsb + h * a.xsh + t * a.xst;
+    T* y = a.y + b * a.ysb + h * a.ysh + t * a.yst;
+    const T* cos = a.cos + t * a.rd;
+    const T* sin = a.sin + t * a.rd;
+    for (std::int64_t c = 0; c < half; c += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, half - c);
+      const auto at = [&](const T* p) { return n == 16 ? loadAs<F16>(p) : loadPartial(p, n); };
+      const F16 x1 = at(x + c), x2 = at(x + half + c);
+      const F16 lo = asStored<T>(x1 * at(cos + c)) + asStored<T>(-x2 * at(sin + c));
+      const F16 hi = asStored<T>(x2 * at(cos + half + c)) + asStored<T>(x1 * at(sin + half + c));
+      storeAs(y + c, lo, n);
+      storeAs(y + half + c, hi, n);
+    }
+    if (a.rd < a.dim) std::memcpy(y + a.rd, x + a.rd, static_cast<std::size_t>(a.dim - a.rd) * sizeof(T));
+  }
+}
+
+}  // namespace
+
+void rmsNormF32(const RmsNormArgs<float>& a, std::int64_t begin, std::int64_t end) {
+  rmsNormRows(a, begin, end);
+}
+void rmsNormBF16(const RmsNormArgs<std::uint16_t>& a, std::int64_t begin, std::int64_t end) {
+  rmsNormRows(a, begin, end);
+}
+void gatedF32(const GatedArgs<float>& a, std::int64_t begin, std::int64_t end) {
+  gatedRange(a, begin, end);
+}
+void gatedBF16(const GatedArgs<std::uint16_t>& a, std::int64_t begin, std::int64_t end) {
+  gatedRange(a, begin, end);
+}
+void ropeF32(const RopeArgs<float>& a, std::int64_t begin, std::int64_t end) {
+  ropeRows(a, begin, end);
+}
+void ropeBF16(const RopeArgs<std::uint16_t>& a, std::int64_t begin, std::int64_t end) {
+  ropeRows(a, begin, end);
+}
+
+}  // namespace latentlab::kernels::LATENTLAB_KERNEL_ISA

@@ -1,0 +1,267 @@
+// The fused inference kernels of model/fused_ops.h (RMSNorm, the gated MLP
+// activation, rotary embeddings) against the LibTorch operators they replace: every kernel
+// build the CPU runs, fp32 and bf16, dims off the 16-lane grid, Gemma's
+// (1 + w) norm, GELU as well as SiLU, inputs far into exp's tails; and the
+// routing (autograd keeps the operators, a recomputed layer too).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <tuple>
+
+#include "model/decode_attention.h"
+#include "model/fused_ops.h"
+#include "model/kernels/cpu_kernels.h"
+#include "model/rope.h"
+
+namespace latentlab::test {
+namespace {
+
+std::vector<kernels::CpuKernels> runnableBuilds() {
+  std::vector<kernels::CpuKernels> out;
+  for (const auto& v : kernels::cpuKernelBuilds())
+    if (v.supported) out.push_back(v);
+  EXPECT_FALSE(out.empty());
+  return out;
+}
+
+// The operators' results: the routing switched off.
+torch::Tensor operatorsRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool plusOne) {
+  UnfusedOpsScope unfused;
+  return rmsNorm(x, w, eps, plusOne);
+}
+torch::Tensor operatorsGated(const torch::Tensor& g, const torch::Tensor& u, bool gelu) {
+  UnfusedOpsScope unfused;
+  return gatedActivation(g, u, gelu);
+}
+
+template <class T>
+T* bits(const torch::Tensor& t) {
+  if constexpr (std::is_same_v<T, float>) {
+    return t.data_ptr<float>();
+  } else {
+    return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
+  }
+}
+
+// fp32: within `rel` of the operators (relative to the row's scale). bf16: the
+// same value, or the neighbouring bf16 value (one fp32 rounding of the sum of
+// squares or of exp() apart), in at most 2% of the values.
+void expectClose(const torch::Tensor& got, const torch::Tensor& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+  const auto diff = (g - w).abs();
+  if (got.scalar_type() == torch::kFloat32) {
+    const double bound = rel * (w.abs().max().item<double>() + 1e-30);
+    EXPECT_LE(diff.max().item<double>(), bound) << what;
+    return;
+  }
+  // One bf16 step at w: 2^(exponent - 7).
+  const auto step = torch::pow(2.0, torch::floor(torch::log2(w.abs().clamp_min(1e-30))) - 7);
+  EXPECT_TRUE((diff <= step * 1.0001).all().item<bool>()) << what << ": max diff " << diff.max().item<double>();
+  const double differing = (diff > 0).to(torch::kFloat64).mean().item<double>();
+  EXPECT_LE(differing, 0.02) << what;
+}
+
+TEST(FusedOps, RmsNormOfEveryBuildMatchesTheOperators) {
+  torch::manual_seed(5);
+  const std::vector<std::tuple<std::int64_t, std::int64_t>> shapes = {{1, 576}, {7, 64}, {33, 37}, {300, 96}, {2, 5}};
+  for (const auto& build : runnableBuilds()) {
+    for (const auto& [rows, dim] : shapes) {
+      for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        for (const bool plusOne : {false, true}) {
+          const auto x = (torch::randn({rows, dim}) * 3).to(dtype);
+          const auto w = (torch::randn({dim}) * 0.5 + (plusOne ? 0.0 : 1.0)).to(dtype);
+          const auto want = operatorsRmsNorm(x, w, 1e-5, plusOne);
+          auto got = torch::empty_like(x);
+          const std::string what = std::string(build.isa) + " " + std::to_string(rows) + "x" + std::to_string(dim) +
+                                   (dtype == torch::kFloat32 ? " fp32" : " bf16") + (plusOne ? " (1+w)" : "");
+          if (dtype == torch::kFloat32) {
+            kernels::RmsNormArgs<float> a{bits<float>(x), bits<float>(w), bits<float>(got), dim, dim, dim,
+                                          1e-5f,          plusOne};
+            build.rmsNormF32(a, 0, rows);
+          } else {
+            kernels::RmsNormArgs<std::uint16_t> a{bits<std::uint16_t>(x),
+                                                  bits<std::uint16_t>(w),
+                                                  bits<std::uint16_t>(got),
+                                                  dim,
+                                                  dim,
+                                                  dim,
+                                                  1e-5f,
+                                                  plusOne};
+            build.rmsNormBF16(a, 0, rows);
+          }
+          expectClose(got, want, 1e-6, what);
+        }
+      }
+    }
+  }
+}
+
+// tanh-approximated GELU, 0.5 x (1 + tanh(z)) = x sigmoid(2z), in fp64,
+// rounded where the kernel rounds (the activation to the dtype, then the
+// product). LibTorch's first form loses the value to cancellation below
+// x = -4 or so in fp32 (-0 where the value is -8e-10 at x = -5.7), and even
+// fp64 does further out; the second keeps it, so GELU is held to that.
+torch::Tensor geluReference(const torch::Tensor& g, const torch::Tensor& u) {
+  const auto x = g.to(torch::kFloat64);
+  const auto z = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  const auto act = (x * torch::sigmoid(2 * z)).to(g.scalar_type()).to(torch::kFloat32);
+  return (act * u.to(torch::kFloat32)).to(g.scalar_type());
+}
+
+TEST(FusedOps, GatedActivationOfEveryBuildMatchesTheOperators) {
+  torch::manual_seed(6);
+  // Values across exp's range and its tails (where exp(-|x|) underflows), zeros of both signs, a ragged tail.
+  auto g = torch::cat({torch::randn({1000}) * 4, torch::tensor({0.0f, -0.0f, 30.0f, -30.0f, 90.0f, -90.0f, 1e-6f}),
+                       torch::linspace(-12, 12, 93)});
+  const auto n = g.numel();
+  const auto u = torch::randn({n}) * 2;
+  for (const auto& build : runnableBuilds()) {
+    for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      for (const bool gelu : {false, true}) {
+        const auto gt = g.to(dtype), ut = u.to(dtype);
+        const auto want = gelu ? geluReference(gt, ut) : operatorsGated(gt, ut, gelu);
+        auto got = torch::empty_like(gt);
+        const std::string what =
+            std::string(build.isa) + (dtype == torch::kFloat32 ? " fp32" : " bf16") + (gelu ? " GELU" : " SiLU");
+        // Split in two ranges at a vector boundary, as the routing hands them to threads.
+        if (dtype == torch::kFloat32) {
+          kernels::GatedArgs<float> a{bits<float>(gt), bits<float>(ut), bits<float>(got), gelu};
+          build.gatedF32(a, 0, 512);
+          build.gatedF32(a, 512, n);
+        } else {
+          kernels::GatedArgs<std::uint16_t> a{bits<std::uint16_t>(gt), bits<std::uint16_t>(ut),
+                                              bits<std::uint16_t>(got), gelu};
+          build.gatedBF16(a, 0, 512);
+          build.gatedBF16(a, 512, n);
+        }
+        // Element by element for fp32: each value against its own magnitude.
+        // GELU's exp() argument 2z is itself rounded, which costs |2z| times
+        // fp32's epsilon relatively (up to 87 of them before exp underflows).
+        if (dtype == torch::kFloat32) {
+          const auto diff = (got - want).abs();
+          const auto bound = want.abs() * (gelu ? 1e-5 : 1e-6) + 1e-30;
+          const auto worst = (diff - bound).argmax().item<std::int64_t>();
+          EXPECT_TRUE((diff <= bound).all().item<bool>())
+              << what << ": max diff " << diff.max().item<float>() << " at g = " << gt[worst].item<float>() << ": "
+              << got[worst].item<float>() << " against " << want[worst].item<float>();
+        } else {
+          expectClose(got, want, 0, what);
+        }
+      }
+    }
+  }
+  // GELU also stays within rounding of LibTorch's operator where that has no cancellation.
+  const auto x = torch::linspace(-3, 12, 301), ones = torch::ones({301});
+  auto fused = torch::empty_like(x);
+  kernels::GatedArgs<float> a{bits<float>(x), bits<float>(ones), bits<float>(fused), true};
+  kernels::cpuKernels().gatedF32(a, 0, 301);
+  const auto ops = operatorsGated(x, ones, true);
+  EXPECT_LE((fused - ops).abs().max().item<float>(), 2e-6 * ops.abs().max().item<float>());
+}
+
+TEST(FusedOps, RopeOfEveryBuildMatchesTheOperators) {
+  torch::manual_seed(8);
+  // (B, T, H, d) projections viewed as (B, H, T, d), as attention does; whole
+  // and partial rotation (the rest passes through), halves off the 16-lane grid.
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes = {
+      {1, 9, 300, 64, 64}, {2, 3, 5, 64, 16}, {1, 4, 33, 40, 40}, {2, 2, 1, 37, 20}, {1, 1, 17, 8, 6}};
+  for (const auto& build : runnableBuilds()) {
+    for (const auto& [B, H, T, d, rd] : shapes) {
+      for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        const auto x = torch::randn({B, T, H, d}).to(dtype).transpose(1, 2);
+        const auto angles = torch::randn({T, rd}) * 3;
+        const auto cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+        torch::Tensor want;
+        {
+          UnfusedOpsScope unfused;
+          want = applyRope(x, cos, sin);
+        }
+        auto got = torch::empty_like(x);
+        const auto fill = [&](auto& a) {
+          a.heads = H;
+          a.seq = T;
+          a.dim = d;
+          a.rd = rd;
+          a.xsb = x.stride(0);
+          a.xsh = x.stride(1);
+          a.xst = x.stride(2);
+          a.ysb = got.stride(0);
+          a.ysh = got.stride(1);
+          a.yst = got.stride(2);
+        };
+        const std::string what = std::string(build.isa) + " " + std::to_string(T) + " positions, " +
+                                 std::to_string(rd) + " of " + std::to_string(d) +
+                                 (dtype == torch::kFloat32 ? " fp32" : " bf16");
+        const std::int64_t rows = B * H * T;
+        if (dtype == torch::kFloat32) {
+          kernels::RopeArgs<float> a{bits<float>(x), bits<float>(got), bits<float>(cos), bits<float>(sin)};
+          fill(a);
+          build.ropeF32(a, 0, rows / 2);
+          build.ropeF32(a, rows / 2, rows);
+          expectClose(got, want, 1e-6, what);
+        } else {
+          kernels::RopeArgs<std::uint16_t> a{bits<std::uint16_t>(x), bits<std::uint16_t>(got), bits<std::uint16_t>(cos),
+                                             bits<std::uint16_t>(sin)};
+          fill(a);
+          build.ropeBF16(a, 0, rows / 2);
+          build.ropeBF16(a, rows / 2, rows);
+          EXPECT_TRUE(torch::equal(got, want)) << what << ": bf16 rounds as the operators do, bit for bit";
+        }
+      }
+    }
+  }
+  // Routed: a narrowed (not dense) input gets a contiguous result of the same values.
+  torch::NoGradGuard noGrad;
+  const auto wide = torch::randn({1, 2, 6, 48}, torch::kBFloat16);
+  const auto x = wide.narrow(3, 0, 32);
+  const auto angles = torch::randn({6, 32});
+  const auto cos = angles.cos().to(torch::kBFloat16), sin = angles.sin().to(torch::kBFloat16);
+  const auto routed = applyRope(x, cos, sin);
+  UnfusedOpsScope unfused;
+  EXPECT_TRUE(torch::equal(routed, applyRope(x, cos, sin)));
+}
+
+TEST(FusedOps, InferenceUsesTheKernelsAndAutogradTheOperators) {
+  torch::manual_seed(7);
+  const auto x = torch::randn({40, 96}, torch::kBFloat16);
+  const auto w = (torch::randn({96}) + 1).to(torch::kBFloat16);
+  const auto g = torch::randn({40, 256}, torch::kBFloat16), u = torch::randn({40, 256}, torch::kBFloat16);
+  const auto normOps = operatorsRmsNorm(x, w, 1e-6, false);
+  const auto gatedOps = operatorsGated(g, u, false);
+
+  // Grad mode with a parameter that needs its gradient: the operators, bit for bit, with their graph.
+  const auto wp = w.clone().requires_grad_(true);
+  const auto trained = rmsNorm(x, wp, 1e-6, false);
+  EXPECT_TRUE(trained.requires_grad());
+  EXPECT_TRUE(torch::equal(trained.detach(), normOps));
+
+  torch::NoGradGuard noGrad;
+  const auto fusedNorm = rmsNorm(x, w, 1e-6, false);
+  const auto fusedGated = gatedActivation(g, u, false);
+  expectClose(fusedNorm, normOps, 0, "routed RMSNorm");
+  expectClose(fusedGated, gatedOps, 0, "routed SiLU");
+  // The kernel ran: its exp() is not LibTorch's, so some of 10,240 fp32 results differ in their last bits.
+  const auto g32 = g.to(torch::kFloat32), u32 = u.to(torch::kFloat32);
+  const auto fused32 = gatedActivation(g32, u32, false);
+  EXPECT_FALSE(torch::equal(fused32, operatorsGated(g32, u32, false)));
+  expectClose(fused32, operatorsGated(g32, u32, false), 1e-6, "routed fp32 SiLU");
+
+  // Switched off (the benchmark's and the tests' switch): the operators again.
+  setFusedDecodeEnabled(false);
+  const auto off = rmsNorm(x, w, 1e-6, false);
+  setFusedDecodeEnabled(true);
+  EXPECT_TRUE(torch::equal(off, normOps));
+
+  // Non-contiguous input and a batch dimension: the same values as its contiguous copy.
+  const auto wide = torch::randn({3, 40, 192}, torch::kFloat32);
+  const auto view = wide.narrow(2, 10, 96);
+  const auto w32 = w.to(torch::kFloat32);
+  EXPECT_TRUE(torch::equal(rmsNorm(view, w32, 1e-6, false), rmsNorm(view.contiguous(), w32, 1e-6, false)));
+  expectClose(rmsNorm(view, w32, 1e-6, false), operatorsRmsNorm(view, w32, 1e-6, false), 1e-6, "fp32 view");
+}
+
+}  // namespace
+}  // namespace latentlab::test
