@@ -110,6 +110,7 @@ json mlaJson(const MlaConversion& mla) {
             {"rope_pairs", mla.ropePairs},
             {"d_kv", mla.dKv},
             {"svd_method", choiceName(mla.svdMethod)}};
+  if (mla.layers) j["layers"] = *mla.layers;  // a hybrid model: the converted layers
   if (mla.official) {
     j["official_layout"] = mla.official->format;
     j["official_version"] = mla.official->version;
@@ -117,14 +118,20 @@ json mlaJson(const MlaConversion& mla) {
   return j;
 }
 
-// The cache per layer kind: RoPE layers, and an MHA2MLA conversion's NoPE layers (latent only).
+// The cache per layer kind: RoPE layers, an MHA2MLA conversion's NoPE layers
+// (latent only), and a hybrid conversion's unconverted layers (original K/V).
 json kvLayerKindsJson(const ModelSummary& s) {
   json kinds = json::array({{{"kind", "rope"},
-                             {"layers", s.config.numLayers - s.kv.nopeLayers},
+                             {"layers", s.config.numLayers - s.kv.nopeLayers - s.kv.originalLayers},
                              {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
   if (s.kv.nopeLayers > 0) {
     kinds.push_back(
         {{"kind", "nope"}, {"layers", s.kv.nopeLayers}, {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
+  }
+  if (s.kv.originalLayers > 0) {
+    kinds.push_back({{"kind", "original"},
+                     {"layers", s.kv.originalLayers},
+                     {"elements_per_token_per_layer", s.kv.originalPerTokenPerLayer}});
   }
   return kinds;
 }
@@ -187,6 +194,12 @@ void printModelSection(const ModelSummary& s) {
                 : c.mla->official->format == 2
                     ? "   (official MHA2MLA checkpoint, \"mha2mla\" layout)"
                     : "   (official MHA2MLA checkpoint, first-release \"RoPE\"/\"SVD\" layout)");
+    if (c.mla->layers) {
+      std::string list;
+      for (int l : *c.mla->layers) list += (list.empty() ? "" : ",") + std::to_string(l);
+      std::printf("mla layers    %s converted (%zu of %d); the others keep their original attention\n",
+                  list.empty() ? "none" : list.c_str(), c.mla->layers->size(), c.numLayers);
+    }
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
@@ -204,8 +217,15 @@ void printKvSection(const ModelSummary& s) {
               formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
   if (s.kv.nopeLayers > 0) {
     std::printf("kv per layer  %lld elements in each of %d RoPE layers, %lld in each of %d NoPE layers (latent only)\n",
-                static_cast<long long>(s.kv.perTokenPerLayer), c.numLayers - s.kv.nopeLayers,
+                static_cast<long long>(s.kv.perTokenPerLayer), c.numLayers - s.kv.nopeLayers - s.kv.originalLayers,
                 static_cast<long long>(s.kv.nopePerTokenPerLayer), s.kv.nopeLayers);
+  }
+  if (s.kv.originalLayers > 0) {
+    std::printf(
+        "kv hybrid     %lld elements in each of %d converted layers, %lld (the original K/V) in each of %d "
+        "unconverted layers\n",
+        static_cast<long long>(s.kv.perTokenPerLayer), c.numLayers - s.kv.originalLayers,
+        static_cast<long long>(s.kv.originalPerTokenPerLayer), s.kv.originalLayers);
   }
   if (s.kv.keyScalePerTokenPerLayer > 0) {
     std::printf("kv key norm   %lld key-norm scales per layer included (one per KV head: QK norm kept exact)\n",

@@ -33,6 +33,8 @@ void printConvertUsage() {
       "  --freq-fold N           deepseek: adjacent frequencies folded into one (default 1)\n"
       "  --dkv N                 latent dims per KV head\n"
       "  --svd M                 joint (default) | split (mha2mla)\n"
+      "  --layers L              mha2mla: the layers to convert: all (default) | every:K | last:N |\n"
+      "                          a comma list (0,2,5); the others keep their attention and cache\n"
       "  --factorise F           weights (mha2mla default) | activations (deepseek default)\n"
       "  --held-out FILE         text: report the loss of the original and the converted model on it\n"
       "  --calib-data FILE       calibration tokens (raw ids, or text with --calib-format text)\n"
@@ -61,6 +63,7 @@ ConvertSpec convertSpecFromArgs(const Args& args) {
   s.ropePairs = args.getInt("r", 0, 0, INT_MAX);
   s.dKv = args.getInt("dkv", 0, 1, INT_MAX);
   s.svd = args.getChoice("svd", SvdMethod::Joint);
+  s.layers = args.get("layers", "all");
   s.calibration.dataFile = args.get("calib-data", "");
   s.calibration.format = args.getChoice("calib-format", TokenFormat::U16);
   s.calibration.numSequences = args.getInt("calib-sequences", 64, 1, INT_MAX);
@@ -82,6 +85,10 @@ void printKvBudget(const KvBudget& b) {
   }
   if (b.keyScalePerTokenPerLayer > 0) {
     std::printf(", %lld key-norm scales included", static_cast<long long>(b.keyScalePerTokenPerLayer));
+  }
+  if (b.originalLayers > 0) {
+    std::printf("; %lld, the original K/V, in each of %d unconverted layers",
+                static_cast<long long>(b.originalPerTokenPerLayer), b.originalLayers);
   }
   std::printf("), %lld -> %lld bytes/token in the saved dtype, saving %.2f%%\n",
               static_cast<long long>(b.originalBytesPerToken), static_cast<long long>(b.bytesPerToken),
@@ -160,8 +167,8 @@ void printReportText(const ConvertReport& r) {
 int cmdConvert(int argc, char** argv) {
   Args args(
       argc, argv, 2, {"help", "force", "json", "quiet", "check"},
-      {"model", "out", "rope", "r", "dkv", "svd", "calib-data", "calib-format", "calib-sequences", "calib-seq-len",
-       "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold", "held-out"});
+      {"model", "out", "rope", "r", "dkv", "svd", "layers", "calib-data", "calib-format", "calib-sequences",
+       "calib-seq-len", "score", "dtype", "device", "target", "factorise", "rope-width", "freq-fold", "held-out"});
   if (args.flag("help") || !args.get("model") || (!args.get("out") && !args.flag("check")) || !args.get("dkv")) {
     printConvertUsage();
     return args.flag("help") ? 0 : 1;

@@ -65,6 +65,17 @@ std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, i
 std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSettings& s) {
   if (s.method == KvMethod::None) return std::nullopt;
   if (cfg.mla) return std::string("the model is already MLA-converted; convert its original instead");
+  if (s.layers) {
+    if (s.method != KvMethod::Mha2Mla) return std::string("converting some layers only is for the mha2mla target");
+    for (std::size_t i = 0; i < s.layers->size(); ++i) {
+      const int l = (*s.layers)[i];
+      if (l < 0 || l >= cfg.numLayers) {
+        return "layers: " + std::to_string(l) + " is not a decoder layer (the model has " +
+               std::to_string(cfg.numLayers) + ", 0 to " + std::to_string(cfg.numLayers - 1) + ")";
+      }
+      if (i > 0 && l <= (*s.layers)[i - 1]) return std::string("layers: must be ascending, each layer once");
+    }
+  }
   if (cfg.latent) return std::string("the model has latent attention from scratch; conversion needs MHA/GQA");
   if (s.method == KvMethod::DeepSeek) {
     if (cfg.qkNorm) {
@@ -188,6 +199,48 @@ ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s,
   return out;
 }
 
+std::optional<std::vector<int>> resolveLayerSelection(const std::string& text, int numLayers,
+                                                      const std::string& field) {
+  const auto fail = [&](const std::string& why) {
+    throw Error(ErrorCode::BadInput, field + " '" + text + "': " + why,
+                "Give all, none, every:K, last:N or a comma list of layer indices (0 to " +
+                    std::to_string(numLayers - 1) + ").");
+  };
+  const auto number = [&](const std::string& s) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 6)
+      fail("'" + s + "' is not a layer count or index");
+    return std::stoi(s);
+  };
+  if (text.empty() || text == "all") return std::nullopt;
+  std::vector<int> out;
+  if (text == "none") return out;
+  if (text.rfind("every:", 0) == 0) {
+    const int k = number(text.substr(6));
+    if (k < 1) fail("every:K needs K >= 1");
+    for (int l = k - 1; l < numLayers; l += k) out.push_back(l);
+    return out;
+  }
+  if (text.rfind("last:", 0) == 0) {
+    const int n = number(text.substr(5));
+    if (n > numLayers) fail("the model has " + std::to_string(numLayers) + " layers");
+    for (int l = numLayers - n; l < numLayers; ++l) out.push_back(l);
+    return out;
+  }
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    std::string part = text.substr(at, end - at);
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    const int l = number(part);
+    if (l >= numLayers) fail("layer " + part + " is past the model's " + std::to_string(numLayers) + " layers");
+    out.push_back(l);
+    at = end + 1;
+  }
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) fail("a layer is listed twice");
+  return out;
+}
+
 KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType, int tpDegree) {
   if (auto why = checkKvSettings(cfg, s)) throw Error(ErrorCode::BadInput, *why);
   KvBudget b;
@@ -216,10 +269,26 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
     b.nopePerTokenPerLayer = static_cast<std::int64_t>(cfg.numKvHeads) * (latentPerHead + scalePerHead);
     b.nopePerDevicePerTokenPerLayer = onDevice * (latentPerHead + scalePerHead);
   }
-  const std::int64_t ropeLayers = cfg.numLayers - b.nopeLayers;
-  b.perDevicePerToken = b.perDevicePerTokenPerLayer * ropeLayers + b.nopePerDevicePerTokenPerLayer * b.nopeLayers;
+  std::int64_t ropeLayers = cfg.numLayers - b.nopeLayers;
+  if (s.method == KvMethod::Mha2Mla && s.layers) {  // hybrid: the unconverted layers keep the original cache
+    ropeLayers = 0;
+    b.nopeLayers = 0;
+    for (int l = 0; l < cfg.numLayers; ++l) {
+      if (!std::binary_search(s.layers->begin(), s.layers->end(), l)) {
+        ++b.originalLayers;
+      } else if (cfg.usesRope(l)) {
+        ++ropeLayers;
+      } else {
+        ++b.nopeLayers;
+      }
+    }
+  }
+  const std::int64_t originalOnDevice = onDevice * 2LL * cfg.headDim;
+  b.perDevicePerToken = b.perDevicePerTokenPerLayer * ropeLayers + b.nopePerDevicePerTokenPerLayer * b.nopeLayers +
+                        originalOnDevice * b.originalLayers;
   b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
-  b.perToken = b.perTokenPerLayer * ropeLayers + b.nopePerTokenPerLayer * b.nopeLayers;
+  b.perToken = b.perTokenPerLayer * ropeLayers + b.nopePerTokenPerLayer * b.nopeLayers +
+               b.originalPerTokenPerLayer * b.originalLayers;
   b.bytesPerToken = b.perToken * bytes;
   const std::int64_t originalPerToken = b.originalPerTokenPerLayer * cfg.numLayers;
   b.originalBytesPerToken = originalPerToken * bytes;
@@ -258,6 +327,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
   s.fullRope = cfg.mla->ropePairs * 2 == cfg.ropeDim();
   s.dKv = cfg.mla->dKv;
   s.svd = cfg.mla->svdMethod;
+  s.layers = cfg.mla->layers;
   return computeKvBudget(original, s, cacheDType, tpDegree);
 }
 

@@ -88,6 +88,16 @@ std::string bytesEach(double b) {
 }
 
 // The peak of one configuration (no search).
+// A teacher folder's parameter count, 0 where its config cannot be read (the
+// run then reports the folder when it loads it).
+std::int64_t teacherParameters(const std::string& dir) {
+  try {
+    return countParameters(readHfConfig(fs::path(dir) / "config.json"));
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t available, std::int64_t sourceParameters) {
   MemoryPlan p;
   const std::vector<std::string> devices = deviceList(spec.device);
@@ -113,7 +123,10 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double grads = P * w.grad;
   const double layer = layerElements(c) * w.activation * N;                  // one layer's saved activations
   const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
-  const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N;
+  // Distilling: the teacher's log-probabilities and the student's at T, fp32,
+  // held until the micro-batch's backward (train/distillation.h).
+  const double distillLogits = spec.distill.enabled ? 2 * 4 * V * N : 0;
+  const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N + distillLogits;
   const double headGrad = V * h * w.grad;                     // the first gradient backward makes
   const double accumulated = spec.gradAccum > 1 ? grads : 0;  // gradients kept between micro-batches
   // Tied embeddings: the input and output uses' gradients (each V x h) are
@@ -149,6 +162,14 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
     p.items.push_back({name, static_cast<std::int64_t>(std::llround(bytes)), detail});
   };
   add("weights", weights, bytesEach(w.weight) + " B x " + count(P) + " parameters");
+  // The teacher: the unconverted model (its parameters are the source's) or another folder's.
+  double teacher = 0;
+  if (spec.distill.enabled) {
+    const double teacherP = spec.distill.original() ? static_cast<double>(sourceParameters)
+                                                    : static_cast<double>(teacherParameters(spec.distill.teacher));
+    teacher = teacherP * w.weight;
+    add("teacher weights", teacher, bytesEach(w.weight) + " B x " + count(teacherP) + " parameters (distill)");
+  }
   const std::string perRank =
       zero ? ", 1/" + std::to_string(p.ranks) + " per rank (ZeRO-" + std::to_string(spec.zeroStage) + ")" : "";
   add("master weights", master, (zero ? "full-precision masters" : "fp32 copy of the bf16 weights") + perRank);
@@ -162,7 +183,7 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   add("logits and loss", worst->logits, count(N) + " tokens x " + count(V) + " vocabulary");
   const bool bucketed = std::string(worst->extraName) == "gradient bucket";
   add(worst->extraName, worst->extra, bucketed ? "all-reduce of up to 64 MiB" : "transient, V x h each");
-  double sum = weights + master + optimizer + slices + total(*worst);
+  double sum = weights + teacher + master + optimizer + slices + total(*worst);
   if (p.cuda) {
     add("allocator slack", sum * kCudaSlack, "caching allocator fragmentation (estimate, 8%)");
     add("CUDA context", static_cast<double>(kCudaContextBytes), "context, cuBLAS and kernel workspaces (estimate)");
@@ -285,7 +306,14 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
   cfg = readHfConfig(fs::path(spec.modelDir) / "config.json");
   if (sourceParameters) *sourceParameters = countParameters(cfg);
   if (spec.conversion.enabled && !cfg.mla && !cfg.latent) {
-    const KvSettings kv = kvSettingsFor(spec.conversion);
+    KvSettings kv = kvSettingsFor(spec.conversion);
+    if (!spec.conversion.deepseek()) {
+      try {
+        kv.layers = resolveLayerSelection(spec.conversion.layers, cfg.numLayers, "spec.conversion.layers");
+      } catch (const Error& e) {
+        throw Error(ErrorCode::BadSpec, e.message() + " (" + spec.modelDir + ")");
+      }
+    }
     if (auto why = checkKvSettings(cfg, kv))
       throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
     if (spec.conversion.deepseek())
@@ -295,6 +323,7 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
     m.dKv = spec.conversion.dKv;
     m.svdMethod = spec.conversion.svd;
+    m.layers = kv.layers;
     cfg.mla = m;
   }
   return cfg;

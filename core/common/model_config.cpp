@@ -298,6 +298,13 @@ MlaConversion readMla(const json& m, const std::string& source) {
   } catch (const json::exception&) {
     r.fail("pairs", "must be [layer][kv_head][pair] integers");
   }
+  if (m.contains("layers")) {  // a hybrid model: these layers converted, the others original
+    try {
+      mla.layers = m.at("layers").get<std::vector<int>>();
+    } catch (const json::exception&) {
+      r.fail("layers", "must be a list of decoder layer indices");
+    }
+  }
   return mla;
 }
 
@@ -526,6 +533,13 @@ void ModelConfig::validate(const std::string& source) const {
     if (!pending && static_cast<int>(mla->pairs.size()) != numLayers) {
       bad("latentlab_mla.pairs", "must have one entry per layer");
     }
+    if (mla->layers) {
+      for (std::size_t i = 0; i < mla->layers->size(); ++i) {
+        const int l = (*mla->layers)[i];
+        if (l < 0 || l >= numLayers) bad("latentlab_mla.layers", "has a layer out of range: " + std::to_string(l));
+        if (i > 0 && l <= (*mla->layers)[i - 1]) bad("latentlab_mla.layers", "must be ascending, each layer once");
+      }
+    }
     for (int l = 0; l < numLayers && !pending; ++l) {
       const auto& layer = mla->pairs[static_cast<std::size_t>(l)];
       if (static_cast<int>(layer.size()) != numKvHeads) bad("latentlab_mla.pairs", "must have one entry per KV head");
@@ -669,6 +683,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
     m["svd_method"] = choiceName(cfg.mla->svdMethod);
     if (cfg.mla->twoNormScore) m["two_norm_score"] = choiceName(*cfg.mla->twoNormScore);
     m["pairs"] = cfg.mla->pairs;
+    if (cfg.mla->layers) m["layers"] = *cfg.mla->layers;
     j["latentlab_mla"] = m;
   }
   if (cfg.latent) {

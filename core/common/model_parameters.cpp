@@ -33,7 +33,7 @@ std::int64_t attentionParameters(const ModelConfig& c, int layer) {
   if (c.attentionBias) attn += nh * dh;
   if (c.oProjBias) attn += d;
   if (c.qkNorm) attn += 2 * dh;  // q_norm, k_norm
-  if (!c.mla) {
+  if (!c.mla || !c.mla->converts(layer)) {
     attn += 2 * d * nkv * dh;
     if (c.attentionBias) attn += 2 * nkv * dh;
   } else {

@@ -1,5 +1,6 @@
 // RunSpec JSON (versioned), validation, and the learning-rate schedules.
 #include "latentlab/run_spec.h"
+#include "latentlab/kv_budget.h"
 #include "latentlab/passkey.h"
 #include "latentlab/vocabulary.h"
 
@@ -217,9 +218,31 @@ void readConversion(Fields& f, RunSpec& s, const std::string& source) {
     g.get("rope_pairs", s.conversion.ropePairs);
     g.get("d_kv", s.conversion.dKv);
     readChoice(g, "svd", s.conversion.svd, source, "conversion.svd");
+    // Which layers: the text form ("all", "every:2", "0,2,5") or a list of indices.
+    if (const json* layers = g.object("layers"); layers != nullptr && layers->is_array()) {
+      std::vector<int> list;
+      g.get("layers", list);
+      std::string text;
+      for (int l : list) text += (text.empty() ? "" : ",") + std::to_string(l);
+      s.conversion.layers = list.empty() ? "none" : text;
+    } else {
+      g.get("layers", s.conversion.layers);
+    }
     readChoice(g, "two_norm_score", s.conversion.twoNormScore, source, "conversion.two_norm_score");
     g.get("calib_sequences", s.conversion.calibSequences);
     g.get("calib_seq_len", s.conversion.calibSeqLen);
+    g.rejectUnknown();
+  }
+}
+
+void readDistill(Fields& f, RunSpec& s, const std::string& source) {
+  if (const json* d = f.object("distill")) {
+    Fields g(*d, source + ": spec.distill");
+    s.distill.enabled = true;
+    g.get("enabled", s.distill.enabled);
+    g.get("teacher", s.distill.teacher);
+    g.get("alpha", s.distill.alpha);
+    g.get("temperature", s.distill.temperature);
     g.rejectUnknown();
   }
 }
@@ -309,6 +332,7 @@ RunSpec parseRunSpec(const std::string& text, const std::string& source) {
   f.get("out_dir", s.outDir);
   readEvaluation(f, s, source);
   readConversion(f, s, source);
+  readDistill(f, s, source);
   readAttentionOptions(f, s, source);
   readTraining(f, s, source);
   f.rejectUnknown();
@@ -401,6 +425,18 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
       bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
     if (t.format == TaskFormat::Piqa && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
   }
+  if (s.distill.enabled) {
+    if (s.kind != RunKind::Finetune && s.kind != RunKind::ConvertFinetune)
+      bad(source, "distill",
+          "applies to kinds finetune and convert-finetune (a teacher for a model that starts trained)");
+    if (s.distill.teacher.empty()) bad(source, "distill.teacher", "must be \"original\" or a model folder");
+    if (s.distill.original() && s.kind != RunKind::ConvertFinetune)
+      bad(source, "distill.teacher",
+          "\"original\" (the unconverted model) needs kind convert-finetune; give the teacher's model folder");
+    if (!(s.distill.alpha >= 0 && s.distill.alpha <= 1)) bad(source, "distill.alpha", "must be in [0, 1]");
+    if (!(s.distill.temperature > 0) || !std::isfinite(s.distill.temperature))
+      bad(source, "distill.temperature", "must be positive");
+  }
   if (s.conversion.enabled) {
     if (s.conversion.ropeWidth < 0) bad(source, "conversion.rope_width", "must be >= 2 (or 0 for 2 r n_kv)");
     if (s.conversion.freqFold < 1) bad(source, "conversion.freq_fold", "must be at least 1");
@@ -408,6 +444,14 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
       bad(source, "conversion.svd", "must be joint for the deepseek target (DeepSeek-V3 has one joint latent)");
     if (s.conversion.ropePairs < 0) bad(source, "conversion.rope_pairs", "must be >= 1 (or 0 for d_h/16)");
     if (s.conversion.dKv < 1) bad(source, "conversion.d_kv", "must be at least 1");
+    if (s.conversion.layers != "all") {
+      if (s.conversion.deepseek()) bad(source, "conversion.layers", "applies to the mha2mla target only");
+      try {  // the form here; the indices against the model's layers when it is loaded
+        resolveLayerSelection(s.conversion.layers, 1 << 20, "conversion.layers");
+      } catch (const Error& e) {
+        throw Error(ErrorCode::BadSpec, source + ": " + e.message());
+      }
+    }
     if (s.conversion.calibSequences < 1) bad(source, "conversion.calib_sequences", "must be at least 1");
     if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
   }
@@ -501,6 +545,7 @@ std::string runSpecToJson(const RunSpec& s) {
     } else {
       conv["rope_strategy"] = std::string(choiceName(c.ropeStrategy));
       conv["svd"] = std::string(choiceName(c.svd));
+      if (c.layers != "all") conv["layers"] = c.layers;
       conv["two_norm_score"] = std::string(choiceName(c.twoNormScore));
     }
     conv["rope_pairs"] = c.ropePairs;
@@ -508,6 +553,16 @@ std::string runSpecToJson(const RunSpec& s) {
     conv["calib_sequences"] = c.calibSequences;
     conv["calib_seq_len"] = c.calibSeqLen;
     j["conversion"] = conv;
+  }
+  // Written for every fine-tune (off, or its settings), so that a config diff
+  // of a distilled run against a plain one shows the difference.
+  if (s.distill.enabled) {
+    j["distill"] = {{"enabled", true},
+                    {"teacher", s.distill.teacher},
+                    {"alpha", s.distill.alpha},
+                    {"temperature", s.distill.temperature}};
+  } else if (s.kind == RunKind::Finetune || s.kind == RunKind::ConvertFinetune) {
+    j["distill"] = {{"enabled", false}};
   }
   return j.dump(2);
 }

@@ -68,6 +68,7 @@ Prepared prepare(const ConvertSpec& spec) {
     p.opts.svd = spec.svd;
     p.opts.twoNormScore = spec.twoNormScore;
     p.opts.activations = activations;
+    p.opts.layers = resolveLayerSelection(spec.layers, p.cfg.numLayers, "--layers");
     validateConversion(p.cfg, p.opts, haveData);
     p.needsCalibration = p.opts.rope == RopeStrategy::TwoNorm || p.opts.activations || haveData;
   }

@@ -27,6 +27,7 @@ KvSettings kvSettings(const ConversionOptions& opts) {
   s.svd = opts.svd;
   s.fullRope = opts.rope == RopeStrategy::Full;
   s.uniformStrategy = opts.rope == RopeStrategy::Uniform;
+  s.layers = opts.layers;
   return s;
 }
 
@@ -59,6 +60,7 @@ ModelConfig convertedConfig(const ModelConfig& cfg, const ConversionOptions& opt
   m.svdMethod = opts.svd;
   if (opts.rope == RopeStrategy::TwoNorm) m.twoNormScore = opts.twoNormScore;
   m.pairs = pairs;
+  m.layers = opts.layers;
   out.mla = m;
   out.validate("converted config");
   return out;
@@ -72,7 +74,13 @@ std::shared_ptr<CausalLm> modelWithBaseOutsideAttention(CausalLm& base, const Mo
   std::map<std::string, torch::Tensor> src;
   for (const auto& p : base.named_parameters(true)) src.emplace(p.key(), p.value());
   for (auto& p : out->named_parameters(true)) {
-    if (p.key().find(".self_attn.") != std::string::npos) continue;
+    // A converted layer's attention is built from the factorisation; an
+    // unconverted one's (a hybrid model) is the original's.
+    if (const auto at = p.key().find(".self_attn."); at != std::string::npos) {
+      const auto layerAt = p.key().rfind("layers.", at);
+      const int layer = layerAt == std::string::npos ? -1 : std::stoi(p.key().substr(layerAt + 7));
+      if (!cfg.mla || cfg.mla->converts(layer)) continue;
+    }
     auto it = src.find(p.key());
     if (it == src.end() || it->second.sizes() != p.value().sizes()) {
       throw Error(ErrorCode::Internal, "conversion: parameter '" + p.key() + "' has no original counterpart");
@@ -102,6 +110,11 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
   for (int l = 0; l < cfg.numLayers; ++l) {
     throwIfCancelled(cancel, "conversion");
     progress.progress("factorise", l, cfg.numLayers, "layer " + std::to_string(l));
+    if (!mcfg.mla->converts(l)) {  // kept as it is (copied with the rest of the model)
+      if (reconstructionError != nullptr) reconstructionError->push_back(0.0);
+      if (activationError != nullptr && inputs != nullptr && !inputs->empty()) activationError->push_back(0.0);
+      continue;
+    }
     auto* a = dynamic_cast<LlamaAttention*>(base.layer(l)->self_attn.get());
     auto* m = dynamic_cast<MlaAttention*>(out->layer(l)->self_attn.get());
     if (a == nullptr || m == nullptr) {

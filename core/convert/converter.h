@@ -21,6 +21,9 @@ struct ConversionOptions {
   SvdMethod svd = SvdMethod::Joint;
   TwoNormScore twoNormScore = TwoNormScore::Product;
   bool activations = false;  // factorise to minimise the error on calibration activations (docs/conversion.md)
+  // The layers to convert, ascending; absent: every layer (the others keep
+  // their original attention: a hybrid model).
+  std::optional<std::vector<int>> layers;
 };
 
 struct ConversionStats {

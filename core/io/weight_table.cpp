@@ -79,7 +79,7 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
     } else {
       out.push_back({a + "q_proj.weight", S{nh * dh, d}});
       if (c.attentionBias) out.push_back({a + "q_proj.bias", S{nh * dh}});
-      if (!c.mla) {
+      if (!c.mla || !c.mla->converts(l)) {  // original attention (in a hybrid model, its unconverted layers)
         out.push_back({a + "k_proj.weight", S{nkv * dh, d}});
         out.push_back({a + "v_proj.weight", S{nkv * dh, d}});
         if (c.attentionBias) {

@@ -7,7 +7,7 @@ namespace latentlab {
 
 std::shared_ptr<AttentionModule> makeAttention(const ModelConfig& cfg, int layer) {
   if (cfg.latent) return std::make_shared<LatentAttentionLayer>(cfg, layer);
-  if (cfg.mla) return std::make_shared<MlaAttention>(cfg, layer);
+  if (cfg.mla && cfg.mla->converts(layer)) return std::make_shared<MlaAttention>(cfg, layer);
   return std::make_shared<LlamaAttention>(cfg, layer);
 }
 

@@ -66,6 +66,7 @@ std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& co
     opts.svd = conv.svd;
     opts.twoNormScore = conv.twoNormScore;
     opts.activations = conv.factorisation() == Factorisation::Activations;
+    opts.layers = resolveLayerSelection(conv.layers, base.config().numLayers, "spec.conversion.layers");
   }
   std::vector<torch::Tensor> batches;
   if (conv.deepseek() || opts.rope == RopeStrategy::TwoNorm || opts.activations) {

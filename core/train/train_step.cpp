@@ -7,6 +7,7 @@
 
 #include "model/autocast_scope.h"
 #include "train/data_parallel.h"
+#include "train/distillation.h"
 #include "train/optimizer.h"
 #include "train/zero.h"
 
@@ -30,33 +31,63 @@ struct PhaseClock {
   }
 };
 
-// gradAccum x (nextWindows(), forward, backward of loss / gradAccum); the
-// summed loss stays on the device (one host sync per step, later).
-torch::Tensor forwardBackward(CausalLm& model, const std::function<torch::Tensor()>& nextWindows,
-                              const StepSettings& settings, PhaseClock& clock) {
-  torch::Tensor lossSum;
+// Sums over the micro-batches, on the device until the step's one host sync:
+// the loss, and when distilling its two parts.
+struct LossSums {
+  torch::Tensor loss, ce, kd;
+  void add(torch::Tensor& sum, const torch::Tensor& value) {
+    sum = sum.defined() ? sum + value.detach().to(torch::kFloat64) : value.detach().to(torch::kFloat64);
+  }
+};
+
+// gradAccum x (nextWindows(), forward, backward of loss / gradAccum).
+LossSums forwardBackward(CausalLm& model, const std::function<torch::Tensor()>& nextWindows,
+                         const StepSettings& settings, PhaseClock& clock) {
+  LossSums sums;
   for (int micro = 0; micro < settings.gradAccum; ++micro) {
     const torch::Tensor windows = nextWindows();
     clock.lap(&StepPhases::data);
     torch::Tensor loss;
     {
       AutocastScope autocast(clock.device.type(), settings.autocastBf16);
-      loss = languageModelLoss(model, windows);
+      if (settings.distill != nullptr) {
+        const DistillationLoss d = distillationLoss(model, *settings.distill, windows);
+        loss = d.total;
+        sums.add(sums.ce, d.ce);
+        sums.add(sums.kd, d.kd);
+      } else {
+        loss = languageModelLoss(model, windows);
+      }
     }
     (loss / settings.gradAccum).backward();
-    lossSum = micro == 0 ? loss.detach().to(torch::kFloat64) : lossSum + loss.detach().to(torch::kFloat64);
+    sums.add(sums.loss, loss);
     clock.lap(&StepPhases::forwardBackward);
   }
-  return lossSum;
+  return sums;
 }
 
-// The loss and the norm in one host sync; finite or not.
-StepOutcome settle(torch::Tensor lossSum, const torch::Tensor& norm, const StepSettings& settings, DataParallel* dp) {
-  if (dp != nullptr) lossSum = torch::full_like(lossSum, dp->sum({lossSum.item<double>()})[0] / dp->worldSize());
-  const auto host = torch::stack({lossSum, norm.to(torch::kFloat64)}).cpu();
+// The losses and the norm in one host sync; finite or not.
+StepOutcome settle(const LossSums& sums, const torch::Tensor& norm, const StepSettings& settings, DataParallel* dp) {
+  std::vector<torch::Tensor> parts = {sums.loss, norm.to(torch::kFloat64)};
+  if (sums.ce.defined()) parts.insert(parts.end(), {sums.ce, sums.kd});
+  auto host = torch::stack(parts).cpu();
+  if (dp != nullptr) {  // losses averaged over the ranks (the norm is already global)
+    std::vector<double> losses = {host[0].item<double>()};
+    if (sums.ce.defined()) losses.insert(losses.end(), {host[2].item<double>(), host[3].item<double>()});
+    losses = dp->sum(losses);
+    host[0] = losses[0] / dp->worldSize();
+    if (sums.ce.defined()) {
+      host[2] = losses[1] / dp->worldSize();
+      host[3] = losses[2] / dp->worldSize();
+    }
+  }
   StepOutcome out;
   out.loss = host[0].item<double>() / settings.gradAccum;
   out.gradNorm = host[1].item<double>();
+  if (sums.ce.defined()) {
+    out.ce = host[2].item<double>() / settings.gradAccum;
+    out.kd = host[3].item<double>() / settings.gradAccum;
+  }
   out.finite = std::isfinite(out.loss) && std::isfinite(out.gradNorm);
   return out;
 }
@@ -69,12 +100,12 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
   PhaseClock clock{params.front().device(), phases};
   optimizer.zero_grad();
   if (settings.master != nullptr) settings.master->zeroModelGradients();
-  torch::Tensor lossSum = forwardBackward(model, nextWindows, settings, clock);
+  const LossSums sums = forwardBackward(model, nextWindows, settings, clock);
   if (settings.master != nullptr) settings.master->gradientsToMasters();
   if (dp != nullptr) dp->averageGradients(params);
   const auto norm = clipGradNorm(params, settings.clip > 0 ? settings.clip : std::numeric_limits<double>::infinity());
   clock.lap(&StepPhases::optimizer);
-  const StepOutcome out = settle(lossSum, norm, settings, dp);
+  const StepOutcome out = settle(sums, norm, settings, dp);
   clock.lap(&StepPhases::sync);
   if (out.finite) {
     optimizer.step();
@@ -88,7 +119,7 @@ StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::funct
                       const StepSettings& settings, DataParallel* dp, StepPhases* phases) {
   PhaseClock clock{model.parameters().front().device(), phases};
   optimizer.zeroGrad();
-  torch::Tensor lossSum = forwardBackward(model, nextWindows, settings, clock);
+  const LossSums sums = forwardBackward(model, nextWindows, settings, clock);
   optimizer.reduceGradients();
   const torch::Tensor norm = optimizer.gradNorm();
   if (settings.clip > 0) {
@@ -96,7 +127,7 @@ StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::funct
     optimizer.scaleGradients(torch::clamp(settings.clip / (norm + 1e-6), std::nullopt, 1.0));
   }
   clock.lap(&StepPhases::optimizer);
-  const StepOutcome out = settle(lossSum, norm, settings, dp);
+  const StepOutcome out = settle(sums, norm, settings, dp);
   clock.lap(&StepPhases::sync);
   if (out.finite) {
     optimizer.step();

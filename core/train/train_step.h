@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "model/llama.h"
@@ -15,12 +16,14 @@ namespace latentlab {
 class DataParallel;
 class MasterWeights;
 class ShardedAdamW;
+struct Distillation;
 
 struct StepSettings {
-  int gradAccum = 1;                // micro-batches per step; each backward is of loss / gradAccum
-  bool autocastBf16 = false;        // forward under bf16 autocast (fp32 master weights)
-  double clip = 0;                  // max gradient norm; 0: no clipping (the norm is still measured)
-  MasterWeights* master = nullptr;  // bf16 weights: the optimiser steps these fp32 masters
+  int gradAccum = 1;                      // micro-batches per step; each backward is of loss / gradAccum
+  bool autocastBf16 = false;              // forward under bf16 autocast (fp32 master weights)
+  double clip = 0;                        // max gradient norm; 0: no clipping (the norm is still measured)
+  MasterWeights* master = nullptr;        // bf16 weights: the optimiser steps these fp32 masters
+  const Distillation* distill = nullptr;  // a teacher: the distillation loss (train/distillation.h)
 };
 
 // Seconds per phase, added to when given (the device is synchronised at each
@@ -33,6 +36,8 @@ struct StepOutcome {
   double loss = 0;      // mean over the micro-batches (and ranks)
   double gradNorm = 0;  // before clipping
   bool finite = true;   // false: the optimiser did not step
+  // Distilling: the loss's cross-entropy and KL parts, means as `loss`.
+  std::optional<double> ce, kd;
 };
 
 // zero_grad, gradAccum x (nextWindows(), forward, backward), gradients moved

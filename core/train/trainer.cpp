@@ -25,6 +25,7 @@
 #include "train/data_parallel.h"
 #include "train/data_pipeline.h"
 #include "train/device_memory.h"
+#include "train/distillation.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -141,6 +142,7 @@ class Trainer {
   void openRunFolder();
   void loadData();
   void buildModel();
+  void loadTeacher();
   void resume();
   void startFromTheSameParameters();
   void prepareTaskScoring();
@@ -182,8 +184,9 @@ class Trainer {
   std::optional<BatchLoader> val;
   json notes;
   std::shared_ptr<CausalLm> model;
-  std::optional<MasterWeights> master;  // bf16 weights without ZeRO: fp32 masters
-  std::vector<torch::Tensor> params;    // what the optimiser steps
+  std::optional<MasterWeights> master;       // bf16 weights without ZeRO: fp32 masters
+  std::optional<Distillation> distillation;  // a teacher (spec.distill)
+  std::vector<torch::Tensor> params;         // what the optimiser steps
   std::optional<torch::optim::AdamWOptions> adamw;
   std::unique_ptr<FusedAdamW> optimizer;
   std::unique_ptr<ShardedAdamW> zero;
@@ -215,6 +218,7 @@ RunResult Trainer::run() {
   openRunFolder();
   loadData();
   buildModel();
+  loadTeacher();
   if (ckpt) resume();
   startFromTheSameParameters();
   if (writer) metricWriter.emplace(store.metricWriter(runId));
@@ -343,6 +347,53 @@ void Trainer::buildModel() {
     progress.log(LogLevel::Warning, warning);
     store.addEvent(runId, "warning", warning);
     emit(env, EngineEvent::logOf("warning", warning));
+  }
+}
+
+// The teacher of a distilled run: the unconverted model (convert-finetune's
+// model_dir, needed for the whole run, resumed or not) or a model folder, in
+// the student's precision on its device, without gradients. It must read the
+// same tokens: the same vocabulary size and, where the run has a tokenizer,
+// the same tokenizer.json.
+void Trainer::loadTeacher() {
+  if (!spec.distill.enabled) return;
+  const fs::path dir = spec.distill.original() ? fs::path(spec.modelDir) : fs::path(spec.distill.teacher);
+  const std::string field = spec.distill.original() ? "distill.teacher \"original\" (model_dir " + dir.string() + ")"
+                                                    : "distill.teacher " + dir.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw Error(ErrorCode::BadSpec, field + ": no such model folder",
+                spec.distill.original() ? "A distilled run reads the unconverted model for its whole length: restore "
+                                          "the folder (or point model_dir at its copy) and resume."
+                                        : "");
+  }
+  const int teacherVocab = readHfConfig(dir / "config.json").vocabSize;
+  if (teacherVocab != model->config().vocabSize) {
+    throw Error(ErrorCode::BadSpec, field + ": the teacher's vocabulary (" + std::to_string(teacherVocab) + ", " +
+                                        (dir / "config.json").string() + ") differs from the student's (" +
+                                        std::to_string(model->config().vocabSize) + ")");
+  }
+  if (!tokenizerJson.empty()) {
+    const fs::path teacherTokenizer = dir / "tokenizer.json";
+    if (!fs::exists(teacherTokenizer, ec) || readTextFile(teacherTokenizer) != tokenizerJson) {
+      throw Error(ErrorCode::BadSpec,
+                  field + ": " + teacherTokenizer.string() +
+                      (fs::exists(teacherTokenizer, ec) ? " differs from" : " is missing; the teacher must share") +
+                      " the run's tokenizer (" + data->tokenizerPath.string() + ")",
+                  "Teacher and student must read the same token ids: distil from a model with the same tokenizer.");
+    }
+  }
+  Distillation d;
+  d.teacher = loadModel(dir, torch::kCPU, paramType == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
+  d.teacher->to(device, bf16Weights ? torch::kBFloat16 : paramType);
+  d.teacher->eval();
+  for (auto& p : d.teacher->parameters()) p.requires_grad_(false);
+  d.alpha = spec.distill.alpha;
+  d.temperature = spec.distill.temperature;
+  distillation = std::move(d);
+  if (writer) {
+    progress.log(LogLevel::Info, "distilling from " + dir.string() + " (alpha " + std::to_string(spec.distill.alpha) +
+                                     ", temperature " + std::to_string(spec.distill.temperature) + ")");
   }
 }
 
@@ -505,7 +556,8 @@ bool Trainer::step() {
   const double lr = learningRateAt(spec.optimizer, spec.schedule, static_cast<int>(state.step), spec.steps);
   for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
   if (zero) zero->setLr(lr);
-  const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr};
+  const StepSettings settings{spec.gradAccum, autocastBf16, spec.optimizer.clip, master ? &*master : nullptr,
+                              distillation ? &*distillation : nullptr};
   StepOutcome outcome;
   std::string outOfMemory;
   try {
@@ -531,12 +583,15 @@ bool Trainer::step() {
                "; lower micro_batch or turn on recompute, then resume");
     return false;
   }
-  const double trainLoss = outcome.loss;
+  // train/loss is the next-token loss of every run, distilled or not, so that
+  // it compares with validation and with other runs; a distilled run's
+  // objective (the KL's share added) is loss/total.
+  const double trainLoss = outcome.ce.value_or(outcome.loss);
   const double gradNorm = outcome.gradNorm;
   if (!outcome.finite) {
     failAtStep(ErrorCode::Numeric,
-               std::string("non-finite ") + (!std::isfinite(trainLoss) ? "loss" : "gradient norm") + " (" +
-                   std::to_string(trainLoss) + ") at step " + std::to_string(state.step + 1),
+               std::string("non-finite ") + (!std::isfinite(outcome.loss) ? "loss" : "gradient norm") + " (" +
+                   std::to_string(outcome.loss) + ") at step " + std::to_string(state.step + 1),
                "");
     return false;
   }
@@ -547,6 +602,11 @@ bool Trainer::step() {
   const double tokPerSec = static_cast<double>(tokensPerStep) / std::max(stepSeconds, 1e-9);
   const double wall = wallNow();
   addMetric("train/loss", trainLoss, wall);
+  if (outcome.ce) {
+    addMetric("loss/ce", *outcome.ce, wall);
+    addMetric("loss/kd", *outcome.kd, wall);
+    addMetric("loss/total", outcome.loss, wall);
+  }
   addMetric("lr", lr, wall);
   addMetric("grad_norm", gradNorm, wall);
   addMetric("tokens_per_s", tokPerSec, wall);

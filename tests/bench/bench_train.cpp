@@ -24,6 +24,7 @@
 #include "latentlab/architectures.h"
 #include "model/cpu_block_cache.h"
 #include "model/llama.h"
+#include "train/distillation.h"
 #include "train/model_builder.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -268,6 +269,36 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     keptStep = (first + keptStep) / 2;  // off timed before and after on: drift biases neither
     model->setRecompute(false);
   }
+  // Distillation (train/distillation.h) from a teacher of the same shape, alpha
+  // 0.5 at T 2: the step and its peak as the recompute figures are measured,
+  // plain timed before and after distilled.
+  double plainStep = 0, distilledStep = 0, plainPeak = -1, distilledPeak = -1;
+  if (device.is_cpu() && cpuBlockCacheInstalled()) {
+    Distillation distill;
+    distill.teacher = std::make_shared<CausalLm>(cfg);
+    initializeWeights(*distill.teacher, 0.02, false);
+    distill.teacher->to(device);
+    distill.teacher->eval();
+    for (auto& p : distill.teacher->parameters()) p.requires_grad_(false);
+    distill.alpha = 0.5;
+    distill.temperature = 2.0;
+    auto measure = [&](bool distilled, double* seconds, double* peak) {
+      settings.distill = distilled ? &distill : nullptr;
+      Phases warmup, timedSteps;
+      step(warmup);
+      const double between = static_cast<double>(cpuBlockCacheStats().liveBytes);
+      resetCpuBlockCachePeak();
+      for (int s = 0; s < steps; ++s) step(timedSteps);
+      *seconds = timedSteps.total() / steps;
+      *peak = static_cast<double>(cpuBlockCacheStats().peakLiveBytes) - between;
+    };
+    double first = 0;
+    measure(false, &first, &plainPeak);
+    measure(true, &distilledStep, &distilledPeak);
+    measure(false, &plainStep, &plainPeak);
+    plainStep = (first + plainStep) / 2;
+    settings.distill = nullptr;
+  }
   const double eagerAfter = peer ? eagerPeerTokensPerSecond(cfg, batch, seqLen, steps, bf16, dir) : 0;
   // One more step under LibTorch's profiler, for its split by kind.
   StepSplit split;
@@ -328,6 +359,19 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
                   "off: " + fixed(keptPeak / (1 << 20), 0) +
                       " MiB; the step's peak in tensors of 1 MiB or more above "
                       "what it holds between steps (activations, logits and loss buffers)"});
+    }
+  }
+  if (plainStep > 0) {
+    report.add({"train", shape + " step, distilled / plain", distilledStep / plainStep, "x",
+                fixed(distilledStep * 1e3, 0) + " / " + fixed(plainStep * 1e3, 0) +
+                    " ms per step (a teacher of the same shape, alpha 0.5, T 2; plain timed before and after)"});
+    if (plainPeak >= 0 && distilledPeak >= 0) {
+      report.add({"train", shape + " step memory, distilled / plain", distilledPeak / (1 << 20), "MiB",
+                  "plain: " + fixed(plainPeak / (1 << 20), 0) +
+                      " MiB; the step's peak in tensors of 1 MiB or more above what it holds between steps "
+                      "(the teacher's weights, " +
+                      fixed(4.0 * static_cast<double>(nParams) / (1 << 20), 0) +
+                      " MiB in fp32, are held between steps)"});
     }
   }
   report.add({"train", shape + " step time outside matmuls", 100.0 * (1.0 - gemmSeconds / stepSeconds), "%",

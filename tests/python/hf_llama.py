@@ -176,6 +176,31 @@ def generate(a):
     out.numpy().astype(np.int64).tofile(a.out)
 
 
+def distill(a):
+    """The distillation loss of one micro-batch from transformers' logits of
+    both models: a T^2 KL(teacher || student at T) + (1 - a) CE, the KL's sum
+    over the vocabulary averaged over the predicted positions."""
+    import json
+
+    import torch.nn.functional as F
+
+    b, t = (int(x) for x in a.shape.split(","))
+    windows = torch.from_numpy(np.fromfile(a.ids, dtype=np.int64).reshape(b, t))
+    inputs, targets = windows[:, :-1], windows[:, 1:].reshape(-1)
+    with torch.no_grad():
+        student = load_checked(argparse.Namespace(dir=a.student, expect_class=""))
+        teacher = load_checked(argparse.Namespace(dir=a.teacher, expect_class=""))
+        s = student(inputs).logits.float().reshape(-1, student.config.vocab_size)
+        tl = teacher(inputs).logits.float().reshape(-1, teacher.config.vocab_size)
+    temp = a.temperature
+    kd = F.kl_div(F.log_softmax(s / temp, -1), F.log_softmax(tl / temp, -1), reduction="sum",
+                  log_target=True) / s.shape[0]
+    ce = F.cross_entropy(s, targets)
+    total = a.alpha * temp * temp * kd + (1 - a.alpha) * ce
+    with open(a.out, "w") as f:
+        json.dump({"total": total.item(), "ce": ce.item(), "kd": kd.item()}, f)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -234,8 +259,16 @@ def main():
     gen.add_argument("--shape", required=True)
     gen.add_argument("--new", type=int, required=True)
     gen.add_argument("--expect-class", default="")
+    ds = sub.add_parser("distill")
+    ds.add_argument("teacher")
+    ds.add_argument("student")
+    ds.add_argument("ids")
+    ds.add_argument("out")
+    ds.add_argument("--shape", required=True)
+    ds.add_argument("--alpha", type=float, required=True)
+    ds.add_argument("--temperature", type=float, required=True)
     a = p.parse_args()
-    {"make": make, "logits": logits, "generate": generate}[a.cmd](a)
+    {"make": make, "logits": logits, "generate": generate, "distill": distill}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -284,6 +284,62 @@ class TestCompareView : public QObject {
     QCOMPARE(chart.crosshairLines(75.0).at(2), QStringLiteral("b: 0.4000"));  // halfway between 0.35 and 0.45
   }
 
+  // A distilled run beside a plain one: the table's config columns say which
+  // was distilled and how, and the chart offers the KL to the teacher by name,
+  // chosen from the keyboard, drawn for the distilled run only.
+  void aDistilledRunIsToldApartInTheTableAndItsKlIsCharted() {
+    QTemporaryDir dir;
+    auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());
+    RunSpec plain;
+    plain.kind = RunKind::ConvertFinetune;
+    plain.modelDir = "/models/base";
+    plain.conversion.enabled = true;
+    RunSpec distilled = plain;
+    distilled.distill.enabled = true;
+    distilled.distill.alpha = 0.7;
+    QVector<ChartRun> runs;
+    for (const auto& [name, spec] : {std::pair{"plain", plain}, std::pair{"distilled", distilled}}) {
+      const qint64 id = store->createRun(std::nullopt, name, "convert-finetune", runSpecToJson(spec), "cpu");
+      MetricWriter w = store->metricWriter(id);
+      for (int step = 1; step <= 5; ++step) {
+        w.add("train/loss", step, step * 1000, step, 4.0 - 0.1 * step);
+        if (spec.distill.enabled) {
+          w.add("loss/kd", step, step * 1000, step, 0.5 / step);
+          w.add("loss/ce", step, step * 1000, step, 4.0 - 0.1 * step);
+          w.add("loss/total", step, step * 1000, step, 0.3 * (4.0 - 0.1 * step) + 0.7 * 0.5 / step);
+        }
+      }
+      w.flush();
+      runs.push_back({id, QString::fromLatin1(name)});
+    }
+    CompareTableModel model(store);
+    model.setRuns({runs[0].id, runs[1].id});
+    const int enabled = model.columnOf(QStringLiteral("distill.enabled"));
+    const int alpha = model.columnOf(QStringLiteral("distill.alpha"));
+    QVERIFY2(enabled > 0, "a column says whether each run was distilled");
+    QVERIFY(alpha > 0);
+    QCOMPARE(model.index(0, enabled).data().toString(), QStringLiteral("false"));
+    QCOMPARE(model.index(1, enabled).data().toString(), QStringLiteral("true"));
+    QCOMPARE(model.index(0, alpha).data().toString(), QStringLiteral("—"));
+    QCOMPARE(model.index(1, alpha).data().toString(), QStringLiteral("0.7"));
+
+    ChartView chart(store);
+    QVERIFY(uitest::showChart(chart));
+    chart.setRuns(runs);
+    QComboBox* metricBox = nullptr;
+    for (QComboBox* box : chart.findChildren<QComboBox*>()) {
+      if (box->findData(QStringLiteral("loss/kd")) >= 0) metricBox = box;
+    }
+    QVERIFY(metricBox != nullptr);
+    QCOMPARE(metricBox->itemText(metricBox->findData(QStringLiteral("loss/kd"))),
+             QStringLiteral("Distillation: KL to the teacher"));
+    metricBox->setFocus();
+    while (metricBox->currentData().toString() != QStringLiteral("loss/kd")) QTest::keyClick(metricBox, Qt::Key_Down);
+    QCOMPARE(chart.metric(), QStringLiteral("loss/kd"));
+    QCOMPARE(chart.pointCount(runs[1].id, QStringLiteral("loss/kd")), 5);
+    QCOMPARE(chart.pointCount(runs[0].id, QStringLiteral("loss/kd")), 0);
+  }
+
   void differenceToBaselineIsAlignedByTokensOnUnequalGrids() {
     QTemporaryDir dir;
     auto store = std::make_shared<RunStore>(dir.filePath(QStringLiteral("runs.db")).toStdString());

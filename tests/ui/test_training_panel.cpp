@@ -4,6 +4,9 @@
 // cost shown live and impossible settings blocking Run.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProcess>
@@ -12,6 +15,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QStyleOptionGroupBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QWheelEvent>
@@ -253,6 +257,76 @@ class TestTrainingPanel : public QObject {
     QTest::keyClick(field, Qt::Key_Return);
     QTRY_COMPARE(model->folder(), converted);
     QCOMPARE(model->fieldText(QStringLiteral("MLA")), QStringLiteral("converted: high, r=2, d_kv=8"));
+  }
+
+  // The distillation box is switched on by a click on its check box; α and the
+  // temperature typed in reach the spec, survive a save and a load into a
+  // fresh window, and a click switches it off again.
+  void distillationSwitchAndAlphaRoundTripToTheSpec() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.rightTabs()->setCurrentIndex(2);
+    TrainingPanel* panel = w.trainingPanel();
+    QGroupBox* box = panel->distillBox();
+    QVERIFY(!box->isChecked());
+    QVERIFY(!panel->spec().distill.enabled);
+    QScrollArea* scroll = nullptr;
+    for (QWidget* p = box->parentWidget(); p != nullptr && scroll == nullptr; p = p->parentWidget())
+      scroll = qobject_cast<QScrollArea*>(p);
+    QVERIFY(scroll != nullptr);
+    scroll->ensureWidgetVisible(box);
+    QTest::qWait(20);
+    const auto clickCheck = [&] {
+      QStyleOptionGroupBox opt;
+      opt.initFrom(box);
+      opt.subControls = QStyle::SC_GroupBoxCheckBox | QStyle::SC_GroupBoxLabel;
+      opt.features = QStyleOptionFrame::None;
+      opt.text = box->title();
+      opt.state |= QStyle::State_On;
+      const QRect check = box->style()->subControlRect(QStyle::CC_GroupBox, &opt, QStyle::SC_GroupBoxCheckBox, box);
+      QTest::mouseClick(box, Qt::LeftButton, Qt::NoModifier, check.center());
+    };
+    clickCheck();
+    QVERIFY(box->isChecked());
+    QVERIFY(panel->alphaBox()->isEnabled());
+    const auto typeInto = [](QDoubleSpinBox* field, const QString& text) {
+      QTest::mouseClick(field, Qt::LeftButton);
+      field->selectAll();
+      QTest::keyClicks(field, text);
+      QTest::keyClick(field, Qt::Key_Return);
+    };
+    typeInto(panel->alphaBox(), QStringLiteral("0.8"));
+    typeInto(panel->temperatureBox(), QStringLiteral("2"));
+    RunSpec s = panel->spec();
+    QVERIFY(s.distill.enabled);
+    QCOMPARE(s.distill.teacher, std::string("original"));
+    QCOMPARE(s.distill.alpha, 0.8);
+    QCOMPARE(s.distill.temperature, 2.0);
+
+    // Saved and loaded into a fresh window: the same block.
+    s.kind = RunKind::ConvertFinetune;  // the kind the Model tab gives a conversion
+    s.modelDir = dir.filePath(QStringLiteral("base")).toStdString();
+    const QString file = dir.filePath(QStringLiteral("distill.json"));
+    {
+      QFile f(file);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(runSpecToJson(s)));
+    }
+    MainWindow fresh(ws, uitest::quietWindowOptions());
+    QVERIFY(fresh.trainingPanel()->loadSpecFile(file));
+    QVERIFY(fresh.trainingPanel()->distillBox()->isChecked());
+    QCOMPARE(fresh.trainingPanel()->alphaBox()->value(), 0.8);
+    QCOMPARE(fresh.trainingPanel()->temperatureBox()->value(), 2.0);
+    QVERIFY(fresh.trainingPanel()->spec().distill.enabled);
+
+    clickCheck();
+    QVERIFY(!box->isChecked());
+    QVERIFY(!panel->alphaBox()->isEnabled());
+    QVERIFY(!panel->spec().distill.enabled);
   }
 
   // The wheel over an unfocused field scrolls the Training panel and leaves

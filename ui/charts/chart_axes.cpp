@@ -22,6 +22,9 @@ QString metricTitle(const QString& metric) {
   if (metric == QLatin1String("lr")) return ChartView::tr("learning rate");
   if (metric == QLatin1String("grad_norm")) return ChartView::tr("gradient norm");
   if (metric == QLatin1String("tokens_per_s")) return ChartView::tr("tokens / s");
+  if (metric == QLatin1String("loss/kd")) return ChartView::tr("KL to the teacher");
+  if (metric == QLatin1String("loss/ce")) return ChartView::tr("next-token loss");
+  if (metric == QLatin1String("loss/total")) return ChartView::tr("distillation objective");
   return metric;
 }
 

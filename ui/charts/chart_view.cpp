@@ -215,7 +215,14 @@ void ChartView::updateMetricChoices() {
     if (!kListed.contains(m)) extra << m;
   }
   if (m_metricBox->findData(m_metric) < 0 && !extra.contains(m_metric)) extra << m_metric;  // the one shown stays
-  for (const QString& m : extra) m_metricBox->addItem(m, m);
+  // A distilled run's parts by what they are; any other metric by its name.
+  const auto label = [](const QString& m) {
+    if (m == QLatin1String("loss/kd")) return tr("Distillation: KL to the teacher");
+    if (m == QLatin1String("loss/ce")) return tr("Distillation: next-token loss");
+    if (m == QLatin1String("loss/total")) return tr("Distillation: objective");
+    return m;
+  };
+  for (const QString& m : extra) m_metricBox->addItem(label(m), m);
   m_metricBox->setCurrentIndex(std::max(0, m_metricBox->findData(m_metric)));
 }
 

@@ -193,6 +193,36 @@ QGroupBox* TrainingPanel::buildLengthBox() {
   return lenBox;
 }
 
+// Distillation from a teacher (spec "distill"): off unless checked.
+QGroupBox* TrainingPanel::buildDistillBox() {
+  m_distill = new QGroupBox(tr("Distillation from a teacher"));
+  m_distill->setCheckable(true);
+  m_distill->setChecked(false);
+  m_distill->setToolTip(
+      tr("Loss = α·T²·KL(teacher ‖ student at T) + (1 − α)·cross-entropy. The teacher runs on every micro-batch "
+         "without gradients; it must share the run's tokenizer. Fine-tune and convert-then-fine-tune runs only."));
+  m_teacher = new QLineEdit(QStringLiteral("original"));
+  m_teacher->setToolTip(
+      tr("\"original\": the model a conversion starts from (convert-then-fine-tune); or a model folder"));
+  m_alpha = new QDoubleSpinBox;
+  m_alpha->setRange(0.0, 1.0);
+  m_alpha->setDecimals(2);
+  m_alpha->setSingleStep(0.05);
+  m_alpha->setValue(0.5);
+  m_alpha->setToolTip(tr("The KL's weight α; 1 − α weighs the next-token loss. 0 trains as without a teacher."));
+  m_temperature = new QDoubleSpinBox;
+  m_temperature->setRange(0.1, 20.0);
+  m_temperature->setDecimals(2);
+  m_temperature->setSingleStep(0.5);
+  m_temperature->setValue(1.0);
+  m_temperature->setToolTip(tr("Both distributions softened by T; the KL is scaled by T²"));
+  auto* f = form(m_distill);
+  f->addRow(tr("Teacher:"), m_teacher);
+  f->addRow(tr("α (KL weight):"), m_alpha);
+  f->addRow(tr("Temperature:"), m_temperature);
+  return m_distill;
+}
+
 QGroupBox* TrainingPanel::buildEvalBox() {
   auto* evalBox = new QGroupBox(tr("Evaluation and checkpoints"));
   auto* ef = form(evalBox);
@@ -232,15 +262,17 @@ QScrollArea* TrainingPanel::buildFieldArea() {
   QGroupBox* optBox = buildOptimiserBox();
   QGroupBox* schedBox = buildScheduleBox();
   QGroupBox* lenBox = buildLengthBox();
+  QGroupBox* distillBox = buildDistillBox();
   QGroupBox* evalBox = buildEvalBox();
   QGroupBox* devBox = buildDeviceBox();
 
   auto* inner = new QWidget;
   auto* il = new QVBoxLayout(inner);
   il->setContentsMargins(0, 0, 4, 0);
-  for (QWidget* w : {static_cast<QWidget*>(runBox), static_cast<QWidget*>(m_attention), static_cast<QWidget*>(dataBox),
-                     static_cast<QWidget*>(optBox), static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox),
-                     static_cast<QWidget*>(evalBox), static_cast<QWidget*>(devBox)}) {
+  for (QWidget* w :
+       {static_cast<QWidget*>(runBox), static_cast<QWidget*>(m_attention), static_cast<QWidget*>(dataBox),
+        static_cast<QWidget*>(optBox), static_cast<QWidget*>(schedBox), static_cast<QWidget*>(lenBox),
+        static_cast<QWidget*>(distillBox), static_cast<QWidget*>(evalBox), static_cast<QWidget*>(devBox)}) {
     il->addWidget(w);
   }
   il->addStretch(1);
@@ -315,6 +347,8 @@ void TrainingPanel::connectSignals() {
   connect(m_device, &QComboBox::currentTextChanged, this, memoryChanged);
   connect(m_recompute, &QCheckBox::toggled, this, memoryChanged);
   connect(m_zero, &QComboBox::currentIndexChanged, this, memoryChanged);
+  connect(m_distill, &QGroupBox::toggled, this, memoryChanged);  // the teacher's weights and logits
+  connect(m_teacher, &QLineEdit::textChanged, this, memoryChanged);
   connect(m_tokenizer, &QLineEdit::textChanged, this, memoryChanged);
   // A variant changes the weights, activations and cache the plan counts; its
   // KV figure is in the dtype the run trains in.
@@ -423,6 +457,10 @@ RunSpec TrainingPanel::spec() const {
   s.zeroInitOutput = m_zeroInit->isChecked();
   s.recompute = m_recompute->isChecked();
   s.zeroStage = m_zero->currentData().toInt();
+  s.distill.enabled = m_distill->isChecked();
+  s.distill.teacher = m_teacher->text().trimmed().toStdString();
+  s.distill.alpha = m_alpha->value();
+  s.distill.temperature = m_temperature->value();
   if (m_contributor) m_contributor(s);
   m_attention->applyTo(s);  // after the model panel has said whether this is a pre-training
   return s;
@@ -465,6 +503,10 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_zeroInit->setChecked(s.zeroInitOutput);
   m_recompute->setChecked(s.recompute);
   m_zero->setCurrentIndex(std::clamp(s.zeroStage, 0, 2));
+  m_distill->setChecked(s.distill.enabled);
+  m_teacher->setText(QString::fromStdString(s.distill.teacher));
+  m_alpha->setValue(s.distill.alpha);
+  m_temperature->setValue(s.distill.temperature);
   m_attention->loadFrom(s);
   updateLrCurve();
   scheduleMemoryPlan();

@@ -58,6 +58,10 @@ class TrainingPanel : public QWidget {
   QLabel* memoryLabel() const { return m_memory; }
   QSpinBox* microBatchBox() const { return m_microBatch; }
   QCheckBox* recomputeBox() const { return m_recompute; }
+  QGroupBox* distillBox() const { return m_distill; }
+  QLineEdit* teacherEdit() const { return m_teacher; }
+  QDoubleSpinBox* alphaBox() const { return m_alpha; }
+  QDoubleSpinBox* temperatureBox() const { return m_temperature; }
   QComboBox* zeroBox() const { return m_zero; }
   QComboBox* precisionBox() const { return m_precision; }
   // Recomputes the memory plan now (it also follows every setting, shortly after a change).
@@ -78,6 +82,7 @@ class TrainingPanel : public QWidget {
   QGroupBox* buildOptimiserBox();
   QGroupBox* buildScheduleBox();
   QGroupBox* buildLengthBox();
+  QGroupBox* buildDistillBox();
   QGroupBox* buildEvalBox();
   QGroupBox* buildDeviceBox();
   QScrollArea* buildFieldArea();
@@ -124,6 +129,10 @@ class TrainingPanel : public QWidget {
   QComboBox* m_zero = nullptr;
   QCheckBox* m_zeroInit = nullptr;
   QCheckBox* m_recompute = nullptr;
+  QGroupBox* m_distill = nullptr;  // checkable: distillation on or off
+  QLineEdit* m_teacher = nullptr;
+  QDoubleSpinBox* m_alpha = nullptr;
+  QDoubleSpinBox* m_temperature = nullptr;
   LrCurveView* m_lrCurve = nullptr;
   AttentionPanel* m_attention = nullptr;
   MessageBanner* m_banner = nullptr;

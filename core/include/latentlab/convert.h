@@ -40,7 +40,8 @@ struct ConvertSpec {
   int ropePairs = 0;  // r, frequency pairs kept per head; 0 = d_h/16 (ignored for "full")
   int dKv = 0;        // latent dims per KV head (per factor for split); required
   SvdMethod svd = SvdMethod::Joint;
-  CalibrationSpec calibration;                        // required for 2-norm
+  std::string layers = "all";   // mha2mla: which layers to convert (resolveLayerSelection); the others stay original
+  CalibrationSpec calibration;  // required for 2-norm
   TwoNormScore twoNormScore = TwoNormScore::Product;  // Q·K (official) | Q+K (paper-era)
   bool force = false;                                 // replace an existing model folder at outDir
   std::string dtype;                                  // saved dtype: "" = the checkpoint's, else F32/BF16/F16/F64

@@ -28,6 +28,9 @@ struct KvSettings {
   bool uniformStrategy = false;  // S_uniform needs r | d_h/2
   int ropeWidth = 0;             // DeepSeek: d_R, the shared RoPE key's dims; 0 = 2 r n_kv
   int freqFold = 1;              // DeepSeek: adjacent frequencies folded into one (FreqFold)
+  // MHA2MLA: the converted layers, ascending; absent: every layer. The
+  // others keep the original K/V cache (a hybrid model).
+  std::optional<std::vector<int>> layers;
 };
 
 // Which frequencies a DeepSeek-target conversion's shared RoPE key keeps
@@ -69,6 +72,10 @@ struct KvBudget {
   // MHA2MLA of a QK-norm family (Qwen3): the key-norm scales in each layer's
   // figure, one element per KV head (included in perTokenPerLayer).
   std::int64_t keyScalePerTokenPerLayer = 0;
+  // A hybrid MHA2MLA model: originalLayers layers keep the original cache
+  // (originalPerTokenPerLayer each); perTokenPerLayer and nopeLayers count
+  // the converted ones only.
+  int originalLayers = 0;
   // Under tensor-parallel degree tpDegree the cache is sharded by its heads
   // (KV heads; latent heads for MLA/GLA/MLRA) and each device holds
   // ceil(heads / t) of them (one when t exceeds the head count); the shared
@@ -79,6 +86,12 @@ struct KvBudget {
   std::int64_t perDevicePerToken = 0;          // elements on one device, all layers
   std::int64_t perDeviceBytesPerToken = 0;
 };
+
+// The decoder layers a conversion converts, from the text of `--layers` or
+// "conversion.layers": "all" (absent: every layer), "none", "every:K" (layers
+// K-1, 2K-1, ...: every K-th), "last:N", or a comma list of indices
+// ("0,2,5"). Throws Error(BadInput) naming `field` and what is wrong.
+std::optional<std::vector<int>> resolveLayerSelection(const std::string& text, int numLayers, const std::string& field);
 
 // ceil(heads / tpDegree), at least 1: the cache heads one device holds.
 int headsPerDevice(int heads, int tpDegree);

@@ -2,6 +2,7 @@
 // read from an HF config.json or built in. Plain data, no torch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -61,6 +62,10 @@ struct MlaConversion {
   // Empty until loading for an official 2-norm checkpoint (its rank file decides).
   std::vector<std::vector<std::vector<int>>> pairs;
   std::optional<OfficialMha2Mla> official;  // read from the official code's layout
+  // The converted decoder layers, ascending; absent: every layer. The others
+  // keep the original attention and its K/V cache (a hybrid model).
+  std::optional<std::vector<int>> layers;
+  bool converts(int layer) const { return !layers || std::binary_search(layers->begin(), layers->end(), layer); }
 };
 
 // Where a DeepSeek-target conversion (docs/conversion.md) came from and how it

@@ -26,6 +26,7 @@ struct ConversionSpec {
   int ropePairs = 0;                                  // r; 0 = d_h/16
   int dKv = 16;                                       // latent dims per KV head
   SvdMethod svd = SvdMethod::Joint;                   // joint | split
+  std::string layers = "all";  // mha2mla: all | none | every:K | last:N | "0,2,5" (or a JSON list)
   TwoNormScore twoNormScore = TwoNormScore::Product;  // product | sum
   int calibSequences = 64;                            // paper: 1024
   int calibSeqLen = 256;                              // paper: 2048
@@ -34,6 +35,16 @@ struct ConversionSpec {
   Factorisation factorisation() const {
     return factorise ? *factorise : deepseek() ? Factorisation::Activations : Factorisation::Weights;
   }
+};
+
+// Knowledge distillation ("distill": {"teacher", "alpha", "temperature"};
+// docs/run_spec.md): the loss a T^2 KL(teacher || student at T) + (1 - a) CE.
+struct DistillSpec {
+  bool enabled = false;              // a "distill" block, unless its "enabled" is false
+  std::string teacher = "original";  // "original" (convert-finetune: the unconverted model_dir) or a model folder
+  double alpha = 0.5;                // a in [0, 1]
+  double temperature = 1.0;          // T > 0
+  bool original() const { return teacher == "original"; }
 };
 
 struct DataSpec {
@@ -95,6 +106,7 @@ struct RunSpec {
                                       // empty = the architecture's own attention
   AttentionOptions attentionOptions;  // "attention_options": latent dims, scale factors, matching
   ConversionSpec conversion;
+  DistillSpec distill;
   DataSpec data;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;

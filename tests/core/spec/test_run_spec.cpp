@@ -56,6 +56,45 @@ TEST(RunSpec, BadSpecsNameTheField) {
   EXPECT_NE(errorOf("{not json").find("invalid JSON"), std::string::npos);
 }
 
+// "distill": round trip, defaults, and each bad value named.
+TEST(RunSpec, DistillBlockRoundTripsAndBadValuesNameTheField) {
+  const RunSpec d = parseRunSpec(R"({"kind":"convert-finetune","model_dir":"m","distill":{}})", "x");
+  EXPECT_TRUE(d.distill.enabled);
+  EXPECT_TRUE(d.distill.original());
+  EXPECT_EQ(d.distill.alpha, 0.5);
+  EXPECT_EQ(d.distill.temperature, 1.0);
+  RunSpec s = parseRunSpec(
+      R"({"kind":"finetune","model_dir":"m","distill":{"teacher":"/models/big","alpha":0.25,"temperature":2}})", "x");
+  EXPECT_EQ(s.distill.teacher, "/models/big");
+  EXPECT_EQ(s.distill.alpha, 0.25);
+  EXPECT_EQ(s.distill.temperature, 2.0);
+  EXPECT_EQ(runSpecToJson(parseRunSpec(runSpecToJson(s), "x")), runSpecToJson(s));
+  // Off: a fine-tune's spec says so (a config diff against a distilled run shows it); a pre-training's has no block.
+  const RunSpec off = parseRunSpec(R"({"kind":"finetune","model_dir":"m"})", "x");
+  EXPECT_FALSE(off.distill.enabled);
+  EXPECT_NE(runSpecToJson(off).find(R"("distill": {
+    "enabled": false
+  })"),
+            std::string::npos)
+      << runSpecToJson(off);
+  EXPECT_FALSE(parseRunSpec(runSpecToJson(off), "x").distill.enabled);
+  EXPECT_FALSE(parseRunSpec(R"({"kind":"finetune","model_dir":"m","distill":{"enabled":false,"alpha":7}})", "x")
+                   .distill.enabled);  // off: its values are not checked
+  EXPECT_EQ(runSpecToJson(parseRunSpec(R"({"kind":"pretrain","architecture":"demo-gqa"})", "x")).find("distill"),
+            std::string::npos);
+
+  const std::string base = R"({"kind":"convert-finetune","model_dir":"m","distill":)";
+  EXPECT_NE(errorOf(base + R"({"alpha":1.5}})").find("distill.alpha"), std::string::npos);
+  EXPECT_NE(errorOf(base + R"({"temperature":0}})").find("distill.temperature"), std::string::npos);
+  EXPECT_NE(errorOf(base + R"({"teacher":""}})").find("distill.teacher"), std::string::npos);
+  EXPECT_NE(errorOf(base + R"({"beta":1}})").find("beta"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"finetune","model_dir":"m","distill":{}})").find("needs kind convert-finetune"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"pretrain","architecture":"demo-gqa","distill":{"teacher":"t"}})")
+                .find("applies to kinds finetune and convert-finetune"),
+            std::string::npos);
+}
+
 // precision replaces dtype; specs stored with dtype read as the same policy
 // (bf16 was autocast: bf16-mixed), and a contradiction is refused.
 TEST(RunSpec, PrecisionAndTheOlderDtypeField) {
