@@ -246,6 +246,18 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     uncachedStep = off.total() / steps;
     cachedStep = (ph.total() + on.total()) / (2.0 * steps);
   }
+  // A warm-up step, then `steps` timed ones: seconds per step, and the most
+  // memory they held in tensors of 1 MiB or more (the CPU block cache's count
+  // of live large blocks) above what the model holds between steps.
+  auto measureSteps = [&](double* seconds, double* peak) {
+    Phases warmup, timedSteps;
+    step(warmup);
+    const double between = static_cast<double>(cpuBlockCacheStats().liveBytes);
+    resetCpuBlockCachePeak();
+    for (int s = 0; s < steps; ++s) step(timedSteps);
+    *seconds = timedSteps.total() / steps;
+    *peak = static_cast<double>(cpuBlockCacheStats().peakLiveBytes) - between;
+  };
   // Activation recompute off and on: step time, and the most memory the
   // step holds in tensors of 1 MiB or more (the CPU block cache's count of
   // live large blocks) above what it holds between steps (weights, gradients,
@@ -254,13 +266,7 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
   if (device.is_cpu() && cpuBlockCacheInstalled()) {
     auto measure = [&](bool recompute, double* seconds, double* peak) {
       model->setRecompute(recompute);
-      Phases warmup, timedSteps;
-      step(warmup);
-      const double between = static_cast<double>(cpuBlockCacheStats().liveBytes);
-      resetCpuBlockCachePeak();
-      for (int s = 0; s < steps; ++s) step(timedSteps);
-      *seconds = timedSteps.total() / steps;
-      *peak = static_cast<double>(cpuBlockCacheStats().peakLiveBytes) - between;
+      measureSteps(seconds, peak);
     };
     double first = 0;
     measure(false, &first, &keptPeak);
@@ -284,13 +290,7 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     distill.temperature = 2.0;
     auto measure = [&](bool distilled, double* seconds, double* peak) {
       settings.distill = distilled ? &distill : nullptr;
-      Phases warmup, timedSteps;
-      step(warmup);
-      const double between = static_cast<double>(cpuBlockCacheStats().liveBytes);
-      resetCpuBlockCachePeak();
-      for (int s = 0; s < steps; ++s) step(timedSteps);
-      *seconds = timedSteps.total() / steps;
-      *peak = static_cast<double>(cpuBlockCacheStats().peakLiveBytes) - between;
+      measureSteps(seconds, peak);
     };
     double first = 0;
     measure(false, &first, &plainPeak);

@@ -9,10 +9,13 @@
 #include <memory>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "io/tokenizer.h"
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
 #include "latentlab/model_config.h"
+#include "model/kernels/cpu_kernels.h"
 #include "model/llama.h"
 #include "test_support.h"
 
@@ -65,6 +68,15 @@ inline std::shared_ptr<CausalLm> randomModel(const ModelConfig& cfg, torch::Scal
   }
   m->eval();
   return m;
+}
+
+// The CPU kernel builds this machine runs (the baseline always).
+inline std::vector<kernels::CpuKernels> runnableBuilds() {
+  std::vector<kernels::CpuKernels> out;
+  for (const auto& v : kernels::cpuKernelBuilds())
+    if (v.supported) out.push_back(v);
+  EXPECT_FALSE(out.empty());
+  return out;
 }
 
 inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -80,15 +80,6 @@ const std::vector<Case> kCases = {
     {1, 1, 40, 1, 20, 16, 80, 0, 0, 0},    // 40 rows, no RoPE term, dv of 5 chunks
 };
 
-// The kernel builds this CPU runs (the baseline always).
-std::vector<kernels::CpuKernels> runnableBuilds() {
-  std::vector<kernels::CpuKernels> out;
-  for (const auto& v : kernels::cpuKernelBuilds())
-    if (v.supported) out.push_back(v);
-  EXPECT_FALSE(out.empty());
-  return out;
-}
-
 // (rows, dim, outs) of the linear kernel tests: one to eight rows; dims and
 // outputs off the 16-lane grid, and dims off the 32-value grid of the bf16
 // instructions.

@@ -14,17 +14,10 @@
 #include "model/fused_ops.h"
 #include "model/kernels/cpu_kernels.h"
 #include "model/rope.h"
+#include "model_test_util.h"
 
 namespace latentlab::test {
 namespace {
-
-std::vector<kernels::CpuKernels> runnableBuilds() {
-  std::vector<kernels::CpuKernels> out;
-  for (const auto& v : kernels::cpuKernelBuilds())
-    if (v.supported) out.push_back(v);
-  EXPECT_FALSE(out.empty());
-  return out;
-}
 
 // The operators' results: the routing switched off.
 torch::Tensor operatorsRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool plusOne) {

@@ -22,20 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Requests cancellation once training reports `atStep`.
-class CancelAtStep final : public ProgressSink {
- public:
-  CancelAtStep(CancelToken& token, int atStep) : m_token(token), m_at(atStep) {}
-  void progress(std::string_view stage, double done, double, std::string_view) override {
-    if (stage == "train" && done >= m_at) m_token.request();
-  }
-  void log(LogLevel, std::string_view) override {}
-
- private:
-  CancelToken& m_token;
-  int m_at;
-};
-
 struct Workspace {
   fs::path dir;
   RunStore store;

@@ -13,11 +13,26 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/engine.h"
 #include "latentlab/model_config.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 
 namespace latentlab::test {
+
+// Requests cancellation once training reports `atStep`.
+class CancelAtStep final : public ProgressSink {
+ public:
+  CancelAtStep(CancelToken& token, int atStep) : m_token(token), m_at(atStep) {}
+  void progress(std::string_view stage, double done, double, std::string_view) override {
+    if (stage == "train" && done >= m_at) m_token.request();
+  }
+  void log(LogLevel, std::string_view) override {}
+
+ private:
+  CancelToken& m_token;
+  int m_at;
+};
 
 // A tiny pre-training run on the Python tutorial (real English text from the
 // Debian python3.11-doc package) with a 512-token tokenizer.
