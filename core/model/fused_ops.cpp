@@ -40,6 +40,16 @@ T* dataOf(const torch::Tensor& t) {
   }
 }
 
+// The build's fp32 or bf16 entry point, for the kernel's element type T.
+template <class T, class F32, class BF16>
+auto ofType(F32 f32, BF16 bf16) {
+  if constexpr (std::is_same_v<T, float>) {
+    return f32;
+  } else {
+    return bf16;
+  }
+}
+
 // fn over [0, n) items of `perItem` values each: one call below the grain, else LibTorch's threads.
 template <class Fn>
 void forRanges(std::int64_t n, std::int64_t perItem, const Fn& fn) {
@@ -63,13 +73,7 @@ torch::Tensor fusedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, 
   a.xs = a.ys = a.dim;
   a.eps = static_cast<float>(eps);
   a.plusOne = plusOne;
-  const auto kernel = [] {
-    if constexpr (std::is_same_v<T, float>) {
-      return kernels::cpuKernels().rmsNormF32;
-    } else {
-      return kernels::cpuKernels().rmsNormBF16;
-    }
-  }();
+  const auto kernel = ofType<T>(kernels::cpuKernels().rmsNormF32, kernels::cpuKernels().rmsNormBF16);
   forRanges(xc.numel() / a.dim, a.dim, [&](std::int64_t b, std::int64_t e) { kernel(a, b, e); });
   return y;
 }
@@ -84,13 +88,7 @@ torch::Tensor fusedGated(const torch::Tensor& gate, const torch::Tensor& up, boo
   a.up = dataOf<T>(u);
   a.y = dataOf<T>(y);
   a.gelu = gelu;
-  const auto kernel = [] {
-    if constexpr (std::is_same_v<T, float>) {
-      return kernels::cpuKernels().gatedF32;
-    } else {
-      return kernels::cpuKernels().gatedBF16;
-    }
-  }();
+  const auto kernel = ofType<T>(kernels::cpuKernels().gatedF32, kernels::cpuKernels().gatedBF16);
   // Ranges of whole 16-value vectors, so that no two threads write one.
   const std::int64_t vectors = (g.numel() + 15) / 16, n = g.numel();
   forRanges(vectors, 16, [&](std::int64_t b, std::int64_t e) { kernel(a, b * 16, std::min(n, e * 16)); });
@@ -116,13 +114,7 @@ torch::Tensor runRope(const torch::Tensor& x, const torch::Tensor& cos, const to
   a.ysb = y.stride(0);
   a.ysh = y.stride(1);
   a.yst = y.stride(2);
-  const auto kernel = [] {
-    if constexpr (std::is_same_v<T, float>) {
-      return kernels::cpuKernels().ropeF32;
-    } else {
-      return kernels::cpuKernels().ropeBF16;
-    }
-  }();
+  const auto kernel = ofType<T>(kernels::cpuKernels().ropeF32, kernels::cpuKernels().ropeBF16);
   forRanges(x.numel() / a.dim, a.dim, [&](std::int64_t b, std::int64_t e) { kernel(a, b, e); });
   return y;
 }

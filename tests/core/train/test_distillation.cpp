@@ -61,6 +61,21 @@ RunSpec convertFinetune(const fs::path& base, int steps) {
   return s;
 }
 
+// A workspace with a trained base (a short pre-training's final model), per test.
+class DistilledRun : public ::testing::Test {
+ protected:
+  fs::path ws = scratchDir(std::string("distill-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  RunStore store{ws / "runs.db"};
+  JobEnvironment env = [this] {
+    JobEnvironment e;
+    e.workspace = ws;
+    return e;
+  }();
+  fs::path base = trainedBase(store, ws);
+  NullProgress quiet;
+  CancelToken never;
+};
+
 }  // namespace
 
 TEST(Distillation, LossEqualsTheFormulaOnTransformersLogits) {
@@ -107,14 +122,7 @@ TEST(Distillation, LossEqualsTheFormulaOnTransformersLogits) {
 
 // alpha 0 is the plain loss: the same losses and weights, bit for bit, with
 // the KL kept as a reading (loss/ce, loss/kd).
-TEST(Distillation, AlphaZeroTrainsAsThePlainRunAndReportsBothParts) {
-  const fs::path ws = scratchDir("distill-alpha0");
-  RunStore store(ws / "runs.db");
-  const fs::path base = trainedBase(store, ws);
-  JobEnvironment env;
-  env.workspace = ws;
-  NullProgress quiet;
-  CancelToken never;
+TEST_F(DistilledRun, AlphaZeroTrainsAsThePlainRunAndReportsBothParts) {
   RunSpec plain = convertFinetune(base, 6);
   RunSpec distilled = plain;
   distilled.distill.enabled = true;
@@ -151,18 +159,11 @@ TEST(Distillation, AlphaZeroTrainsAsThePlainRunAndReportsBothParts) {
 // A distilled run stopped and resumed (the teacher loaded again from the
 // original folder) equals the uninterrupted run; and it stays closer to its
 // teacher than the same run without the KL in its loss.
-TEST(Distillation, AResumedDistilledRunEqualsTheUninterruptedRun) {
-  const fs::path ws = scratchDir("distill-resume");
-  RunStore store(ws / "runs.db");
-  const fs::path base = trainedBase(store, ws);
-  JobEnvironment env;
-  env.workspace = ws;
+TEST_F(DistilledRun, AResumedDistilledRunEqualsTheUninterruptedRun) {
   RunSpec spec = convertFinetune(base, 12);
   spec.distill.enabled = true;
   spec.distill.alpha = 0.5;
   spec.distill.temperature = 2.0;
-  NullProgress quiet;
-  CancelToken never;
   const auto full = store.createRun(std::nullopt, "full", spec.kind, runSpecToJson(spec), "cpu");
   ASSERT_EQ(runJob(store, full, env, quiet, never).status, RunStatus::Completed);
   const auto split = store.createRun(std::nullopt, "split", spec.kind, runSpecToJson(spec), "cpu");
@@ -200,14 +201,7 @@ TEST(Distillation, AResumedDistilledRunEqualsTheUninterruptedRun) {
 
 // A teacher with another vocabulary, or another tokenizer, is refused before
 // the first step, naming the teacher's file and the run's.
-TEST(Distillation, ATeacherReadingOtherTokensIsRefusedNamingBothFiles) {
-  const fs::path ws = scratchDir("distill-bad-teacher");
-  RunStore store(ws / "runs.db");
-  const fs::path base = trainedBase(store, ws);
-  JobEnvironment env;
-  env.workspace = ws;
-  NullProgress quiet;
-  CancelToken never;
+TEST_F(DistilledRun, ATeacherReadingOtherTokensIsRefusedNamingBothFiles) {
   RunSpec spec = convertFinetune(base, 2);
   spec.distill.enabled = true;
   spec.distill.teacher = hfModel(ws / "other-vocab", 4, 300).string();
