@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "latentlab/kv_budget.h"
 #include "latentlab/progress.h"
 
 namespace latentlab::cli {
@@ -27,6 +28,11 @@ class StderrProgress final : public ProgressSink {
   bool m_quiet;
   bool m_drawn = false;
 };
+
+// A KV budget's per-layer allocation (verb_convert.cpp): as the JSON object
+// `convert --check --kv-budget --json` and `run --check --kv-allocation
+// --json` print, or as text, one line per layer.
+void printAllocation(const KvAllocation& a, bool asJson);
 
 int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);

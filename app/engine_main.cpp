@@ -110,7 +110,8 @@ json mlaJson(const MlaConversion& mla) {
             {"rope_pairs", mla.ropePairs},
             {"d_kv", mla.dKv},
             {"svd_method", choiceName(mla.svdMethod)}};
-  if (mla.layers) j["layers"] = *mla.layers;  // a hybrid model: the converted layers
+  if (mla.layers) j["layers"] = *mla.layers;                      // a hybrid model: the converted layers
+  if (!mla.layerDKv.empty()) j["d_kv_per_layer"] = mla.layerDKv;  // a KV budget spread over the layers
   if (mla.official) {
     j["official_layout"] = mla.official->format;
     j["official_version"] = mla.official->version;
@@ -120,13 +121,18 @@ json mlaJson(const MlaConversion& mla) {
 
 // The cache per layer kind: RoPE layers, an MHA2MLA conversion's NoPE layers
 // (latent only), and a hybrid conversion's unconverted layers (original K/V).
+// With a per-layer d_kv the converted layers' figures differ (null here;
+// kv_elements_per_token_each_layer has them).
 json kvLayerKindsJson(const ModelSummary& s) {
+  const bool perLayer = s.config.mla && !s.config.mla->layerDKv.empty();
+  const auto converted = [&](std::int64_t e) { return perLayer ? json(nullptr) : json(e); };
   json kinds = json::array({{{"kind", "rope"},
                              {"layers", s.config.numLayers - s.kv.nopeLayers - s.kv.originalLayers},
-                             {"elements_per_token_per_layer", s.kv.perTokenPerLayer}}});
+                             {"elements_per_token_per_layer", converted(s.kv.perTokenPerLayer)}}});
   if (s.kv.nopeLayers > 0) {
-    kinds.push_back(
-        {{"kind", "nope"}, {"layers", s.kv.nopeLayers}, {"elements_per_token_per_layer", s.kv.nopePerTokenPerLayer}});
+    kinds.push_back({{"kind", "nope"},
+                     {"layers", s.kv.nopeLayers},
+                     {"elements_per_token_per_layer", converted(s.kv.nopePerTokenPerLayer)}});
   }
   if (s.kv.originalLayers > 0) {
     kinds.push_back({{"kind", "original"},
@@ -159,6 +165,7 @@ void printInspectJson(const ModelSummary& s) {
   j["config_fields_not_used"] = unused;
   if (c.mla) j["mla"] = mlaJson(*c.mla);
   j["kv_layer_kinds"] = kvLayerKindsJson(s);
+  j["kv_elements_per_token_each_layer"] = s.kv.layerElements;
   j["kv_key_scale_elements_per_token_per_layer"] = s.kv.keyScalePerTokenPerLayer;
   j["qk_norm"] = c.qkNorm;
   j["nope_layers"] = c.nopeLayers;
@@ -200,6 +207,11 @@ void printModelSection(const ModelSummary& s) {
       std::printf("mla layers    %s converted (%zu of %d); the others keep their original attention\n",
                   list.empty() ? "none" : list.c_str(), c.mla->layers->size(), c.numLayers);
     }
+    if (!c.mla->layerDKv.empty()) {
+      std::string list;
+      for (int d : c.mla->layerDKv) list += (list.empty() ? "" : " ") + (d > 0 ? std::to_string(d) : std::string("-"));
+      std::printf("mla d_kv      per layer: %s (a KV budget spread over the layers; - original)\n", list.c_str());
+    }
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
@@ -212,15 +224,20 @@ void printModelSection(const ModelSummary& s) {
 // Text: the KV cache per token, per layer kind and per device, and its saving.
 void printKvSection(const ModelSummary& s) {
   const ModelConfig& c = s.config;
-  std::printf("kv cache      %lld elements/token (%lld per layer) = %s/token at %s\n",
-              static_cast<long long>(s.kv.perToken), static_cast<long long>(s.kv.perTokenPerLayer),
-              formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(), dtypeName(s.weightDType));
-  if (s.kv.nopeLayers > 0) {
+  const bool perLayer = c.mla && !c.mla->layerDKv.empty();
+  std::string layers = perLayer ? "per layer" : std::to_string(s.kv.perTokenPerLayer) + " per layer";
+  if (perLayer) {
+    for (std::int64_t e : s.kv.layerElements) layers += " " + std::to_string(e);
+  }
+  std::printf("kv cache      %lld elements/token (%s) = %s/token at %s\n", static_cast<long long>(s.kv.perToken),
+              layers.c_str(), formatBytes(static_cast<std::int64_t>(s.kv.bytesPerToken)).c_str(),
+              dtypeName(s.weightDType));
+  if (s.kv.nopeLayers > 0 && !perLayer) {
     std::printf("kv per layer  %lld elements in each of %d RoPE layers, %lld in each of %d NoPE layers (latent only)\n",
                 static_cast<long long>(s.kv.perTokenPerLayer), c.numLayers - s.kv.nopeLayers - s.kv.originalLayers,
                 static_cast<long long>(s.kv.nopePerTokenPerLayer), s.kv.nopeLayers);
   }
-  if (s.kv.originalLayers > 0) {
+  if (s.kv.originalLayers > 0 && !perLayer) {
     std::printf(
         "kv hybrid     %lld elements in each of %d converted layers, %lld (the original K/V) in each of %d "
         "unconverted layers\n",

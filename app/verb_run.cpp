@@ -137,8 +137,21 @@ int checkSpec(const fs::path& specPath, const std::string& deviceOverride, bool 
 }  // namespace
 
 int cmdRun(int argc, char** argv) {
-  Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan"},
+  Args args(argc, argv, 2, {"help", "quiet", "no-resume", "check", "json", "ignore-memory-plan", "kv-allocation"},
             {"db", "run", "workspace", "device", "available"});
+  if (args.flag("check") && args.flag("kv-allocation") && !args.flag("help") && !args.positionals().empty()) {
+    const fs::path specPath = args.positionals()[0];
+    RunSpec spec = loadRunSpec(specPath);
+    validateRunSpec(spec, specPath.string());
+    StderrProgress progress(args.flag("quiet"));
+    printAllocation(planRunKvBudget(spec,
+                                    args.get("workspace") ? fs::path(*args.get("workspace"))
+                                    : args.get("db")      ? workspaceOf(*args.get("db"))
+                                                          : fs::current_path(),
+                                    progress, cancelToken()),
+                    args.flag("json"));
+    return 0;
+  }
   if (args.flag("check") && !args.flag("help") && !args.positionals().empty())
     return checkSpec(args.positionals()[0], args.get("device", ""), args.flag("json"), args.get("available"),
                      args.get("workspace") ? fs::path(*args.get("workspace"))
@@ -167,6 +180,8 @@ int cmdRun(int argc, char** argv) {
         "                    state, activations, ...) against the free memory; runs nothing (exit 4: does not fit)\n"
         "  --json            with --check: the plan as JSON\n"
         "  --available SIZE  with --check: plan for devices of SIZE free each (80G, 24GB) instead of this machine's\n"
+        "  --kv-allocation   with --check: the per-layer d_kv the spec's conversion.kv_budget gives (tokenizes the\n"
+        "                    run's data into the workspace cache, loads the base, calibrates as the run would)\n"
         "  --ignore-memory-plan  start even when the plan says the run does not fit\n"
         "exit codes: 0 completed, 1 failed, 2 cancelled\n");
     return args.flag("help") ? 0 : 1;

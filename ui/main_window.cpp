@@ -33,6 +33,7 @@
 #include "charts/run_palette.h"
 #include "jobs/engine_path.h"
 #include "jobs/job_controller.h"
+#include "jobs/kv_allocation_preview.h"
 #include "latentlab/demo.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
@@ -315,6 +316,21 @@ void MainWindow::wire() {
   });
   connect(m_training->attentionPanel(), &AttentionPanel::validityChanged, this, &MainWindow::updateRunBlock);
   connect(m_conversion, &ConversionPanel::validityChanged, this, &MainWindow::updateRunBlock);
+  connect(m_conversion, &ConversionPanel::allocationWanted, this, [this] {
+    if (m_kvPreview == nullptr) {
+      m_kvPreview = new KvAllocationPreview(
+          m_options.enginePath.isEmpty() ? engineExecutablePath() : m_options.enginePath, m_ws.dir, this);
+      connect(m_kvPreview, &KvAllocationPreview::finished, this,
+              [this](bool ok, const KvAllocation& a, const QString& message) {
+                if (ok) {
+                  m_conversion->setAllocation(a);
+                } else {
+                  m_conversion->setAllocationFailed(message);
+                }
+              });
+    }
+    m_kvPreview->start(m_training->spec());
+  });
   connect(m_training, &TrainingPanel::specLoaded, this, [this](const RunSpec& s) {
     m_model->loadFrom(s);
     m_conversion->loadFrom(s);

@@ -37,6 +37,7 @@ class JobsPanel;
 class LogPanel;
 class MessageBanner;
 class ModelExport;
+class KvAllocationPreview;
 class ModelPanel;
 class RunTreeModel;
 class RunsPanel;
@@ -141,6 +142,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_statusJobs = nullptr;
   QTimer m_refreshTimer;
   ModelExport* m_export = nullptr;
+  KvAllocationPreview* m_kvPreview = nullptr;  // the Conversion tab's per-layer split, made on first use
   QString m_lastExport;
 };
 

@@ -4,6 +4,7 @@
 #include "latentlab/run_spec.h"
 
 #include <algorithm>
+#include <queue>
 
 #include "latentlab/error.h"
 
@@ -151,7 +152,156 @@ std::optional<std::string> checkKvSettings(const ModelConfig& cfg, const KvSetti
              ") or W_v (" + std::to_string(rankV) + ") divided by n_kv";
     }
   }
+  if (!s.layerDKv.empty()) {
+    if (static_cast<int>(s.layerDKv.size()) != cfg.numLayers) {
+      return "d_kv per layer: " + std::to_string(s.layerDKv.size()) + " entries for " + std::to_string(cfg.numLayers) +
+             " layers";
+    }
+    for (int l = 0; l < cfg.numLayers; ++l) {
+      const int d = s.layerDKv[static_cast<std::size_t>(l)];
+      const bool converted = !s.layers || std::binary_search(s.layers->begin(), s.layers->end(), l);
+      if (converted ? d < 1 || d > s.dKv : d != 0) {
+        return "d_kv per layer: layer " + std::to_string(l) + " has " + std::to_string(d) +
+               (converted ? " (1 to d_kv = " + std::to_string(s.dKv) + ")" : " (an unconverted layer has 0)");
+      }
+    }
+  }
   return std::nullopt;
+}
+
+namespace {
+// The largest d_kv the conversion's [W_k_nope; W_v] (or each factor) allows.
+int largestDKv(const ModelConfig& cfg, const KvSettings& s) {
+  const int nope = cfg.headDim - 2 * effectivePairs(cfg, s);
+  const std::int64_t nkv = cfg.numKvHeads;
+  std::int64_t rank = 0;
+  if (s.svd == SvdMethod::Joint) {
+    rank = std::min<std::int64_t>(nkv * (nope + cfg.headDim), cfg.hiddenSize);
+  } else {
+    rank = std::min({nkv * nope, nkv * cfg.headDim, static_cast<std::int64_t>(cfg.hiddenSize)});
+  }
+  return static_cast<int>(rank / nkv);
+}
+}  // namespace
+
+std::optional<std::string> resolveKvBudget(const ModelConfig& cfg, const KvSettings& settings, DType cacheDType,
+                                           const std::string& text, const std::string& field, KvBudgetLimits* out) {
+  if (settings.method != KvMethod::Mha2Mla) return field + ": a KV budget spread over layers is for the mha2mla target";
+  KvSettings s = settings;
+  s.layerDKv.clear();
+  s.dKv = 1;
+  if (auto why = checkKvSettings(cfg, s)) return field + ": " + *why;
+  KvBudgetLimits lim;
+  lim.maxDKv = largestDKv(cfg, s);
+  const KvBudget atOne = computeKvBudget(cfg, s, cacheDType);
+  s.dKv = lim.maxDKv;
+  const KvBudget atMax = computeKvBudget(cfg, s, cacheDType);
+  lim.convertedLayers = cfg.numLayers - atOne.originalLayers;
+  if (lim.convertedLayers == 0) return field + ": no layer is converted, so there is no latent to size";
+  lim.minBytes = atOne.bytesPerToken;
+  lim.maxBytes = atMax.bytesPerToken;
+  lim.stepBytes = static_cast<std::int64_t>(cfg.numKvHeads) * (s.svd == SvdMethod::Joint ? 1 : 2) *
+                  static_cast<std::int64_t>(dtypeSize(cacheDType));
+  // The text: bytes, a saving in percent, or the bytes of a uniform d_kv.
+  const auto number = [&](const std::string& t, double* v) {
+    if (t.empty() || t.find_first_not_of("0123456789.") != std::string::npos) return false;
+    try {
+      *v = std::stod(t);
+    } catch (const std::exception&) {
+      return false;
+    }
+    return true;
+  };
+  const std::string form =
+      "give bytes per token (12288), a saving in percent (75%) or the bytes of a uniform d_kv (d_kv:8)";
+  double v = 0.0;
+  if (text.rfind("d_kv:", 0) == 0) {
+    if (!number(text.substr(5), &v) || v < 1 || v != static_cast<int>(v)) {
+      return field + " '" + text + "': d_kv:K needs a whole K of at least 1";
+    }
+    if (v > lim.maxDKv) {
+      return field + " '" + text + "': d_kv " + std::to_string(static_cast<int>(v)) + " is past the largest, " +
+             std::to_string(lim.maxDKv);
+    }
+    lim.budgetBytes = lim.minBytes + lim.stepBytes * lim.convertedLayers * (static_cast<std::int64_t>(v) - 1);
+  } else if (!text.empty() && text.back() == '%') {
+    std::string t = text.substr(0, text.size() - 1);
+    if (!t.empty() && t.front() == '-') t.erase(0, 1);  // "-75%", the sign the saving is shown with
+    if (!number(t, &v) || v <= 0.0 || v >= 100.0) {
+      return field + " '" + text + "': a saving must be a percentage between 0 and 100 (exclusive)";
+    }
+    lim.budgetBytes = static_cast<std::int64_t>(static_cast<double>(atOne.originalBytesPerToken) * (1.0 - v / 100.0));
+  } else {
+    std::string t = text;
+    if (!t.empty() && (t.back() == 'B' || t.back() == 'b')) t.pop_back();
+    if (!number(t, &v) || v != static_cast<double>(static_cast<std::int64_t>(v))) {
+      return field + " '" + text + "': " + form;
+    }
+    lim.budgetBytes = static_cast<std::int64_t>(v);
+  }
+  if (lim.budgetBytes < lim.minBytes) {
+    return field + " '" + text + "': " + std::to_string(lim.budgetBytes) +
+           " bytes per token is under the smallest cache, " + std::to_string(lim.minBytes) +
+           " bytes (d_kv 1 in each of the " + std::to_string(lim.convertedLayers) + " converted layers)";
+  }
+  if (lim.budgetBytes > lim.maxBytes) {
+    return field + " '" + text + "': " + std::to_string(lim.budgetBytes) +
+           " bytes per token is past the full-rank cache, " + std::to_string(lim.maxBytes) + " bytes (d_kv " +
+           std::to_string(lim.maxDKv) + " in every converted layer)";
+  }
+  const std::int64_t steps = (lim.budgetBytes - lim.minBytes) / lim.stepBytes;  // steps past d_kv 1 everywhere
+  lim.uniformDKv = static_cast<int>(std::min<std::int64_t>(lim.maxDKv, 1 + steps / lim.convertedLayers));
+  if (out != nullptr) *out = lim;
+  return std::nullopt;
+}
+
+KvAllocation allocateKvBudget(const KvBudgetLimits& limits, const std::vector<std::vector<double>>& gains) {
+  KvAllocation a;
+  a.limits = limits;
+  const std::size_t layers = gains.size();
+  a.layerDKv.assign(layers, 0);
+  std::int64_t steps = (limits.budgetBytes - limits.minBytes) / limits.stepBytes;
+  // Every converted layer has d_kv 1; the further steps go, one at a time, to
+  // the layer whose next step keeps the most (the gains of a layer fall, so
+  // this is the best split of the steps).
+  using Next = std::pair<double, std::size_t>;  // (gain of the layer's next step, layer)
+  std::priority_queue<Next> next;
+  const auto push = [&](std::size_t l) {
+    const auto k = static_cast<std::size_t>(a.layerDKv[l]);
+    if (a.layerDKv[l] < limits.maxDKv && k < gains[l].size()) next.emplace(gains[l][k], l);
+  };
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (gains[l].empty()) continue;
+    a.layerDKv[l] = 1;
+    push(l);
+  }
+  for (; steps > 0 && !next.empty(); --steps) {
+    const auto [gain, l] = next.top();
+    next.pop();
+    ++a.layerDKv[l];
+    push(l);
+  }
+  std::int64_t used = 0;
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (gains[l].empty()) {
+      a.kept.push_back(0.0);
+      a.uniformKept.push_back(0.0);
+      continue;
+    }
+    used += a.layerDKv[l] - 1;
+    double total = 0.0, kept = 0.0, uniform = 0.0;
+    for (std::size_t k = 0; k < gains[l].size(); ++k) {
+      total += gains[l][k];
+      if (k < static_cast<std::size_t>(a.layerDKv[l])) kept += gains[l][k];
+      if (k < static_cast<std::size_t>(limits.uniformDKv)) uniform += gains[l][k];
+    }
+    a.kept.push_back(total > 0.0 ? kept / total : 1.0);
+    a.uniformKept.push_back(total > 0.0 ? uniform / total : 1.0);
+  }
+  a.bytesPerToken = limits.minBytes + used * limits.stepBytes;
+  a.uniformBytesPerToken =
+      limits.minBytes + static_cast<std::int64_t>(limits.convertedLayers) * (limits.uniformDKv - 1) * limits.stepBytes;
+  return a;
 }
 
 KvSettings kvSettingsFor(const ConversionSpec& conversion) {
@@ -286,9 +436,28 @@ KvBudget computeKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cach
   const std::int64_t originalOnDevice = onDevice * 2LL * cfg.headDim;
   b.perDevicePerToken = b.perDevicePerTokenPerLayer * ropeLayers + b.nopePerDevicePerTokenPerLayer * b.nopeLayers +
                         originalOnDevice * b.originalLayers;
-  b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
   b.perToken = b.perTokenPerLayer * ropeLayers + b.nopePerTokenPerLayer * b.nopeLayers +
                b.originalPerTokenPerLayer * b.originalLayers;
+  for (int l = 0; l < cfg.numLayers; ++l) {
+    const bool converted =
+        s.method != KvMethod::Mha2Mla || !s.layers || std::binary_search(s.layers->begin(), s.layers->end(), l);
+    if (!converted) {
+      b.layerElements.push_back(b.originalPerTokenPerLayer);
+    } else if (s.method != KvMethod::Mha2Mla) {
+      b.layerElements.push_back(b.perTokenPerLayer);
+    } else {
+      const std::int64_t full = cfg.usesRope(l) ? b.perTokenPerLayer : b.nopePerTokenPerLayer;
+      const std::int64_t unit = s.svd == SvdMethod::Joint ? 1 : 2;  // latent dims per KV head and d_kv step
+      const int dKv = s.layerDKv.empty() ? s.dKv : s.layerDKv[static_cast<std::size_t>(l)];
+      b.layerElements.push_back(full - static_cast<std::int64_t>(cfg.numKvHeads) * unit * (s.dKv - dKv));
+      if (!s.layerDKv.empty()) {  // the totals at each layer's own d_kv
+        const std::int64_t less = unit * (s.dKv - dKv);
+        b.perToken -= cfg.numKvHeads * less;
+        b.perDevicePerToken -= onDevice * less;
+      }
+    }
+  }
+  b.perDeviceBytesPerToken = b.perDevicePerToken * bytes;
   b.bytesPerToken = b.perToken * bytes;
   const std::int64_t originalPerToken = b.originalPerTokenPerLayer * cfg.numLayers;
   b.originalBytesPerToken = originalPerToken * bytes;
@@ -310,6 +479,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
     b.perDevicePerTokenPerLayer =
         static_cast<std::int64_t>(headsPerDevice(a.latentHeads, tpDegree)) * a.latentDim() + a.dRope;
     b.perToken = b.perTokenPerLayer * cfg.numLayers;
+    b.layerElements.assign(static_cast<std::size_t>(cfg.numLayers), b.perTokenPerLayer);
     b.bytesPerToken = b.perToken * bytes;
     b.originalBytesPerToken = b.originalPerTokenPerLayer * cfg.numLayers * bytes;
     b.perDevicePerToken = b.perDevicePerTokenPerLayer * cfg.numLayers;
@@ -328,6 +498,7 @@ KvBudget currentKvBudget(const ModelConfig& cfg, DType cacheDType, int tpDegree)
   s.dKv = cfg.mla->dKv;
   s.svd = cfg.mla->svdMethod;
   s.layers = cfg.mla->layers;
+  s.layerDKv = cfg.mla->layerDKv;
   return computeKvBudget(original, s, cacheDType, tpDegree);
 }
 

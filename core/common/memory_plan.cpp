@@ -314,6 +314,16 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
         throw Error(ErrorCode::BadSpec, e.message() + " (" + spec.modelDir + ")");
       }
     }
+    if (!spec.conversion.deepseek() && !spec.conversion.kvBudget.empty()) {
+      // Planned at the budget's uniform d_kv: the same cache, and parameters
+      // within a rank step per layer of the allocation's (known after the SVD).
+      KvBudgetLimits limits;
+      if (auto why =
+              resolveKvBudget(cfg, kv, DType::F32, spec.conversion.kvBudget, "spec.conversion.kv_budget", &limits)) {
+        throw Error(ErrorCode::BadSpec, *why + " (" + spec.modelDir + ")");
+      }
+      kv.dKv = limits.uniformDKv;
+    }
     if (auto why = checkKvSettings(cfg, kv))
       throw Error(ErrorCode::BadSpec, "spec.conversion: impossible for " + spec.modelDir + ": " + *why);
     if (spec.conversion.deepseek())
@@ -321,7 +331,7 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
     MlaConversion m;
     m.ropeStrategy = spec.conversion.ropeStrategy;
     m.ropePairs = computeKvBudget(cfg, kv, DType::F32).effectiveRopePairs;
-    m.dKv = spec.conversion.dKv;
+    m.dKv = kv.dKv;
     m.svdMethod = spec.conversion.svd;
     m.layers = kv.layers;
     cfg.mla = m;

@@ -305,6 +305,13 @@ MlaConversion readMla(const json& m, const std::string& source) {
       r.fail("layers", "must be a list of decoder layer indices");
     }
   }
+  if (m.contains("d_kv_per_layer")) {  // a KV budget spread over the layers
+    try {
+      mla.layerDKv = m.at("d_kv_per_layer").get<std::vector<int>>();
+    } catch (const json::exception&) {
+      r.fail("d_kv_per_layer", "must be a list of integers, one per decoder layer");
+    }
+  }
   return mla;
 }
 
@@ -540,6 +547,23 @@ void ModelConfig::validate(const std::string& source) const {
         if (i > 0 && l <= (*mla->layers)[i - 1]) bad("latentlab_mla.layers", "must be ascending, each layer once");
       }
     }
+    if (!mla->layerDKv.empty()) {
+      if (static_cast<int>(mla->layerDKv.size()) != numLayers) {
+        bad("latentlab_mla.d_kv_per_layer",
+            "must have one entry per decoder layer (" + std::to_string(numLayers) + ")");
+      }
+      int largest = 0;
+      for (int l = 0; l < numLayers; ++l) {
+        const int d = mla->layerDKv[static_cast<std::size_t>(l)];
+        if (mla->converts(l) ? d <= 0 : d != 0) {
+          bad("latentlab_mla.d_kv_per_layer",
+              "layer " + std::to_string(l) +
+                  (mla->converts(l) ? " is converted and needs a positive d_kv" : " is not converted and must have 0"));
+        }
+        largest = std::max(largest, d);
+      }
+      if (largest != mla->dKv) bad("latentlab_mla.d_kv", "must be the largest entry of d_kv_per_layer");
+    }
     for (int l = 0; l < numLayers && !pending; ++l) {
       const auto& layer = mla->pairs[static_cast<std::size_t>(l)];
       if (static_cast<int>(layer.size()) != numKvHeads) bad("latentlab_mla.pairs", "must have one entry per KV head");
@@ -684,6 +708,7 @@ void writeHfConfig(const ModelConfig& cfg, const fs::path& configJson) {
     if (cfg.mla->twoNormScore) m["two_norm_score"] = choiceName(*cfg.mla->twoNormScore);
     m["pairs"] = cfg.mla->pairs;
     if (cfg.mla->layers) m["layers"] = *cfg.mla->layers;
+    if (!cfg.mla->layerDKv.empty()) m["d_kv_per_layer"] = cfg.mla->layerDKv;
     j["latentlab_mla"] = m;
   }
   if (cfg.latent) {

@@ -38,7 +38,7 @@ std::int64_t attentionParameters(const ModelConfig& c, int layer) {
     if (c.attentionBias) attn += 2 * nkv * dh;
   } else {
     // A NoPE layer keeps no RoPE key (no k_rope_proj).
-    const std::int64_t r2 = c.usesRope(layer) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, dkv = c.mla->dKv;
+    const std::int64_t r2 = c.usesRope(layer) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, dkv = c.mla->dKvOf(layer);
     attn += d * nkv * r2;                                           // k_rope_proj
     if (c.attentionBias) attn += nkv * r2 + nkv * nope + nkv * dh;  // rope, up-k, up-v biases
     if (c.mla->svdMethod == SvdMethod::Split) {

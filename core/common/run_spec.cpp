@@ -228,6 +228,13 @@ void readConversion(Fields& f, RunSpec& s, const std::string& source) {
     } else {
       g.get("layers", s.conversion.layers);
     }
+    if (const json* budget = g.object("kv_budget"); budget != nullptr && budget->is_number_integer()) {
+      std::int64_t bytes = 0;
+      g.get("kv_budget", bytes);
+      s.conversion.kvBudget = std::to_string(bytes);
+    } else {
+      g.get("kv_budget", s.conversion.kvBudget);
+    }
     readChoice(g, "two_norm_score", s.conversion.twoNormScore, source, "conversion.two_norm_score");
     g.get("calib_sequences", s.conversion.calibSequences);
     g.get("calib_seq_len", s.conversion.calibSeqLen);
@@ -452,6 +459,8 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
         throw Error(ErrorCode::BadSpec, source + ": " + e.message());
       }
     }
+    if (!s.conversion.kvBudget.empty() && s.conversion.deepseek())
+      bad(source, "conversion.kv_budget", "applies to the mha2mla target only");
     if (s.conversion.calibSequences < 1) bad(source, "conversion.calib_sequences", "must be at least 1");
     if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
   }
@@ -546,6 +555,7 @@ std::string runSpecToJson(const RunSpec& s) {
       conv["rope_strategy"] = std::string(choiceName(c.ropeStrategy));
       conv["svd"] = std::string(choiceName(c.svd));
       if (c.layers != "all") conv["layers"] = c.layers;
+      if (!c.kvBudget.empty()) conv["kv_budget"] = c.kvBudget;
       conv["two_norm_score"] = std::string(choiceName(c.twoNormScore));
     }
     conv["rope_pairs"] = c.ropePairs;

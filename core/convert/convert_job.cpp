@@ -10,6 +10,7 @@
 #include "convert/deepseek_convert.h"
 #include "convert/output_folder.h"
 #include "data/token_shard.h"
+#include "jobs/held_out_loss.h"
 #include "latentlab/convert.h"
 #include "latentlab/engine.h"
 #include "model/torch_util.h"
@@ -31,7 +32,7 @@ struct Prepared {
   DType saveDType = DType::F32;
 };
 
-Prepared prepare(const ConvertSpec& spec) {
+Prepared prepare(const ConvertSpec& spec, bool checkOutput = true) {
   Prepared p;
   p.deepseek = spec.target == ConversionTarget::DeepSeek;
   const bool activations = convertFactorisation(spec) == Factorisation::Activations;
@@ -69,6 +70,13 @@ Prepared prepare(const ConvertSpec& spec) {
     p.opts.twoNormScore = spec.twoNormScore;
     p.opts.activations = activations;
     p.opts.layers = resolveLayerSelection(spec.layers, p.cfg.numLayers, "--layers");
+    if (!spec.kvBudget.empty()) {
+      KvSettings ks = kvSettings(p.opts);
+      ks.dKv = 1;
+      if (auto why = resolveKvBudget(p.cfg, ks, p.saveDType, spec.kvBudget, "--kv-budget", &p.opts.kvBudget)) {
+        throw Error(ErrorCode::BadInput, "MHA2MLA conversion: " + *why);
+      }
+    }
     validateConversion(p.cfg, p.opts, haveData);
     p.needsCalibration = p.opts.rope == RopeStrategy::TwoNorm || p.opts.activations || haveData;
   }
@@ -96,7 +104,7 @@ Prepared prepare(const ConvertSpec& spec) {
                   "convert spec calibration: sequences, sequence length and batch must be at least 1");
     }
   }
-  checkOutputFolder(spec.outDir, spec.modelDir, spec.force, "convert spec");
+  if (checkOutput) checkOutputFolder(spec.outDir, spec.modelDir, spec.force, "convert spec");
   return p;
 }
 
@@ -189,6 +197,37 @@ KvBudget checkConvertSpec(const ConvertSpec& spec) {
   return computeKvBudget(p.cfg, p.deepseek ? kvSettings(p.dsOpts) : kvSettings(p.opts), p.saveDType);
 }
 
+namespace {
+// Where the conversion's computation runs and in which dtype, and its calibration windows.
+struct Inputs {
+  torch::Device device = torch::kCPU;
+  torch::ScalarType compute = torch::kFloat32;
+  std::vector<torch::Tensor> batches;
+};
+Inputs conversionInputs(const ConvertSpec& spec, const Prepared& p, ProgressSink& progress) {
+  Inputs in;
+  in.device = parseDevice(spec.device);
+  if (p.needsCalibration) {
+    in.batches =
+        calibrationBatches(spec.calibration, readTokenIds(spec.calibration, spec.modelDir, p.cfg.vocabSize), progress);
+  }
+  in.compute = p.cfg.torchDType == DType::F64 || p.saveDType == DType::F64 ? torch::kFloat64 : torch::kFloat32;
+  return in;
+}
+}  // namespace
+
+KvAllocation planKvBudget(const ConvertSpec& spec, ProgressSink& progress, const CancelToken& cancel) {
+  return withTorchErrors("convert", [&]() {
+    if (spec.kvBudget.empty()) throw Error(ErrorCode::BadInput, "planning a KV budget needs --kv-budget");
+    Prepared p = prepare(spec, /*checkOutput=*/false);
+    if (p.deepseek) throw Error(ErrorCode::BadInput, "--kv-budget applies to the mha2mla target only");
+    Inputs in = conversionInputs(spec, p, progress);
+    progress.progress("load", 0, 1, spec.modelDir.string());
+    auto base = loadModel(spec.modelDir, in.device, in.compute);
+    return allocateKvBudget(*base, p.opts, in.batches, progress, cancel);
+  });
+}
+
 ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const CancelToken& cancel) {
   return withTorchErrors("convert", [&]() {
     const auto start = std::chrono::steady_clock::now();
@@ -200,21 +239,16 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
       stageStart = now;
     };
     Prepared p = prepare(spec);
-    const auto device = parseDevice(spec.device);
-    std::vector<torch::Tensor> batches;
-    if (p.needsCalibration) {
-      batches = calibrationBatches(spec.calibration, readTokenIds(spec.calibration, spec.modelDir, p.cfg.vocabSize),
-                                   progress);
-    }
+    Inputs in = conversionInputs(spec, p, progress);
+    const auto compute = in.compute;
+    const auto& batches = in.batches;
     throwIfCancelled(cancel, "convert");
     progress.progress("load", 0, 1, spec.modelDir.string());
-    const auto compute =
-        p.cfg.torchDType == DType::F64 || p.saveDType == DType::F64 ? torch::kFloat64 : torch::kFloat32;
-    auto base = loadModel(spec.modelDir, device, compute);
+    auto base = loadModel(spec.modelDir, in.device, compute);
     endStage("load");
 
     ConversionStats stats;
-    std::shared_ptr<CausalLm> converted;
+    std::shared_ptr<CausalLm> converted, uniform;  // uniform: the budget's one-d_kv reference
     std::vector<DeepSeekLayerStats> dsStats;
     if (p.deepseek) {
       auto inputs = attentionInputStats(*base, batches, progress, cancel);
@@ -229,7 +263,9 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
         report.balance.push_back(d.balance);
       }
     } else {
-      converted = convertModel(*base, p.opts, batches, progress, cancel, &stats);
+      converted =
+          convertModel(*base, p.opts, batches, progress, cancel, &stats, spec.heldOutText.empty() ? nullptr : &uniform);
+      report.allocation = stats.allocation;
       report.stages.push_back({"calibrate", stats.calibrateSeconds});
       report.stages.push_back({"select", stats.selectSeconds});
       report.stages.push_back({"factorise", stats.factoriseSeconds});
@@ -285,6 +321,13 @@ ConvertReport convert(const ConvertSpec& spec, ProgressSink& progress, const Can
       auto after = evaluate(e, progress, cancel);
       report.heldOutLossAfter = after.meanLoss;
       report.heldOutTokens = after.tokens;
+      if (uniform) {  // in memory, its weights rounded as the saved model's are
+        uniform->to(toTorch(p.saveDType));
+        uniform->to(compute);
+        report.heldOutLossUniform =
+            heldOutLoss(*uniform, tokenizeForModel(spec.modelDir, spec.heldOutText), e, progress, cancel).meanLoss;
+        uniform.reset();
+      }
       endStage("held-out");
     }
     report.before = currentKvBudget(p.cfg, p.saveDType);

@@ -24,6 +24,12 @@ struct ConversionOptions {
   // The layers to convert, ascending; absent: every layer (the others keep
   // their original attention: a hybrid model).
   std::optional<std::vector<int>> layers;
+  // A KV budget spread over the layers (resolveKvBudget's limits;
+  // budgetBytes 0: none). convertModel then sizes each layer's latent from
+  // its spectrum (allocateKvBudget) and dKv is not used.
+  KvBudgetLimits kvBudget;
+  // d_kv per decoder layer (0 for an unconverted one); empty: dKv everywhere.
+  std::vector<int> layerDKv;
 };
 
 struct ConversionStats {
@@ -31,6 +37,7 @@ struct ConversionStats {
   std::vector<double> reconstructionError;  // per layer, of the weights
   std::vector<double> activationError;      // per layer, on the calibration activations (with calibration)
   std::int64_t calibrationTokens = 0;
+  std::optional<KvAllocation> allocation;  // with a KV budget: the per-layer d_kv and what each keeps
   double calibrateSeconds = 0.0, selectSeconds = 0.0, factoriseSeconds = 0.0;
 };
 
@@ -61,11 +68,28 @@ std::shared_ptr<CausalLm> buildConvertedModel(CausalLm& base, const ConversionOp
                                               const LayerInputStats* inputs = nullptr,
                                               std::vector<double>* activationError = nullptr);
 
+// What each further step of d_kv keeps in each layer, for allocateKvBudget:
+// gains[l][k] is the share of layer l's squared singular values that the
+// values n_kv k .. n_kv (k+1) - 1 hold, of its [W_k_nope; W_v] (SVD_split: of
+// each factor, added), whitened by the layer's input statistics when
+// opts.activations; empty for an unconverted layer.
+std::vector<std::vector<double>> latentStepGains(CausalLm& base, const ConversionOptions& opts,
+                                                 const PairSelection& pairs, const LayerInputStats* inputs);
+
+// The per-layer d_kv of opts.kvBudget for this model: calibration and pair
+// selection as convertModel does them, then the spectra; nothing is built.
+KvAllocation allocateKvBudget(CausalLm& base, const ConversionOptions& opts,
+                              const std::vector<torch::Tensor>& calibration, ProgressSink& progress,
+                              const CancelToken& cancel);
+
 // Validates, selects the pairs (calibrating on `calibration`, each (B, T)
-// int64 ids, for S_2-norm) and builds the converted model.
+// int64 ids, for S_2-norm) and builds the converted model. With a KV budget
+// and `uniformAtBudget`, the conversion with the budget's uniform d_kv is
+// built beside it (the reference the allocation is measured against).
 std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
                                        const std::vector<torch::Tensor>& calibration, ProgressSink& progress,
-                                       const CancelToken& cancel, ConversionStats* stats = nullptr);
+                                       const CancelToken& cancel, ConversionStats* stats = nullptr,
+                                       std::shared_ptr<CausalLm>* uniformAtBudget = nullptr);
 std::shared_ptr<CausalLm> convertModel(CausalLm& base, const ConversionOptions& opts,
                                        const std::vector<torch::Tensor>& calibration = {});
 

@@ -57,20 +57,32 @@ LowRankFactors svdFactor(const torch::Tensor& w, std::int64_t rank) {
   return f;
 }
 
-LowRankFactors activationFactor(const torch::Tensor& w, const torch::Tensor& cov, std::int64_t rank) {
-  checkRank(w, rank);
-  auto w64 = w.detach().to(torch::kFloat64);
+namespace {
+// W L with cov = L L^T, in fp64: its left singular vectors are those of W X,
+// its singular values the square roots of W cov W^T's eigenvalues (better
+// conditioned than that eigenproblem).
+torch::Tensor whitened(const torch::Tensor& w64, const torch::Tensor& cov) {
   auto c64 = cov.to(w64.device(), torch::kFloat64);
   // A ridge of 1e-9 of the mean variance: directions calibration never
   // reached (a short calibration text spans fewer than d directions in the
   // first layer) are ordered by the weights instead of by rounding noise.
   const double ridge = 1e-9 * c64.trace().item<double>() / static_cast<double>(c64.size(0));
   c64 = c64 + torch::eye(c64.size(0), c64.options()) * ridge;
-  // The whitened SVD: W L with cov = L L^T has the left singular vectors of
-  // W X, with singular values the square roots of W cov W^T's eigenvalues
-  // (better conditioned than that eigenproblem).
-  auto l = at::linalg_cholesky(c64);
-  auto [u, s, vh] = at::linalg_svd(torch::matmul(w64, l), /*full_matrices=*/false);
+  return torch::matmul(w64, at::linalg_cholesky(c64));
+}
+}  // namespace
+
+torch::Tensor singularValues(const torch::Tensor& w, const torch::Tensor& cov) {
+  auto w64 = w.detach().to(torch::kFloat64);
+  std::optional<IntraOpThreads> oneThread;
+  if (w64.device().is_cpu() && std::min(w.size(0), w.size(1)) < kThreadedSvdMinDim) oneThread.emplace(1);
+  return at::linalg_svdvals(cov.defined() ? whitened(w64, cov) : w64).to(torch::kCPU);
+}
+
+LowRankFactors activationFactor(const torch::Tensor& w, const torch::Tensor& cov, std::int64_t rank) {
+  checkRank(w, rank);
+  auto w64 = w.detach().to(torch::kFloat64);
+  auto [u, s, vh] = at::linalg_svd(whitened(w64, cov), /*full_matrices=*/false);
   auto e = u.narrow(1, 0, rank).contiguous();
   LowRankFactors f;
   f.down = torch::matmul(e.t(), w64).to(computeType(w)).contiguous();

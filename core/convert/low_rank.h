@@ -28,6 +28,11 @@ double relativeError(const torch::Tensor& w, const LowRankFactors& f);
 // of 1e-9 of the mean variance orders the directions calibration never reached.
 LowRankFactors activationFactor(const torch::Tensor& w, const torch::Tensor& cov, std::int64_t rank);
 
+// The singular values of W (fp64, largest first), or with `cov` defined those
+// of W L with cov = L L^T (the whitening activationFactor uses): the square
+// roots of the energies the latent's directions keep.
+torch::Tensor singularValues(const torch::Tensor& w, const torch::Tensor& cov = {});
+
 // Orthonormal weight SVD: down = U_r^T W, up = U_r (the product equals svdFactor's).
 LowRankFactors orthonormalSvdFactor(const torch::Tensor& w, std::int64_t rank);
 

@@ -88,7 +88,7 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
         }
       } else {
         // A NoPE layer (SmolLM3) keeps no RoPE key.
-        const std::int64_t r2 = c.usesRope(l) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, lat = nkv * c.mla->dKv;
+        const std::int64_t r2 = c.usesRope(l) ? 2 * c.mla->ropePairs : 0, nope = dh - r2, lat = nkv * c.mla->dKvOf(l);
         if (c.mla->official) {
           appendOfficialTensors(c, a, r2, lat, out);
         } else if (r2 > 0) {

@@ -5,6 +5,7 @@
 
 #include "common/file_util.h"
 #include "data/token_shard.h"
+#include "jobs/held_out_loss.h"
 #include "latentlab/engine.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -42,66 +43,72 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     if (opts.maxTokens > 0 && static_cast<std::int64_t>(ids.size()) > opts.maxTokens + 1) {
       ids.resize(static_cast<std::size_t>(opts.maxTokens + 1));
     }
-    if (ids.size() < 2) {
-      throw Error(ErrorCode::BadData,
-                  "the evaluation stream has " + std::to_string(ids.size()) + " tokens; at least 2 are needed");
-    }
-    // Non-overlapping windows of seqLen+1 tokens with stride seqLen: every
-    // token after the first is predicted exactly once.
-    const std::int64_t n = static_cast<std::int64_t>(ids.size());
-    const std::int64_t L = opts.seqLen;
-    auto all = torch::tensor(ids, torch::kInt64);
-    const std::int64_t fullWindows = (n - 1) / L;
-    double lossSum = 0.0;
-    std::int64_t predicted = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto lastReport = t0;
-    torch::NoGradGuard noGrad;
-    bool dumped = opts.logitsOut.empty();
-    auto evalWindows = [&](const torch::Tensor& windows) {
-      auto logits = model->forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
-      if (!dumped) {
-        dumped = true;
-        auto first = logits[0].to(torch::kCPU, torch::kFloat32).contiguous();
-        auto inputs = windows[0].narrow(0, 0, windows.size(1) - 1).to(torch::kCPU, torch::kInt64).contiguous();
-        auto dump = [](const fs::path& path, const torch::Tensor& t) {
-          atomicWrite(path, [&](int fd) { writeAll(fd, t.data_ptr(), static_cast<std::size_t>(t.nbytes()), path); });
-        };
-        dump(opts.logitsOut, first);
-        fs::path idsPath = opts.logitsOut;
-        idsPath += ".ids";
-        dump(idsPath, inputs);
-      }
-      auto targets = windows.narrow(1, 1, windows.size(1) - 1).to(device);
-      auto loss = torch::nn::functional::cross_entropy(
-          logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), targets.reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      lossSum += loss.item<double>();
-      predicted += targets.numel();
-    };
-    for (std::int64_t w = 0; w < fullWindows; w += opts.batchSize) {
-      throwIfCancelled(cancel, "eval");
-      const std::int64_t b = std::min<std::int64_t>(opts.batchSize, fullWindows - w);
-      auto starts = (torch::arange(b, torch::kInt64) + w) * L;                              // (b,)
-      auto index = starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64).unsqueeze(0);  // (b, L+1)
-      evalWindows(all.index({index}));
-      const auto now = std::chrono::steady_clock::now();
-      if (now - lastReport > std::chrono::milliseconds(250)) {
-        progress.progress("eval", static_cast<double>(w + b), static_cast<double>(fullWindows), "");
-        lastReport = now;
-      }
-    }
-    const std::int64_t tail = (n - 1) - fullWindows * L;  // predicted tokens left over
-    if (tail > 0) evalWindows(all.narrow(0, fullWindows * L, tail + 1).unsqueeze(0));
-    progress.progress("eval", static_cast<double>(fullWindows), static_cast<double>(fullWindows), "");
-    EvalResult r;
-    r.tokens = predicted;
-    r.meanLoss = lossSum / static_cast<double>(predicted);
-    r.perplexity = std::exp(r.meanLoss);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.tokensPerSecond = static_cast<double>(predicted) / std::max(r.seconds, 1e-9);
-    return r;
+    return heldOutLoss(*model, ids, opts, progress, cancel);
   });
+}
+
+EvalResult heldOutLoss(CausalLm& model, const std::vector<std::int64_t>& ids, const EvalOptions& opts,
+                       ProgressSink& progress, const CancelToken& cancel) {
+  const auto device = model.model->embed_tokens->weight.device();
+  if (ids.size() < 2) {
+    throw Error(ErrorCode::BadData,
+                "the evaluation stream has " + std::to_string(ids.size()) + " tokens; at least 2 are needed");
+  }
+  // Non-overlapping windows of seqLen+1 tokens with stride seqLen: every
+  // token after the first is predicted exactly once.
+  const std::int64_t n = static_cast<std::int64_t>(ids.size());
+  const std::int64_t L = opts.seqLen;
+  auto all = torch::tensor(ids, torch::kInt64);
+  const std::int64_t fullWindows = (n - 1) / L;
+  double lossSum = 0.0;
+  std::int64_t predicted = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lastReport = t0;
+  torch::NoGradGuard noGrad;
+  bool dumped = opts.logitsOut.empty();
+  auto evalWindows = [&](const torch::Tensor& windows) {
+    auto logits = model.forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
+    if (!dumped) {
+      dumped = true;
+      auto first = logits[0].to(torch::kCPU, torch::kFloat32).contiguous();
+      auto inputs = windows[0].narrow(0, 0, windows.size(1) - 1).to(torch::kCPU, torch::kInt64).contiguous();
+      auto dump = [](const fs::path& path, const torch::Tensor& t) {
+        atomicWrite(path, [&](int fd) { writeAll(fd, t.data_ptr(), static_cast<std::size_t>(t.nbytes()), path); });
+      };
+      dump(opts.logitsOut, first);
+      fs::path idsPath = opts.logitsOut;
+      idsPath += ".ids";
+      dump(idsPath, inputs);
+    }
+    auto targets = windows.narrow(1, 1, windows.size(1) - 1).to(device);
+    auto loss = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    lossSum += loss.item<double>();
+    predicted += targets.numel();
+  };
+  for (std::int64_t w = 0; w < fullWindows; w += opts.batchSize) {
+    throwIfCancelled(cancel, "eval");
+    const std::int64_t b = std::min<std::int64_t>(opts.batchSize, fullWindows - w);
+    auto starts = (torch::arange(b, torch::kInt64) + w) * L;                              // (b,)
+    auto index = starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64).unsqueeze(0);  // (b, L+1)
+    evalWindows(all.index({index}));
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastReport > std::chrono::milliseconds(250)) {
+      progress.progress("eval", static_cast<double>(w + b), static_cast<double>(fullWindows), "");
+      lastReport = now;
+    }
+  }
+  const std::int64_t tail = (n - 1) - fullWindows * L;  // predicted tokens left over
+  if (tail > 0) evalWindows(all.narrow(0, fullWindows * L, tail + 1).unsqueeze(0));
+  progress.progress("eval", static_cast<double>(fullWindows), static_cast<double>(fullWindows), "");
+  EvalResult r;
+  r.tokens = predicted;
+  r.meanLoss = lossSum / static_cast<double>(predicted);
+  r.perplexity = std::exp(r.meanLoss);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.tokensPerSecond = static_cast<double>(predicted) / std::max(r.seconds, 1e-9);
+  return r;
 }
 
 }  // namespace latentlab

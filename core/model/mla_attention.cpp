@@ -43,7 +43,7 @@ MlaAttention::MlaAttention(const ModelConfig& cfg, int layer)
   const int half = cfg.ropeDim() / 2;
   m_ropePairs = cfg.usesRope(layer) ? m.ropePairs : 0;  // a NoPE layer keeps no RoPE dims
   m_nope = m_headDim - 2 * m_ropePairs;
-  m_latent = m_kvHeads * m.dKv;
+  m_latent = m_kvHeads * m.dKvOf(layer);
   m_split = m.svdMethod == SvdMethod::Split;
   if (cfg.usesRope(layer) && (m_ropePairs < 1 || m_ropePairs > half)) {
     throw Error(ErrorCode::BadModel, "config.json latentlab_mla.rope_pairs: " + std::to_string(m_ropePairs) +

@@ -9,6 +9,10 @@
 #include "latentlab/error.h"
 #include "latentlab/run_spec.h"
 #include "model/llama.h"
+#include "model/torch_util.h"
+#include "model/weights.h"
+#include "train/data_pipeline.h"
+#include "train/train_step.h"
 
 namespace latentlab {
 
@@ -56,59 +60,126 @@ std::shared_ptr<CausalLm> toDeepSeek(CausalLm& base, const ConversionSpec& conv,
 }
 }  // namespace
 
+namespace {
+// The MHA2MLA options of a spec's conversion for `base`; a KV budget in bytes
+// per token of the base's weights (the cache's dtype).
+ConversionOptions mha2mlaOptions(CausalLm& base, const ConversionSpec& conv) {
+  ConversionOptions opts;
+  opts.rope = conv.ropeStrategy;
+  opts.ropePairs = conv.ropePairs;
+  opts.dKv = conv.dKv;
+  opts.svd = conv.svd;
+  opts.twoNormScore = conv.twoNormScore;
+  opts.activations = conv.factorisation() == Factorisation::Activations;
+  opts.layers = resolveLayerSelection(conv.layers, base.config().numLayers, "spec.conversion.layers");
+  if (!conv.kvBudget.empty()) {
+    const DType cacheDType = fromTorch(base.model->embed_tokens->weight.scalar_type());
+    if (auto why = resolveKvBudget(base.config(), kvSettings(opts), cacheDType, conv.kvBudget,
+                                   "spec.conversion.kv_budget", &opts.kvBudget)) {
+      throw Error(ErrorCode::BadSpec, *why);
+    }
+  }
+  return opts;
+}
+
+// The first calib_sequences windows of calib_seq_len tokens of the training
+// split, in order (no shuffle), 4 per forward pass; none when the conversion
+// needs no calibration.
+std::vector<torch::Tensor> calibrationWindows(const ConversionSpec& conv, const ConversionOptions& opts,
+                                              const TokenShard& calibration) {
+  std::vector<torch::Tensor> batches;
+  if (!conv.deepseek() && opts.rope != RopeStrategy::TwoNorm && !opts.activations) return batches;
+  LoaderOptions lo;
+  lo.batchSize = 1;
+  lo.seqLen = conv.calibSeqLen - 1;
+  lo.shuffle = false;
+  BatchLoader loader(calibration, Split::Train, lo);
+  const int n =
+      static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(conv.calibSequences), loader.windowCount()));
+  std::vector<torch::Tensor> rows;
+  for (int i = 0; i < n; ++i) {
+    Batch b = loader.next();
+    rows.push_back(torch::tensor(b.ids, torch::kInt64).view({1, b.cols}));
+    if (rows.size() == 4 || i == n - 1) {
+      batches.push_back(torch::cat(rows, 0));
+      rows.clear();
+    }
+  }
+  return batches;
+}
+}  // namespace
+
+KvAllocation planRunKvBudget(const RunSpec& spec, const std::filesystem::path& workspace, ProgressSink& progress,
+                             const CancelToken& cancel) {
+  return withTorchErrors("kv budget", [&]() {
+    if (spec.kind != RunKind::ConvertFinetune || spec.conversion.deepseek() || spec.conversion.kvBudget.empty()) {
+      throw Error(ErrorCode::BadSpec, "a KV allocation needs a convert-finetune spec with conversion.kv_budget");
+    }
+    const std::filesystem::path modelDir = spec.modelDir;
+    auto base = loadModel(modelDir, torch::kCPU, torch::kFloat32);
+    const ConversionOptions opts = mha2mlaOptions(*base, spec.conversion);
+    const PreparedData data = prepareData(spec.data, modelDir, workspace / "cache", progress, cancel);
+    ConversionStats stats;
+    std::shared_ptr<CausalLm> uniform;
+    auto allocated = convertModel(*base, opts, calibrationWindows(spec.conversion, opts, data.shard), progress, cancel,
+                                  &stats, &uniform);
+    KvAllocation a = *stats.allocation;
+    if (spec.data.validationShare > 0 && spec.evalBatches > 0) {
+      // The run's own first validation: its windows, batches and loss.
+      LoaderOptions lo;
+      lo.batchSize = spec.microBatch;
+      lo.seqLen = spec.data.seqLen;
+      lo.validationShare = spec.data.validationShare;
+      lo.seed = spec.seed;
+      lo.shuffle = false;
+      BatchLoader val(data.shard, Split::Validation, lo);
+      progress.progress("held-out", 0, 2, "");
+      a.heldOutLoss = evaluateLoss(*allocated, val, spec.evalBatches, torch::kCPU, nullptr, false);
+      a.uniformHeldOutLoss = evaluateLoss(*uniform, val, spec.evalBatches, torch::kCPU, nullptr, false);
+      progress.progress("held-out", 2, 2, "");
+    }
+    return a;
+  });
+}
+
 std::shared_ptr<CausalLm> convertForRun(CausalLm& base, const ConversionSpec& conv, const TokenShard& calibration,
                                         ProgressSink& progress, const CancelToken& cancel, nlohmann::json& notes) {
   ConversionOptions opts;
-  if (!conv.deepseek()) {
-    opts.rope = conv.ropeStrategy;
-    opts.ropePairs = conv.ropePairs;
-    opts.dKv = conv.dKv;
-    opts.svd = conv.svd;
-    opts.twoNormScore = conv.twoNormScore;
-    opts.activations = conv.factorisation() == Factorisation::Activations;
-    opts.layers = resolveLayerSelection(conv.layers, base.config().numLayers, "spec.conversion.layers");
-  }
-  std::vector<torch::Tensor> batches;
-  if (conv.deepseek() || opts.rope == RopeStrategy::TwoNorm || opts.activations) {
-    // The first calib_sequences windows of calib_seq_len tokens of the
-    // training split, in order (no shuffle), 4 per forward pass.
-    LoaderOptions lo;
-    lo.batchSize = 1;
-    lo.seqLen = conv.calibSeqLen - 1;
-    lo.shuffle = false;
-    BatchLoader loader(calibration, Split::Train, lo);
-    const int n = static_cast<int>(
-        std::min<std::uint64_t>(static_cast<std::uint64_t>(conv.calibSequences), loader.windowCount()));
-    std::vector<torch::Tensor> rows;
-    for (int i = 0; i < n; ++i) {
-      Batch b = loader.next();
-      rows.push_back(torch::tensor(b.ids, torch::kInt64).view({1, b.cols}));
-      if (rows.size() == 4 || i == n - 1) {
-        batches.push_back(torch::cat(rows, 0));
-        rows.clear();
-      }
-    }
-  }
+  if (!conv.deepseek()) opts = mha2mlaOptions(base, conv);
+  const std::vector<torch::Tensor> batches = calibrationWindows(conv, opts, calibration);
   if (conv.deepseek()) return toDeepSeek(base, conv, batches, progress, cancel, notes);
   ConversionStats stats;
   auto converted = convertModel(base, opts, batches, progress, cancel, &stats);
   const double meanErr = meanOf(stats.reconstructionError);
+  const MlaConversion& mla = *converted->config().mla;
   notes["conversion"] = {{"target", "mha2mla"},
                          {"factorise", std::string(choiceName(conv.factorisation()))},
                          {"rope_strategy", std::string(choiceName(conv.ropeStrategy))},
-                         {"rope_pairs", converted->config().mla->ropePairs},
-                         {"d_kv", conv.dKv},
+                         {"rope_pairs", mla.ropePairs},
+                         {"d_kv", mla.dKv},
                          {"svd", std::string(choiceName(conv.svd))},
                          {"two_norm_score", std::string(choiceName(conv.twoNormScore))},
                          {"calibration_tokens", stats.calibrationTokens},
                          {"mean_reconstruction_error", meanErr},
                          {"reconstruction_error", stats.reconstructionError}};
+  if (stats.allocation) {
+    notes["conversion"]["kv_budget"] = conv.kvBudget;
+    notes["conversion"]["kv_budget_bytes_per_token"] = stats.allocation->limits.budgetBytes;
+    notes["conversion"]["d_kv_per_layer"] = stats.allocation->layerDKv;
+    notes["conversion"]["uniform_d_kv"] = stats.allocation->limits.uniformDKv;
+  }
   if (!stats.activationError.empty()) {
     notes["conversion"]["mean_activation_error"] = meanOf(stats.activationError);
     notes["conversion"]["activation_error"] = stats.activationError;
   }
-  progress.log(LogLevel::Info, "converted to MLA: " + std::string(choiceName(conv.ropeStrategy)) + ", d_kv " +
-                                   std::to_string(conv.dKv) + ", mean reconstruction error " + std::to_string(meanErr));
+  std::string dKv = std::to_string(mla.dKv);
+  if (stats.allocation) {
+    dKv = "per layer";
+    for (int d : stats.allocation->layerDKv) dKv += " " + std::to_string(d);
+    dKv += " (budget " + std::to_string(stats.allocation->limits.budgetBytes) + " bytes per token)";
+  }
+  progress.log(LogLevel::Info, "converted to MLA: " + std::string(choiceName(conv.ropeStrategy)) + ", d_kv " + dKv +
+                                   ", mean reconstruction error " + std::to_string(meanErr));
   return converted;
 }
 

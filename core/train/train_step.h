@@ -13,6 +13,7 @@
 
 namespace latentlab {
 
+class BatchLoader;
 class DataParallel;
 class MasterWeights;
 class ShardedAdamW;
@@ -39,6 +40,13 @@ struct StepOutcome {
   // Distilling: the loss's cross-entropy and KL parts, means as `loss`.
   std::optional<double> ce, kd;
 };
+
+// The validation loss as the trainer records it (val/loss): the mean loss of
+// the first `batches` batches of `val` (rewound), in eval mode and no-grad,
+// under bf16 autocast when the training steps use it; with several ranks
+// each scores its share and the mean over ranks is taken.
+double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Device device, DataParallel* dp,
+                    bool autocastBf16);
 
 // zero_grad, gradAccum x (nextWindows(), forward, backward), gradients moved
 // to the fp32 masters (when there are), averaged over `dp`'s ranks, clipping,

@@ -47,6 +47,8 @@ torch::Tensor toTensor(const Batch& b, torch::Device device) {
   return torch::from_blob(const_cast<std::int64_t*>(b.ids.data()), {b.rows, b.cols}, torch::kInt64).to(device);
 }
 
+}  // namespace
+
 // With several ranks each evaluates its share of every validation batch and
 // the mean is taken over ranks: the loss of the B·R-window batches. Under the
 // training's precision (bf16 autocast when the steps use it), so that the
@@ -68,6 +70,8 @@ double evaluateLoss(CausalLm& model, BatchLoader& val, int batches, torch::Devic
   if (dp) sum = dp->sum({sum})[0] / dp->worldSize();
   return sum / batches;
 }
+
+namespace {
 
 // This rank's device once per rank ("cpu,cpu"): what the memory plan of a
 // data-parallel job is made for (ZeRO divides its state by the ranks).

@@ -1,22 +1,51 @@
 // The conversion tab previews the paper's KV-cache savings for the SmolLM-135M
 // shape, and impossible r / d_kv disable Run with the reason shown; the
-// DeepSeek-V3 target chosen and set with the keyboard.
+// DeepSeek-V3 target chosen and set with the keyboard; a KV budget typed into
+// the window charts each layer's d_kv from the real engine and refuses an
+// impossible budget or layer list inline.
 #include <QComboBox>
+#include <QDirIterator>
 #include <QFormLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
+#include <QTabBar>
+#include <QTemporaryDir>
 #include <QtTest>
+#include <numeric>
 
+#include "charts/kv_allocation_view.h"
 #include "latentlab/architectures.h"
 #include "latentlab/kv_budget.h"
 #include "latentlab/run_spec.h"
+#include "main_window.h"
 #include "panels/conversion_panel.h"
 #include "panels/message_banner.h"
 #include "panels/training_panel.h"
+#include "ui_test_support.h"
+#include "workspace.h"
 
 using namespace latentlab;
 using namespace latentlab::ui;
+
+namespace {
+// Scrolls the tab to the field, clicks it, replaces its text by typing.
+void typeInto(QLineEdit* edit, const QString& text) {
+  for (QWidget* up = edit->parentWidget(); up != nullptr; up = up->parentWidget()) {
+    if (auto* area = qobject_cast<QScrollArea*>(up)) {
+      area->ensureWidgetVisible(edit);
+      QApplication::processEvents();
+      break;
+    }
+  }
+  QTest::mouseClick(edit, Qt::LeftButton);
+  QTest::keyClick(edit, Qt::Key_A, Qt::ControlModifier);
+  QTest::keyClick(edit, Qt::Key_Delete);
+  QTest::keyClicks(edit, text);
+}
+}  // namespace
 
 class TestConversionPanel : public QObject {
   Q_OBJECT
@@ -258,6 +287,84 @@ class TestConversionPanel : public QObject {
     QTest::keyClick(method, Qt::Key_Down);
     QCOMPARE(conversion->target(), QStringLiteral("deepseek"));
     QVERIFY2(conversion->blockReason().contains(QStringLiteral("key norm")), qPrintable(conversion->blockReason()));
+  }
+
+  void aTypedKvBudgetChartsEachLayerAndImpossibleOnesAreRefusedInline() {
+    uitest::isolateSettings();
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    QString out;
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("base", 12), &out), qPrintable(out));
+    // The trained model becomes the workspace's demo base, which the window opens to convert.
+    QString modelDir;
+    for (QDirIterator it(ws.dir + QStringLiteral("/runs"), {QStringLiteral("config.json")}, QDir::Files,
+                         QDirIterator::Subdirectories);
+         it.hasNext();)
+      modelDir = QFileInfo(it.next()).absolutePath();
+    QVERIFY(!modelDir.isEmpty());
+    QVERIFY(QDir().mkpath(ws.demoBaseDir()));
+    for (const QString& f : QDir(modelDir).entryList(QDir::Files))
+      QVERIFY(QFile::copy(modelDir + QLatin1Char('/') + f, ws.demoBaseDir() + QLatin1Char('/') + f));
+
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    // Calibration (S_2-norm) on the tutorial, the run's training data.
+    RunSpec spec = w.trainingPanel()->spec();
+    spec.data.corpus = "/usr/share/doc/python3.11/html/_sources/tutorial";
+    w.trainingPanel()->setSpec(spec);
+    QTabBar* bar = w.rightTabs()->tabBar();
+    for (int i = 0; i < bar->count(); ++i) {
+      if (bar->tabText(i) == tr("Conversion")) QTest::mouseClick(bar, Qt::LeftButton, {}, bar->tabRect(i).center());
+    }
+    ConversionPanel* c = w.conversionPanel();
+    QTRY_VERIFY(c->isVisible());
+    QCOMPARE(c->target(), QStringLiteral("mha2mla"));
+    QVERIFY(!c->allocationView()->isVisible());
+
+    // demo-gqa: 4 layers, 2 KV heads of 32 dims, r = 2 by default; d_kv 8
+    // everywhere caches 4 x 2 (2*2 + 8) fp32 values = 384 bytes per token.
+    typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
+    QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
+    QTRY_VERIFY(c->allocationView()->isVisible());
+    QCOMPARE(c->allocationView()->uniformBars(), std::vector<double>(4, 8.0));
+    QTRY_VERIFY_WITH_TIMEOUT(!c->allocationView()->allocatedBars().empty(), 60000);
+    const std::vector<double> own = c->allocationView()->allocatedBars();
+    QCOMPARE(own.size(), std::size_t{4});
+    QCOMPARE(std::accumulate(own.begin(), own.end(), 0.0), 32.0);  // the same bytes
+    for (double d : own) QVERIFY(d >= 1);
+    QVERIFY2(c->allocationNote().contains(QStringLiteral("384 bytes")), qPrintable(c->allocationNote()));
+    QVERIFY2(c->allocationNote().contains(QStringLiteral("Validation loss right after conversion")),
+             qPrintable(c->allocationNote()));
+    QCOMPARE(w.trainingPanel()->spec().conversion.kvBudget, std::string("d_kv:8"));
+    QVERIFY(w.trainingPanel()->runButton()->isEnabled());
+
+    // Under the smallest cache: refused inline, Run blocked, no chart.
+    typeInto(c->kvBudgetEdit(), QStringLiteral("10"));
+    QVERIFY2(c->blockReason().contains(QStringLiteral("under the smallest cache")), qPrintable(c->blockReason()));
+    auto* banner = c->findChild<MessageBanner*>(QStringLiteral("conversionBanner"));
+    QVERIFY(banner->isVisibleTo(c));
+    QVERIFY(!w.trainingPanel()->runButton()->isEnabled());
+    QVERIFY(!c->allocationView()->isVisible());
+
+    // A saving of 75%: a quarter of the original 4 x 2 x 2 x 32 fp32 values
+    // (2048 bytes) is 512 bytes, 4 x 2 (2*2 + 12): d_kv 12 everywhere.
+    typeInto(c->kvBudgetEdit(), QStringLiteral("75%"));
+    QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
+    QTRY_COMPARE(c->allocationView()->uniformBars(), std::vector<double>(4, 12.0));
+    // Converting the last two layers only: the others keep their cache and get
+    // no latent, so the same saving is now impossible; d_kv 8's bytes are not.
+    typeInto(c->layersEdit(), QStringLiteral("last:2"));
+    QVERIFY2(c->blockReason().contains(QStringLiteral("2 converted layers")), qPrintable(c->blockReason()));
+    typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
+    QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
+    QTRY_VERIFY_WITH_TIMEOUT(c->allocationView()->allocatedBars().size() == 4, 60000);
+    QCOMPARE(c->allocationView()->allocatedBars()[0], 0.0);
+    QCOMPARE(c->allocationView()->allocatedBars()[1], 0.0);
+    QCOMPARE(w.trainingPanel()->spec().conversion.layers, std::string("last:2"));
+    typeInto(c->layersEdit(), QStringLiteral("0,7"));
+    QVERIFY2(c->blockReason().contains(QStringLiteral("Converted layers")), qPrintable(c->blockReason()));
+    QVERIFY(!w.trainingPanel()->runButton()->isEnabled());
   }
 
   void noConversionKeepsTheOriginalCache() {

@@ -2,14 +2,13 @@
 #include "charts/lr_curve_view.h"
 
 #include <QChart>
-#include <QChartView>
 #include <QLineSeries>
-#include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 
 #include "charts/axis_ticks.h"
+#include "charts/small_chart.h"
 
 namespace latentlab::ui {
 
@@ -34,16 +33,7 @@ LrCurveView::LrCurveView(QWidget* parent) : QWidget(parent) {
   small.setPointSizeF(small.pointSizeF() * 0.8);
   m_x->setLabelsFont(small);
   m_y->setLabelsFont(small);
-  m_chart->addAxis(m_x, Qt::AlignBottom);
-  m_chart->addAxis(m_y, Qt::AlignLeft);
-  m_series->attachAxis(m_x);
-  m_series->attachAxis(m_y);
-  auto* view = new QChartView(m_chart);
-  view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(130);
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(view);
+  embedChart(this, m_chart, m_series, m_x, m_y, 130);
 }
 
 void LrCurveView::setSchedule(const OptimizerSpec& opt, const ScheduleSpec& sched, int steps) {

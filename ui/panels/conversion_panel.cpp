@@ -5,10 +5,12 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLocale>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "charts/kv_allocation_view.h"
 #include "latentlab/convert.h"
 #include "latentlab/error.h"
 #include "latentlab/vocabulary.h"
@@ -61,6 +63,18 @@ void ConversionPanel::createFields() {
          "query·key norms; S_high/S_low the highest/lowest frequencies; S_uniform evenly spaced ones"));
   m_r = spin(0, 512, 0, tr("default (d_h/16)"));
   m_dKv = spin(1, 4096, 16);
+  m_layers = new QLineEdit(QStringLiteral("all"));
+  m_layers->setObjectName(QStringLiteral("conversionLayers"));
+  m_layers->setToolTip(
+      tr("Which decoder layers to convert: all, none, every:K (every K-th), last:N, or a list such as 0,2,5. "
+         "The others keep their original attention and K/V cache (a hybrid model)."));
+  m_kvBudget = new QLineEdit;
+  m_kvBudget->setObjectName(QStringLiteral("kvBudget"));
+  m_kvBudget->setPlaceholderText(tr("none: d_kv in every layer"));
+  m_kvBudget->setToolTip(
+      tr("A KV-cache budget spread over the layers instead of one d_kv: bytes per token (12288), a saving (75%) "
+         "or d_kv:8 (the bytes of d_kv 8 everywhere). Each layer's d_kv is chosen from the spectrum of its "
+         "key/value projections; the chart below shows the split."));
   m_svd = new QComboBox;
   m_svd->addItem(tr("Joint [K_nope, V]"), QStringLiteral("joint"));
   m_svd->addItem(tr("Split K / V"), QStringLiteral("split"));
@@ -106,6 +120,8 @@ void ConversionPanel::buildSettingsBox() {
   sl->addRow(tr("RoPE strategy:"), m_strategy);
   sl->addRow(tr("Kept RoPE pairs r:"), m_r);
   sl->addRow(tr("d_kv per KV head:"), m_dKv);
+  sl->addRow(tr("KV budget:"), m_kvBudget);
+  sl->addRow(tr("Converted layers:"), m_layers);
   sl->addRow(tr("SVD:"), m_svd);
   sl->addRow(tr("2-norm score:"), m_score);
   sl->addRow(tr("RoPE key width d_R:"), m_ropeWidth);
@@ -144,10 +160,24 @@ QGroupBox* ConversionPanel::buildPreviewBox() {
   return preview;
 }
 
+QGroupBox* ConversionPanel::buildAllocationBox() {
+  m_allocationBox = new QGroupBox(tr("KV budget per layer"));
+  auto* al = new QVBoxLayout(m_allocationBox);
+  m_allocationLabel = new QLabel;
+  m_allocationLabel->setObjectName(QStringLiteral("kvAllocationNote"));
+  m_allocationLabel->setWordWrap(true);
+  m_allocationView = new KvAllocationView;
+  al->addWidget(m_allocationLabel);
+  al->addWidget(m_allocationView);
+  m_allocationBox->hide();
+  return m_allocationBox;
+}
+
 void ConversionPanel::buildLayout() {
   QGroupBox* methodBox = buildMethodBox();
   buildSettingsBox();
   QGroupBox* preview = buildPreviewBox();
+  QGroupBox* allocation = buildAllocationBox();
 
   m_banner = new MessageBanner;
   m_banner->setDismissable(false);
@@ -158,6 +188,7 @@ void ConversionPanel::buildLayout() {
   layout->addWidget(m_settingsBox);
   layout->addWidget(m_banner);
   layout->addWidget(preview);
+  layout->addWidget(allocation);
   layout->addStretch(1);
 }
 
@@ -179,14 +210,27 @@ void ConversionPanel::connectSignals() {
   connect(m_dKv, &QSpinBox::valueChanged, this, changed);
   connect(m_context, &QSpinBox::valueChanged, this, changed);
   connect(m_batch, &QSpinBox::valueChanged, this, changed);
+  connect(m_layers, &QLineEdit::textChanged, this, changed);
+  connect(m_kvBudget, &QLineEdit::textChanged, this, changed);
+  connect(m_score, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_calibSeqs, &QSpinBox::valueChanged, this, changed);
+  connect(m_calibLen, &QSpinBox::valueChanged, this, changed);
+  // The split needs the model's spectra from the engine: asked once the edits pause.
+  m_allocationTimer.setSingleShot(true);
+  m_allocationTimer.setInterval(500);
+  connect(&m_allocationTimer, &QTimer::timeout, this, [this] {
+    if (m_budgetLimits && m_reason.isEmpty()) Q_EMIT allocationWanted();
+  });
 }
 
 void ConversionPanel::setModelConfig(const std::optional<ModelConfig>& cfg) {
   m_config = cfg;
+  m_allocationKey.clear();  // another model: its own spectra
   update();
 }
 
 void ConversionPanel::setConvertible(bool convertible) {
+  m_convertible = convertible;
   if (!convertible) setTarget(QStringLiteral("none"));
   m_method->setEnabled(convertible);
   m_method->setToolTip(convertible
@@ -219,6 +263,78 @@ void ConversionPanel::setSvd(const QString& svd) {
   const int i = m_svd->findData(svd);
   if (i >= 0) m_svd->setCurrentIndex(i);
 }
+void ConversionPanel::setLayers(const QString& layers) {
+  m_layers->setText(layers);
+}
+void ConversionPanel::setKvBudget(const QString& budget) {
+  m_kvBudget->setText(budget);
+}
+
+void ConversionPanel::setAllocation(const KvAllocation& a) {
+  if (!m_budgetLimits || a.limits.budgetBytes != m_budgetLimits->budgetBytes ||
+      a.layerDKv.size() != m_uniformDKv.size())
+    return;  // an answer for settings changed since
+  m_allocationView->setAllocation(a);
+  double kept = 0.0, uniformKept = 0.0;
+  int converted = 0;
+  for (std::size_t l = 0; l < a.layerDKv.size(); ++l) {
+    if (a.layerDKv[l] == 0) continue;
+    kept += a.kept[l];
+    uniformKept += a.uniformKept[l];
+    ++converted;
+  }
+  const QLocale loc;
+  m_allocationLabel->setText(
+      tr("Budget %1 per token at the model's %7: each layer's own d_kv uses %2, d_kv %3 everywhere %4. Share of "
+         "the layers' squared singular values kept, on average: %5% against %6%.")
+          .arg(loc.formattedDataSize(a.limits.budgetBytes, 2), loc.formattedDataSize(a.bytesPerToken, 2))
+          .arg(a.limits.uniformDKv)
+          .arg(loc.formattedDataSize(a.uniformBytesPerToken, 2))
+          .arg(100.0 * kept / std::max(1, converted), 0, 'f', 1)
+          .arg(100.0 * uniformKept / std::max(1, converted), 0, 'f', 1)
+          .arg(cacheDTypeName(m_config->torchDType)));
+  if (a.heldOutLoss >= 0) {
+    m_allocationLabel->setText(m_allocationLabel->text() +
+                               tr(" Validation loss right after conversion: %1 with each layer's own d_kv, %2 with "
+                                  "d_kv %3 everywhere.")
+                                   .arg(a.heldOutLoss, 0, 'f', 4)
+                                   .arg(a.uniformHeldOutLoss, 0, 'f', 4)
+                                   .arg(a.limits.uniformDKv));
+  }
+}
+
+void ConversionPanel::setAllocationFailed(const QString& message) {
+  m_allocationLabel->setText(tr("The per-layer split could not be computed: %1").arg(message));
+}
+
+QString ConversionPanel::allocationNote() const {
+  return m_allocationLabel->text();
+}
+
+void ConversionPanel::resolveLayersAndBudget(KvSettings& s) {
+  m_budgetLimits.reset();
+  if (s.method != KvMethod::Mha2Mla) return;
+  const QString layers = m_layers->text().trimmed();
+  try {
+    s.layers = resolveLayerSelection(layers.isEmpty() ? std::string("all") : layers.toStdString(), m_config->numLayers,
+                                     "Converted layers");
+  } catch (const Error& e) {
+    m_reason = QString::fromStdString(e.message());
+    return;
+  }
+  const QString budget = m_kvBudget->text().trimmed();
+  if (budget.isEmpty()) return;
+  // Bytes are counted at the model's own dtype, as the run counts them
+  // (the preview's cache dtype only changes the figures shown above).
+  KvBudgetLimits lim;
+  if (auto why = resolveKvBudget(*m_config, s, m_config->torchDType, budget.toStdString(), "KV budget", &lim)) {
+    m_reason = QString::fromStdString(*why);
+    return;
+  }
+  m_budgetLimits = lim;
+  s.dKv = lim.uniformDKv;  // the preview's figures: the uniform split of the same bytes
+}
+
 void ConversionPanel::setContext(int contextLength, int batch) {
   m_context->setValue(contextLength);
   m_batch->setValue(batch);
@@ -257,6 +373,42 @@ QString ConversionPanel::bytesText() const {
   return QStringLiteral("%1 B → %2 B").arg(m_budget->originalBytesPerToken).arg(m_budget->bytesPerToken);
 }
 
+// The per-layer chart: shown for a possible budget; the uniform bars at
+// once, the layers' own after the engine has read the spectra (asked again
+// only when what decides the split changed).
+void ConversionPanel::updateAllocationBox() {
+  const bool show = m_budgetLimits && m_reason.isEmpty() && conversionEnabled() && m_convertible;
+  m_allocationBox->setVisible(show);
+  if (!show) {
+    m_allocationTimer.stop();
+    m_allocationKey.clear();
+    return;
+  }
+  const QStringList parts = {m_kvBudget->text().trimmed(),         m_layers->text().trimmed(),
+                             m_strategy->currentData().toString(), QString::number(m_r->value()),
+                             m_svd->currentData().toString(),      m_factorise->currentData().toString(),
+                             m_score->currentData().toString(),    QString::number(m_calibSeqs->value()),
+                             QString::number(m_calibLen->value())};
+  const QString key = parts.join(QLatin1Char('|'));
+  if (key == m_allocationKey) return;
+  m_allocationKey = key;
+  m_uniformDKv.clear();
+  std::optional<std::vector<int>> layers;
+  try {
+    layers = resolveLayerSelection(
+        m_layers->text().trimmed().isEmpty() ? std::string("all") : m_layers->text().trimmed().toStdString(),
+        m_config->numLayers, "Converted layers");
+  } catch (const Error&) {
+  }
+  for (int l = 0; l < m_config->numLayers; ++l) {
+    const bool converted = !layers || std::binary_search(layers->begin(), layers->end(), l);
+    m_uniformDKv.push_back(converted ? m_budgetLimits->uniformDKv : 0);
+  }
+  m_allocationView->setUniform(m_uniformDKv);
+  m_allocationLabel->setText(tr("Reading each layer's spectrum from the model…"));
+  m_allocationTimer.start();
+}
+
 void ConversionPanel::update() {
   const bool on = conversionEnabled();
   const bool deepseek = target() == QLatin1String("deepseek");
@@ -267,19 +419,29 @@ void ConversionPanel::update() {
   m_r->setEnabled(on && (deepseek || m_strategy->currentData().toString() != QLatin1String("full")));
   m_ropeWidth->setEnabled(on && deepseek);
   m_fold->setEnabled(on && deepseek);
+  m_layers->setEnabled(on && !deepseek);
+  m_kvBudget->setEnabled(on && !deepseek);
+  const bool budgeted = !deepseek && !m_kvBudget->text().trimmed().isEmpty();
+  m_dKv->setEnabled(on && !budgeted);
+  m_dKv->setSuffix(budgeted ? tr("  (the budget sets it)") : QString());
   m_reason.clear();
   m_budget.reset();
+  m_budgetLimits.reset();
   if (!m_config) {
     m_perToken->setText(tr("Open a model to preview its KV cache."));
     m_saving->clear();
     m_total->clear();
     m_banner->hide();
+    updateAllocationBox();
     Q_EMIT validityChanged(m_reason);
     return;
   }
-  const KvSettings s = settings();
+  KvSettings s = settings();
   const auto dtype = static_cast<DType>(m_cacheDType->currentData().toInt());
-  if (auto why = checkKvSettings(*m_config, s)) {
+  resolveLayersAndBudget(s);
+  if (!m_reason.isEmpty()) {
+    // (the layers' or the budget's refusal)
+  } else if (auto why = checkKvSettings(*m_config, s)) {
     m_reason = QString::fromStdString(*why);
   } else {
     try {
@@ -295,6 +457,7 @@ void ConversionPanel::update() {
     m_saving->setStyleSheet({});
     m_total->setText(QStringLiteral("–"));
     m_ropeNote->clear();
+    updateAllocationBox();
     Q_EMIT validityChanged(m_reason);
     return;
   }
@@ -359,6 +522,7 @@ void ConversionPanel::update() {
     }
     m_ropeNote->setText(note);
   }
+  updateAllocationBox();
   Q_EMIT validityChanged(m_reason);
 }
 
@@ -380,6 +544,10 @@ void ConversionPanel::applyTo(RunSpec& spec) const {
   spec.conversion.ropePairs = m_r->value();
   spec.conversion.dKv = m_dKv->value();
   spec.conversion.svd = comboChoice<SvdMethod>(m_svd).value_or(SvdMethod::Joint);
+  const bool mha2mla = spec.conversion.target == ConversionTarget::Mha2Mla;
+  const QString layers = m_layers->text().trimmed();
+  spec.conversion.layers = mha2mla && !layers.isEmpty() ? layers.toStdString() : std::string("all");
+  spec.conversion.kvBudget = mha2mla ? m_kvBudget->text().trimmed().toStdString() : std::string();
   spec.conversion.twoNormScore = comboChoice<TwoNormScore>(m_score).value_or(TwoNormScore::Product);
   spec.conversion.calibSequences = m_calibSeqs->value();
   spec.conversion.calibSeqLen = m_calibLen->value();
@@ -397,6 +565,8 @@ void ConversionPanel::loadFrom(const RunSpec& spec) {
   setRopePairs(c.ropePairs);
   setDKv(c.dKv);
   setSvd(choiceText(c.svd));
+  setLayers(QString::fromStdString(c.layers));
+  setKvBudget(QString::fromStdString(c.kvBudget));
   const int i = m_score->findData(choiceText(c.twoNormScore));
   if (i >= 0) m_score->setCurrentIndex(i);
   m_calibSeqs->setValue(c.calibSequences);

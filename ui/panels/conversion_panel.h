@@ -3,8 +3,13 @@
 // width and fold, the factorisation, calibration, and a live KV-cache preview
 // (per token, and for a chosen context length and batch) from computeKvBudget.
 // Impossible combinations (checkKvSettings) are shown inline and block Run.
+// MHA2MLA can convert some layers only (conversion.layers) and spread a KV
+// budget over the layers (conversion.kv_budget): the budget is checked here
+// (resolveKvBudget), and each layer's d_kv, which the model's spectra decide,
+// is charted once the engine has computed it (allocationWanted / setAllocation).
 #pragma once
 
+#include <QTimer>
 #include <QWidget>
 #include <optional>
 
@@ -13,12 +18,14 @@
 #include "latentlab/run_spec.h"
 
 class QComboBox;
+class QLineEdit;
 class QSpinBox;
 class QLabel;
 class QGroupBox;
 
 namespace latentlab::ui {
 
+class KvAllocationView;
 class MessageBanner;
 
 class ConversionPanel : public QWidget {
@@ -35,6 +42,15 @@ class ConversionPanel : public QWidget {
   void setRopePairs(int r);
   void setDKv(int dKv);
   void setSvd(const QString& svd);
+  void setLayers(const QString& layers);    // conversion.layers' text ("all", "every:2", "0,2")
+  void setKvBudget(const QString& budget);  // conversion.kv_budget ("" = d_kv everywhere)
+  // The engine's per-layer d_kv for the current budget, or why it failed.
+  void setAllocation(const KvAllocation& a);
+  void setAllocationFailed(const QString& message);
+  KvAllocationView* allocationView() const { return m_allocationView; }
+  QLineEdit* kvBudgetEdit() const { return m_kvBudget; }
+  QLineEdit* layersEdit() const { return m_layers; }
+  QString allocationNote() const;
   void setContext(int contextLength, int batch);
   // A built-in shape has no weights to convert: the method is set to None
   // and cannot be changed until a model folder is open again.
@@ -56,6 +72,10 @@ class ConversionPanel : public QWidget {
  Q_SIGNALS:
   // Emitted whenever the preview changes; an empty reason means Run may go.
   void validityChanged(const QString& reason);
+  // A possible KV budget whose per-layer split is not known yet: the window
+  // asks the engine (a short pause after the last edit) and answers with
+  // setAllocation or setAllocationFailed.
+  void allocationWanted();
 
  private:
   // The constructor's parts: the fields, one builder per group box, the layout, the connections.
@@ -63,6 +83,10 @@ class ConversionPanel : public QWidget {
   QGroupBox* buildMethodBox();
   void buildSettingsBox();
   QGroupBox* buildPreviewBox();
+  QGroupBox* buildAllocationBox();
+  // The layers and the budget on top of settings(): their inline refusals.
+  void resolveLayersAndBudget(KvSettings& s);
+  void updateAllocationBox();
   void buildLayout();
   void connectSignals();
   void update();
@@ -74,6 +98,16 @@ class ConversionPanel : public QWidget {
   QSpinBox* m_r = nullptr;
   QSpinBox* m_dKv = nullptr;
   QComboBox* m_svd = nullptr;
+  QLineEdit* m_layers = nullptr;
+  QLineEdit* m_kvBudget = nullptr;
+  QGroupBox* m_allocationBox = nullptr;
+  KvAllocationView* m_allocationView = nullptr;
+  QLabel* m_allocationLabel = nullptr;
+  QTimer m_allocationTimer;
+  std::optional<KvBudgetLimits> m_budgetLimits;
+  QString m_allocationKey;        // what the chart's split was asked for
+  std::vector<int> m_uniformDKv;  // per layer at the budget's uniform d_kv (0: unconverted)
+  bool m_convertible = true;
   QComboBox* m_score = nullptr;
   QComboBox* m_factorise = nullptr;
   QSpinBox* m_ropeWidth = nullptr;

@@ -122,11 +122,18 @@ void ModelPanel::showConfig(const ModelConfig& cfg, std::int64_t parameters, con
   add(tr("KV cache / token"), QStringLiteral("%1 elements · %2 (%3)")
                                   .arg(QLocale().toString(static_cast<qlonglong>(kv.perToken)),
                                        QLocale().formattedDataSize(kv.bytesPerToken), cacheDTypeName(cfg.torchDType)));
-  if (cfg.mla)
+  if (cfg.mla) {
+    QString dKv = QString::number(cfg.mla->dKv);
+    if (!cfg.mla->layerDKv.empty()) {  // a KV budget spread over the layers
+      QStringList each;
+      for (int d : cfg.mla->layerDKv) each << (d > 0 ? QString::number(d) : QStringLiteral("–"));
+      dKv = tr("%1 per layer").arg(each.join(QLatin1Char(' ')));
+    }
     add(tr("MLA"), QStringLiteral("converted: %1, r=%2, d_kv=%3")
                        .arg(choiceText(cfg.mla->ropeStrategy))
                        .arg(cfg.mla->ropePairs)
-                       .arg(cfg.mla->dKv));
+                       .arg(dKv));
+  }
   if (!extra.isEmpty()) add(tr("Weights"), extra);
 }
 

@@ -40,8 +40,11 @@ struct ConvertSpec {
   int ropePairs = 0;  // r, frequency pairs kept per head; 0 = d_h/16 (ignored for "full")
   int dKv = 0;        // latent dims per KV head (per factor for split); required
   SvdMethod svd = SvdMethod::Joint;
-  std::string layers = "all";   // mha2mla: which layers to convert (resolveLayerSelection); the others stay original
-  CalibrationSpec calibration;  // required for 2-norm
+  std::string layers = "all";  // mha2mla: which layers to convert (resolveLayerSelection); the others stay original
+  // mha2mla: a KV budget spread over the layers (resolveKvBudget's forms:
+  // "12288", "75%", "d_kv:8") instead of one d_kv; "" = none (dKv everywhere).
+  std::string kvBudget;
+  CalibrationSpec calibration;                        // required for 2-norm
   TwoNormScore twoNormScore = TwoNormScore::Product;  // Q·K (official) | Q+K (paper-era)
   bool force = false;                                 // replace an existing model folder at outDir
   std::string dtype;                                  // saved dtype: "" = the checkpoint's, else F32/BF16/F16/F64
@@ -71,6 +74,10 @@ struct ConvertReport {
   std::vector<double> balance;          // deepseek, per layer: the key/value balance alpha
   double heldOutLossBefore = -1.0;      // with heldOutText: mean loss of the original and the converted model
   double heldOutLossAfter = -1.0;
+  // With a KV budget: each layer's d_kv and what it keeps, and (with
+  // heldOutText) the loss of the budget's uniform d_kv conversion beside it.
+  std::optional<KvAllocation> allocation;
+  double heldOutLossUniform = -1.0;
   std::int64_t heldOutTokens = 0;
   std::vector<int> pairUsage;               // per pair k: how many (layer, KV head) keep RoPE on it
   std::string pairsSummary;                 // one line, e.g. "r=4 of 32 pairs; same for all: 0 8 16 24"
@@ -88,6 +95,11 @@ struct ConvertReport {
 // written) and returns the KV budget the conversion would give. Throws
 // Error(BadInput / BadModel / BadData) with the reason.
 KvBudget checkConvertSpec(const ConvertSpec& spec);
+
+// The per-layer d_kv a conversion with spec.kvBudget would choose (loads the
+// model, calibrates where the strategy needs it, writes nothing): what
+// `convert --check --kv-budget` prints and the Conversion tab charts.
+KvAllocation planKvBudget(const ConvertSpec& spec, ProgressSink& progress, const CancelToken& cancel);
 
 // Loads the model, calibrates where needed, converts (mha2mla: selects RoPE
 // pairs and factorises [Wk_nope; Wv]; deepseek: RoRoPE, balancing, the latent

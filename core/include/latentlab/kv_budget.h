@@ -31,6 +31,9 @@ struct KvSettings {
   // MHA2MLA: the converted layers, ascending; absent: every layer. The
   // others keep the original K/V cache (a hybrid model).
   std::optional<std::vector<int>> layers;
+  // MHA2MLA with a KV budget spread over the layers: d_kv of each decoder
+  // layer (0 for an unconverted one); empty: dKv in every converted layer.
+  std::vector<int> layerDKv;
 };
 
 // Which frequencies a DeepSeek-target conversion's shared RoPE key keeps
@@ -85,7 +88,51 @@ struct KvBudget {
   std::int64_t perDevicePerTokenPerLayer = 0;  // elements on one device
   std::int64_t perDevicePerToken = 0;          // elements on one device, all layers
   std::int64_t perDeviceBytesPerToken = 0;
+  // Elements per token of each decoder layer (their sum is perToken). With a
+  // per-layer d_kv (KvSettings::layerDKv) perTokenPerLayer is the figure at
+  // the largest d_kv and only this list gives each layer's.
+  std::vector<std::int64_t> layerElements;
 };
+
+// A KV budget spread over the layers ("conversion.kv_budget", `convert
+// --kv-budget`; docs/conversion.md "A KV budget spread over layers"): bytes
+// per token at the cache dtype ("12288" or "12288B"), a saving against the
+// original cache ("75%": a cache a quarter of the original's), or the bytes of
+// a uniform d_kv ("d_kv:8").
+struct KvBudgetLimits {
+  std::int64_t budgetBytes = 0;  // what the budget allows per token
+  std::int64_t minBytes = 0;     // every converted layer at d_kv 1
+  std::int64_t maxBytes = 0;     // every converted layer at its largest d_kv
+  std::int64_t stepBytes = 0;    // one more d_kv in one layer
+  int convertedLayers = 0;
+  int maxDKv = 0;      // the largest d_kv of a layer (its [W_k_nope; W_v] rank / n_kv)
+  int uniformDKv = 0;  // the largest single d_kv within the budget
+};
+// Resolves `text` for the model and settings (s.dKv and s.layerDKv are not
+// used), or returns why the budget is impossible (malformed, under every
+// layer at d_kv 1, past the full-rank cache), naming `field`.
+std::optional<std::string> resolveKvBudget(const ModelConfig& cfg, const KvSettings& s, DType cacheDType,
+                                           const std::string& text, const std::string& field, KvBudgetLimits* out);
+
+// The per-layer d_kv of a budget: every converted layer starts at d_kv 1, and
+// each further step of d_kv (n_kv latent dims; 2 n_kv for SVD_split) goes to
+// the layer whose next step keeps the most, until the next step would pass
+// the budget. gains[l][k] is what layer l's step k+1 keeps (latentStepGains:
+// its share of the layer's squared singular values), non-increasing in k;
+// empty for an unconverted layer.
+struct KvAllocation {
+  std::vector<int> layerDKv;  // per decoder layer, 0 for an unconverted one
+  KvBudgetLimits limits;
+  std::int64_t bytesPerToken = 0;         // the allocation's cache (at most the budget, within one step of it)
+  std::int64_t uniformBytesPerToken = 0;  // limits.uniformDKv in every converted layer
+  // Per layer: the share of its squared singular values kept, allocated and uniform.
+  std::vector<double> kept, uniformKept;
+  // Where a held-out set was at hand (planRunKvBudget: the run's validation
+  // batches, its val/loss at step 0): the loss right after conversion of the
+  // allocated and the uniform model; -1 when not measured.
+  double heldOutLoss = -1.0, uniformHeldOutLoss = -1.0;
+};
+KvAllocation allocateKvBudget(const KvBudgetLimits& limits, const std::vector<std::vector<double>>& gains);
 
 // The decoder layers a conversion converts, from the text of `--layers` or
 // "conversion.layers": "all" (absent: every layer), "none", "every:K" (layers

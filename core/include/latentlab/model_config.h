@@ -65,7 +65,12 @@ struct MlaConversion {
   // The converted decoder layers, ascending; absent: every layer. The others
   // keep the original attention and its K/V cache (a hybrid model).
   std::optional<std::vector<int>> layers;
+  // d_kv per decoder layer when a KV budget spread it over the layers (one
+  // entry per layer, 0 for an unconverted one); empty: dKv in every converted
+  // layer. dKv is then the largest entry.
+  std::vector<int> layerDKv;
   bool converts(int layer) const { return !layers || std::binary_search(layers->begin(), layers->end(), layer); }
+  int dKvOf(int layer) const { return layerDKv.empty() ? dKv : layerDKv[static_cast<std::size_t>(layer)]; }
 };
 
 // Where a DeepSeek-target conversion (docs/conversion.md) came from and how it

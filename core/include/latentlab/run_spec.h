@@ -27,6 +27,9 @@ struct ConversionSpec {
   int dKv = 16;                                       // latent dims per KV head
   SvdMethod svd = SvdMethod::Joint;                   // joint | split
   std::string layers = "all";  // mha2mla: all | none | every:K | last:N | "0,2,5" (or a JSON list)
+  // mha2mla: a KV budget spread over the layers ("12288" bytes per token,
+  // "75%" saving, "d_kv:8"; or a JSON number of bytes); "" = d_kv everywhere.
+  std::string kvBudget;
   TwoNormScore twoNormScore = TwoNormScore::Product;  // product | sum
   int calibSequences = 64;                            // paper: 1024
   int calibSeqLen = 256;                              // paper: 2048

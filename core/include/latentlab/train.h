@@ -11,6 +11,7 @@
 
 #include "latentlab/distributed.h"
 #include "latentlab/error.h"
+#include "latentlab/kv_budget.h"
 #include "latentlab/progress.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -69,6 +70,16 @@ void preflightRunSpec(const RunSpec& spec, const std::string& source, const std:
 std::string memoryPlanVerdict(const RunSpec& spec, const std::string& device);
 // What to do about it.
 extern const char* const kMemoryHint;
+
+// The per-layer d_kv a convert-finetune spec's conversion.kv_budget gives
+// (docs/conversion.md): the run's own data (tokenized into the workspace's
+// cache as a run would), its calibration windows and pair selection, the base
+// model's spectra; then both conversions (allocated, and the budget's uniform
+// d_kv) scored on the run's validation batches as its step-0 val/loss would
+// be (on the CPU in fp32). Nothing else is written. What `run --check SPEC
+// --kv-allocation` prints and the Conversion tab charts.
+KvAllocation planRunKvBudget(const RunSpec& spec, const std::filesystem::path& workspace, ProgressSink& progress,
+                             const CancelToken& cancel);
 
 // Runs store.run(runId): never throws for job failures (they become a failed
 // run with the message); throws only when the store itself is unusable. The

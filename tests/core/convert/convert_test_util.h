@@ -135,6 +135,14 @@ inline std::vector<std::pair<std::string, ModelConfig>> scaledRopeConfigs(const 
   return out;
 }
 
+// Four layers of two KV heads: layers that can differ (hybrid, per-layer d_kv).
+inline ModelConfig fourLayers() {
+  TinyShape s;
+  s.layers = 4;
+  s.kvHeads = 2;
+  return tinyConfig(s);
+}
+
 inline ConversionOptions mlaOptions(RopeStrategy rope, int r, int dKv, SvdMethod svd = SvdMethod::Joint) {
   ConversionOptions o;
   o.rope = rope;

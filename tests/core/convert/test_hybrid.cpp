@@ -17,15 +17,6 @@
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
-namespace {
-ModelConfig fourLayers() {
-  TinyShape s;
-  s.layers = 4;
-  s.kvHeads = 2;
-  return tinyConfig(s);
-}
-}  // namespace
-
 TEST(Hybrid, NoLayerConvertedIsTheOriginalAndEveryLayerIsTheFullConversion) {
   const ModelConfig cfg = fourLayers();
   auto base = randomModel(cfg, torch::kFloat32, 11);

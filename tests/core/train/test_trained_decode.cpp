@@ -20,15 +20,8 @@ namespace latentlab::test {
 namespace fs = std::filesystem;
 
 TEST(TrainedDecode, Bf16DecodeEqualsTheFullForwardTokenForToken) {
-  const fs::path dir = scratchDir("trained-decode");
-  RunStore store(dir / "runs.db");
-  const RunSpec spec = tinyPretrainSpec(500);
-  const auto id = store.createRun(std::nullopt, "tiny", spec.kind, runSpecToJson(spec), "cpu");
-  JobEnvironment env;
-  env.workspace = dir;
-  NullProgress progress;
+  const RunResult trained = trainTinyBase(scratchDir("trained-decode"), 500);
   CancelToken cancel;
-  const RunResult trained = runJob(store, id, env, progress, cancel);
   ASSERT_EQ(trained.status, RunStatus::Completed) << trained.errorText();
 
   constexpr int kNew = 32;

@@ -17,6 +17,7 @@
 #include "latentlab/model_config.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
+#include "latentlab/train.h"
 
 namespace latentlab::test {
 
@@ -54,6 +55,19 @@ inline RunSpec tinyPretrainSpec(int steps) {
   s.checkpointEvery = 0;
   s.seed = 5;
   return s;
+}
+
+// tinyPretrainSpec(steps) trained into a workspace at `dir` (its store
+// dir/runs.db): a small model of the demo's shape that has seen real text.
+inline RunResult trainTinyBase(const std::filesystem::path& dir, int steps) {
+  RunStore store(dir / "runs.db");
+  const RunSpec spec = tinyPretrainSpec(steps);
+  const auto id = store.createRun(std::nullopt, "tiny", spec.kind, runSpecToJson(spec), "cpu");
+  JobEnvironment env;
+  env.workspace = dir;
+  NullProgress progress;
+  CancelToken cancel;
+  return runJob(store, id, env, progress, cancel);
 }
 
 // A TCP port free on loopback right now, for a test's data-parallel ranks to
