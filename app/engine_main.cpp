@@ -16,6 +16,7 @@
 #include "latentlab/architectures.h"
 #include "latentlab/engine.h"
 #include "latentlab/error.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/memory_plan.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/version.h"
@@ -50,12 +51,49 @@ const char* kMainHelp = "latentlab-engine " LATENTLAB_VERSION
 // `inspect`'s usage, printed for --help or without exactly one DIR.
 void printInspectUsage() {
   std::printf(
-      "usage: latentlab-engine inspect DIR [--json] [--tp N]\n\n"
+      "usage: latentlab-engine inspect DIR [--json] [--tp N] [--kv-quant Q [--kv-group G]\n"
+      "                                [--kv-residual N] [--context N]]\n\n"
       "Reads DIR/config.json and the safetensors headers (no weights are loaded), checks every\n"
       "tensor the model needs, and prints architecture, parameter count, layers, heads, KV heads,\n"
       "head_dim, KV-cache elements and bytes per token, dtype and size on disk.\n"
       "  --json   print one JSON object instead of text\n"
-      "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n");
+      "  --tp N   also the KV cache one device holds under N-way tensor parallelism (default 1)\n"
+      "  --kv-quant Q      also the cache quantized: none | int8 | int4 | int2 (docs/kv_quant.md)\n"
+      "  --kv-group G      values per scale and zero-point along a cached row (default 64)\n"
+      "  --kv-residual N   the newest N tokens kept in full precision (default 128)\n"
+      "  --context N       tokens of the whole-cache figure (default the model's context)\n");
+}
+
+// `inspect --kv-quant`: the quantized cache's bytes per token (codes, scales
+// and zero-points) and for a context, against the cache at the weights' dtype.
+json kvQuantJson(const ModelSummary& s, const KvQuantBudget& q, std::int64_t context) {
+  return {{"format", kvQuantName(q.settings.bits)},
+          {"group", q.settings.group},
+          {"residual", q.settings.residual},
+          {"dtype", dtypeName(s.weightDType)},
+          {"full_bytes_per_token", q.fullBytesPerToken},
+          {"quantized_bytes_per_token", q.quantizedBytesPerToken},
+          {"code_bytes_per_token", q.codeBytesPerToken},
+          {"scale_and_zero_bytes_per_token", q.scaleBytesPerToken},
+          {"context", context},
+          {"bytes_at_context", q.bytesFor(context)},
+          {"unquantized_bytes_at_context", q.fullBytesPerToken * context},
+          {"original_bytes_at_context", s.kv.originalBytesPerToken * context}};
+}
+
+void printKvQuant(const ModelSummary& s, const KvQuantBudget& q, std::int64_t context) {
+  const double original = static_cast<double>(s.kv.originalBytesPerToken * context);
+  std::printf(
+      "kv quant      %s in groups of %d, newest %d tokens full: %lld bytes/token (%lld of codes, %lld of "
+      "scales and zero-points) against %lld\n",
+      kvQuantName(q.settings.bits), q.settings.group, q.settings.residual,
+      static_cast<long long>(q.quantizedBytesPerToken), static_cast<long long>(q.codeBytesPerToken),
+      static_cast<long long>(q.scaleBytesPerToken), static_cast<long long>(q.fullBytesPerToken));
+  std::printf("kv context    %lld tokens: %s quantized, %s unquantized, %s the original model's (saving %.2f%%)\n",
+              static_cast<long long>(context), formatBytes(q.bytesFor(context)).c_str(),
+              formatBytes(q.fullBytesPerToken * context).c_str(),
+              formatBytes(s.kv.originalBytesPerToken * context).c_str(),
+              original > 0 ? 100.0 * (1.0 - static_cast<double>(q.bytesFor(context)) / original) : 0.0);
 }
 
 // The summary's flat figures: shape, KV cache, files.
@@ -156,9 +194,10 @@ json latentJson(const LatentAttention& a) {
 }
 
 // `inspect --json`: the whole summary as one JSON object.
-void printInspectJson(const ModelSummary& s) {
+void printInspectJson(const ModelSummary& s, const json& kvQuant) {
   const ModelConfig& c = s.config;
   json j = summaryJson(s);
+  if (!kvQuant.is_null()) j["kv_quant"] = kvQuant;
   j["rope"] = ropeJson(c);
   json unused = json::object();
   for (const auto& [field, what] : c.unusedFields) unused[field] = what;
@@ -271,19 +310,31 @@ void printFilesSection(const ModelSummary& s) {
 }
 
 int cmdInspect(int argc, char** argv) {
-  cli::Args args(argc, argv, 2, {"json", "help"}, {"tp"});
+  cli::Args args(argc, argv, 2, {"json", "help"}, {"tp", "kv-quant", "kv-group", "kv-residual", "context"});
   if (args.flag("help") || args.positionals().size() != 1) {
     printInspectUsage();
     return args.flag("help") ? 0 : 1;
   }
   const int tp = args.getInt("tp", 1, 1, 4096);
   ModelSummary s = inspectModel(args.positionals()[0], tp);
+  std::optional<KvQuantBudget> quant;
+  std::int64_t context = 0;
+  if (args.get("kv-quant")) {
+    KvQuantSettings q;
+    q.bits = parseKvQuantBits(*args.get("kv-quant"), "--kv-quant");
+    q.group = args.getInt("kv-group", q.group, INT_MIN, INT_MAX);
+    q.residual = args.getInt("kv-residual", q.residual, INT_MIN, INT_MAX);
+    context = args.getInt64("context", s.config.maxPositionEmbeddings, 1, INT64_MAX);
+    if (auto why = checkKvQuant(q, s.config, context)) throw Error(ErrorCode::BadInput, *why);
+    quant = kvQuantBudget(s.config, q, s.weightDType);
+  }
   if (args.flag("json")) {
-    printInspectJson(s);
+    printInspectJson(s, quant ? kvQuantJson(s, *quant, context) : json());
     return 0;
   }
   printModelSection(s);
   printKvSection(s);
+  if (quant) printKvQuant(s, *quant, context);
   printFilesSection(s);
   return 0;
 }
@@ -335,9 +386,10 @@ int evalTask(const cli::Args& args) {
 
 int cmdEval(int argc, char** argv) {
   cli::Args args(argc, argv, 2, {"json", "help", "quiet"},
-                 {"text",    "tokens",  "token-format", "seq-len",      "batch",  "max-tokens", "device", "dtype",
-                  "task",    "limit",   "max-length",   "batch-tokens", "format", "labels",     "dev",    "shots",
-                  "passkey", "lengths", "depths",       "trials",       "seed",   "logits-out"});
+                 {"text",       "tokens",   "token-format", "seq-len",     "batch",        "max-tokens", "device",
+                  "dtype",      "task",     "limit",        "max-length",  "batch-tokens", "format",     "labels",
+                  "dev",        "shots",    "passkey",      "lengths",     "depths",       "trials",     "seed",
+                  "logits-out", "kv-quant", "kv-group",     "kv-residual", "kv-chunk"});
   if (args.positionals().size() == 1 && args.get("task") && !args.flag("help")) return evalTask(args);
   if (args.positionals().size() == 1 && args.get("passkey") && !args.flag("help")) return cli::evalPasskey(args);
   if (args.flag("help") || args.positionals().size() != 1) {
@@ -365,11 +417,18 @@ int cmdEval(int argc, char** argv) {
         "                       input ids (FILE.ids, int64): to compare with another stack's forward\n"
         "  --device D           cpu (default), cuda, cuda:N\n"
         "  --dtype T            f32 (default), bf16, f16\n"
+        "  --kv-quant Q         --text/--tokens through a quantized cache: none (default) | int8 | int4 | int2\n"
+        "                       (docs/kv_quant.md; original MHA/GQA models so far), each window fed --kv-chunk N\n"
+        "                       tokens at a time (default 64); --kv-group G (default 64), --kv-residual N (128)\n"
         "  --json               print the result as JSON\n"
         "  --quiet              no progress bar on stderr\n");
     return args.flag("help") ? 0 : 1;
   }
   EvalOptions o;
+  o.kvQuant.bits = parseKvQuantBits(args.get("kv-quant", "none"), "--kv-quant");
+  o.kvQuant.group = args.getInt("kv-group", o.kvQuant.group, INT_MIN, INT_MAX);
+  o.kvQuant.residual = args.getInt("kv-residual", o.kvQuant.residual, INT_MIN, INT_MAX);
+  o.kvChunk = args.getInt("kv-chunk", o.kvChunk, 1, INT_MAX);
   o.model = args.positionals()[0];
   if (auto t = args.get("text")) o.textFile = *t;
   if (auto t = args.get("tokens")) o.tokenFile = *t;

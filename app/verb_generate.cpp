@@ -27,7 +27,7 @@ std::string readWholeFile(const fs::path& path) {
 int cmdGenerate(int argc, char** argv) {
   Args args(argc, argv, 2, {"help", "json", "greedy", "events"},
             {"model", "prompt", "prompt-file", "prompts-jsonl", "max-new-tokens", "temperature", "top-k", "top-p",
-             "seed", "device", "dtype"});
+             "seed", "device", "dtype", "kv-quant", "kv-group", "kv-residual"});
   const int sources =
       (args.get("prompt") ? 1 : 0) + (args.get("prompt-file") ? 1 : 0) + (args.get("prompts-jsonl") ? 1 : 0);
   if (args.flag("help") || !args.get("model") || sources != 1) {
@@ -42,6 +42,10 @@ int cmdGenerate(int argc, char** argv) {
         "  --max-new-tokens N  default 128\n"
         "  --temperature T     default 1 (0 or --greedy: argmax); then --top-k (0: off), --top-p (1: off)\n"
         "  --seed S            sampling seed (default 0)\n"
+        "  --kv-quant Q        the cache quantized: none (default) | int8 | int4 | int2 (docs/kv_quant.md;\n"
+        "                      original MHA/GQA models so far), with --kv-group G values per scale and\n"
+        "                      zero-point (default 64) and the newest --kv-residual N tokens in full precision\n"
+        "                      (default 128)\n"
         "  --json              one JSON object per prompt instead of streamed text\n"
         "  --events            JSON lines as it generates: {\"event\": \"token\", \"text\", \"generated_tokens\",\n"
         "                      \"decode_tokens_per_s\", \"kv_cache_bytes\"} per token, then {\"event\": \"done\", "
@@ -57,6 +61,9 @@ int cmdGenerate(int argc, char** argv) {
   o.seed = static_cast<std::uint64_t>(args.getInt64("seed", 0, 0, INT64_MAX));
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));
+  o.kvQuant.bits = parseKvQuantBits(args.get("kv-quant", "none"), "--kv-quant");
+  o.kvQuant.group = args.getInt("kv-group", o.kvQuant.group, INT_MIN, INT_MAX);
+  o.kvQuant.residual = args.getInt("kv-residual", o.kvQuant.residual, INT_MIN, INT_MAX);
   std::vector<std::string> prompts;
   if (auto p = args.get("prompt")) prompts.push_back(*p);
   if (auto f = args.get("prompt-file")) prompts.push_back(readWholeFile(*f));

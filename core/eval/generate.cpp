@@ -13,6 +13,7 @@
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "model/kv_cache.h"
+#include "model/kv_quant.h"
 #include "model/llama.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -109,6 +110,7 @@ Generator::Generator(const GenerateOptions& options) : m_impl(std::make_unique<I
   }
   d.eos = d.model->config().eosTokenId;
   if (!d.eos && d.tokenizer) d.eos = d.tokenizer->eosId();
+  requireQuantizableCache(d.model->config(), options.kvQuant, options.model);
 }
 
 Generator::~Generator() = default;
@@ -169,6 +171,7 @@ GenerateResult Generator::generateIds(const std::vector<std::int32_t>& promptIds
     at::Generator gen = at::detail::createCPUGenerator(d.options.seed);
     KvCache cache(d.model->config().numLayers);
     cache.reserve(static_cast<std::int64_t>(promptIds.size()) + d.options.maxNewTokens);
+    cache.setQuant(d.options.kvQuant);
     std::vector<std::int64_t> ids64(promptIds.begin(), promptIds.end());
     auto t0 = Clock::now();
     // The prompt's logits at its last position only: the output layer over

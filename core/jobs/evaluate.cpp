@@ -7,6 +7,8 @@
 #include "data/token_shard.h"
 #include "jobs/held_out_loss.h"
 #include "latentlab/engine.h"
+#include "model/kv_cache.h"
+#include "model/kv_quant.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
 
@@ -30,6 +32,8 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     const auto device = parseDevice(opts.device);
     LoadReport report;
     auto model = loadModel(opts.model, device, toTorch(opts.dtype), &report);
+    requireQuantizableCache(model->config(), opts.kvQuant, opts.model);
+    if (opts.kvQuant.on() && opts.kvChunk < 1) throw Error(ErrorCode::BadInput, "--kv-chunk must be at least 1");
     const int vocab = model->config().vocabSize;
     std::vector<std::int64_t> ids;
     if (!opts.tokenFile.empty()) {
@@ -66,8 +70,22 @@ EvalResult heldOutLoss(CausalLm& model, const std::vector<std::int64_t>& ids, co
   auto lastReport = t0;
   torch::NoGradGuard noGrad;
   bool dumped = opts.logitsOut.empty();
+  // With a quantized cache the window goes through the cache a chunk at a
+  // time: each chunk after the first reads the older tokens from codes.
+  const auto forward = [&](const torch::Tensor& inputs) {
+    if (!opts.kvQuant.on()) return model.forward(inputs);
+    KvCache cache(model.config().numLayers);
+    cache.setQuant(opts.kvQuant);
+    cache.reserve(inputs.size(1));
+    std::vector<torch::Tensor> parts;
+    for (std::int64_t s = 0; s < inputs.size(1); s += opts.kvChunk) {
+      parts.push_back(
+          model.forward(inputs.narrow(1, s, std::min<std::int64_t>(opts.kvChunk, inputs.size(1) - s)), &cache));
+    }
+    return torch::cat(parts, 1);
+  };
   auto evalWindows = [&](const torch::Tensor& windows) {
-    auto logits = model.forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
+    auto logits = forward(windows.narrow(1, 0, windows.size(1) - 1).to(device));
     if (!dumped) {
       dumped = true;
       auto first = logits[0].to(torch::kCPU, torch::kFloat32).contiguous();

@@ -2,6 +2,7 @@
 #include "model/attention.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "model/decode_attention.h"
 
@@ -48,6 +49,41 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
   auto cols = torch::arange(tk, torch::TensorOptions().dtype(torch::kInt64).device(q.device())).unsqueeze(0);
   auto mask = cols <= rows;  // (tq, tk) bool, true = attend
   return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale, gqa);
+}
+
+torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
+                                       double scale, std::int64_t window, std::int64_t block) {
+  const auto B = q.size(0), H = q.size(1), tq = q.size(2), D = q.size(3);
+  const auto kFull = k.fullView(), vFull = v.fullView();
+  const auto hk = kFull.size(1), G = H / hk;
+  const std::int64_t coded = k.quantizedLength(), total = k.length();
+  const auto qg = q.reshape({B, hk, G * tq, D}).to(torch::kFloat32);  // row j: query head g*G + j / tq, query j % tq
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  // Which keys each query row sees: up to its own position (total - tq + i),
+  // and with a window the last `window` of those.
+  const auto visible = [&](std::int64_t from, std::int64_t len) {
+    auto rows = (torch::arange(G * tq, opts) % tq + (total - tq)).unsqueeze(1);
+    auto cols = torch::arange(from, from + len, opts).unsqueeze(0);
+    auto m = cols <= rows;
+    if (window > 0) m = m.logical_and(cols > rows - window);
+    return m;  // (G*tq, len)
+  };
+  std::vector<torch::Tensor> scores;
+  for (std::int64_t s = 0; s < coded; s += block) {
+    const std::int64_t len = std::min(block, coded - s);
+    auto kb = k.dequantized(s, len).to(torch::kFloat32);  // (B, hk, len, D)
+    scores.push_back(torch::matmul(qg, kb.transpose(2, 3)) * scale);
+  }
+  scores.push_back(torch::matmul(qg, kFull.to(torch::kFloat32).transpose(2, 3)) * scale);
+  auto all = torch::cat(scores, 3);  // (B, hk, G*tq, total)
+  all = all.masked_fill(visible(0, total).logical_not(), -std::numeric_limits<float>::infinity());
+  const auto p = torch::softmax(all, 3);
+  auto out = torch::matmul(p.narrow(3, coded, total - coded), vFull.to(torch::kFloat32));
+  for (std::int64_t s = 0; s < coded; s += block) {
+    const std::int64_t len = std::min(block, coded - s);
+    out = out + torch::matmul(p.narrow(3, s, len), v.dequantized(s, len).to(torch::kFloat32));
+  }
+  return out.view({B, H, tq, out.size(3)}).to(q.scalar_type());
 }
 
 }  // namespace latentlab

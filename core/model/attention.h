@@ -31,4 +31,11 @@ class AttentionModule : public torch::nn::Module {
 torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                               std::int64_t window = 0);
 
+// The same over a quantized cache's K and V slots (docs/kv_quant.md), whose
+// last Tq tokens are the queries': the older tokens are read back a block of
+// `block` tokens at a time (scores first, then the values), never as one
+// full-size copy; the window in full precision as it is. The softmax is in fp32.
+torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
+                                       double scale, std::int64_t window = 0, std::int64_t block = 256);
+
 }  // namespace latentlab

@@ -1,6 +1,9 @@
 // Growable per-layer decode caches.
 #include "model/kv_cache.h"
 
+#include "latentlab/error.h"
+#include "model/kv_quant.h"
+
 #include <algorithm>
 
 namespace latentlab {
@@ -30,8 +33,111 @@ torch::Tensor LayerCache::view(int slot) const {
   return m_buffers.at(s).narrow(2, 0, m_filled.at(s));
 }
 
+namespace {
+// `t` (B, H, cap, ...) grown along dim 2 to hold at least `need`, keeping [from, to) at the front.
+torch::Tensor grownAlongTime(const torch::Tensor& t, std::int64_t from, std::int64_t to, std::int64_t need,
+                             std::int64_t reserve, const torch::Tensor& like) {
+  const std::int64_t have = to - from;
+  if (t.defined() && from == 0 && t.size(2) >= need) return t;
+  const std::int64_t cap = std::max({need, t.defined() ? 2 * t.size(2) : std::int64_t{64}, reserve});
+  auto sizes = like.sizes().vec();
+  sizes[2] = cap;
+  auto grown = torch::empty(sizes, like.options());
+  if (have > 0) grown.narrow(2, 0, have).copy_(t.narrow(2, from, have));
+  return grown;
+}
+}  // namespace
+
+void QuantizedSlot::append(const torch::Tensor& chunk) {
+  const std::int64_t held = m_filled - m_start, T = chunk.size(2);
+  // Room behind the held tokens; the buffer moves its tokens to the front
+  // when it is full, so a decode loop copies the window rarely.
+  if (!m_full.defined() || m_filled + T > m_full.size(2)) {
+    m_full = grownAlongTime(m_full, m_start, m_filled, held + T + std::max<std::int64_t>(m_q.residual, 64),
+                            std::min<std::int64_t>(m_reserve, 2 * (m_q.residual + 64)), chunk);
+    m_filled = held;
+    m_start = 0;
+  }
+  m_full.narrow(2, m_filled, T).copy_(chunk);
+  m_filled += T;
+  const std::int64_t excess = (m_filled - m_start) - m_q.residual;
+  if (excess > 0) quantizeOldest(excess);
+}
+
+void QuantizedSlot::quantizeOldest(std::int64_t tokens) {
+  const QuantizedRows q = quantizeRows(m_full.narrow(2, m_start, tokens), m_q.bits, m_q.group);
+  const std::int64_t need = m_quantized + tokens;
+  m_codes = grownAlongTime(m_codes, 0, m_quantized, need, m_reserve, q.codes);
+  m_scale = grownAlongTime(m_scale, 0, m_quantized, need, m_reserve, q.scale);
+  m_zero = grownAlongTime(m_zero, 0, m_quantized, need, m_reserve, q.zero);
+  m_codes.narrow(2, m_quantized, tokens).copy_(q.codes);
+  m_scale.narrow(2, m_quantized, tokens).copy_(q.scale);
+  m_zero.narrow(2, m_quantized, tokens).copy_(q.zero);
+  m_quantized = need;
+  m_start += tokens;
+}
+
+torch::Tensor QuantizedSlot::fullView() const {
+  return m_full.narrow(2, m_start, m_filled - m_start);
+}
+
+torch::Tensor QuantizedSlot::dequantized(std::int64_t start, std::int64_t len) const {
+  if (start < 0 || len < 0 || start + len > m_quantized) {
+    throw Error(ErrorCode::Internal, "quantized cache: tokens " + std::to_string(start) + " + " + std::to_string(len) +
+                                         " of " + std::to_string(m_quantized));
+  }
+  const QuantizedRows block{m_codes.narrow(2, start, len), m_scale.narrow(2, start, len), m_zero.narrow(2, start, len)};
+  return dequantizeRows(block, m_q.bits, m_q.group, m_full.size(3));
+}
+
+std::int64_t QuantizedSlot::bytes() const {
+  std::int64_t total = 0;
+  if (m_full.defined()) {
+    total += m_full.size(0) * m_full.size(1) * (m_filled - m_start) * m_full.size(3) *
+             static_cast<std::int64_t>(m_full.element_size());
+  }
+  for (const torch::Tensor* t : {&m_codes, &m_scale, &m_zero}) {
+    if (t->defined())
+      total += t->size(0) * t->size(1) * m_quantized * t->size(3) * static_cast<std::int64_t>(t->element_size());
+  }
+  return total;
+}
+
+void QuantizedSlot::repeatRows(std::int64_t n) {
+  const auto repeat = [n](torch::Tensor& t, std::int64_t from, std::int64_t len) {
+    if (!t.defined()) return;
+    auto grown = torch::empty({t.size(0) * n, t.size(1), std::max<std::int64_t>(len, 1), t.size(3)}, t.options());
+    grown.narrow(2, 0, len).view({t.size(0), n, t.size(1), len, t.size(3)}).copy_(t.narrow(2, from, len).unsqueeze(1));
+    t = grown;
+  };
+  repeat(m_full, m_start, m_filled - m_start);
+  m_filled -= m_start;
+  m_start = 0;
+  repeat(m_codes, 0, m_quantized);
+  repeat(m_scale, 0, m_quantized);
+  repeat(m_zero, 0, m_quantized);
+}
+
+QuantizedSlot& LayerCache::appendQuantized(int slot, const torch::Tensor& chunk) {
+  const auto s = static_cast<std::size_t>(slot);
+  if (m_quantized.size() <= s) m_quantized.resize(s + 1);
+  if (!m_quantized[s]) m_quantized[s].emplace(m_quant, m_reserve);
+  m_quantized[s]->append(chunk);
+  return *m_quantized[s];
+}
+
+const QuantizedSlot& LayerCache::quantizedSlot(int slot) const {
+  const auto s = static_cast<std::size_t>(slot);
+  if (s >= m_quantized.size() || !m_quantized[s]) {
+    throw Error(ErrorCode::Internal, "quantized cache: slot " + std::to_string(slot) + " holds nothing");
+  }
+  return *m_quantized[s];
+}
+
 std::int64_t LayerCache::bytes() const {
   std::int64_t total = 0;
+  for (const auto& q : m_quantized)
+    if (q) total += q->bytes();
   for (std::size_t i = 0; i < m_buffers.size(); ++i) {
     if (!m_buffers[i].defined()) continue;
     const auto& b = m_buffers[i];
@@ -43,10 +149,13 @@ std::int64_t LayerCache::bytes() const {
 void LayerCache::clear() {
   m_buffers.clear();
   m_filled.clear();
+  m_quantized.clear();
   m_length = 0;  // the reservation stays
 }
 
 void LayerCache::repeatRows(std::int64_t n) {
+  for (auto& q : m_quantized)
+    if (q) q->repeatRows(n);
   for (std::size_t s = 0; s < m_buffers.size(); ++s) {
     torch::Tensor& buf = m_buffers[s];
     if (!buf.defined()) continue;

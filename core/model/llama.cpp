@@ -102,11 +102,21 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, AttentionContext& 
     q = applyRope(q, cos, sin);
     k = applyRope(k, cos, sin);
   }
+  torch::Tensor out;
+  if (ctx.cache != nullptr && ctx.cache->quantizes()) {
+    // A quantized cache: a first chunk attends to itself in full precision
+    // (as it is computed); later ones read the older tokens back from codes.
+    const bool first = ctx.cache->length() == 0;
+    const QuantizedSlot& ks = ctx.cache->appendQuantized(0, k);
+    const QuantizedSlot& vs = ctx.cache->appendQuantized(1, v);
+    out = first ? causalAttention(q, k, v, m_scale, m_window) : quantizedCausalAttention(q, ks, vs, m_scale, m_window);
+    return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));
+  }
   if (ctx.cache != nullptr) {
     k = ctx.cache->append(0, k);  // (B, nkv, past+T, hd)
     v = ctx.cache->append(1, v);
   }
-  auto out = causalAttention(q, k, v, m_scale, m_window);
+  out = causalAttention(q, k, v, m_scale, m_window);
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*hd)
 }
 

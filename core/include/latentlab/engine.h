@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "latentlab/kv_budget.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
 
@@ -45,6 +46,11 @@ struct EvalOptions {
   // Optional: the first window's logits, raw float32 (seqLen, vocab) little-endian,
   // and its input ids as int64 in logitsOut + ".ids": for comparing with another stack.
   std::filesystem::path logitsOut;
+  // A quantized cache (docs/kv_quant.md): each window is fed through the
+  // cache `kvChunk` tokens at a time, so that every chunk after the first
+  // reads the older tokens back from codes.
+  KvQuantSettings kvQuant;
+  int kvChunk = 64;
 };
 
 struct EvalResult {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "latentlab/kv_quant.h"
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
 
@@ -27,6 +28,8 @@ struct GenerateOptions {
   std::string device = "cpu";
   DType dtype = DType::F32;
   bool stopAtEos = true;
+  // A quantized cache (docs/kv_quant.md): original MHA/GQA attention so far.
+  KvQuantSettings kvQuant;
 };
 
 struct GenerateResult;
