@@ -6,6 +6,8 @@
 // kernels. Cache bytes come from the real cache tensors and are printed next
 // to the formula of algorithms.md §2.3. All are timed round-robin at each
 // context, so machine load hits them alike; each keeps the best round.
+// The original model's cache is also timed quantized (int8 and int4, the
+// newest 128 tokens exact; docs/kv_quant.md), read back a block at a time.
 // LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m);
 // LATENTLAB_BENCH_DECODE_PROFILE=<decoder name> (e.g. "MLA absorbed") times
 // that decoder alone for 14 rounds, for a profiler to sample its steps.
@@ -18,6 +20,7 @@
 #include "convert/converter.h"
 #include "latentlab/architectures.h"
 #include "latentlab/kv_budget.h"
+#include "latentlab/kv_quant.h"
 #include "model/decode_attention.h"
 #include "model/mla_attention.h"
 #include "train/model_builder.h"
@@ -32,7 +35,8 @@ struct Decoder {
   bool fused;  // the CPU decode kernels (model/decode_attention.h, decode_linear.h)
   KvCache cache;
   std::int64_t formulaBytesPerToken;
-  double best = 0;  // tokens/s
+  double best = 0;          // tokens/s
+  KvQuantSettings quant{};  // a quantized cache (docs/kv_quant.md)
 };
 
 // A cache of `ctx` tokens holding random tensors of exactly the shapes a
@@ -41,13 +45,17 @@ struct Decoder {
 // checks). Original: K and V (B, n_kv, T, d_h). MLA: the RoPE key
 // (B, n_kv, T, 2r), the latent (B, 1, T, n_kv*d_kv), the value latent (split).
 void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::int64_t ctx,
-               const torch::TensorOptions& opts) {
+               const torch::TensorOptions& opts, const KvQuantSettings& quant) {
   const ModelConfig& c = model.config();
   cache.clear();
   cache.reserve(ctx + 64);  // the timed steps append without regrowing the cache
+  cache.setQuant(quant);
   for (int i = 0; i < c.numLayers; ++i) {
     auto& layer = cache.layer(i);
-    if (!c.mla) {
+    if (quant.on()) {  // the tokens past the window as codes, as a prefill leaves them
+      for (int slot = 0; slot < 2; ++slot)
+        layer.appendQuantized(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
+    } else if (!c.mla) {
       for (int slot = 0; slot < 2; ++slot)
         layer.append(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
     } else {
@@ -90,6 +98,11 @@ void benchDecode(BenchReport& report) {
   decoders.push_back({"original", original.get(), MlaDecode::Absorbed, true, KvCache(L), origBudget.bytesPerToken});
   decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, true, KvCache(L), mlaBudget.bytesPerToken});
   decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, true, KvCache(L), mlaBudget.bytesPerToken});
+  // The original model's cache quantized (the newest 128 tokens exact), read a block at a time.
+  for (const int bits : {8, 4}) {
+    decoders.push_back({std::string("original, ") + kvQuantName(bits) + " cache", original.get(), MlaDecode::Absorbed,
+                        true, KvCache(L), origBudget.bytesPerToken, 0, KvQuantSettings{bits, 64, 128}});
+  }
   if (device.is_cpu() && !benchBf16()) {  // where the kernels apply: their before
     decoders.push_back(
         {"original, LibTorch ops", original.get(), MlaDecode::Absorbed, false, KvCache(L), origBudget.bytesPerToken});
@@ -119,7 +132,7 @@ void benchDecode(BenchReport& report) {
   for (const auto& [batch, ctx] : runs) {
     const std::string at = " @ ctx " + std::to_string(ctx) + (batch > 1 ? " batch " + std::to_string(batch) : "");
     for (auto& d : decoders) {
-      fillCache(d.cache, *d.model, batch, ctx, tensorOpts);
+      fillCache(d.cache, *d.model, batch, ctx, tensorOpts, d.quant);
       d.best = 0;
     }
     for (int r = 0; r < rounds; ++r) {
@@ -138,7 +151,10 @@ void benchDecode(BenchReport& report) {
     for (auto& d : decoders) {
       const auto len = d.cache.length();
       const double mib = static_cast<double>(d.cache.bytes()) / (1 << 20);
-      const double formula = static_cast<double>(d.formulaBytesPerToken * len * batch) / (1 << 20);
+      const double formula =
+          static_cast<double>(d.quant.on() ? kvQuantBudget(d.model->config(), d.quant, cacheType).bytesFor(len) * batch
+                                           : d.formulaBytesPerToken * len * batch) /
+          (1 << 20);
       report.add({"decode", "decode " + d.name + at, d.best, "tok/s",
                   "cache " + fixed(mib, 2) + " MiB measured, formula " + fixed(formula, 2) + " MiB at " +
                       std::to_string(len) + " tokens; " + setup});
@@ -147,8 +163,12 @@ void benchDecode(BenchReport& report) {
     const Decoder &orig = decoders[0], &absorbed = decoders[1], &naive = decoders[2];
     std::string note = "naive / original " + fixed(naive.best / orig.best, 2) + "x; cache " +
                        fixed(static_cast<double>(absorbed.cache.bytes()) / orig.cache.bytes(), 3) + " of original";
-    if (decoders.size() > 3) {
-      const Decoder &origOps = decoders[3], &absorbedOps = decoders[4];
+    for (const Decoder* q : {&decoders[3], &decoders[4]}) {
+      report.add({"decode", q->name + " / original" + at, q->best / orig.best, "x",
+                  "cache " + fixed(static_cast<double>(q->cache.bytes()) / orig.cache.bytes(), 3) + " of original"});
+    }
+    if (decoders.size() > 5) {
+      const Decoder &origOps = decoders[5], &absorbedOps = decoders[6];
       note += "; with LibTorch ops alone " + fixed(absorbedOps.best / origOps.best, 2) +
               "x; the kernels speed the original " + fixed(orig.best / origOps.best, 2) + "x, absorbed " +
               fixed(absorbed.best / absorbedOps.best, 2) + "x; " + fusedDecodeIsa() + " kernels";
