@@ -36,6 +36,6 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
 // `block` tokens at a time (scores first, then the values), never as one
 // full-size copy; the window in full precision as it is. The softmax is in fp32.
 torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
-                                       double scale, std::int64_t window = 0, std::int64_t block = 256);
+                                       double scale, std::int64_t window = 0, std::int64_t block = 1024);
 
 }  // namespace latentlab

@@ -44,16 +44,19 @@ torch::Tensor dequantizeRows(const QuantizedRows& q, int bits, int group, std::i
   const std::int64_t groups = width / g;
   auto lead = q.scale.sizes().vec();
   lead.pop_back();
-  auto codes = q.codes.reshape({-1, width / perByte, 1});
-  const auto mask = static_cast<std::int64_t>((1 << bits) - 1);
-  std::vector<torch::Tensor> parts;
-  for (int j = 0; j < perByte; ++j) parts.push_back(codes.bitwise_right_shift(j * bits).bitwise_and(mask));
-  auto values = torch::cat(parts, 2).reshape({-1, groups, g}).to(torch::kFloat32);
+  // The codes unpacked in one shift against [0, bits, 2 bits, ...] (int8: as they are).
+  torch::Tensor values = q.codes;
+  if (perByte > 1) {
+    const auto shifts = torch::arange(0, 8, bits, torch::TensorOptions().dtype(torch::kUInt8).device(q.codes.device()));
+    values = q.codes.unsqueeze(-1).bitwise_right_shift(shifts).bitwise_and((1 << bits) - 1);
+  }
+  auto v = values.reshape({-1, groups, g}).to(torch::kFloat32);
   auto s32 = q.scale.reshape({-1, groups, 1}).to(torch::kFloat32);
   auto z32 = q.zero.reshape({-1, groups, 1}).to(torch::kFloat32);
   auto shape = lead;
   shape.push_back(width);
-  return (z32 + values * s32).to(q.scale.scalar_type()).reshape(shape);
+  // q * scale rounded, then + zero rounded (no fused multiply-add): the reference's two roundings.
+  return v.mul_(s32).add_(z32).to(q.scale.scalar_type()).reshape(shape);
 }
 
 void requireQuantizableCache(const ModelConfig& cfg, const KvQuantSettings& s, const std::filesystem::path& dir) {
