@@ -318,6 +318,7 @@ void ConversionPanel::resolveLayersAndBudget(KvSettings& s) {
   try {
     s.layers = resolveLayerSelection(layers.isEmpty() ? std::string("all") : layers.toStdString(), m_config->numLayers,
                                      "Converted layers");
+    m_convertedLayers = s.layers;
   } catch (const Error& e) {
     m_reason = QString::fromStdString(e.message());
     return;
@@ -393,15 +394,9 @@ void ConversionPanel::updateAllocationBox() {
   if (key == m_allocationKey) return;
   m_allocationKey = key;
   m_uniformDKv.clear();
-  std::optional<std::vector<int>> layers;
-  try {
-    layers = resolveLayerSelection(
-        m_layers->text().trimmed().isEmpty() ? std::string("all") : m_layers->text().trimmed().toStdString(),
-        m_config->numLayers, "Converted layers");
-  } catch (const Error&) {
-  }
-  for (int l = 0; l < m_config->numLayers; ++l) {
-    const bool converted = !layers || std::binary_search(layers->begin(), layers->end(), l);
+  for (int l = 0; l < m_config->numLayers; ++l) {  // the layers field as resolveLayersAndBudget read it
+    const bool converted =
+        !m_convertedLayers || std::binary_search(m_convertedLayers->begin(), m_convertedLayers->end(), l);
     m_uniformDKv.push_back(converted ? m_budgetLimits->uniformDKv : 0);
   }
   m_allocationView->setUniform(m_uniformDKv);

@@ -105,8 +105,9 @@ class ConversionPanel : public QWidget {
   QLabel* m_allocationLabel = nullptr;
   QTimer m_allocationTimer;
   std::optional<KvBudgetLimits> m_budgetLimits;
-  QString m_allocationKey;        // what the chart's split was asked for
-  std::vector<int> m_uniformDKv;  // per layer at the budget's uniform d_kv (0: unconverted)
+  QString m_allocationKey;                            // what the chart's split was asked for
+  std::vector<int> m_uniformDKv;                      // per layer at the budget's uniform d_kv (0: unconverted)
+  std::optional<std::vector<int>> m_convertedLayers;  // the layers field resolved (absent: all)
   bool m_convertible = true;
   QComboBox* m_score = nullptr;
   QComboBox* m_factorise = nullptr;
