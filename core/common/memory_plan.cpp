@@ -318,8 +318,8 @@ ModelConfig plannedModelConfig(const RunSpec& spec, std::int64_t* sourceParamete
       // Planned at the budget's uniform d_kv: the same cache, and parameters
       // within a rank step per layer of the allocation's (known after the SVD).
       KvBudgetLimits limits;
-      if (auto why =
-              resolveKvBudget(cfg, kv, DType::F32, spec.conversion.kvBudget, "spec.conversion.kv_budget", &limits)) {
+      if (auto why = resolveKvBudget(cfg, kv, cfg.torchDType, spec.conversion.kvBudget, "spec.conversion.kv_budget",
+                                     &limits)) {
         throw Error(ErrorCode::BadSpec, *why + " (" + spec.modelDir + ")");
       }
       kv.dKv = limits.uniformDKv;

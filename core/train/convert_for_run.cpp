@@ -73,7 +73,9 @@ ConversionOptions mha2mlaOptions(CausalLm& base, const ConversionSpec& conv) {
   opts.activations = conv.factorisation() == Factorisation::Activations;
   opts.layers = resolveLayerSelection(conv.layers, base.config().numLayers, "spec.conversion.layers");
   if (!conv.kvBudget.empty()) {
-    const DType cacheDType = fromTorch(base.model->embed_tokens->weight.scalar_type());
+    // Bytes at the checkpoint's own dtype (config.json torch_dtype), whatever
+    // precision the run trains in: what the Conversion tab and the plan count.
+    const DType cacheDType = base.config().torchDType;
     if (auto why = resolveKvBudget(base.config(), kvSettings(opts), cacheDType, conv.kvBudget,
                                    "spec.conversion.kv_budget", &opts.kvBudget)) {
       throw Error(ErrorCode::BadSpec, *why);
