@@ -30,23 +30,6 @@
 using namespace latentlab;
 using namespace latentlab::ui;
 
-namespace {
-// Scrolls the tab to the field, clicks it, replaces its text by typing.
-void typeInto(QLineEdit* edit, const QString& text) {
-  for (QWidget* up = edit->parentWidget(); up != nullptr; up = up->parentWidget()) {
-    if (auto* area = qobject_cast<QScrollArea*>(up)) {
-      area->ensureWidgetVisible(edit);
-      QApplication::processEvents();
-      break;
-    }
-  }
-  QTest::mouseClick(edit, Qt::LeftButton);
-  QTest::keyClick(edit, Qt::Key_A, Qt::ControlModifier);
-  QTest::keyClick(edit, Qt::Key_Delete);
-  QTest::keyClicks(edit, text);
-}
-}  // namespace
-
 class TestConversionPanel : public QObject {
   Q_OBJECT
  private Q_SLOTS:
@@ -324,7 +307,7 @@ class TestConversionPanel : public QObject {
 
     // demo-gqa: 4 layers, 2 KV heads of 32 dims, r = 2 by default; d_kv 8
     // everywhere caches 4 x 2 (2*2 + 8) fp32 values = 384 bytes per token.
-    typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
+    uitest::typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
     QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
     QTRY_VERIFY(c->allocationView()->isVisible());
     QCOMPARE(c->allocationView()->uniformBars(), std::vector<double>(4, 8.0));
@@ -340,7 +323,7 @@ class TestConversionPanel : public QObject {
     QVERIFY(w.trainingPanel()->runButton()->isEnabled());
 
     // Under the smallest cache: refused inline, Run blocked, no chart.
-    typeInto(c->kvBudgetEdit(), QStringLiteral("10"));
+    uitest::typeInto(c->kvBudgetEdit(), QStringLiteral("10"));
     QVERIFY2(c->blockReason().contains(QStringLiteral("under the smallest cache")), qPrintable(c->blockReason()));
     auto* banner = c->findChild<MessageBanner*>(QStringLiteral("conversionBanner"));
     QVERIFY(banner->isVisibleTo(c));
@@ -349,20 +332,20 @@ class TestConversionPanel : public QObject {
 
     // A saving of 75%: a quarter of the original 4 x 2 x 2 x 32 fp32 values
     // (2048 bytes) is 512 bytes, 4 x 2 (2*2 + 12): d_kv 12 everywhere.
-    typeInto(c->kvBudgetEdit(), QStringLiteral("75%"));
+    uitest::typeInto(c->kvBudgetEdit(), QStringLiteral("75%"));
     QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
     QTRY_COMPARE(c->allocationView()->uniformBars(), std::vector<double>(4, 12.0));
     // Converting the last two layers only: the others keep their cache and get
     // no latent, so the same saving is now impossible; d_kv 8's bytes are not.
-    typeInto(c->layersEdit(), QStringLiteral("last:2"));
+    uitest::typeInto(c->layersEdit(), QStringLiteral("last:2"));
     QVERIFY2(c->blockReason().contains(QStringLiteral("2 converted layers")), qPrintable(c->blockReason()));
-    typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
+    uitest::typeInto(c->kvBudgetEdit(), QStringLiteral("d_kv:8"));
     QVERIFY2(c->blockReason().isEmpty(), qPrintable(c->blockReason()));
     QTRY_VERIFY_WITH_TIMEOUT(c->allocationView()->allocatedBars().size() == 4, 60000);
     QCOMPARE(c->allocationView()->allocatedBars()[0], 0.0);
     QCOMPARE(c->allocationView()->allocatedBars()[1], 0.0);
     QCOMPARE(w.trainingPanel()->spec().conversion.layers, std::string("last:2"));
-    typeInto(c->layersEdit(), QStringLiteral("0,7"));
+    uitest::typeInto(c->layersEdit(), QStringLiteral("0,7"));
     QVERIFY2(c->blockReason().contains(QStringLiteral("Converted layers")), qPrintable(c->blockReason()));
     QVERIFY(!w.trainingPanel()->runButton()->isEnabled());
   }

@@ -67,25 +67,6 @@ bool chooseWithKeys(QComboBox* box, const QString& part) {
   return box->currentText().contains(part);
 }
 
-// Scrolls the tab's scroll area to a widget, as a user does before clicking it.
-void reveal(QWidget* w) {
-  for (QWidget* up = w->parentWidget(); up != nullptr; up = up->parentWidget()) {
-    if (auto* area = qobject_cast<QScrollArea*>(up)) {
-      area->ensureWidgetVisible(w);
-      QApplication::processEvents();
-      return;
-    }
-  }
-}
-
-void typeInto(QLineEdit* edit, const QString& text) {
-  reveal(edit);
-  QTest::mouseClick(edit, Qt::LeftButton);
-  edit->selectAll();
-  QTest::keyClick(edit, Qt::Key_Delete);
-  QTest::keyClicks(edit, text);
-}
-
 }  // namespace
 
 class TestEvaluatePanel : public QObject {
@@ -110,11 +91,11 @@ class TestEvaluatePanel : public QObject {
     QTRY_VERIFY(p->isVisible());
     QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("demo-gqa")), qPrintable(p->modelBox()->currentText()));
     QCOMPARE(p->lengthsEdit()->text(), QStringLiteral("256, 512, 1016"));
-    reveal(p->passkeyBox());
+    uitest::reveal(p->passkeyBox());
     QTest::mouseClick(p->passkeyBox(), Qt::LeftButton, {}, QPoint(8, p->passkeyBox()->height() / 2));
-    typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
+    uitest::typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
     QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
-    typeInto(p->lengthsEdit(), QStringLiteral("256, 1k"));
+    uitest::typeInto(p->lengthsEdit(), QStringLiteral("256, 1k"));
     QVERIFY(!p->evaluateButton()->isEnabled());
     QVERIFY2(p->statusLabel()->text().contains(QStringLiteral("exceed the model's context of 1024")),
              qPrintable(p->statusLabel()->text()));
@@ -122,7 +103,7 @@ class TestEvaluatePanel : public QObject {
     // What the user typed stays when the model list refreshes.
     p->refresh();
     QCOMPARE(p->lengthsEdit()->text(), QStringLiteral("256, 1k"));
-    typeInto(p->lengthsEdit(), QStringLiteral("256, 1016"));
+    uitest::typeInto(p->lengthsEdit(), QStringLiteral("256, 1016"));
     QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
     RunStore store(ws.dbPath().toStdString());
     QVERIFY(store.listRuns().empty());  // nothing was queued by the refused lengths
@@ -156,22 +137,22 @@ class TestEvaluatePanel : public QObject {
     QVERIFY2(chooseWithKeys(p->modelBox(), QStringLiteral("tiny base · step 12")),
              qPrintable(p->modelBox()->currentText()));
 
-    typeInto(p->taskFileEdit(), task);
-    reveal(p->addTaskButton());
+    uitest::typeInto(p->taskFileEdit(), task);
+    uitest::reveal(p->addTaskButton());
     QTest::mouseClick(p->addTaskButton(), Qt::LeftButton);
     QCOMPARE(p->taskList()->count(), 1);
     QCOMPARE(p->taskList()->item(0)->text(), QStringLiteral("toy"));
     QVERIFY(p->evaluateButton()->isEnabled());
 
-    reveal(p->passkeyBox());
+    uitest::reveal(p->passkeyBox());
     // On its box (the widget spans the form's width; its middle is empty space).
     QTest::mouseClick(p->passkeyBox(), Qt::LeftButton, {}, QPoint(8, p->passkeyBox()->height() / 2));
     QVERIFY(p->passkeyBox()->isChecked());
     QVERIFY(!p->evaluateButton()->isEnabled());  // no haystack yet
     QVERIFY(p->statusLabel()->text().contains(QStringLiteral("haystack")));
-    typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
-    typeInto(p->lengthsEdit(), QStringLiteral("128, 192"));
-    typeInto(p->depthsEdit(), QStringLiteral("0, 1"));
+    uitest::typeInto(p->haystackEdit(), QString::fromLatin1(kHaystack));
+    uitest::typeInto(p->lengthsEdit(), QStringLiteral("128, 192"));
+    uitest::typeInto(p->depthsEdit(), QStringLiteral("0, 1"));
     p->trialsBox()->setFocus();
     p->trialsBox()->selectAll();
     QTest::keyClicks(p->trialsBox(), QStringLiteral("2"));
@@ -179,7 +160,7 @@ class TestEvaluatePanel : public QObject {
     QVERIFY2(p->evaluateButton()->isEnabled(), qPrintable(p->statusLabel()->text()));
 
     QSignalSpy finished(w.jobs(), &JobController::finished);
-    reveal(p->evaluateButton());
+    uitest::reveal(p->evaluateButton());
     QTest::mouseClick(p->evaluateButton(), Qt::LeftButton);
     QVERIFY(finished.wait(120000));
     RunStore store(ws.dbPath().toStdString());

@@ -9,6 +9,7 @@
 #include <QFileDialog>
 #include <QLineEdit>
 #include <QProcess>
+#include <QScrollArea>
 #include <QStandardPaths>
 #include <QTest>
 
@@ -125,6 +126,25 @@ void DialogAnswerer::poll() {
   // completes) at every "/" on its own schedule. The accept button is then
   // clicked with the mouse.
   name->setText(answer);
+}
+
+// Scrolls the tab's scroll area to a widget, as a user does before clicking it.
+void reveal(QWidget* w) {
+  for (QWidget* up = w->parentWidget(); up != nullptr; up = up->parentWidget()) {
+    if (auto* area = qobject_cast<QScrollArea*>(up)) {
+      area->ensureWidgetVisible(w);
+      QApplication::processEvents();
+      return;
+    }
+  }
+}
+
+void typeInto(QLineEdit* edit, const QString& text) {
+  reveal(edit);
+  QTest::mouseClick(edit, Qt::LeftButton);
+  edit->selectAll();
+  QTest::keyClick(edit, Qt::Key_Delete);
+  QTest::keyClicks(edit, text);
 }
 
 }  // namespace latentlab::uitest

@@ -10,6 +10,8 @@
 #include <QTimer>
 
 class QFileDialog;
+class QLineEdit;
+class QWidget;
 
 #include "charts/chart_view.h"
 #include "latentlab/run_spec.h"
@@ -29,6 +31,10 @@ ui::MainWindowOptions quietWindowOptions();
 // A Hugging Face folder of a built-in shape with zero weights (config.json
 // and one safetensors file in fp32): a model the Model tab opens, untrained.
 QString writeZeroModelFolder(const QString& dir, const std::string& architecture);
+// Scrolls the tab's scroll area to a widget, as a user does before clicking it.
+void reveal(QWidget* w);
+// Reveals the field, clicks it and replaces its text by typing.
+void typeInto(QLineEdit* edit, const QString& text);
 // Shows a chart at a size and waits until it is on screen (false: it never was).
 bool showChart(ui::ChartView& chart, int width = 900, int height = 500);
 
