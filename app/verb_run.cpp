@@ -336,7 +336,8 @@ int cmdRuns(int argc, char** argv) {
               {"spec", r.specJson.empty() ? json(nullptr) : json::parse(r.specJson)},
               {"summary", r.summaryJson.empty() ? json(nullptr) : json::parse(r.summaryJson)},
               {"metrics", store.metricNames(id)},
-              {"metric_rows", store.metricCount(id)}};
+              {"metric_rows", store.metricCount(id)},
+              {"store", {{"filesystem", store.filesystem()}, {"journal", store.journal()}}}};
     json ev = json::array();
     for (const auto& e : store.listEvents(id)) ev.push_back({{"kind", e.kind}, {"message", e.message}});
     j["events"] = ev;

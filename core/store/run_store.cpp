@@ -217,6 +217,14 @@ std::string RunStore::quickCheck() const {
   return st.step() ? st.columnText(0) : std::string("no answer");
 }
 
+std::string RunStore::filesystem() const {
+  return m_impl->db.filesystem().name;
+}
+
+std::string RunStore::journal() const {
+  return journalModeName(m_impl->db.journalMode());
+}
+
 RunStore::~RunStore() = default;
 RunStore::RunStore(RunStore&&) noexcept = default;
 RunStore& RunStore::operator=(RunStore&&) noexcept = default;

@@ -3,10 +3,13 @@
 #include "store/sqlite_db.h"
 
 #include <sqlite3.h>
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <system_error>
 #include <thread>
@@ -43,7 +46,70 @@ std::string hintFor(int rc) {
   }
 }
 
+// Switches the file's journal with `pragma` ("PRAGMA journal_mode=WAL"),
+// returning the mode SQLite answers. Switching takes an exclusive lock. When
+// two processes open the file at once, SQLite answers one of them "locked" at
+// once, without the busy handler (waiting could deadlock), so that one
+// retries until the busy timeout has passed; by then the other has switched it.
+std::string switchJournal(SqliteDb& db, const char* pragma) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(SqliteDb::kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Statement st(db, pragma, "set the journal mode");
+      return st.step() ? st.columnText(0) : std::string();
+    } catch (const StoreBusy&) {
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 + attempt, 20)));
+    }
+  }
+}
+
 }  // namespace
+
+StoreFilesystem filesystemOfMagic(std::uint64_t magic) {
+  struct Known {
+    std::uint64_t magic;
+    const char* name;
+    bool network;
+  };
+  // linux/magic.h and the file systems' own sources.
+  static constexpr Known kKnown[] = {
+      {0x6969, "nfs", true},        {0xFF534D42, "cifs", true},       {0xFE534D42, "smb2", true},
+      {0x517B, "smb", true},        {0x0BD00BD0, "lustre", true},     {0x47504653, "gpfs", true},
+      {0x00C36400, "ceph", true},   {0x19830326, "beegfs", true},     {0x01021997, "9p", true},
+      {0x5346414F, "afs", true},    {0x6B414653, "kafs", true},       {0xAAD7AAEA, "panfs", true},
+      {0x01161970, "gfs2", true},   {0x7461636F, "ocfs2", true},      {0x65735546, "fuse", false},
+      {0xEF53, "ext4", false},      {0x58465342, "xfs", false},       {0x9123683E, "btrfs", false},
+      {0x01021994, "tmpfs", false}, {0x794C7630, "overlayfs", false}, {0x2FC12FC1, "zfs", false},
+      {0xF2F52010, "f2fs", false}};
+  for (const Known& k : kKnown) {
+    if (k.magic == magic) return {k.name, k.network};
+  }
+  return {"local", false};
+}
+
+StoreFilesystem detectFilesystem(const fs::path& folder) {
+  struct statfs st {};
+  if (::statfs(folder.empty() ? "." : folder.c_str(), &st) != 0) return {"unknown", false};
+  return filesystemOfMagic(static_cast<std::uint64_t>(static_cast<std::uint32_t>(st.f_type)));
+}
+
+const char* journalModeName(JournalMode m) {
+  return m == JournalMode::Rollback ? "rollback" : "wal";
+}
+
+JournalMode chooseJournalMode(const StoreFilesystem& fs) {
+  if (const char* forced = std::getenv("LATENTLAB_STORE_JOURNAL")) {
+    const std::string v = forced;
+    if (v == "wal") return JournalMode::Wal;
+    if (v == "rollback") return JournalMode::Rollback;
+    if (!v.empty()) {
+      throw Error(ErrorCode::BadInput, "LATENTLAB_STORE_JOURNAL='" + v + "': not a journal mode",
+                  "Set it to wal or rollback, or unset it to choose by the file system.");
+    }
+  }
+  return fs.network ? JournalMode::Rollback : JournalMode::Wal;
+}
 
 SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(path) {
   if (readOnly) create = false;
@@ -85,9 +151,12 @@ SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(pa
   }
   sqlite3_extended_result_codes(m_db, 1);
   sqlite3_busy_timeout(m_db, kBusyTimeoutMs);
+  m_filesystem = detectFilesystem(path.has_parent_path() ? path.parent_path() : fs::path("."));
   if (readOnly) {
     try {
       exec("PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768;", "configure connection");
+      m_journal =
+          queryText("PRAGMA journal_mode", "read the journal mode") == "wal" ? JournalMode::Wal : JournalMode::Rollback;
     } catch (...) {
       sqlite3_close_v2(m_db);
       m_db = nullptr;
@@ -96,33 +165,34 @@ SqliteDb::SqliteDb(const fs::path& path, bool create, bool readOnly) : m_path(pa
     return;
   }
   try {
-    // journal_mode answers with the mode in effect; anything but WAL means the
+    m_journal = chooseJournalMode(m_filesystem);
+    // journal_mode answers with the mode in effect; another answer means the
     // file system refused it (or the file is not a database: that throws).
-    // Switching a new file to WAL takes an exclusive lock. When two processes
-    // open it at once, SQLite answers one of them "locked" at once, without the
-    // busy handler (waiting could deadlock), so that one retries until the
-    // busy timeout has passed; by then the other has switched the file.
-    std::string mode;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
-    for (int attempt = 0;; ++attempt) {
-      try {
-        Statement wal(*this, "PRAGMA journal_mode=WAL", "enable WAL");
-        mode = wal.step() ? wal.columnText(0) : std::string();
-        break;
-      } catch (const StoreBusy&) {
-        if (std::chrono::steady_clock::now() >= deadline) throw;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 + attempt, 20)));
+    if (m_journal == JournalMode::Wal) {
+      const std::string mode = switchJournal(*this, "PRAGMA journal_mode=WAL");
+      if (mode != "wal") {
+        throw Error(ErrorCode::Store, path.string() + ": cannot enable WAL journaling (mode is '" + mode + "')",
+                    "Put the workspace on a local file system that supports shared memory, or set "
+                    "LATENTLAB_STORE_JOURNAL=rollback.");
       }
+      // mmap and a 32 MB page cache: chart reads of long series scan tens of MB.
+      exec(
+          "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; "
+          "PRAGMA mmap_size=268435456;",
+          "configure connection");
+    } else {
+      // A file written in WAL mode elsewhere is switched back (its WAL checkpointed into it).
+      const std::string mode = switchJournal(*this, "PRAGMA journal_mode=DELETE");
+      if (mode != "delete") {
+        throw Error(
+            ErrorCode::Store,
+            path.string() + ": cannot use the rollback journal on " + m_filesystem.name + " (mode is '" + mode + "')",
+            "Another process may hold the file in WAL mode; close it and retry.");
+      }
+      // Every commit synced, and no memory map: pages another host changed must be read again.
+      exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; PRAGMA mmap_size=0;",
+           "configure connection");
     }
-    if (mode != "wal") {
-      throw Error(ErrorCode::Store, path.string() + ": cannot enable WAL journaling (mode is '" + mode + "')",
-                  "Put the workspace on a local file system that supports shared memory.");
-    }
-    // mmap and a 32 MB page cache: chart reads of long series scan tens of MB.
-    exec(
-        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-32768; "
-        "PRAGMA mmap_size=268435456;",
-        "configure connection");
   } catch (...) {
     sqlite3_close_v2(m_db);
     m_db = nullptr;
@@ -144,6 +214,11 @@ void SqliteDb::exec(const char* sql, std::string_view what) {
 std::int64_t SqliteDb::queryInt(const char* sql, std::string_view what) {
   Statement st(*this, sql, what);
   return st.step() ? st.columnInt(0) : 0;
+}
+
+std::string SqliteDb::queryText(const char* sql, std::string_view what) {
+  Statement st(*this, sql, what);
+  return st.step() ? st.columnText(0) : std::string();
 }
 
 std::int64_t SqliteDb::lastInsertId() const {

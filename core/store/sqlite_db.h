@@ -15,7 +15,30 @@ struct sqlite3_stmt;
 
 namespace latentlab {
 
-// One configured connection (WAL, synchronous=NORMAL, busy_timeout,
+// The file system a store's file lies on, by statfs's magic number: "nfs",
+// "lustre", "gpfs", "cifs", ... (network: true), or the local ones by name
+// ("ext4", "xfs", "tmpfs", ...; "local" where the number is not one we name).
+struct StoreFilesystem {
+  std::string name;
+  bool network = false;
+};
+StoreFilesystem filesystemOfMagic(std::uint64_t magic);
+// The file system of `folder` (statfs); "unknown", not network, where it fails.
+StoreFilesystem detectFilesystem(const std::filesystem::path& folder);
+
+// How a store's file is journaled. WAL keeps its index in shared memory that
+// only processes of one host can share, so a store on a network file system
+// (the workspace of a cluster, written by rank 0 on a compute node and read
+// by the workbench on another host) uses SQLite's rollback journal with
+// POSIX locks instead, synchronous=FULL and no memory map.
+enum class JournalMode { Wal, Rollback };
+const char* journalModeName(JournalMode m);  // "wal" | "rollback"
+// WAL on a local file system, Rollback on a network one. The environment
+// variable LATENTLAB_STORE_JOURNAL=wal|rollback overrides the choice (a
+// network file system behind FUSE is not recognised by its magic number).
+JournalMode chooseJournalMode(const StoreFilesystem& fs);
+
+// One configured connection (the journal of chooseJournalMode, busy_timeout,
 // foreign_keys=ON). Not thread-safe: used by one thread.
 class SqliteDb {
  public:
@@ -35,10 +58,15 @@ class SqliteDb {
   // Runs one or more statements without results.
   void exec(const char* sql, std::string_view what);
   std::int64_t queryInt(const char* sql, std::string_view what);
+  std::string queryText(const char* sql, std::string_view what);
   std::int64_t lastInsertId() const;
   int changes() const;
   void setBusyTimeout(int ms);
   int busyTimeout() const { return m_busyTimeoutMs; }
+  const StoreFilesystem& filesystem() const { return m_filesystem; }
+  // The journal in effect: the one chosen when this connection opened the
+  // file for writing, or the file's own for a read-only connection.
+  JournalMode journalMode() const { return m_journal; }
 
   // Throws Error(Store) "<db>: <what>: <sqlite message> (<code name>)" + hint;
   // StoreBusy when another connection held the lock past the busy timeout.
@@ -48,6 +76,8 @@ class SqliteDb {
   std::filesystem::path m_path;
   sqlite3* m_db = nullptr;
   int m_busyTimeoutMs = kBusyTimeoutMs;
+  StoreFilesystem m_filesystem;
+  JournalMode m_journal = JournalMode::Wal;
 };
 
 // The lock was held by another connection for longer than the busy timeout:

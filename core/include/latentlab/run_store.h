@@ -186,8 +186,12 @@ enum class StoreOpen {
 
 // A connection to one store file, created (with its parent folders) if
 // missing (StoreOpen::CreateIfMissing) and migrated to the latest schema.
-// WAL, synchronous=NORMAL, busy_timeout 5 s (setBusyTimeout), foreign_keys=ON. A RunStore is one SQLite connection: do
-// not share it across threads; each thread (and process) opens its own.
+// WAL and synchronous=NORMAL on a local file system; on a network file system
+// (NFS, Lustre, GPFS, CIFS, ...) the rollback journal with POSIX locks and
+// synchronous=FULL, since WAL does not work across hosts (journal(); docs/
+// design.md, "Storage"). busy_timeout 5 s (setBusyTimeout), foreign_keys=ON.
+// A RunStore is one SQLite connection: do not share it across threads; each
+// thread (and process) opens its own.
 // Every failure throws latentlab::Error (Store, or Io for folders/CSV files)
 // naming the file; a failed write rolls back and leaves stored runs intact.
 class RunStore {
@@ -207,6 +211,10 @@ class RunStore {
   // found in the time of one pass over the file.
   std::string quickCheck() const;
   std::string storeId() const;  // random id of this database, fixed at creation
+  // The file system the file lies on ("ext4", "nfs", "lustre", ...) and the
+  // journal in use: "wal" or "rollback".
+  std::string filesystem() const;
+  std::string journal() const;
   // How long a statement waits for another connection's write lock before it
   // fails with a busy error (default 5 s). The engine waits minutes.
   void setBusyTimeout(std::chrono::milliseconds timeout);

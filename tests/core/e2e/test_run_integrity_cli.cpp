@@ -82,6 +82,7 @@ TEST(RunIntegrityCli, OneEngineAtATimeAndAKilledEnginesLeaseIsTakenOver) {
   ASSERT_EQ(runCommand(engine("runs show 1 --db " + shellQuote(db.string())), &out), 0) << out;
   EXPECT_TRUE(contains(out, "\"status\": \"crashed\"")) << out;
   EXPECT_TRUE(contains(out, "is not running")) << out;
+  EXPECT_TRUE(contains(out, "\"journal\": \"wal\"")) << out;  // a local disk
 
   // A new engine takes the stale lease over, records it, and resumes.
   pid_t third = spawnEngine({"run", "--db", db.string(), "--run", "1"}, dir / "third.log");
