@@ -1,11 +1,14 @@
 // Cancellation and progress output shared by the engine's verbs.
 #include "engine_cli.h"
 
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <thread>
+
+#include "cli_args.h"
 
 namespace latentlab::cli {
 
@@ -58,6 +61,24 @@ void StderrProgress::log(LogLevel level, std::string_view message) {
   }
   static const char* names[] = {"debug", "info", "warning", "error"};
   std::fprintf(stderr, "%s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(message.size()), message.data());
+}
+
+KvQuantSettings readKvQuantFlags(const Args& args) {
+  KvQuantSettings q;
+  q.bits = parseKvQuantBits(args.get("kv-quant", "none"), "--kv-quant");
+  q.group = args.getInt("kv-group", q.group, INT_MIN, INT_MAX);
+  q.residual = args.getInt("kv-residual", q.residual, INT_MIN, INT_MAX);
+  return q;
+}
+
+std::string kvQuantHelp(int column) {
+  const std::string pad(static_cast<std::size_t>(column), ' ');
+  std::string flag = "  --kv-quant Q";
+  flag.resize(static_cast<std::size_t>(column), ' ');
+  return flag + "the decode cache quantized: none (default) | int8 | int4 | int2 (docs/kv_quant.md;\n" + pad +
+         "K and V, or a converted model's latent and RoPE key), with --kv-group G values per\n" + pad +
+         "scale and zero-point (default 64) and the newest --kv-residual N tokens in full\n" + pad +
+         "precision (default 128)\n";
 }
 
 }  // namespace latentlab::cli

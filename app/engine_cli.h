@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "latentlab/kv_budget.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/progress.h"
 
 namespace latentlab::cli {
@@ -41,6 +42,11 @@ int cmdConvert(int argc, char** argv);
 int cmdExport(int argc, char** argv);
 int cmdGenerate(int argc, char** argv);
 class Args;
+// --kv-quant Q, --kv-group G and --kv-residual N (docs/kv_quant.md), the
+// defaults where absent; checked against a model later (checkKvQuant).
+KvQuantSettings readKvQuantFlags(const Args& args);
+// Their help lines, the descriptions starting at `column`.
+std::string kvQuantHelp(int column);
 // `eval DIR --passkey FILE` (verb_passkey.cpp).
 int evalPasskey(const Args& args);
 

@@ -320,10 +320,7 @@ int cmdInspect(int argc, char** argv) {
   std::optional<KvQuantBudget> quant;
   std::int64_t context = 0;
   if (args.get("kv-quant")) {
-    KvQuantSettings q;
-    q.bits = parseKvQuantBits(*args.get("kv-quant"), "--kv-quant");
-    q.group = args.getInt("kv-group", q.group, INT_MIN, INT_MAX);
-    q.residual = args.getInt("kv-residual", q.residual, INT_MIN, INT_MAX);
+    const KvQuantSettings q = readKvQuantFlags(args);
     context = args.getInt64("context", s.config.maxPositionEmbeddings, 1, INT64_MAX);
     if (auto why = checkKvQuant(q, s.config, context)) throw Error(ErrorCode::BadInput, *why);
     quant = kvQuantBudget(s.config, q, s.weightDType);
@@ -354,6 +351,7 @@ int evalTask(const cli::Args& args) {
   o.limit = args.getInt64("limit", 0, 0, INT64_MAX);
   o.maxLength = args.getInt("max-length", 0, 0, INT_MAX);
   o.batchTokens = args.getInt64("batch-tokens", o.batchTokens, 1, INT64_MAX);
+  o.kvQuant = readKvQuantFlags(args);
   StderrProgress progress(args.flag("quiet"));
   const std::string format = args.get("format", "jsonl");
   const auto items =
@@ -417,17 +415,17 @@ int cmdEval(int argc, char** argv) {
         "                       input ids (FILE.ids, int64): to compare with another stack's forward\n"
         "  --device D           cpu (default), cuda, cuda:N\n"
         "  --dtype T            f32 (default), bf16, f16\n"
-        "  --kv-quant Q         --text/--tokens through a quantized cache: none (default) | int8 | int4 | int2\n"
-        "                       (docs/kv_quant.md; original MHA/GQA models so far), each window fed --kv-chunk N\n"
-        "                       tokens at a time (default 64); --kv-group G (default 64), --kv-residual N (128)\n"
+        "%s"
+        "                       --text/--tokens: each window fed --kv-chunk N tokens at a time (default 64);\n"
+        "                       --task: each item's context into the cache, its choices continuing it;\n"
+        "                       --passkey: the answers generated over it\n"
         "  --json               print the result as JSON\n"
-        "  --quiet              no progress bar on stderr\n");
+        "  --quiet              no progress bar on stderr\n",
+        kvQuantHelp(23).c_str());
     return args.flag("help") ? 0 : 1;
   }
   EvalOptions o;
-  o.kvQuant.bits = parseKvQuantBits(args.get("kv-quant", "none"), "--kv-quant");
-  o.kvQuant.group = args.getInt("kv-group", o.kvQuant.group, INT_MIN, INT_MAX);
-  o.kvQuant.residual = args.getInt("kv-residual", o.kvQuant.residual, INT_MIN, INT_MAX);
+  o.kvQuant = readKvQuantFlags(args);
   o.kvChunk = args.getInt("kv-chunk", o.kvChunk, 1, INT_MAX);
   o.model = args.positionals()[0];
   if (auto t = args.get("text")) o.textFile = *t;

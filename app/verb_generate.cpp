@@ -42,14 +42,12 @@ int cmdGenerate(int argc, char** argv) {
         "  --max-new-tokens N  default 128\n"
         "  --temperature T     default 1 (0 or --greedy: argmax); then --top-k (0: off), --top-p (1: off)\n"
         "  --seed S            sampling seed (default 0)\n"
-        "  --kv-quant Q        the cache quantized: none (default) | int8 | int4 | int2 (docs/kv_quant.md;\n"
-        "                      original MHA/GQA models so far), with --kv-group G values per scale and\n"
-        "                      zero-point (default 64) and the newest --kv-residual N tokens in full precision\n"
-        "                      (default 128)\n"
+        "%s"
         "  --json              one JSON object per prompt instead of streamed text\n"
         "  --events            JSON lines as it generates: {\"event\": \"token\", \"text\", \"generated_tokens\",\n"
         "                      \"decode_tokens_per_s\", \"kv_cache_bytes\"} per token, then {\"event\": \"done\", "
-        "...the --json fields}\n");
+        "...the --json fields}\n",
+        kvQuantHelp(22).c_str());
     return args.flag("help") ? 0 : 1;
   }
   GenerateOptions o;
@@ -61,9 +59,7 @@ int cmdGenerate(int argc, char** argv) {
   o.seed = static_cast<std::uint64_t>(args.getInt64("seed", 0, 0, INT64_MAX));
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));
-  o.kvQuant.bits = parseKvQuantBits(args.get("kv-quant", "none"), "--kv-quant");
-  o.kvQuant.group = args.getInt("kv-group", o.kvQuant.group, INT_MIN, INT_MAX);
-  o.kvQuant.residual = args.getInt("kv-residual", o.kvQuant.residual, INT_MIN, INT_MAX);
+  o.kvQuant = readKvQuantFlags(args);
   std::vector<std::string> prompts;
   if (auto p = args.get("prompt")) prompts.push_back(*p);
   if (auto f = args.get("prompt-file")) prompts.push_back(readWholeFile(*f));

@@ -56,6 +56,7 @@ int evalPasskey(const Args& args) {
   o.seed = static_cast<std::uint64_t>(args.getInt64("seed", 0, 0, INT64_MAX));
   o.device = args.get("device", "cpu");
   o.dtype = parseDType(args.get("dtype", "f32"));
+  o.kvQuant = readKvQuantFlags(args);
   StderrProgress progress(args.flag("quiet"));
   const PasskeyResult r = runPasskey(o, progress, cancelToken());
   if (args.flag("json")) {

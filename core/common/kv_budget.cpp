@@ -319,6 +319,20 @@ KvSettings kvSettingsFor(const ConversionSpec& conversion) {
   return kv;
 }
 
+ModelConfig convertedCacheConfig(const ModelConfig& cfg, const KvSettings& s) {
+  if (s.method == KvMethod::None) return cfg;
+  if (s.method == KvMethod::DeepSeek) return deepSeekConvertedConfig(cfg, s, true);
+  ModelConfig out = cfg;
+  MlaConversion m;
+  m.ropePairs = effectivePairs(cfg, s);
+  m.dKv = s.dKv;
+  m.svdMethod = s.svd;
+  m.layers = s.layers;
+  m.layerDKv = s.layerDKv;
+  out.mla = m;
+  return out;
+}
+
 ModelConfig deepSeekConvertedConfig(const ModelConfig& cfg, const KvSettings& s, bool activations, bool latentNorm) {
   RoRopeLayout layout;
   if (auto why = roRopeLayout(cfg, effectiveRopeWidth(cfg, s), s.freqFold, &layout)) {

@@ -28,6 +28,19 @@ const char* kvQuantName(int bits) {
   }
 }
 
+std::string kvQuantLabel(const KvQuantSettings& s) {
+  if (!s.on()) return {};
+  const KvQuantSettings defaults;
+  std::string label = std::string(kvQuantName(s.bits)) + " cache";
+  if (s.group != defaults.group || s.residual != defaults.residual)
+    label += ", group " + std::to_string(s.group) + ", window " + std::to_string(s.residual);
+  return label;
+}
+
+std::string kvQuantTaskName(const std::string& task, const KvQuantSettings& s) {
+  return s.on() ? task + " (" + kvQuantLabel(s) + ")" : task;
+}
+
 std::int64_t groupOf(int group, std::int64_t width) {
   return std::min<std::int64_t>(group, width);
 }

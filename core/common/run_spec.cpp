@@ -193,6 +193,19 @@ void readEvaluation(Fields& f, RunSpec& s, const std::string& source) {
     g.get("seed", s.passkey.seed);
     g.rejectUnknown();
   }
+  if (const json* q = f.object("kv_quant")) {
+    Fields g(*q, source + ": spec.kv_quant");
+    std::string format = "none";
+    g.get("format", format);
+    try {
+      s.kvQuant.bits = parseKvQuantBits(format, "kv_quant.format");
+    } catch (const Error&) {
+      bad(source, "kv_quant.format", "must be none, int8, int4 or int2, got '" + format + "'");
+    }
+    g.get("group", s.kvQuant.group);
+    g.get("residual", s.kvQuant.residual);
+    g.rejectUnknown();
+  }
   if (const json* e = f.object("evaluates")) {
     Fields g(*e, source + ": spec.evaluates");
     g.get("run", s.evaluatesRun);
@@ -367,9 +380,15 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.evalTasks.empty() && s.passkey.file.empty())
       bad(source, "eval_tasks", "or passkey is required for kind eval (what to evaluate the model on)");
     if (s.conversion.enabled) bad(source, "conversion", "does not apply to kind eval");
-  } else if (!s.passkey.file.empty() || s.evaluatesRun != 0) {
-    bad(source, s.passkey.file.empty() ? "evaluates" : "passkey", "applies to kind eval only");
+  } else if (!s.passkey.file.empty() || s.evaluatesRun != 0 || s.kvQuant.on()) {
+    bad(source,
+        !s.passkey.file.empty() ? "passkey"
+        : s.kvQuant.on()        ? "kv_quant"
+                                : "evaluates",
+        "applies to kind eval only");
   }
+  if (s.kvQuant.group < 1) bad(source, "kv_quant.group", "must be at least 1");
+  if (s.kvQuant.residual < 0) bad(source, "kv_quant.residual", "must be 0 or more");
   if (s.evaluatesRun < 0) bad(source, "evaluates.run", "must be a run ID (>= 1)");
   if (s.evaluatesStep < 0) bad(source, "evaluates.step", "must be >= 0");
   if (!s.passkey.file.empty()) {
@@ -540,6 +559,10 @@ std::string runSpecToJson(const RunSpec& s) {
                     {"depths", s.passkey.depths},
                     {"trials", s.passkey.trials},
                     {"seed", s.passkey.seed}};
+  }
+  if (s.kvQuant.on()) {
+    j["kv_quant"] = {
+        {"format", kvQuantName(s.kvQuant.bits)}, {"group", s.kvQuant.group}, {"residual", s.kvQuant.residual}};
   }
   if (s.evaluatesRun > 0) j["evaluates"] = {{"run", s.evaluatesRun}, {"step", s.evaluatesStep}};
   if (s.conversion.enabled) {

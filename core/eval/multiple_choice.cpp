@@ -16,6 +16,7 @@
 #include "io/tokenizer.h"
 #include "latentlab/error.h"
 #include "model/cpu_block_cache.h"
+#include "model/kv_quant.h"
 #include "model/llama.h"
 #include "model/torch_util.h"
 #include "model/weights.h"
@@ -152,6 +153,7 @@ struct ChoiceScorer::Impl {
     for (std::size_t b = 0; b < count; ++b)
       width = std::max(width, static_cast<std::int64_t>(reqs[b].tokens.size()) - 1 - prefix);
     KvCache cache(model->numLayers());
+    cache.setQuant(options.kvQuant);
     cache.reserve(prefix + width);
     auto ids = torch::from_blob(const_cast<std::int64_t*>(reqs[0].tokens.data()), {1, prefix}, torch::kInt64);
     model->hidden(ids.to(device), &cache);
@@ -183,7 +185,9 @@ struct ChoiceScorer::Impl {
       while (end < requests.size() && requests[end].item == requests[first].item) ++end;
       const std::size_t count = end - first;
       const std::int64_t prefix = sharedPrefix(&requests[first], count);
-      if (options.minSharedPrefix > 0 && prefix >= options.minSharedPrefix &&
+      // A quantized cache: every context goes through it.
+      const std::int64_t minPrefix = options.kvQuant.on() ? 1 : options.minSharedPrefix;
+      if (minPrefix > 0 && prefix >= minPrefix &&
           !model->ropeRegimeChanges(prefix, static_cast<std::int64_t>(requests[first].tokens.size()))) {
         out.shared.push_back({first, count, prefix});
       } else {
@@ -239,6 +243,7 @@ ChoiceScorer::ChoiceScorer(const ChoiceEvalOptions& options) : m_impl(std::make_
     d.model->eval();
   });
   requireTokenizerFits(*d.tok, d.model->config().vocabSize, options.model / "config.json");
+  requireQuantizableCache(d.model->config(), options.kvQuant, options.model);
   d.maxLength = options.maxLength > 0 ? options.maxLength : d.model->config().maxPositionEmbeddings;
   d.eos = d.tok->eosId() ? d.tok->eosId() : d.model->config().eosTokenId;  // lm-eval: the tokenizer's EOS
 }

@@ -116,6 +116,7 @@ PasskeyResult runPasskey(const PasskeyOptions& options, ProgressSink& progress, 
     g.temperature = 0.0;  // greedy
     g.device = options.device;
     g.dtype = options.dtype;
+    g.kvQuant = options.kvQuant;
     gen = std::make_unique<Generator>(g);
     context = gen->config().maxPositionEmbeddings;
     answer = [&](const std::vector<std::int32_t>& ids, int) { return gen->generateIds(ids, {}, cancel).generatedIds; };

@@ -71,11 +71,13 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   if (!spec.passkey.file.empty())
     units += static_cast<std::int64_t>(spec.passkey.lengths.size() * spec.passkey.depths.size()) * spec.passkey.trials;
   JobProgress jobProgress(env, progress, units);
+  // Results over a quantized cache are stored under their own task names.
+  const std::string passkeyTask = kvQuantTaskName("passkey", spec.kvQuant);
   auto recordCell = [&](const PasskeyCell& c) {
     EvaluationRecord e;
     e.runId = target;
     e.step = step;
-    e.task = "passkey";
+    e.task = passkeyTask;
     e.metric = passkeyMetricName(c.length, c.depth);
     e.value = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
     e.items = static_cast<std::int64_t>(c.trials.size());
@@ -94,15 +96,18 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
   };
 
   json summary = {{"model", spec.modelDir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
+  if (spec.kvQuant.on()) summary["kv_quant"] = kvQuantLabel(spec.kvQuant);
   json tasks = json::object();
   RunResult result(RunStatus::Completed);
   if (!spec.evalTasks.empty()) {
     ChoiceEvalOptions o;
     o.model = spec.modelDir;
     o.device = device;
+    o.kvQuant = spec.kvQuant;
     ChoiceScorer scorer(o);  // the model, loaded once for every task
     for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
-      const EvalTaskSpec& t = spec.evalTasks[k];
+      EvalTaskSpec t = spec.evalTasks[k];
+      t.name = kvQuantTaskName(t.name, spec.kvQuant);
       const auto n = static_cast<std::int64_t>(taskItems[k].size());
       jobProgress.beginPart(t.limit > 0 ? std::min(t.limit, n) : n);
       if (complete(t.name, "acc") && complete(t.name, "acc_norm")) {
@@ -127,7 +132,8 @@ RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnviron
     p.trials = spec.passkey.trials;
     p.seed = spec.passkey.seed;
     p.device = device;
-    p.skipCell = [&](int length, double depth) { return complete("passkey", passkeyMetricName(length, depth)); };
+    p.kvQuant = spec.kvQuant;
+    p.skipCell = [&](int length, double depth) { return complete(passkeyTask, passkeyMetricName(length, depth)); };
     p.onCell = [&](const PasskeyCell& c) {
       recordCell(c);
       cells.push_back({{"length", c.length},

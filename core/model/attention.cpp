@@ -51,38 +51,48 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
   return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale, gqa);
 }
 
+torch::Tensor blockwiseAttention(const std::vector<TokenBlock>& blocks, const BlockScores& scores,
+                                 const BlockValues& values) {
+  std::vector<torch::Tensor> logits;
+  logits.reserve(blocks.size());
+  for (const TokenBlock& b : blocks) logits.push_back(scores(b));
+  const auto p = torch::softmax(logits.size() == 1 ? logits.front() : torch::cat(logits, -1), -1);
+  torch::Tensor out;
+  std::int64_t at = 0;
+  for (const TokenBlock& b : blocks) {
+    auto y = values(p.narrow(-1, at, b.len), b);
+    out = out.defined() ? out.add_(y) : y;
+    at += b.len;
+  }
+  return out;
+}
+
+torch::Tensor visibleKeys(std::int64_t rows, std::int64_t queries, std::int64_t last, std::int64_t from,
+                          std::int64_t len, std::int64_t window, const torch::Device& device) {
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  auto pos = (torch::arange(rows, opts) % queries + (last - queries + 1)).unsqueeze(1);
+  auto cols = torch::arange(from, from + len, opts).unsqueeze(0);
+  auto m = cols <= pos;
+  if (window > 0) m = m.logical_and(cols > pos - window);
+  return m;  // (rows, len)
+}
+
 torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
                                        double scale, std::int64_t window, std::int64_t block) {
   const auto B = q.size(0), H = q.size(1), tq = q.size(2), D = q.size(3);
-  const auto kFull = k.fullView(), vFull = v.fullView();
-  const auto hk = kFull.size(1), G = H / hk;
-  const std::int64_t coded = k.quantizedLength(), total = k.length();
+  const auto hk = k.fullView().size(1), G = H / hk;
+  const std::int64_t total = k.length();
   const auto qg = q.reshape({B, hk, G * tq, D}).to(torch::kFloat32);  // row j: query head g*G + j / tq, query j % tq
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
-  // Which keys each query row sees: up to its own position (total - tq + i),
-  // and with a window the last `window` of those.
-  const auto visible = [&](std::int64_t from, std::int64_t len) {
-    auto rows = (torch::arange(G * tq, opts) % tq + (total - tq)).unsqueeze(1);
-    auto cols = torch::arange(from, from + len, opts).unsqueeze(0);
-    auto m = cols <= rows;
-    if (window > 0) m = m.logical_and(cols > rows - window);
-    return m;  // (G*tq, len)
-  };
-  std::vector<torch::Tensor> scores;
-  for (std::int64_t s = 0; s < coded; s += block) {
-    const std::int64_t len = std::min(block, coded - s);
-    auto kb = k.dequantized(s, len).to(torch::kFloat32);  // (B, hk, len, D)
-    scores.push_back(torch::matmul(qg, kb.transpose(2, 3)) * scale);
-  }
-  scores.push_back(torch::matmul(qg, kFull.to(torch::kFloat32).transpose(2, 3)) * scale);
-  auto all = torch::cat(scores, 3);  // (B, hk, G*tq, total)
-  all = all.masked_fill(visible(0, total).logical_not(), -std::numeric_limits<float>::infinity());
-  const auto p = torch::softmax(all, 3);
-  auto out = torch::matmul(p.narrow(3, coded, total - coded), vFull.to(torch::kFloat32));
-  for (std::int64_t s = 0; s < coded; s += block) {
-    const std::int64_t len = std::min(block, coded - s);
-    out = out + torch::matmul(p.narrow(3, s, len), v.dequantized(s, len).to(torch::kFloat32));
-  }
+  // Keys before the first query's window are never read.
+  const std::int64_t from = window > 0 ? std::max<std::int64_t>(0, total - tq - window + 1) : 0;
+  const auto out = blockwiseAttention(
+      k.blocks(from, block),
+      [&](const TokenBlock& b) {
+        auto s = torch::matmul(qg, k.tokens(b).to(torch::kFloat32).transpose(2, 3)) * scale;  // (B, hk, G*tq, len)
+        return s.masked_fill(visibleKeys(G * tq, tq, total - 1, b.from, b.len, window, q.device()).logical_not(),
+                             -std::numeric_limits<float>::infinity());
+      },
+      [&](const torch::Tensor& p, const TokenBlock& b) { return torch::matmul(p, v.tokens(b).to(torch::kFloat32)); });
   return out.view({B, H, tq, out.size(3)}).to(q.scalar_type());
 }
 

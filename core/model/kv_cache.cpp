@@ -90,6 +90,22 @@ torch::Tensor QuantizedSlot::dequantized(std::int64_t start, std::int64_t len) c
   return dequantizeRows(block, m_q.bits, m_q.group, m_full.size(3));
 }
 
+torch::Tensor QuantizedSlot::tokens(const TokenBlock& b) const {
+  const std::int64_t coded = std::clamp<std::int64_t>(m_quantized - b.from, 0, b.len);
+  if (coded == b.len) return dequantized(b.from, b.len);
+  const std::int64_t windowFrom = std::max<std::int64_t>(b.from - m_quantized, 0);
+  auto window = fullView().narrow(2, windowFrom, b.len - coded);
+  return coded == 0 ? window : torch::cat({dequantized(b.from, coded), window}, 2);
+}
+
+std::vector<TokenBlock> QuantizedSlot::blocks(std::int64_t from, std::int64_t block) const {
+  std::vector<TokenBlock> out;
+  for (std::int64_t s = from; s < m_quantized; s += block) out.push_back({s, std::min(block, m_quantized - s)});
+  const std::int64_t windowFrom = std::max(from, m_quantized);
+  if (windowFrom < length()) out.push_back({windowFrom, length() - windowFrom});
+  return out;
+}
+
 std::int64_t QuantizedSlot::bytes() const {
   std::int64_t total = 0;
   if (m_full.defined()) {

@@ -15,6 +15,11 @@
 
 namespace latentlab {
 
+// Tokens [from, from + len) of a cache.
+struct TokenBlock {
+  std::int64_t from = 0, len = 0;
+};
+
 // One slot of a quantized cache.
 class QuantizedSlot {
  public:
@@ -27,6 +32,12 @@ class QuantizedSlot {
   torch::Tensor fullView() const;
   // Quantized tokens [start, start + len) dequantized: (B, H, len, D) in the cache's dtype.
   torch::Tensor dequantized(std::int64_t start, std::int64_t len) const;
+  // Tokens of b as they read back (B, H, b.len, D): dequantized, the window as
+  // it is, or both side by side where b spans them.
+  torch::Tensor tokens(const TokenBlock& b) const;
+  // The blocks a reader visits from token `from` on: the quantized tokens
+  // `block` at a time, then the full-precision window as one block.
+  std::vector<TokenBlock> blocks(std::int64_t from, std::int64_t block) const;
   std::int64_t bytes() const;
   void repeatRows(std::int64_t n);
 

@@ -29,7 +29,7 @@ QuantizedRows quantizeRows(const torch::Tensor& x, int bits, int group) {
                .clamp(0, levels)
                .to(torch::kUInt8);                          // (rows, groups, g)
   auto packed = q.reshape({-1, width / perByte, perByte});  // consecutive values share a byte
-  auto codes = torch::zeros({packed.size(0), packed.size(1)}, torch::kUInt8);
+  auto codes = torch::zeros({packed.size(0), packed.size(1)}, packed.options());
   for (int j = 0; j < perByte; ++j) codes.bitwise_or_(packed.select(2, j).bitwise_left_shift(j * bits));
   auto codeShape = lead;
   codeShape.push_back(width / perByte);
@@ -63,13 +63,6 @@ void requireQuantizableCache(const ModelConfig& cfg, const KvQuantSettings& s, c
   if (!s.on()) return;
   if (auto why = checkKvQuant(s, cfg, cfg.maxPositionEmbeddings)) {
     throw Error(ErrorCode::BadInput, *why + " (" + (dir / "config.json").string() + ")");
-  }
-  if (cfg.mla || cfg.latent) {
-    throw Error(ErrorCode::BadInput,
-                "--kv-quant: " + (dir / "config.json").string() +
-                    " is a latent-attention model; its latent cache is not quantized yet (original MHA/GQA "
-                    "caches are)",
-                "Quantize the original model's cache, or keep --kv-quant none.");
   }
 }
 

@@ -25,9 +25,8 @@ QuantizedRows quantizeRows(const torch::Tensor& x, int bits, int group);
 // The rows back, (..., C) in the dtype of scale.
 torch::Tensor dequantizeRows(const QuantizedRows& q, int bits, int group, std::int64_t width);
 
-// Throws Error(BadInput) when `s` cannot quantize the cache of the model at
-// `dir` (checkKvQuant's reasons; converted and latent models: their caches'
-// quantized reading is not built yet).
+// Throws Error(BadInput) naming `dir`'s config.json when `s` cannot quantize
+// the cache of the model it holds (checkKvQuant's reasons).
 void requireQuantizableCache(const ModelConfig& cfg, const KvQuantSettings& s, const std::filesystem::path& dir);
 
 }  // namespace latentlab

@@ -151,26 +151,43 @@ torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const t
     }
     return m_branchScale != 1.0 ? out * m_branchScale : out;
   }
-  // The RoPE part is the same for every branch: one shared key for all heads.
-  auto ropeScores = torch::matmul(qRope, kRope.transpose(-1, -2)).view({B, P, G, Tq, Tk});
+  return absorbedBlocks(qNope, qRope, Tk, {{0, Tk}}, [&](const TokenBlock& b) {
+    return std::pair{kRope.narrow(2, b.from, b.len), c.narrow(2, b.from, b.len)};
+  });
+}
+
+torch::Tensor LatentAttentionLayer::absorbedBlocks(const torch::Tensor& qNope, const torch::Tensor& qRope,
+                                                   std::int64_t Tk, const std::vector<TokenBlock>& blocks,
+                                                   const CachedLatent& read) {
+  const auto B = qNope.size(0), Tq = qNope.size(2);
+  const std::int64_t P = m_perBranch, G = m_group;
+  const std::int64_t dl = m_dC / m_latentHeads;
+  auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});  // (L, G, dn+dv, dl)
+  auto wk = w.narrow(2, 0, m_dNope);                                        // (L, G, dn, dl)
+  auto wv = w.narrow(2, m_dNope, m_dV);                                     // (L, G, dv, dl)
+  auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                          // heads of latent p contiguous
   const auto compute = qNope.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  torch::Tensor mask;
-  if (Tq > 1) {  // query i sits at position Tk - Tq + i
-    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(qNope.device());
-    mask = torch::arange(Tk, opts).unsqueeze(0) > (torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq));  // (Tq, Tk)
-  }
   torch::Tensor out;
-  for (int b = 0; b < m_branches; ++b) {
-    auto cB = c.narrow(1, b * P, P);                        // (B, P, Tk, dl)
-    auto qAbs = torch::matmul(qn, wk.narrow(0, b * P, P));  // (B, P, G, Tq, dl): W_UK^T q
-    auto scores = torch::matmul(qAbs.reshape({B, P, G * Tq, dl}), cB.transpose(-1, -2)).view({B, P, G, Tq, Tk});
-    scores = (scores + ropeScores).to(compute) * m_softmaxScale;
-    if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
-    auto probs = torch::softmax(scores, -1).to(c.scalar_type());         // (B, P, G, Tq, Tk)
-    auto ctxLat = torch::matmul(probs.reshape({B, P, G * Tq, Tk}), cB);  // (B, P, G*Tq, dl)
-    auto y =
-        torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, b * P, P).transpose(-1, -2));  // (B, P, G, Tq, dv)
-    y = y.reshape({B, m_heads, Tq, m_dV});                                                        // (B, nh, Tq, dv)
+  for (int br = 0; br < m_branches; ++br) {
+    auto qAbs = torch::matmul(qn, wk.narrow(0, br * P, P)).reshape({B, P, G * Tq, dl});  // W_UK^T q
+    const auto scores = [&](const TokenBlock& b) {
+      const auto [kRope, c] = read(b);
+      const auto cB = c.narrow(1, br * P, P);  // (B, P, len, dl)
+      // The RoPE part is the same for every branch: one shared key for all heads.
+      auto ropeScores = torch::matmul(qRope, kRope.transpose(-1, -2)).view({B, P, G, Tq, b.len});
+      auto s = torch::matmul(qAbs, cB.transpose(-1, -2)).view({B, P, G, Tq, b.len});
+      s = (s + ropeScores).to(compute) * m_softmaxScale;
+      if (Tq == 1) return s;
+      auto hidden = visibleKeys(Tq, Tq, Tk - 1, b.from, b.len, 0, s.device()).logical_not();  // (Tq, len)
+      return s.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+    };
+    const auto values = [&](const torch::Tensor& p, const TokenBlock& b) {
+      const auto cB = read(b).second.narrow(1, br * P, P);
+      return torch::matmul(p.to(cB.scalar_type()).reshape({B, P, G * Tq, b.len}), cB);  // (B, P, G*Tq, dl)
+    };
+    auto ctxLat = blockwiseAttention(blocks, scores, values);
+    auto y = torch::matmul(ctxLat.view({B, P, G, Tq, dl}), wv.narrow(0, br * P, P).transpose(-1, -2));
+    y = y.reshape({B, m_heads, Tq, m_dV});  // (B, nh, Tq, dv)
     out = out.defined() ? out + y : y;
   }
   return m_branchScale != 1.0 ? out * m_branchScale : out;
@@ -219,10 +236,29 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
     out = naive(qNope, qRope, kRope, c);
   } else {
     // The cache: slot 0 the rotated RoPE key (B, 1, T, dR), slot 1 the latent heads (B, L, T, dl).
-    auto kRopeAll = ctx.cache->append(0, kRope);
-    auto cAll = ctx.cache->append(1, c);
-    out =
-        m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll) : naive(qNope, qRope, kRopeAll, cAll);
+    LayerCache& cache = *ctx.cache;
+    if (cache.quantizes()) {
+      // A first chunk attends to itself in full precision (as it is computed);
+      // later ones read the older tokens back from codes, a block at a time
+      // (naive: the reference path, the cache dequantized whole).
+      const bool first = cache.length() == 0;
+      const QuantizedSlot& kr = cache.appendQuantized(0, kRope);
+      const QuantizedSlot& cs = cache.appendQuantized(1, c);
+      if (first) {
+        out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRope, c) : naive(qNope, qRope, kRope, c);
+      } else if (m_decode == MlaDecode::Absorbed) {
+        out = absorbedBlocks(qNope, qRope, cs.length(), cs.blocks(0, kLatentBlock), [&](const TokenBlock& b) {
+          return std::pair{kr.tokens(b), cs.tokens(b)};
+        });
+      } else {
+        out = naive(qNope, qRope, kr.tokens({0, kr.length()}), cs.tokens({0, cs.length()}));
+      }
+    } else {
+      auto kRopeAll = cache.append(0, kRope);
+      auto cAll = cache.append(1, c);
+      out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRopeAll, cAll)
+                                            : naive(qNope, qRope, kRopeAll, cAll);
+    }
   }
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_dV}));  // (B, T, nh*dv)
 }

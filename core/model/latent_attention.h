@@ -5,6 +5,10 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include "model/attention.h"
 #include "model/llama.h"
 #include "model/mla_attention.h"
@@ -44,6 +48,13 @@ class LatentAttentionLayer : public AttentionModule {
                       const torch::Tensor& c);
   torch::Tensor absorbed(const torch::Tensor& qNope, const torch::Tensor& qRope, const torch::Tensor& kRope,
                          const torch::Tensor& c);
+  // The same over a cache read a block at a time: read(b) gives the RoPE key
+  // (B, 1, len, dR) and the latent heads (B, L, len, dl) of block b (the
+  // blocks of a quantized cache, or one block holding a plain one).
+  using CachedLatent = std::function<std::pair<torch::Tensor, torch::Tensor>(const TokenBlock&)>;
+  torch::Tensor absorbedBlocks(const torch::Tensor& qNope, const torch::Tensor& qRope, std::int64_t Tk,
+                               const std::vector<TokenBlock>& blocks, const CachedLatent& read);
+  static constexpr std::int64_t kLatentBlock = 1024;
 
   int m_heads, m_dNope, m_dRope, m_dV, m_dC, m_latentHeads, m_branches;
   int m_perBranch;  // P: latent heads per branch

@@ -194,19 +194,9 @@ torch::Tensor MlaAttention::upValues(const torch::Tensor& ctxLat) {
   return out.view({B, m_heads, T, m_headDim});
 }
 
-torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::Tensor& qNopeIn,
-                                     const torch::Tensor& kRopeIn, const torch::Tensor& cKIn, const torch::Tensor& cVIn,
-                                     const torch::Tensor& keyScaleIn) {
-  const auto Tq = qNopeIn.size(2);
-  // A windowed layer: only the cache's last `window + Tq - 1` tokens can be seen.
-  const std::int64_t start =
-      m_window > 0 ? std::max<std::int64_t>(0, cKIn.size(2) - Tq - m_window + 1) : std::int64_t{0};
-  auto recent = [&](const torch::Tensor& t) {
-    return t.defined() && start > 0 ? t.narrow(2, start, t.size(2) - start) : t;
-  };
-  const auto &qRope = qRopeIn, &qNope = qNopeIn;
-  const auto kRope = recent(kRopeIn), cK = recent(cKIn), cV = recent(cVIn), keyScale = recent(keyScaleIn);
-  const auto B = qNope.size(0), Tk = cK.size(2);
+torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, std::int64_t Tk,
+                                     const std::vector<TokenBlock>& blocks, const CachedLatent& read) {
+  const auto B = qNope.size(0), Tq = qNope.size(2);
   const std::int64_t G = m_heads / m_kvHeads, r2 = 2 * m_ropePairs, rows = m_heads * Tq;
   const double scale = m_scale;
   // The cache slots are prefixes of buffers that grow along T: kRope (B, nkv, Tk, 2r)
@@ -214,48 +204,49 @@ torch::Tensor MlaAttention::absorbed(const torch::Tensor& qRopeIn, const torch::
   // views below merge leading dims without copying and every product is one bmm
   // over the cache as it lies. The softmax scale is folded into the (small) query.
   // Query heads of KV group g are consecutive, so (B, nh, Tq, .) views as (B, nkv, G*Tq, .).
-  auto latK = cK.squeeze(1);  // (B, Tk, lat)
-  auto latV = cV.squeeze(1);  // (B, Tk, lat)
-  torch::Tensor scores;       // (B, nh*Tq, Tk)
+  torch::Tensor qAbs, biasScores, qr;
   if (m_nope > 0) {
     auto qn = qNope.reshape({B, m_kvHeads, G * Tq, m_nope});  // (B, nkv, G*Tq, nope)
     // QK norm: the key's NoPE gains move onto the query (k_hat_nope = g * (W_up_k c) / rms).
     if (qkNorm()) qn = qn * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1).to(qn.scalar_type());
-    auto wk = upK().view({m_kvHeads, m_nope, m_latent});                     // (nkv, nope, lat)
-    auto qAbs = torch::matmul(qn, wk).reshape({B, rows, m_latent}) * scale;  // W_up_k,g^T q: (B, nh*Tq, lat)
-    // All heads against the one shared latent.
-    scores = torch::bmm(qAbs, latK.transpose(1, 2));  // (B, nh*Tq, Tk)
-    auto bk = upKBias();
-    if (bk.defined()) {  // q_nope . b_k: the same for every key (kept so scores match the naive path)
-      scores.add_((qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1).reshape({B, rows, 1}) * scale);
-    }
-    // QK norm: each key's NoPE score times its head's 1/rms, one cached scalar per token.
-    if (qkNorm()) scores.view({B, m_kvHeads, G * Tq, Tk}).mul_(keyScale.transpose(-1, -2));
-    if (r2 > 0) {
+    auto wk = upK().view({m_kvHeads, m_nope, m_latent});                // (nkv, nope, lat)
+    qAbs = torch::matmul(qn, wk).reshape({B, rows, m_latent}) * scale;  // W_up_k,g^T q: (B, nh*Tq, lat)
+    // q_nope . b_k: the same for every key (kept so scores match the naive path)
+    if (auto bk = upKBias(); bk.defined())
+      biasScores = (qn * bk.view({1, m_kvHeads, 1, m_nope})).sum(-1).reshape({B, rows, 1}) * scale;
+  }
+  if (r2 > 0) qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;  // (B*nkv, G*Tq, 2r)
+  const auto compute = qNope.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto scores = [&](const TokenBlock& b) {
+    const CachedTokens c = read(b, true);
+    torch::Tensor s;  // (B, nh*Tq, len)
+    if (m_nope > 0) {
+      s = torch::bmm(qAbs, c.latentK.squeeze(1).transpose(1, 2));  // all heads against the one shared latent
+      if (biasScores.defined()) s.add_(biasScores);
+      // QK norm: each key's NoPE score times its head's 1/rms, one cached scalar per token.
+      if (qkNorm()) s.view({B, m_kvHeads, G * Tq, b.len}).mul_(c.keyScale.transpose(-1, -2));
       // Each KV group's RoPE scores added in place.
-      auto keysRope = kRope.flatten(0, 1).transpose(1, 2);              // (B*nkv, 2r, Tk)
-      auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;     // (B*nkv, G*Tq, 2r)
-      scores.view({B * m_kvHeads, G * Tq, Tk}).baddbmm_(qr, keysRope);  // (B*nkv, G*Tq, Tk)
+      if (r2 > 0) s.view({B * m_kvHeads, G * Tq, b.len}).baddbmm_(qr, c.kRope.flatten(0, 1).transpose(1, 2));
+    } else {
+      s = torch::bmm(qr, c.kRope.flatten(0, 1).transpose(1, 2)).view({B, rows, b.len});
     }
-  } else {
-    auto keysRope = kRope.flatten(0, 1).transpose(1, 2);
-    auto qr = qRope.reshape({B * m_kvHeads, G * Tq, r2}) * scale;
-    scores = torch::bmm(qr, keysRope).view({B, rows, Tk});
-  }
-  const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  scores = scores.to(compute).view({B, m_heads, Tq, Tk});  // (B, nh, Tq, Tk)
-  if (Tq > 1) {  // query i sits at position Tk - Tq + i; a window hides keys W or more behind it
-    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(scores.device());
-    auto rowPos = torch::arange(Tq, opts).unsqueeze(1) + (Tk - Tq);
-    auto cols = torch::arange(Tk, opts).unsqueeze(0);
-    auto hidden = cols > rowPos;
-    if (m_window > 0) hidden = hidden.logical_or(cols <= rowPos - m_window);
-    scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
-  }
-  auto probs = torch::softmax(scores, -1).to(latV.scalar_type()).view({B, rows, Tk});  // (B, nh*Tq, Tk)
-  // Every head attends over the one shared latent: one (nh*Tq, Tk) @ (Tk, lat)
+    s = s.to(compute).view({B, m_heads, Tq, b.len});
+    if (Tq == 1) return s;  // the blocks start at the one query's window
+    auto hidden = visibleKeys(Tq, Tq, Tk - 1, b.from, b.len, m_window, s.device()).logical_not();
+    return s.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  };
+  // Every head attends over the one shared latent: one (nh*Tq, len) @ (len, lat)
   // product per batch row, so the latent is never broadcast (copied) per head.
-  return upValues(torch::bmm(probs, latV).view({B, m_heads, Tq, m_latent}));  // (B, nh, Tq, dh)
+  const auto values = [&](const torch::Tensor& p, const TokenBlock& b) {
+    const auto latV = read(b, false).latentV.squeeze(1);  // (B, len, lat)
+    return torch::bmm(p.to(latV.scalar_type()).reshape({B, rows, b.len}), latV);
+  };
+  return upValues(blockwiseAttention(blocks, scores, values).view({B, m_heads, Tq, m_latent}));  // (B, nh, Tq, dh)
+}
+
+std::int64_t MlaAttention::firstVisible(std::int64_t Tk, std::int64_t Tq) const {
+  // A windowed layer: only the cache's last `window + Tq - 1` tokens can be seen.
+  return m_window > 0 ? std::max<std::int64_t>(0, Tk - Tq - m_window + 1) : std::int64_t{0};
 }
 
 std::pair<torch::Tensor, torch::Tensor> MlaAttention::rotate(AttentionContext& ctx, const torch::Tensor& like,
@@ -272,6 +263,15 @@ std::pair<torch::Tensor, torch::Tensor> MlaAttention::rotate(AttentionContext& c
 std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, const torch::Tensor& kRope,
                                                          const torch::Tensor& cK, const torch::Tensor& cV,
                                                          const torch::Tensor& keyScale) {
+  if (cache.quantizes()) {  // the tokens appended as they are computed, the cache keeping codes
+    if (m_ropePairs > 0) cache.appendQuantized(0, kRope);
+    cache.appendQuantized(1, cK.unsqueeze(1));
+    if (m_split) cache.appendQuantized(2, cV.unsqueeze(1));
+    auto scaleAll = keyScale.defined() ? cache.append(3, keyScale) : torch::Tensor();  // key scales stay exact
+    if (cache.length() > 0) return {torch::Tensor(), torch::Tensor(), torch::Tensor(), scaleAll};
+    const auto latentK = cK.unsqueeze(1);
+    return {kRope, latentK, m_split ? cV.unsqueeze(1) : latentK, scaleAll};
+  }
   auto kRopeAll = m_ropePairs > 0 ? cache.append(0, kRope) : torch::Tensor();  // (B, nkv, Tk, 2r)
   auto cKAll = cache.append(1, cK.unsqueeze(1));                               // (B, 1, Tk, lat)
   auto cVAll = m_split ? cache.append(2, cV.unsqueeze(1)) : cKAll;
@@ -282,8 +282,9 @@ std::array<torch::Tensor, 4> MlaAttention::appendToCache(LayerCache& cache, cons
 bool MlaAttention::stepApplies(const torch::Tensor& x, const AttentionContext& ctx) const {
   // QK-norm layers scale each key's NoPE score, which the kernel does not: they run absorbed().
   // A windowed layer takes one query at a time there (the kernel has no window mask).
-  if (ctx.cache == nullptr || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() || m_qNopeScale.defined() ||
-      x.size(1) > kFusedDecodeMaxQueries || (m_window > 0 && x.size(1) > 1) || !fusedDecodeApplies(x, x, x.size(1)))
+  if (ctx.cache == nullptr || ctx.cache->quantizes() || m_decode != MlaDecode::Absorbed || m_nope == 0 || qkNorm() ||
+      m_qNopeScale.defined() || x.size(1) > kFusedDecodeMaxQueries || (m_window > 0 && x.size(1) > 1) ||
+      !fusedDecodeApplies(x, x, x.size(1)))
     return false;
   if (!torch::GradMode::is_enabled()) return true;
   const auto params = parameters();
@@ -424,16 +425,39 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
   if (ctx.cache == nullptr) {
     out = causalAttention(queries, keys(kRope, kNopeNew), vNew, m_scale, m_window);
   } else {
-    const auto [kRopeAll, cKAll, cVAll, scaleAll] = appendToCache(*ctx.cache, kRope, cK, cV, keyScale);
-    if (m_decode == MlaDecode::Absorbed) {
-      out = absorbed(qRope, qNope, kRopeAll, cKAll, cVAll, scaleAll);
-    } else {
-      // K and V rebuilt from the cached latents (and, with QK norm, the cached key scales).
-      auto [kNope, v] = expand(cKAll.squeeze(1), cVAll.squeeze(1));
-      if (qkNorm()) {
-        kNope = kNope * scaleAll * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1).to(kNope.scalar_type());
+    LayerCache& cache = *ctx.cache;
+    // A quantized cache: a first chunk attends to itself in full precision (as
+    // it is computed); later ones read the older tokens back from codes.
+    const bool quantized = cache.quantizes() && cache.length() > 0;
+    const auto [kRopeAll, cKAll, cVAll, scaleAll] = appendToCache(cache, kRope, cK, cV, keyScale);
+    const std::int64_t Tk = quantized ? cache.quantizedSlot(1).length() : cKAll.size(2);
+    const auto read = [&](const TokenBlock& b, bool keys) {
+      CachedTokens c;
+      const auto slot = [&](int i, const torch::Tensor& plain) {
+        return quantized ? cache.quantizedSlot(i).tokens(b) : plain.narrow(2, b.from, b.len);
+      };
+      if (keys) {
+        if (r2 > 0) c.kRope = slot(0, kRopeAll);
+        c.latentK = slot(1, cKAll);
+        if (scaleAll.defined()) c.keyScale = scaleAll.narrow(2, b.from, b.len);
       }
-      out = causalAttention(queries, keys(kRopeAll, kNope), v, m_scale, m_window);
+      if (!keys || m_decode == MlaDecode::Naive) c.latentV = m_split ? slot(2, cVAll) : slot(1, cKAll);
+      return c;
+    };
+    if (m_decode == MlaDecode::Absorbed) {
+      const std::int64_t from = firstVisible(Tk, T);
+      const auto blocks =
+          quantized ? cache.quantizedSlot(1).blocks(from, kLatentBlock) : std::vector<TokenBlock>{{from, Tk - from}};
+      out = absorbed(qRope, qNope, Tk, blocks, read);
+    } else {
+      // K and V rebuilt from the cached latents (and, with QK norm, the cached
+      // key scales); a quantized cache dequantized whole (the reference path).
+      const CachedTokens c = read({0, Tk}, true);
+      auto [kNope, v] = expand(c.latentK.squeeze(1), c.latentV.squeeze(1));
+      if (qkNorm()) {
+        kNope = kNope * c.keyScale * convertedGains(k_norm).narrow(1, r2, m_nope).unsqueeze(1).to(kNope.scalar_type());
+      }
+      out = causalAttention(queries, keys(c.kRope, kNope), v, m_scale, m_window);
     }
   }
   return linearForward(o_proj, out.transpose(1, 2).reshape({B, T, m_heads * m_headDim}));  // (B, T, nh*dh)

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -62,15 +63,31 @@ class MlaAttention : public AttentionModule {
   std::pair<torch::Tensor, torch::Tensor> expand(const torch::Tensor& cK, const torch::Tensor& cV);
   // W_up_v,g (and its bias) on each head's softmax-weighted latent: (B, nh, T, lat) -> (B, nh, T, dh).
   torch::Tensor upValues(const torch::Tensor& ctxLat);
-  torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, const torch::Tensor& kRope,
-                         const torch::Tensor& cK, const torch::Tensor& cV, const torch::Tensor& keyScale);
+  // Cached tokens of a block: the RoPE key (B, nkv, len, 2r), the key and
+  // value latents (B, 1, len, lat) and the key scales (B, nkv, len, 1), each
+  // undefined where the layer has none or the reader did not ask for it.
+  struct CachedTokens {
+    torch::Tensor kRope, latentK, latentV, keyScale;
+  };
+  // Reads a block of the cache: its keys' parts (keys = true) or its value latent.
+  using CachedLatent = std::function<CachedTokens(const TokenBlock&, bool keys)>;
+  // Absorbed attention of the queries (the last Tq of Tk cached tokens) over
+  // the cache read block by block: one block holding every visible token for
+  // a plain cache, blocks of kLatentBlock codes then the window for a quantized one.
+  torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, std::int64_t Tk,
+                         const std::vector<TokenBlock>& blocks, const CachedLatent& read);
+  static constexpr std::int64_t kLatentBlock = 1024;
+  // The first of Tk cached tokens any of the last Tq can see (0 but for a windowed layer).
+  std::int64_t firstVisible(std::int64_t Tk, std::int64_t Tq) const;
   // RoPE on the kept dims of the query heads (B, nh, T, 2r) and KV heads (B, nkv, T, 2r).
   std::pair<torch::Tensor, torch::Tensor> rotate(AttentionContext& ctx, const torch::Tensor& like,
                                                  const torch::Tensor& qRope, const torch::Tensor& kRope);
   // Appends to the cache (slot 0 the RoPE key (B, nkv, T, 2r) unless r = 0,
   // slot 1 the latent (B, 1, T, lat), slot 2 the value latent, split only,
   // slot 3 the key-norm scale (B, nkv, T, 1), QK norm only) and returns the
-  // cached prefixes [kRope, latent, value latent, key scale].
+  // cached prefixes [kRope, latent, value latent, key scale]. A quantized
+  // cache keeps slots 0-2 as codes past its window and returns the new tokens
+  // for a first chunk, only the key scales (always exact) after it.
   std::array<torch::Tensor, 4> appendToCache(LayerCache& cache, const torch::Tensor& kRope, const torch::Tensor& cK,
                                              const torch::Tensor& cV, const torch::Tensor& keyScale);
   // QK norm: the per-head gains of q_norm / k_norm in the converted dim order, (nkv, d_h).

@@ -6,8 +6,8 @@
 // kernels. Cache bytes come from the real cache tensors and are printed next
 // to the formula of algorithms.md §2.3. All are timed round-robin at each
 // context, so machine load hits them alike; each keeps the best round.
-// The original model's cache is also timed quantized (int8 and int4, the
-// newest 128 tokens exact; docs/kv_quant.md), read back a block at a time.
+// Both models' caches are also timed quantized (int8 and int4, the newest
+// 128 tokens exact; docs/kv_quant.md), read back a block at a time.
 // LATENTLAB_BENCH_DECODE_ARCH picks the shape (default smollm-135m);
 // LATENTLAB_BENCH_DECODE_PROFILE=<decoder name> (e.g. "MLA absorbed") times
 // that decoder alone for 14 rounds, for a profiler to sample its steps.
@@ -52,17 +52,20 @@ void fillCache(KvCache& cache, const CausalLm& model, std::int64_t batch, std::i
   cache.setQuant(quant);
   for (int i = 0; i < c.numLayers; ++i) {
     auto& layer = cache.layer(i);
-    if (quant.on()) {  // the tokens past the window as codes, as a prefill leaves them
-      for (int slot = 0; slot < 2; ++slot)
-        layer.appendQuantized(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
-    } else if (!c.mla) {
-      for (int slot = 0; slot < 2; ++slot)
-        layer.append(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
+    // A quantized cache keeps the tokens past its window as codes, as a prefill leaves them.
+    const auto put = [&](int slot, const torch::Tensor& t) {
+      if (quant.on())
+        layer.appendQuantized(slot, t);
+      else
+        layer.append(slot, t);
+    };
+    if (!c.mla) {
+      for (int slot = 0; slot < 2; ++slot) put(slot, torch::randn({batch, c.numKvHeads, ctx, c.headDim}, opts));
     } else {
       const std::int64_t latent = static_cast<std::int64_t>(c.numKvHeads) * c.mla->dKv;
-      layer.append(0, torch::randn({batch, c.numKvHeads, ctx, 2 * c.mla->ropePairs}, opts));
-      layer.append(1, torch::randn({batch, 1, ctx, latent}, opts));
-      if (c.mla->svdMethod == SvdMethod::Split) layer.append(2, torch::randn({batch, 1, ctx, latent}, opts));
+      put(0, torch::randn({batch, c.numKvHeads, ctx, 2 * c.mla->ropePairs}, opts));
+      put(1, torch::randn({batch, 1, ctx, latent}, opts));
+      if (c.mla->svdMethod == SvdMethod::Split) put(2, torch::randn({batch, 1, ctx, latent}, opts));
     }
     layer.advance(ctx);
   }
@@ -98,12 +101,17 @@ void benchDecode(BenchReport& report) {
   decoders.push_back({"original", original.get(), MlaDecode::Absorbed, true, KvCache(L), origBudget.bytesPerToken});
   decoders.push_back({"MLA absorbed", mla.get(), MlaDecode::Absorbed, true, KvCache(L), mlaBudget.bytesPerToken});
   decoders.push_back({"MLA naive", mla.get(), MlaDecode::Naive, true, KvCache(L), mlaBudget.bytesPerToken});
-  // The original model's cache quantized (the newest 128 tokens exact), read a block at a time.
+  // Both caches quantized (the newest 128 tokens exact), read a block at a time.
   for (const int bits : {8, 4}) {
     decoders.push_back({std::string("original, ") + kvQuantName(bits) + " cache", original.get(), MlaDecode::Absorbed,
                         true, KvCache(L), origBudget.bytesPerToken, 0, KvQuantSettings{bits, 64, 128}});
   }
-  if (device.is_cpu() && !benchBf16()) {  // where the kernels apply: their before
+  for (const int bits : {8, 4}) {
+    decoders.push_back({std::string("MLA absorbed, ") + kvQuantName(bits) + " cache", mla.get(), MlaDecode::Absorbed,
+                        true, KvCache(L), mlaBudget.bytesPerToken, 0, KvQuantSettings{bits, 64, 128}});
+  }
+  const std::size_t quantized = decoders.size() - 4;  // the first of the four quantized decoders
+  if (device.is_cpu() && !benchBf16()) {              // where the kernels apply: their before
     decoders.push_back(
         {"original, LibTorch ops", original.get(), MlaDecode::Absorbed, false, KvCache(L), origBudget.bytesPerToken});
     decoders.push_back(
@@ -163,12 +171,14 @@ void benchDecode(BenchReport& report) {
     const Decoder &orig = decoders[0], &absorbed = decoders[1], &naive = decoders[2];
     std::string note = "naive / original " + fixed(naive.best / orig.best, 2) + "x; cache " +
                        fixed(static_cast<double>(absorbed.cache.bytes()) / orig.cache.bytes(), 3) + " of original";
-    for (const Decoder* q : {&decoders[3], &decoders[4]}) {
-      report.add({"decode", q->name + " / original" + at, q->best / orig.best, "x",
-                  "cache " + fixed(static_cast<double>(q->cache.bytes()) / orig.cache.bytes(), 3) + " of original"});
+    for (std::size_t k = quantized; k < quantized + 4; ++k) {
+      const Decoder& q = decoders[k];
+      const Decoder& plain = q.model == orig.model ? orig : absorbed;
+      report.add({"decode", q.name + " / " + plain.name + at, q.best / plain.best, "x",
+                  "cache " + fixed(static_cast<double>(q.cache.bytes()) / orig.cache.bytes(), 3) + " of original's"});
     }
-    if (decoders.size() > 5) {
-      const Decoder &origOps = decoders[5], &absorbedOps = decoders[6];
+    if (decoders.size() > quantized + 4) {
+      const Decoder &origOps = decoders[quantized + 4], &absorbedOps = decoders[quantized + 5];
       note += "; with LibTorch ops alone " + fixed(absorbedOps.best / origOps.best, 2) +
               "x; the kernels speed the original " + fixed(orig.best / origOps.best, 2) + "x, absorbed " +
               fixed(absorbed.best / absorbedOps.best, 2) + "x; " + fusedDecodeIsa() + " kernels";

@@ -28,7 +28,7 @@ struct GenerateOptions {
   std::string device = "cpu";
   DType dtype = DType::F32;
   bool stopAtEos = true;
-  // A quantized cache (docs/kv_quant.md): original MHA/GQA attention so far.
+  // A quantized cache (docs/kv_quant.md): K and V, or a latent model's latent and RoPE key.
   KvQuantSettings kvQuant;
 };
 

@@ -52,6 +52,10 @@ struct RoRopeLayout {
 std::optional<std::string> roRopeLayout(const ModelConfig& cfg, int ropeWidth, int fold, RoRopeLayout* out);
 // d_R after its default (2 r n_kv: the RoPE dims an MHA2MLA cache holds at the same r).
 int effectiveRopeWidth(const ModelConfig& cfg, const KvSettings& s);
+// `cfg` as the settings would convert it, as far as its cache goes (what
+// layerCacheRows and kvQuantBudget read; MHA2MLA's kept pairs are not
+// chosen): the MHA2MLA fields, DeepSeek's latent layout, or cfg itself.
+ModelConfig convertedCacheConfig(const ModelConfig& cfg, const KvSettings& s);
 // The config a DeepSeek-target conversion of `cfg` with settings `s` gives
 // (cfg.latent set, num_key_value_heads = n_h); throws Error(BadInput) when
 // the RoPE layout is impossible.

@@ -23,6 +23,13 @@ struct KvQuantSettings {
 int parseKvQuantBits(const std::string& text, const std::string& flag);
 const char* kvQuantName(int bits);  // "none", "int8", ...
 
+// What results scored over such a cache are stored as: "" for none; "int4
+// cache" at the default group and window; "int4 cache, group 32, window 64"
+// otherwise. The task name a result is stored under: "arc (int4 cache)",
+// or `task` itself for none, so results of different caches stand side by side.
+std::string kvQuantLabel(const KvQuantSettings& s);
+std::string kvQuantTaskName(const std::string& task, const KvQuantSettings& s);
+
 // The group of a row of `width` channels: `group`, or the whole row when it is shorter.
 std::int64_t groupOf(int group, std::int64_t width);
 

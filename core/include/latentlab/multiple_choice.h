@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/kv_quant.h"
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
 #include "latentlab/run_spec.h"
@@ -36,6 +37,11 @@ struct ChoiceEvalOptions {
   // Shorter contexts are batched whole across items, which is faster on them
   // (docs/evaluation.md has the measurements). 0: every request batched whole.
   std::int64_t minSharedPrefix = 64;
+  // A quantized cache (docs/kv_quant.md): every item's context goes into it
+  // (whatever minSharedPrefix says) and its choices read the context's older
+  // tokens back from codes; an item whose choices share no token is scored
+  // whole, without a cache.
+  KvQuantSettings kvQuant;
 };
 
 struct ChoiceEvalResult {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "latentlab/kv_quant.h"
 #include "latentlab/model_config.h"
 #include "latentlab/progress.h"
 
@@ -36,6 +37,7 @@ struct PasskeyOptions {
   std::uint64_t seed = 0;
   std::string device = "cpu";
   DType dtype = DType::F32;
+  KvQuantSettings kvQuant;   // the answers generated over a quantized cache (docs/kv_quant.md)
   PasskeyAnswerer answerer;  // for scripted answers in tests; empty = the model
   // Each cell once all its trials are done, or with the trials done so far
   // (marked partial) when the test is cancelled inside it.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "latentlab/architectures.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/vocabulary.h"
 
 namespace latentlab {
@@ -137,6 +138,10 @@ struct RunSpec {
   // checkpoint of run `evaluates_run` at step `evaluates_step`), else under
   // the evaluation job itself at step 0.
   PasskeySpec passkey;
+  // Kind eval: the tasks and the passkey answers scored over a quantized
+  // cache ("kv_quant": {"format": "int4", "group": 64, "residual": 128};
+  // docs/kv_quant.md), their results stored as "<task> (int4 cache)".
+  KvQuantSettings kvQuant;
   std::int64_t evaluatesRun = 0;
   std::int64_t evaluatesStep = 0;
 };

@@ -7,6 +7,8 @@
 
 #include "convert_test_util.h"
 #include "latentlab/architectures.h"
+#include "latentlab/kv_budget.h"
+#include "latentlab/kv_quant.h"
 
 namespace latentlab::test {
 
@@ -105,6 +107,55 @@ TEST(MlaDecode, FullRopeAbsorbedDecodeEqualsOriginalDecode) {
   auto ids = torch::randint(0, cfg.vocabSize, {1, 16}, torch::kInt64);
   KvCache a(cfg.numLayers), b(cfg.numLayers);
   EXPECT_LT(maxAbsDiff(decodeIncrementally(*mla, ids, a), decodeIncrementally(*base, ids, b)), 1e-9);
+}
+
+// A quantized latent cache (docs/kv_quant.md): the absorbed decode reads the
+// codes a block of 1024 tokens at a time and must equal the naive path, which
+// rebuilds K and V from the same cache dequantized whole (1e-9 of the
+// logits' scale in fp64: both read the same values, so any gap is the
+// blockwise reading itself), for joint and split latents, with attention biases
+// and with QK norms; a prompt of 1030 tokens, a chunk of 40 and single
+// tokens, the newest 8 tokens exact, so the codes span two blocks. The cache
+// holds the documented bytes, and fewer bits move the logits further.
+TEST(MlaDecode, AbsorbedDecodeOverAQuantizedLatentEqualsNaiveOverItsDequantizedCache) {
+  ModelConfig qk = tinyConfig({.kvHeads = 2});
+  qk.qkNorm = true;
+  for (const ModelConfig& cfg : {tinyConfig({.kvHeads = 2, .attentionBias = true}), qk}) {
+    for (SvdMethod svd : {SvdMethod::Joint, SvdMethod::Split}) {
+      auto base = randomModel(cfg, torch::kFloat64, 31);
+      auto mla = convertModel(*base, mlaOptions(RopeStrategy::Uniform, 2, 8, svd));  // latent rows of 16
+      torch::NoGradGuard g;
+      auto ids = torch::randint(0, cfg.vocabSize, {2, 1075}, torch::kInt64);
+      const std::vector<std::int64_t> chunks = {1030, 40};
+      KvCache plainCache(cfg.numLayers);
+      setMlaDecode(*mla, MlaDecode::Absorbed);
+      const auto plain = decodeAfterPrompt(*mla, ids, plainCache, chunks);
+      const double scale = plain.abs().max().item<double>();
+      double previous = 0;
+      for (const int bits : {8, 4, 2}) {
+        const KvQuantSettings q{bits, 8, 8};
+        const std::string what = std::string(cfg.qkNorm ? "qk norm " : "biased ") +
+                                 (svd == SvdMethod::Split ? "split " : "joint ") + kvQuantName(bits);
+        KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
+        absorbedCache.setQuant(q);
+        naiveCache.setQuant(q);
+        const auto absorbed = decodeAfterPrompt(*mla, ids, absorbedCache, chunks);
+        setMlaDecode(*mla, MlaDecode::Naive);
+        const auto naive = decodeAfterPrompt(*mla, ids, naiveCache, chunks);
+        setMlaDecode(*mla, MlaDecode::Absorbed);
+        EXPECT_LT(maxAbsDiff(absorbed, naive), 1e-9 * scale) << what;
+        const double moved = maxAbsDiff(absorbed, plain);
+        EXPECT_GT(moved, previous) << what << ": fewer bits, further from the plain cache";
+        if (bits == 8) {
+          EXPECT_LT(moved, 0.05 * scale) << what;
+        }
+        previous = moved;
+        // Every token fed, for both rows of the batch.
+        EXPECT_EQ(absorbedCache.bytes(), kvQuantBudget(mla->config(), q, DType::F64).bytesFor(1075) * 2) << what;
+        EXPECT_EQ(naiveCache.bytes(), absorbedCache.bytes()) << what;
+      }
+    }
+  }
 }
 
 TEST(MlaDecode, CacheBytesMeasuredFromTensorsEqualTheFormula) {

@@ -106,6 +106,21 @@ inline torch::Tensor decodeIncrementally(CausalLm& model, const torch::Tensor& i
   return torch::cat(parts, 1);
 }
 
+// `ids` fed through `cache` in chunks of the given lengths, then one token at
+// a time; the logits of every position fed after the first chunk.
+inline torch::Tensor decodeAfterPrompt(CausalLm& model, const torch::Tensor& ids, KvCache& cache,
+                                       const std::vector<std::int64_t>& chunks) {
+  std::vector<torch::Tensor> parts;
+  std::int64_t at = 0;
+  for (const std::int64_t len : chunks) {
+    auto logits = model.forward(ids.narrow(1, at, len), &cache);
+    if (at > 0) parts.push_back(logits);
+    at += len;
+  }
+  for (; at < ids.size(1); ++at) parts.push_back(model.forward(ids.narrow(1, at, 1), &cache));
+  return torch::cat(parts, 1);
+}
+
 // A byte-level BPE tokenizer of `vocab` entries trained on the Python tutorial
 // that Debian ships, written to `out` (its folder is created).
 inline void trainTutorialTokenizer(const std::filesystem::path& out, int vocab) {

@@ -165,6 +165,22 @@ TEST(KvQuant, BytesFollowEveryCachedRow) {
     EXPECT_EQ(kvQuantBudget(cfg, {}, DType::BF16).fullBytesPerToken, kv.bytesPerToken);
     EXPECT_EQ(kvQuantBudget(cfg, {}, DType::BF16).bytesFor(100), 100 * kv.bytesPerToken);
   }
+  // The settings' cache shape without converting: the bytes of the converted config.
+  KvSettings settings;
+  settings.method = KvMethod::Mha2Mla;
+  settings.ropePairs = 4;
+  settings.dKv = 16;
+  for (const int bits : {0, 8, 4, 2}) {
+    const KvQuantSettings q{bits, 16, 32};
+    const KvQuantBudget fromSettings =
+        kvQuantBudget(convertedCacheConfig(builtinArchitecture("smollm-135m"), settings), q, DType::BF16);
+    const KvQuantBudget converted = kvQuantBudget(smolConverted(4, 16), q, DType::BF16);
+    EXPECT_EQ(fromSettings.quantizedBytesPerToken, converted.quantizedBytesPerToken) << bits;
+    EXPECT_EQ(fromSettings.fullBytesPerToken, converted.fullBytesPerToken) << bits;
+  }
+  EXPECT_EQ(kvQuantBudget(convertedCacheConfig(builtinArchitecture("smollm-135m"), settings), {}, DType::BF16)
+                .fullBytesPerToken,
+            computeKvBudget(builtinArchitecture("smollm-135m"), settings, DType::BF16).bytesPerToken);
   // SmolLM-135M in bf16, int4 in groups of 64: each K or V row of 64 dims is
   // 32 bytes of codes and 2 + 2 of scale and zero-point; 30 layers x 6 rows.
   const KvQuantBudget smol = kvQuantBudget(builtinArchitecture("smollm-135m"), {4, 64, 128}, DType::BF16);

@@ -95,6 +95,29 @@ TEST(RunSpec, DistillBlockRoundTripsAndBadValuesNameTheField) {
             std::string::npos);
 }
 
+// "kv_quant" (kind eval): round trip, the stored task names it gives, and each bad value named.
+TEST(RunSpec, KvQuantBlockOfAnEvaluation) {
+  const std::string eval = R"({"kind":"eval","model_dir":"m","passkey":{"file":"h.txt"},"kv_quant":)";
+  const RunSpec s = parseRunSpec(eval + R"({"format":"int4"}})", "x");
+  EXPECT_EQ(s.kvQuant.bits, 4);
+  EXPECT_EQ(s.kvQuant.group, 64);
+  EXPECT_EQ(s.kvQuant.residual, 128);
+  EXPECT_EQ(runSpecToJson(parseRunSpec(runSpecToJson(s), "x")), runSpecToJson(s));
+  EXPECT_EQ(kvQuantTaskName("passkey", s.kvQuant), "passkey (int4 cache)");
+  const RunSpec g = parseRunSpec(eval + R"({"format":"int2","group":32,"residual":0}})", "x");
+  EXPECT_EQ(kvQuantTaskName("arc", g.kvQuant), "arc (int2 cache, group 32, window 0)");
+  EXPECT_EQ(kvQuantTaskName("arc", {}), "arc");
+  EXPECT_EQ(runSpecToJson(parseRunSpec(eval + R"({"format":"none"}})", "x")).find("kv_quant"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"format":"int3"}})").find("kv_quant.format"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"format":"int8","group":0}})").find("kv_quant.group"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"format":"int8","residual":-1}})").find("kv_quant.residual"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"bits":8}})").find("bits"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"finetune","model_dir":"m","kv_quant":{"format":"int8"}})")
+                .find("kv_quant applies to kind eval only"),
+            std::string::npos)
+      << errorOf(R"({"kind":"finetune","model_dir":"m","kv_quant":{"format":"int8"}})");
+}
+
 // precision replaces dtype; specs stored with dtype read as the same policy
 // (bf16 was autocast: bf16-mixed), and a contradiction is refused.
 TEST(RunSpec, PrecisionAndTheOlderDtypeField) {
