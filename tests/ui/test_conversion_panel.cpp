@@ -59,6 +59,15 @@ class TestConversionPanel : public QObject {
     QCOMPARE(after, static_cast<qint64>(30 * (2 * 4 * 3 + dKv * 3) * 2));
     QVERIFY(panel.findChild<QLabel*>(QStringLiteral("kvTotal"))->text().contains(QStringLiteral("4,096")) ||
             panel.findChild<QLabel*>(QStringLiteral("kvTotal"))->text().contains(QStringLiteral("4096")));
+    // With int4 codes: per layer 3 RoPE keys of 8 values (4 bytes of codes, a bf16 scale and zero-point each)
+    // and a latent of 3 d_kv values in groups of 64, of 32 where 64 does not divide it (d_kv 32: 96 values).
+    const int latent = 3 * dKv, group = dKv == 32 ? 32 : 64, groups = latent <= group ? 1 : latent / group;
+    const qint64 int4 = 30 * (3 * (4 + 4) + (latent / 2 + groups * 4));
+    const QString quantized = panel.findChild<QLabel*>(QStringLiteral("kvQuantized"))->text();
+    QVERIFY2(
+        quantized.startsWith(QLocale().formattedDataSize(int4, 2) + QStringLiteral(" per token past the newest 128")),
+        qPrintable(quantized));
+    QVERIFY2(quantized.contains(QStringLiteral("(groups of %1)").arg(group)), qPrintable(quantized));
   }
 
   void impossibleSettingsDisableRunWithTheReason() {

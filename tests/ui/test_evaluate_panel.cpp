@@ -28,6 +28,7 @@
 #include "charts/passkey_heatmap.h"
 #include "jobs/job_controller.h"
 #include "latentlab/architectures.h"
+#include "latentlab/memory_plan.h"
 #include "latentlab/model_config.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
@@ -199,6 +200,32 @@ class TestEvaluatePanel : public QObject {
     QCOMPARE(PasskeyHeatmap::colorOf(0.0).name(), QStringLiteral("#d73027"));
     QCOMPARE(PasskeyHeatmap::colorOf(1.0).name(), QStringLiteral("#1a9850"));
 
+    // The same again over an int4 cache (chosen with the keyboard): its
+    // figures stand beside the first ones under their own names, and the
+    // heatmap shows the grid of the cache chosen.
+    QCOMPARE(p->kvCacheBox()->currentText(), QStringLiteral("full precision"));
+    QVERIFY(chooseWithKeys(p->kvCacheBox(), QStringLiteral("int4")));
+    QCOMPARE(p->heatmap()->cells().size(), 0);  // nothing scored over int4 yet
+    uitest::reveal(p->evaluateButton());
+    QTest::mouseClick(p->evaluateButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(static_cast<int>(store.listRuns().size()), 3);
+    int quantizedCells = 0;
+    double quantizedAcc = -1;
+    for (const EvaluationRecord& e : store.listEvaluations(runs[0].id)) {
+      if (e.task == "passkey (int4 cache)") ++quantizedCells;
+      if (e.task == "toy (int4 cache)" && e.metric == "acc") quantizedAcc = e.value;
+    }
+    QCOMPARE(quantizedCells, 4);
+    QVERIFY(quantizedAcc >= 0);
+    QTRY_COMPARE(p->resultsTable()->rowCount(), 2);
+    QCOMPARE(p->resultsTable()->item(0, 0)->text(), QStringLiteral("toy"));
+    QCOMPARE(p->resultsTable()->item(1, 0)->text(), QStringLiteral("toy (int4 cache)"));
+    QVERIFY(p->resultsTable()->item(1, 1)->text().startsWith(QString::number(quantizedAcc, 'f', 3)));
+    QCOMPARE(p->heatmap()->cells().size(), 4);
+    QVERIFY(chooseWithKeys(p->kvCacheBox(), QStringLiteral("full precision")));
+    QCOMPARE(p->heatmap()->cells().size(), 4);
+
     // The compare table of the trained run has a column for the task with its acc.
     w.comparePanel()->refreshTable();
     QAbstractItemModel* table = w.comparePanel()->findChild<QTableView*>() != nullptr
@@ -255,6 +282,56 @@ class TestEvaluatePanel : public QObject {
     }
     QVERIFY(t->output(0)->toPlainText() != t->output(1)->toPlainText());  // two different models
     QVERIFY(t->generateButton()->isEnabled());
+  }
+
+  // One model on both sides, side B over an int4 cache: 200 new tokens, so
+  // all but the newest 128 of the cache's tokens are codes. Each side's text
+  // and KV bytes are the engine's own for that cache, side B's fewer.
+  void tryItComparesAModelWithItsQuantizedCache() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    QString out;
+    QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("only", 8), &out), qPrintable(out));
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+    TryPanel* t = w.tryPanel();
+    QTRY_VERIFY(t->isVisible());
+    QVERIFY(chooseWithKeys(t->modelBox(0), QStringLiteral("only")));
+    QVERIFY(chooseWithKeys(t->modelBox(1), QStringLiteral("only")));
+    QCOMPARE(t->kvCacheBox(0)->currentText(), QStringLiteral("full precision"));
+    QVERIFY(chooseWithKeys(t->kvCacheBox(1), QStringLiteral("int4")));
+    t->maxTokensBox()->setFocus();
+    t->maxTokensBox()->selectAll();
+    QTest::keyClicks(t->maxTokensBox(), QStringLiteral("200"));
+    QSignalSpy done(t, &TryPanel::finished);
+    QTest::mouseClick(t->generateButton(), Qt::LeftButton);
+    QVERIFY(done.wait(120000));
+    std::int64_t bytes[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+      QStringList args = {QStringLiteral("generate"),
+                          QStringLiteral("--json"),
+                          QStringLiteral("--greedy"),
+                          QStringLiteral("--model"),
+                          t->modelBox(side)->currentData().toString(),
+                          QStringLiteral("--prompt"),
+                          t->promptEdit()->toPlainText(),
+                          QStringLiteral("--max-new-tokens"),
+                          QStringLiteral("200")};
+      if (side == 1) args << QStringLiteral("--kv-quant") << QStringLiteral("int4");
+      QProcess p;
+      p.start(w.jobs()->enginePath(), args);
+      QVERIFY(p.waitForFinished(120000));
+      const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+      QCOMPARE(t->output(side)->toPlainText(), j.value(QStringLiteral("text")).toString());
+      bytes[side] = static_cast<std::int64_t>(j.value(QStringLiteral("kv_cache_bytes")).toDouble());
+      const QString stats = t->statsLabel(side)->text();
+      QVERIFY2(stats.endsWith(QStringLiteral("KV cache ") + QString::fromStdString(formatBytes(bytes[side]))),
+               qPrintable(stats));
+    }
+    QVERIFY2(bytes[1] > 0 && bytes[1] < bytes[0],
+             qPrintable(QStringLiteral("%1 vs %2 bytes").arg(bytes[1]).arg(bytes[0])));
   }
 };
 

@@ -157,6 +157,18 @@ QGroupBox* ConversionPanel::buildPreviewBox() {
   pl->addRow(tr("Per token:"), m_perToken);
   pl->addRow(tr("Saving:"), m_saving);
   pl->addRow(tr("Whole cache:"), m_total);
+  m_quantized = new QLabel;
+  m_quantized->setObjectName(QStringLiteral("kvQuantized"));
+  m_quantized->setWordWrap(true);
+  const KvQuantSettings q = kPreviewQuant;
+  m_quantized->setToolTip(tr("The same cache quantized to %1 codes (docs/kv_quant.md): a scale and a zero-point per "
+                             "group of values (%2, or the largest power of two under it that divides every row), "
+                             "the newest %3 tokens kept exact; generate, eval and the Evaluate and Try it tabs "
+                             "offer it")
+                              .arg(QString::fromLatin1(kvQuantName(q.bits)))
+                              .arg(q.group)
+                              .arg(q.residual));
+  pl->addRow(tr("With %1:").arg(QString::fromLatin1(kvQuantName(q.bits))), m_quantized);
   return preview;
 }
 
@@ -361,6 +373,32 @@ KvSettings ConversionPanel::settings() const {
   return s;
 }
 
+std::optional<KvQuantBudget> ConversionPanel::quantizedBudget(const KvSettings& s, DType dtype) const {
+  // The default group, or the largest power of two under it that divides every cached row.
+  const ModelConfig converted = convertedCacheConfig(*m_config, s);
+  for (KvQuantSettings q = kPreviewQuant; q.group >= 1; q.group /= 2) {
+    if (!checkKvQuant(q, converted, 0)) return kvQuantBudget(converted, q, dtype);
+  }
+  return std::nullopt;
+}
+
+QString ConversionPanel::quantizedText(const KvSettings& s, DType dtype) const {
+  const auto b = quantizedBudget(s, dtype);
+  if (!b) return tr("no group of values fits these rows");
+  const QLocale loc;
+  const qint64 tokens = m_context->value(), batch = m_batch->value();
+  const auto whole = static_cast<qint64>(b->bytesFor(tokens) * batch);
+  const auto original = static_cast<qint64>(m_budget->originalBytesPerToken * tokens * batch);
+  return tr("%1 per token past the newest %2 (groups of %3) · %4 for %5 tokens × batch %6, %7% of the original "
+            "cache")
+      .arg(loc.formattedDataSize(b->quantizedBytesPerToken, 2))
+      .arg(b->settings.residual)
+      .arg(b->settings.group)
+      .arg(loc.formattedDataSize(whole, 2), loc.toString(tokens))
+      .arg(batch)
+      .arg(100.0 * static_cast<double>(whole) / static_cast<double>(std::max<qint64>(original, 1)), 0, 'f', 1);
+}
+
 QString ConversionPanel::savingText() const {
   if (!m_budget) return {};
   // KvBudget::saving is the relative change (negative: smaller); a saving is
@@ -426,6 +464,7 @@ void ConversionPanel::update() {
     m_perToken->setText(tr("Open a model to preview its KV cache."));
     m_saving->clear();
     m_total->clear();
+    m_quantized->clear();
     m_banner->hide();
     updateAllocationBox();
     Q_EMIT validityChanged(m_reason);
@@ -451,6 +490,7 @@ void ConversionPanel::update() {
     m_saving->setText(QStringLiteral("–"));
     m_saving->setStyleSheet({});
     m_total->setText(QStringLiteral("–"));
+    m_quantized->setText(QStringLiteral("–"));
     m_ropeNote->clear();
     updateAllocationBox();
     Q_EMIT validityChanged(m_reason);
@@ -480,6 +520,7 @@ void ConversionPanel::update() {
           .arg(loc.formattedDataSize(before, 2), loc.formattedDataSize(after, 2), loc.toString(m_context->value()))
           .arg(m_batch->value())
           .arg(loc.formattedDataSize(before - after, 2)));
+  m_quantized->setText(quantizedText(s, dtype));
   if (on && deepseek) {
     RoRopeLayout layout;
     roRopeLayout(*m_config, effectiveRopeWidth(*m_config, s), s.freqFold, &layout);

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "latentlab/kv_budget.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/model_config.h"
 #include "latentlab/run_spec.h"
 
@@ -62,7 +63,12 @@ class ConversionPanel : public QWidget {
   QString blockReason() const { return m_reason; }
   std::optional<KvBudget> budget() const { return m_budget; }
   QString savingText() const;  // "68.75%": the reduction, positive when the cache shrinks
-  QString bytesText() const;   // per-token bytes, original -> converted
+  // The cache of these settings quantized as kPreviewQuant says (the group
+  // halved until it divides every cached row), per token and whole.
+  std::optional<KvQuantBudget> quantizedBudget(const KvSettings& s, DType dtype) const;
+  QString quantizedText(const KvSettings& s, DType dtype) const;
+  static constexpr KvQuantSettings kPreviewQuant{4, 64, 128};
+  QString bytesText() const;  // per-token bytes, original -> converted
 
   QComboBox* methodBox() const { return m_method; }
 
@@ -122,6 +128,7 @@ class ConversionPanel : public QWidget {
   QLabel* m_perToken = nullptr;
   QLabel* m_saving = nullptr;
   QLabel* m_total = nullptr;
+  QLabel* m_quantized = nullptr;  // the same cache with int4 codes
   QLabel* m_ropeNote = nullptr;
   MessageBanner* m_banner = nullptr;
   QString m_reason;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "charts/passkey_heatmap.h"
 #include "latentlab/error.h"
@@ -27,6 +28,7 @@
 #include "latentlab/passkey.h"
 #include "latentlab/run_store.h"
 #include "latentlab/vocabulary.h"
+#include "panels/kv_cache_choice.h"
 
 namespace latentlab::ui {
 
@@ -193,9 +195,13 @@ QHBoxLayout* EvaluatePanel::buildRunRow() {
   auto* runRow = new QHBoxLayout;
   m_device = new QComboBox;
   m_device->addItem(QStringLiteral("cpu"));
+  m_kvCache = newKvCacheBox();
   m_evaluate = new QPushButton(tr("Evaluate"));
   runRow->addWidget(new QLabel(tr("Device")));
   runRow->addWidget(m_device);
+  runRow->addSpacing(12);
+  runRow->addWidget(new QLabel(tr("KV cache")));
+  runRow->addWidget(m_kvCache);
   runRow->addStretch(1);
   runRow->addWidget(m_evaluate);
   return runRow;
@@ -223,6 +229,8 @@ void EvaluatePanel::connectSignals() {
     updateState();
     showResults();
   });
+  // The heatmap shows the passkey grid scored over the cache chosen here.
+  connect(m_kvCache, &QComboBox::currentIndexChanged, this, &EvaluatePanel::showResults);
   connect(m_evaluate, &QPushButton::clicked, this, [this] {
     const RunSpec s = spec();
     if (!s.name.empty()) Q_EMIT evaluateRequested(s);
@@ -326,6 +334,7 @@ RunSpec EvaluatePanel::spec() const {
   s.device = m_device->currentText().toStdString();
   s.evaluatesRun = c.run;
   s.evaluatesStep = c.step;
+  s.kvQuant = kvCacheChoice(m_kvCache);
   for (int i = 0; i < m_tasks->count(); ++i) {
     const QListWidgetItem* item = m_tasks->item(i);
     if (item->checkState() != Qt::Checked) continue;
@@ -348,6 +357,7 @@ RunSpec EvaluatePanel::spec() const {
     s.passkey.trials = m_trials->value();
   }
   s.name = "evaluate " + c.label.toStdString();
+  if (s.kvQuant.on()) s.name += ", " + kvQuantLabel(s.kvQuant);
   return s;
 }
 
@@ -376,7 +386,9 @@ void EvaluatePanel::updateState() {
 }
 
 // The chosen model's stored figures: a checkpoint's under its run and step; a
-// folder's under the newest evaluation job of that folder.
+// folder's under its evaluation jobs, the newest figure of each task. Every
+// task's rows, one per cache it was scored over; the passkey grid of the
+// cache chosen in the KV cache box.
 void EvaluatePanel::showResults() {
   m_results->setRowCount(0);
   QVector<PasskeyCellView> cells;
@@ -385,28 +397,34 @@ void EvaluatePanel::showResults() {
     m_heatmap->setCells(cells);
     return;
   }
-  std::int64_t run = c->run, step = c->step;
-  if (run == 0) {
-    for (const RunRecord& r : m_store->listRuns()) {
-      if (r.kind != "eval") continue;
+  std::vector<std::pair<std::int64_t, std::int64_t>> sources;  // (run, step), the newest first
+  if (c->run > 0) {
+    sources.emplace_back(c->run, c->step);
+  } else {
+    const auto runs = m_store->listRuns();
+    for (auto r = runs.rbegin(); r != runs.rend(); ++r) {
+      if (r->kind != "eval") continue;
       try {
-        const auto j = nlohmann::json::parse(r.specJson);
-        if (j.value("model_dir", "") == c->dir.toStdString() && !j.contains("evaluates")) run = r.id;
+        const auto j = nlohmann::json::parse(r->specJson);
+        if (j.value("model_dir", "") == c->dir.toStdString() && !j.contains("evaluates"))
+          sources.emplace_back(r->id, 0);
       } catch (const std::exception&) {
       }
     }
-    step = 0;
   }
+  const std::string passkey = kvQuantTaskName("passkey", kvCacheChoice(m_kvCache));
   std::map<std::string, std::map<std::string, EvaluationRecord>> tasks;
-  if (run > 0) {
+  std::set<std::pair<int, double>> seenCells;
+  for (const auto& [run, step] : sources) {
     for (const EvaluationRecord& e : m_store->listEvaluations(run)) {
       if (e.step != step) continue;
       int length = 0;
       double depth = 0;
-      if (e.task == "passkey" && parsePasskeyMetricName(e.metric, length, depth)) {
-        cells.push_back({length, depth, e.value, static_cast<int>(e.items)});
+      if (parsePasskeyMetricName(e.metric, length, depth)) {
+        if (e.task == passkey && seenCells.insert({length, depth}).second)
+          cells.push_back({length, depth, e.value, static_cast<int>(e.items)});
       } else {
-        tasks[e.task][e.metric] = e;
+        tasks[e.task].try_emplace(e.metric, e);  // a newer job's figure stays
       }
     }
   }

@@ -58,6 +58,7 @@ class EvaluatePanel : public QWidget {
   QLineEdit* depthsEdit() const { return m_depths; }
   QSpinBox* trialsBox() const { return m_trials; }
   QPushButton* evaluateButton() const { return m_evaluate; }
+  QComboBox* kvCacheBox() const { return m_kvCache; }
   QLabel* statusLabel() const { return m_status; }
   QTableWidget* resultsTable() const { return m_results; }
   PasskeyHeatmap* heatmap() const { return m_heatmap; }
@@ -106,6 +107,7 @@ class EvaluatePanel : public QWidget {
   QLineEdit* m_depths = nullptr;
   QSpinBox* m_trials = nullptr;
   QComboBox* m_device = nullptr;
+  QComboBox* m_kvCache = nullptr;  // the cache scored over (docs/kv_quant.md)
   QPushButton* m_evaluate = nullptr;
   QLabel* m_status = nullptr;
   QTableWidget* m_results = nullptr;

@@ -14,6 +14,7 @@
 
 #include "latentlab/memory_plan.h"
 #include "latentlab/run_store.h"
+#include "panels/kv_cache_choice.h"
 
 namespace latentlab::ui {
 
@@ -57,11 +58,16 @@ TryPanel::TryPanel(std::shared_ptr<RunStore> store, QString workspaceDir, QStrin
     s.model = new QComboBox;
     s.model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     s.model->setMinimumContentsLength(16);
+    s.kvCache = newKvCacheBox();  // a model beside itself with a quantized cache, say
     s.output = new QPlainTextEdit;
     s.output->setReadOnly(true);
     s.stats = new QLabel(tr("–"));
     s.stats->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    col->addWidget(s.model);
+    auto* choice = new QHBoxLayout;
+    choice->addWidget(s.model, 1);
+    choice->addWidget(new QLabel(tr("KV cache")));
+    choice->addWidget(s.kvCache);
+    col->addLayout(choice);
     col->addWidget(s.output, 1);
     col->addWidget(s.stats);
     layout->addLayout(col, 3);
@@ -124,6 +130,7 @@ void TryPanel::start() {
                         QStringLiteral("--prompt"),         m_prompt->toPlainText(),
                         QStringLiteral("--max-new-tokens"), QString::number(m_maxTokens->value()),
                         QStringLiteral("--temperature"),    QString::number(m_temperature->value())};
+    args += kvCacheArgs(s.kvCache);
     auto* p = new QProcess(this);
     s.process = p;
     const int side = static_cast<int>(k);

@@ -36,6 +36,7 @@ class TryPanel : public QWidget {
 
   QPlainTextEdit* promptEdit() const { return m_prompt; }
   QComboBox* modelBox(int side) const { return m_sides[static_cast<std::size_t>(side)].model; }
+  QComboBox* kvCacheBox(int side) const { return m_sides[static_cast<std::size_t>(side)].kvCache; }
   QSpinBox* maxTokensBox() const { return m_maxTokens; }
   QDoubleSpinBox* temperatureBox() const { return m_temperature; }
   QPushButton* generateButton() const { return m_generate; }
@@ -49,6 +50,7 @@ class TryPanel : public QWidget {
  private:
   struct Side {
     QComboBox* model = nullptr;
+    QComboBox* kvCache = nullptr;  // the decode cache: full precision or quantized
     QPlainTextEdit* output = nullptr;
     QLabel* stats = nullptr;
     QPointer<QProcess> process;
