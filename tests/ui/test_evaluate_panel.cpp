@@ -68,6 +68,33 @@ bool chooseWithKeys(QComboBox* box, const QString& part) {
   return box->currentText().contains(part);
 }
 
+// The engine's own `generate --json --greedy` of `model` for `prompt` (and `extra` flags).
+QJsonObject engineGreedy(const QString& engine, const QString& model, const QString& prompt, int tokens,
+                         const QStringList& extra = {}) {
+  QProcess p;
+  p.start(engine, QStringList{QStringLiteral("generate"), QStringLiteral("--json"), QStringLiteral("--greedy"),
+                              QStringLiteral("--model"), model, QStringLiteral("--prompt"), prompt,
+                              QStringLiteral("--max-new-tokens"), QString::number(tokens)} +
+                      extra);
+  if (!p.waitForFinished(120000)) return {};
+  return QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+}
+
+// Shows the window and opens its Try it tab; false when either does not happen.
+bool showTryIt(MainWindow& w) {
+  w.show();
+  if (!QTest::qWaitForWindowExposed(&w)) return false;
+  clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+  return QTest::qWaitFor([&] { return w.tryPanel()->isVisible(); });
+}
+
+// Types `tokens` into Try it's token limit.
+void setMaxTokens(TryPanel* t, int tokens) {
+  t->maxTokensBox()->setFocus();
+  t->maxTokensBox()->selectAll();
+  QTest::keyClicks(t->maxTokensBox(), QString::number(tokens));
+}
+
 }  // namespace
 
 class TestEvaluatePanel : public QObject {
@@ -245,33 +272,23 @@ class TestEvaluatePanel : public QObject {
     QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("first", 8), &out), qPrintable(out));
     QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("second", 16), &out), qPrintable(out));
     MainWindow w(ws, uitest::quietWindowOptions());
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
-    clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+    QVERIFY(showTryIt(w));
     TryPanel* t = w.tryPanel();
-    QTRY_VERIFY(t->isVisible());
     QVERIFY(t->height() >= 250);  // the tab opened the bottom area
     QVERIFY(chooseWithKeys(t->modelBox(0), QStringLiteral("second")));
     QVERIFY(chooseWithKeys(t->modelBox(1), QStringLiteral("first")));
     t->promptEdit()->setFocus();
     t->promptEdit()->selectAll();
     QTest::keyClicks(t->promptEdit(), QStringLiteral("Lists are"));
-    t->maxTokensBox()->setFocus();
-    t->maxTokensBox()->selectAll();
-    QTest::keyClicks(t->maxTokensBox(), QStringLiteral("12"));
+    setMaxTokens(t, 12);
     QSignalSpy done(t, &TryPanel::finished);
     QTest::mouseClick(t->generateButton(), Qt::LeftButton);
     QVERIFY(t->running());
     QVERIFY(done.wait(60000));
     for (int side = 0; side < 2; ++side) {
       // The engine's own greedy text for the same model and prompt.
-      QProcess p;
-      p.start(w.jobs()->enginePath(),
-              {QStringLiteral("generate"), QStringLiteral("--json"), QStringLiteral("--greedy"),
-               QStringLiteral("--model"), t->modelBox(side)->currentData().toString(), QStringLiteral("--prompt"),
-               QStringLiteral("Lists are"), QStringLiteral("--max-new-tokens"), QStringLiteral("12")});
-      QVERIFY(p.waitForFinished(60000));
-      const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+      const QJsonObject j = engineGreedy(w.jobs()->enginePath(), t->modelBox(side)->currentData().toString(),
+                                         QStringLiteral("Lists are"), 12);
       QCOMPARE(t->output(side)->toPlainText(), j.value(QStringLiteral("text")).toString());
       const QString stats = t->statsLabel(side)->text();
       QVERIFY2(stats.contains(QStringLiteral("decode")) && stats.contains(QStringLiteral("KV cache")),
@@ -293,37 +310,21 @@ class TestEvaluatePanel : public QObject {
     QString out;
     QVERIFY2(uitest::runEngineBlocking(ws.dir, uitest::tinySpec("only", 8), &out), qPrintable(out));
     MainWindow w(ws, uitest::quietWindowOptions());
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
-    clickTab(w.bottomTabs(), QStringLiteral("Try it"));
+    QVERIFY(showTryIt(w));
     TryPanel* t = w.tryPanel();
-    QTRY_VERIFY(t->isVisible());
     QVERIFY(chooseWithKeys(t->modelBox(0), QStringLiteral("only")));
     QVERIFY(chooseWithKeys(t->modelBox(1), QStringLiteral("only")));
     QCOMPARE(t->kvCacheBox(0)->currentText(), QStringLiteral("full precision"));
     QVERIFY(chooseWithKeys(t->kvCacheBox(1), QStringLiteral("int4")));
-    t->maxTokensBox()->setFocus();
-    t->maxTokensBox()->selectAll();
-    QTest::keyClicks(t->maxTokensBox(), QStringLiteral("200"));
+    setMaxTokens(t, 200);
     QSignalSpy done(t, &TryPanel::finished);
     QTest::mouseClick(t->generateButton(), Qt::LeftButton);
     QVERIFY(done.wait(120000));
     std::int64_t bytes[2] = {0, 0};
     for (int side = 0; side < 2; ++side) {
-      QStringList args = {QStringLiteral("generate"),
-                          QStringLiteral("--json"),
-                          QStringLiteral("--greedy"),
-                          QStringLiteral("--model"),
-                          t->modelBox(side)->currentData().toString(),
-                          QStringLiteral("--prompt"),
-                          t->promptEdit()->toPlainText(),
-                          QStringLiteral("--max-new-tokens"),
-                          QStringLiteral("200")};
-      if (side == 1) args << QStringLiteral("--kv-quant") << QStringLiteral("int4");
-      QProcess p;
-      p.start(w.jobs()->enginePath(), args);
-      QVERIFY(p.waitForFinished(120000));
-      const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+      const QJsonObject j = engineGreedy(
+          w.jobs()->enginePath(), t->modelBox(side)->currentData().toString(), t->promptEdit()->toPlainText(), 200,
+          side == 1 ? QStringList{QStringLiteral("--kv-quant"), QStringLiteral("int4")} : QStringList{});
       QCOMPARE(t->output(side)->toPlainText(), j.value(QStringLiteral("text")).toString());
       bytes[side] = static_cast<std::int64_t>(j.value(QStringLiteral("kv_cache_bytes")).toDouble());
       const QString stats = t->statsLabel(side)->text();

@@ -21,23 +21,68 @@
 namespace latentlab::test {
 namespace fs = std::filesystem;
 
-TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
-  const RunResult trained = trainTinyBase(scratchDir("kv-quant-trained"), 500);
-  ASSERT_EQ(trained.status, RunStatus::Completed) << trained.errorText();
+namespace {
+// 32 greedy tokens after two sentences of the tutorial, through `q`'s cache.
+GenerateResult greedyWith(const fs::path& model, KvQuantSettings q) {
   const std::string prompt =
       "Python is an easy to learn, powerful programming language. It has efficient high-level data structures "
       "and a simple but effective approach to object-oriented programming.";
+  GenerateOptions o;
+  o.model = model;
+  o.temperature = 0;
+  o.maxNewTokens = 32;
+  o.stopAtEos = false;
+  o.kvQuant = q;
+  Generator g(o);
   CancelToken cancel;
-  const auto generateWith = [&](KvQuantSettings q) {
-    GenerateOptions o;
-    o.model = trained.finalModel;
-    o.temperature = 0;
-    o.maxNewTokens = 32;
-    o.stopAtEos = false;
-    o.kvQuant = q;
+  return g.generate(prompt, {}, cancel);
+}
+
+// Held-out loss on functions.rst through a cache of `bits`, each window fed
+// 32 tokens at a time, the newest 32 exact.
+double heldOutLossWith(const fs::path& model, int bits) {
+  EvalOptions e;
+  e.model = model;
+  e.textFile = "/usr/share/doc/python3.11/html/_sources/library/functions.rst.txt";
+  e.seqLen = 256;
+  e.batchSize = 8;
+  e.kvQuant = {bits, 64, 32};
+  e.kvChunk = 32;
+  NullProgress progress;
+  CancelToken cancel;
+  return evaluate(e, progress, cancel).meanLoss;
+}
+// `model` converted at d_kv 8 on its KV heads and r = 2 (S_high) into `out`.
+void convertAtDkv8(const fs::path& model, const fs::path& out) {
+  ConvertSpec c;
+  c.modelDir = model;
+  c.outDir = out;
+  c.ropeStrategy = RopeStrategy::High;
+  c.ropePairs = 2;
+  c.dKv = 8;
+  NullProgress progress;
+  CancelToken cancel;
+  convert(c, progress, cancel);
+}
+
+// Why a generator over `q`'s cache refuses the model at `dir` ("" when it does not).
+std::string refusalOf(const fs::path& dir, KvQuantSettings q) {
+  GenerateOptions o;
+  o.model = dir;
+  o.kvQuant = q;
+  try {
     Generator g(o);
-    return g.generate(prompt, {}, cancel);
-  };
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return {};
+}
+}  // namespace
+
+TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
+  const RunResult trained = trainTinyBase(scratchDir("kv-quant-trained"), 500);
+  ASSERT_EQ(trained.status, RunStatus::Completed) << trained.errorText();
+  const auto generateWith = [&](KvQuantSettings q) { return greedyWith(trained.finalModel, q); };
   const GenerateResult plain = generateWith({});
   // A window of 8 tokens: all but the newest 8 of the prompt are read back from codes at every step.
   const GenerateResult int8 = generateWith({8, 64, 8});
@@ -55,18 +100,7 @@ TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
   EXPECT_EQ(int8.kvBytes, 8 * q8.fullBytesPerToken + (tokens - 8) * q8.quantizedBytesPerToken);
   EXPECT_LT(int8.kvBytes, plain.kvBytes / 2);  // 40 of 128 bytes a row of 32 fp32 values
 
-  // Held-out loss through the cache, 32 tokens at a time, the newest 32 exact.
-  NullProgress progress;
-  const auto lossWith = [&](int bits) {
-    EvalOptions e;
-    e.model = trained.finalModel;
-    e.textFile = "/usr/share/doc/python3.11/html/_sources/library/functions.rst.txt";
-    e.seqLen = 256;
-    e.batchSize = 8;
-    e.kvQuant = {bits, 64, 32};
-    e.kvChunk = 32;
-    return evaluate(e, progress, cancel).meanLoss;
-  };
+  const auto lossWith = [&](int bits) { return heldOutLossWith(trained.finalModel, bits); };
   const double none = lossWith(0), l8 = lossWith(8), l4 = lossWith(4), l2 = lossWith(2);
   std::printf("held-out loss: none %.6f  int8 %.6f  int4 %.6f  int2 %.6f\n", none, l8, l4, l2);
   EXPECT_LT(std::abs(l8 - none), 2e-3);
@@ -80,6 +114,8 @@ TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
   std::vector<ChoiceItem> items;
   for (std::size_t at = 0; items.size() < 6; at += 1500)
     items.push_back({text.substr(at, 1200), {" the loop", " a function", " in Python"}, 0, {}});
+  NullProgress progress;
+  CancelToken cancel;
   const auto scores = [&](int bits) {
     ChoiceEvalOptions o;
     o.model = trained.finalModel;
@@ -103,42 +139,15 @@ TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
 TEST(KvQuantTrained, ImpossibleSettingsNameTheFlag) {
   const fs::path dir = scratchDir("kv-quant-bad") / "model";
   writeSmallTextModel(dir, 1024);  // demo-gqa: K and V rows of 32 dims
-  const auto refusal = [&](KvQuantSettings q) {
-    GenerateOptions o;
-    o.model = dir;
-    o.kvQuant = q;
-    try {
-      Generator g(o);
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string();
-  };
+  const auto refusal = [&](KvQuantSettings q) { return refusalOf(dir, q); };
   EXPECT_EQ(refusal({4, 64, 128}), "");
   EXPECT_NE(refusal({4, 24, 128}).find("--kv-group 24"), std::string::npos) << refusal({4, 24, 128});
   EXPECT_NE(refusal({8, 64, 5000}).find("--kv-residual 5000"), std::string::npos);
   EXPECT_NE(refusal({8, 64, 5000}).find("config.json"), std::string::npos);
   // A converted model (d_kv 8 on 2 KV heads: latent rows of 16, RoPE keys of 4 per head).
-  ConvertSpec c;
-  c.modelDir = dir;
-  c.outDir = dir.parent_path() / "converted";
-  c.ropeStrategy = RopeStrategy::High;
-  c.ropePairs = 2;
-  c.dKv = 8;
-  NullProgress progress;
-  CancelToken cancel;
-  convert(c, progress, cancel);
-  const auto convertedRefusal = [&](KvQuantSettings q) {
-    GenerateOptions o;
-    o.model = c.outDir;
-    o.kvQuant = q;
-    try {
-      Generator g(o);
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string();
-  };
+  const fs::path converted = dir.parent_path() / "converted";
+  convertAtDkv8(dir, converted);
+  const auto convertedRefusal = [&](KvQuantSettings q) { return refusalOf(converted, q); };
   EXPECT_EQ(convertedRefusal({8, 64, 128}), "");
   const std::string latent = convertedRefusal({4, 12, 128});
   EXPECT_NE(latent.find("--kv-group 12: does not divide the latent rows of 16 channels"), std::string::npos) << latent;
@@ -153,32 +162,12 @@ TEST(KvQuantTrained, ConvertedLatentCacheQuantizes) {
   const fs::path root = scratchDir("kv-quant-converted");
   const RunResult trained = trainTinyBase(root, 500);
   ASSERT_EQ(trained.status, RunStatus::Completed) << trained.errorText();
-  ConvertSpec c;
-  c.modelDir = trained.finalModel;
-  c.outDir = root / "converted";
-  c.ropeStrategy = RopeStrategy::High;
-  c.ropePairs = 2;
-  c.dKv = 8;
-  NullProgress progress;
-  CancelToken cancel;
-  convert(c, progress, cancel);
-  const std::string prompt =
-      "Python is an easy to learn, powerful programming language. It has efficient high-level data structures "
-      "and a simple but effective approach to object-oriented programming.";
-  const auto generateWith = [&](KvQuantSettings q) {
-    GenerateOptions o;
-    o.model = c.outDir;
-    o.temperature = 0;
-    o.maxNewTokens = 32;
-    o.stopAtEos = false;
-    o.kvQuant = q;
-    Generator g(o);
-    return g.generate(prompt, {}, cancel);
-  };
-  const GenerateResult plain = generateWith({});
-  const GenerateResult int8 = generateWith({8, 64, 8});
+  const fs::path converted = root / "converted";
+  convertAtDkv8(trained.finalModel, converted);
+  const GenerateResult plain = greedyWith(converted, {});
+  const GenerateResult int8 = greedyWith(converted, {8, 64, 8});
   EXPECT_EQ(int8.generatedIds, plain.generatedIds);
-  const ModelConfig cfg = readHfConfig(c.outDir / "config.json");
+  const ModelConfig cfg = readHfConfig(converted / "config.json");
   const std::int64_t tokens = static_cast<std::int64_t>(plain.promptIds.size()) + 31;
   const KvQuantBudget q8 = kvQuantBudget(cfg, {8, 64, 8}, DType::F32);
   EXPECT_EQ(plain.kvBytes, q8.fullBytesPerToken * tokens);
@@ -187,16 +176,7 @@ TEST(KvQuantTrained, ConvertedLatentCacheQuantizes) {
   EXPECT_EQ(q8.fullBytesPerToken, cfg.numLayers * 96);
   EXPECT_EQ(q8.quantizedBytesPerToken, cfg.numLayers * (24 + 24));
 
-  const auto lossWith = [&](int bits) {
-    EvalOptions e;
-    e.model = c.outDir;
-    e.textFile = "/usr/share/doc/python3.11/html/_sources/library/functions.rst.txt";
-    e.seqLen = 256;
-    e.batchSize = 8;
-    e.kvQuant = {bits, 64, 32};
-    e.kvChunk = 32;
-    return evaluate(e, progress, cancel).meanLoss;
-  };
+  const auto lossWith = [&](int bits) { return heldOutLossWith(converted, bits); };
   const double none = lossWith(0), l8 = lossWith(8), l4 = lossWith(4), l2 = lossWith(2);
   std::printf("converted, held-out loss: none %.6f  int8 %.6f  int4 %.6f  int2 %.6f\n", none, l8, l4, l2);
   EXPECT_LT(std::abs(l8 - none), 2e-3);
