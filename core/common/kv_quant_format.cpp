@@ -1,5 +1,6 @@
 // The quantized cache's settings and bytes (docs/kv_quant.md).
 #include <algorithm>
+#include <cstdio>
 
 #include "latentlab/error.h"
 #include "latentlab/kv_budget.h"
@@ -39,6 +40,30 @@ std::string kvQuantLabel(const KvQuantSettings& s) {
 
 std::string kvQuantTaskName(const std::string& task, const KvQuantSettings& s) {
   return s.on() ? task + " (" + kvQuantLabel(s) + ")" : task;
+}
+
+std::pair<std::string, KvQuantSettings> splitKvQuantTaskName(const std::string& stored) {
+  const auto open = stored.rfind(" (");
+  if (open == std::string::npos || stored.back() != ')') return {stored, {}};
+  const std::string task = stored.substr(0, open);
+  for (const int bits : {8, 4, 2}) {
+    KvQuantSettings s;
+    s.bits = bits;
+    // The default group and window, or those the label names.
+    for (int g = 0; g < 2; ++g) {
+      if (g == 1) {
+        int group = 0, window = -1;
+        const std::string prefix = task + " (" + kvQuantName(bits) + " cache, group ";
+        if (stored.rfind(prefix, 0) != 0 ||
+            std::sscanf(stored.c_str() + prefix.size(), "%d, window %d)", &group, &window) != 2)
+          continue;
+        s.group = group;
+        s.residual = window;
+      }
+      if (kvQuantTaskName(task, s) == stored) return {task, s};
+    }
+  }
+  return {stored, {}};
 }
 
 std::int64_t groupOf(int group, std::int64_t width) {

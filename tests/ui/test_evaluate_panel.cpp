@@ -209,8 +209,9 @@ class TestEvaluatePanel : public QObject {
     QCOMPARE(cells, 4);
     QTRY_COMPARE(p->resultsTable()->rowCount(), 1);
     QCOMPARE(p->resultsTable()->item(0, 0)->text(), QStringLiteral("toy"));
-    QVERIFY(p->resultsTable()->item(0, 1)->text().startsWith(QString::number(acc, 'f', 3)));
-    QCOMPARE(p->resultsTable()->item(0, 3)->text(), QStringLiteral("12"));
+    QCOMPARE(p->resultsTable()->item(0, 1)->text(), QStringLiteral("full"));
+    QVERIFY(p->resultsTable()->item(0, 2)->text().startsWith(QString::number(acc, 'f', 3)));
+    QCOMPARE(p->resultsTable()->item(0, 4)->text(), QStringLiteral("12"));
     // The heatmap: 2 lengths x 2 depths, each cell drawn in its share's colour.
     PasskeyHeatmap* map = p->heatmap();
     QCOMPARE(map->cells().size(), 4);
@@ -247,11 +248,15 @@ class TestEvaluatePanel : public QObject {
     QVERIFY(quantizedAcc >= 0);
     QTRY_COMPARE(p->resultsTable()->rowCount(), 2);
     QCOMPARE(p->resultsTable()->item(0, 0)->text(), QStringLiteral("toy"));
-    QCOMPARE(p->resultsTable()->item(1, 0)->text(), QStringLiteral("toy (int4 cache)"));
-    QVERIFY(p->resultsTable()->item(1, 1)->text().startsWith(QString::number(quantizedAcc, 'f', 3)));
+    QCOMPARE(p->resultsTable()->item(0, 1)->text(), QStringLiteral("full"));
+    QCOMPARE(p->resultsTable()->item(1, 0)->text(), QStringLiteral("toy"));
+    QCOMPARE(p->resultsTable()->item(1, 1)->text(), QStringLiteral("int4"));
+    QVERIFY(p->resultsTable()->item(1, 2)->text().startsWith(QString::number(quantizedAcc, 'f', 3)));
     QCOMPARE(p->heatmap()->cells().size(), 4);
+    QVERIFY2(p->heatmap()->title().contains(QStringLiteral("over the int4 cache")), qPrintable(p->heatmap()->title()));
     QVERIFY(chooseWithKeys(p->kvCacheBox(), QStringLiteral("full precision")));
     QCOMPARE(p->heatmap()->cells().size(), 4);
+    QVERIFY(!p->heatmap()->title().contains(QStringLiteral("cache")));
 
     // The compare table of the trained run has a column for the task with its acc.
     w.comparePanel()->refreshTable();

@@ -73,15 +73,26 @@ QRect PasskeyHeatmap::cellRect(int length, double depth) const {
                static_cast<int>(std::lround((row + 1) * h)) - static_cast<int>(std::lround(row * h)));
 }
 
+void PasskeyHeatmap::setCacheLabel(const QString& label) {
+  m_cacheLabel = label;
+  update();
+}
+
+QString PasskeyHeatmap::title() const {
+  return m_cacheLabel.isEmpty() ? tr("Passkey retrieval: share of keys repeated exactly")
+                                : tr("Passkey retrieval over the %1: share of keys repeated exactly").arg(m_cacheLabel);
+}
+
 void PasskeyHeatmap::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing, false);
   const QFontMetrics fm(font());
   p.setPen(palette().color(QPalette::WindowText));
-  p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignCenter,
-             tr("Passkey retrieval: share of keys repeated exactly"));
+  p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignCenter, title());
   if (m_cells.isEmpty()) {
-    p.drawText(rect(), Qt::AlignCenter, tr("No passkey results for this model yet"));
+    p.drawText(rect(), Qt::AlignCenter,
+               m_cacheLabel.isEmpty() ? tr("No passkey results for this model yet")
+                                      : tr("No passkey results over the %1 for this model yet").arg(m_cacheLabel));
     return;
   }
   for (const auto& c : m_cells) {

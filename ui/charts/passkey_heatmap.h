@@ -22,6 +22,9 @@ class PasskeyHeatmap : public QWidget {
  public:
   explicit PasskeyHeatmap(QWidget* parent = nullptr);
   void setCells(QVector<PasskeyCellView> cells);
+  // What the grid was scored over, said in the title ("int4 cache"; empty: the plain cache).
+  void setCacheLabel(const QString& label);
+  QString title() const;
   const QVector<PasskeyCellView>& cells() const { return m_cells; }
   QVector<int> lengths() const;
   QVector<double> depths() const;
@@ -37,6 +40,7 @@ class PasskeyHeatmap : public QWidget {
  private:
   QRect gridArea() const;
   QVector<PasskeyCellView> m_cells;
+  QString m_cacheLabel;
 };
 
 }  // namespace latentlab::ui

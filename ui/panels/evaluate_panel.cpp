@@ -21,6 +21,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "charts/passkey_heatmap.h"
 #include "latentlab/error.h"
@@ -124,8 +125,9 @@ QGroupBox* EvaluatePanel::buildModelBox() {
 QGroupBox* EvaluatePanel::buildResultsBox() {
   auto* results = new QGroupBox(tr("Results of this model"));
   auto* rl = new QVBoxLayout(results);
-  m_results = new QTableWidget(0, 4);
-  m_results->setHorizontalHeaderLabels({tr("Task"), tr("acc"), tr("acc_norm"), tr("Items")});
+  m_results = new QTableWidget(0, 5);
+  m_results->setHorizontalHeaderLabels({tr("Task"), tr("KV cache"), tr("acc"), tr("acc_norm"), tr("Items")});
+  m_results->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_results->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   m_results->verticalHeader()->hide();
   m_results->verticalHeader()->setDefaultSectionSize(m_results->fontMetrics().height() + 6);
@@ -428,22 +430,44 @@ void EvaluatePanel::showResults() {
       }
     }
   }
-  for (const auto& [task, metrics] : tasks) {
+  // One row per task and cache: the tasks in order, each task's caches from full precision down.
+  struct Row {
+    std::string task;
+    KvQuantSettings cache;
+    const std::map<std::string, EvaluationRecord>* metrics;
+  };
+  std::vector<Row> rows;
+  for (const auto& [stored, metrics] : tasks) {
+    auto [task, cache] = splitKvQuantTaskName(stored);
+    rows.push_back({task, cache, &metrics});
+  }
+  const auto order = [](const Row& r) {
+    return std::make_tuple(r.task, -(r.cache.on() ? r.cache.bits : 32), r.cache.group, r.cache.residual);
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return order(a) < order(b); });
+  for (const Row& r : rows) {
     const int row = m_results->rowCount();
     m_results->insertRow(row);
     auto cell = [&](const char* metric) {
-      const auto it = metrics.find(metric);
-      return it == metrics.end()
+      const auto it = r.metrics->find(metric);
+      return it == r.metrics->end()
                  ? QStringLiteral("–")
                  : QStringLiteral("%1 ± %2").arg(it->second.value, 0, 'f', 3).arg(it->second.stderrValue, 0, 'f', 3);
     };
-    const EvaluationRecord& any = metrics.begin()->second;
-    m_results->setItem(row, 0, new QTableWidgetItem(QString::fromStdString(task)));
-    m_results->setItem(row, 1, new QTableWidgetItem(cell("acc")));
-    m_results->setItem(row, 2, new QTableWidgetItem(cell("acc_norm")));
+    const EvaluationRecord& any = r.metrics->begin()->second;
+    auto* name = new QTableWidgetItem(QString::fromStdString(r.task));
+    name->setToolTip(QString::fromStdString(kvQuantTaskName(r.task, r.cache)));
+    m_results->setItem(row, 0, name);
+    std::string cache = r.cache.on() ? kvQuantLabel(r.cache) : std::string("full");
+    if (const auto at = cache.find(" cache"); at != std::string::npos) cache.erase(at, 6);
+    m_results->setItem(row, 1, new QTableWidgetItem(QString::fromStdString(cache)));
+    m_results->setItem(row, 2, new QTableWidgetItem(cell("acc")));
+    m_results->setItem(row, 3, new QTableWidgetItem(cell("acc_norm")));
     m_results->setItem(
-        row, 3, new QTableWidgetItem(any.partial ? tr("%1 (partial)").arg(any.items) : QString::number(any.items)));
+        row, 4, new QTableWidgetItem(any.partial ? tr("%1 (partial)").arg(any.items) : QString::number(any.items)));
   }
+  const KvQuantSettings chosen = kvCacheChoice(m_kvCache);
+  m_heatmap->setCacheLabel(chosen.on() ? QString::fromStdString(kvQuantLabel(chosen)) : QString());
   m_heatmap->setCells(cells);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "latentlab/model_config.h"
@@ -29,6 +30,9 @@ const char* kvQuantName(int bits);  // "none", "int8", ...
 // or `task` itself for none, so results of different caches stand side by side.
 std::string kvQuantLabel(const KvQuantSettings& s);
 std::string kvQuantTaskName(const std::string& task, const KvQuantSettings& s);
+// The inverse: a stored task name as the task and the cache's settings (none
+// where the name carries no cache).
+std::pair<std::string, KvQuantSettings> splitKvQuantTaskName(const std::string& stored);
 
 // The group of a row of `width` channels: `group`, or the whole row when it is shorter.
 std::int64_t groupOf(int group, std::int64_t width);

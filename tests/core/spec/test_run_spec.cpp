@@ -107,6 +107,12 @@ TEST(RunSpec, KvQuantBlockOfAnEvaluation) {
   const RunSpec g = parseRunSpec(eval + R"({"format":"int2","group":32,"residual":0}})", "x");
   EXPECT_EQ(kvQuantTaskName("arc", g.kvQuant), "arc (int2 cache, group 32, window 0)");
   EXPECT_EQ(kvQuantTaskName("arc", {}), "arc");
+  for (const KvQuantSettings& q : {s.kvQuant, g.kvQuant, KvQuantSettings{}}) {
+    const auto [task, back] = splitKvQuantTaskName(kvQuantTaskName("arc (easy)", q));
+    EXPECT_EQ(task, "arc (easy)");
+    EXPECT_EQ(kvQuantTaskName(task, back), kvQuantTaskName("arc (easy)", q));
+  }
+  EXPECT_EQ(splitKvQuantTaskName("arc (int5 cache)").first, "arc (int5 cache)");
   EXPECT_EQ(runSpecToJson(parseRunSpec(eval + R"({"format":"none"}})", "x")).find("kv_quant"), std::string::npos);
   EXPECT_NE(errorOf(eval + R"({"format":"int3"}})").find("kv_quant.format"), std::string::npos);
   EXPECT_NE(errorOf(eval + R"({"format":"int8","group":0}})").find("kv_quant.group"), std::string::npos);
