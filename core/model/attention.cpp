@@ -78,7 +78,7 @@ torch::Tensor visibleKeys(std::int64_t rows, std::int64_t queries, std::int64_t 
 }
 
 torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
-                                       double scale, std::int64_t window, std::int64_t block) {
+                                       double scale, std::int64_t window) {
   const auto B = q.size(0), H = q.size(1), tq = q.size(2), D = q.size(3);
   const auto hk = k.fullView().size(1), G = H / hk;
   const std::int64_t total = k.length();
@@ -86,9 +86,10 @@ torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSl
   // Keys before the first query's window are never read.
   const std::int64_t from = window > 0 ? std::max<std::int64_t>(0, total - tq - window + 1) : 0;
   const auto out = blockwiseAttention(
-      k.blocks(from, block),
+      k.blocks(from),
       [&](const TokenBlock& b) {
         auto s = torch::matmul(qg, k.tokens(b).to(torch::kFloat32).transpose(2, 3)) * scale;  // (B, hk, G*tq, len)
+        if (tq == 1) return s;  // one query: the blocks start at its window and end at itself
         return s.masked_fill(visibleKeys(G * tq, tq, total - 1, b.from, b.len, window, q.device()).logical_not(),
                              -std::numeric_limits<float>::infinity());
       },

@@ -53,9 +53,10 @@ torch::Tensor visibleKeys(std::int64_t rows, std::int64_t queries, std::int64_t 
 
 // The same over a quantized cache's K and V slots (docs/kv_quant.md), whose
 // last Tq tokens are the queries': the older tokens are read back a block of
-// `block` tokens at a time (scores first, then the values), never as one
-// full-size copy; the window in full precision as it is. The softmax is in fp32.
+// KvQuantSettings::block tokens at a time (scores first, then the values),
+// never as one full-size copy; the window in full precision as it is. The
+// softmax is in fp32.
 torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSlot& k, const QuantizedSlot& v,
-                                       double scale, std::int64_t window = 0, std::int64_t block = 1024);
+                                       double scale, std::int64_t window = 0);
 
 }  // namespace latentlab

@@ -98,7 +98,8 @@ torch::Tensor QuantizedSlot::tokens(const TokenBlock& b) const {
   return coded == 0 ? window : torch::cat({dequantized(b.from, coded), window}, 2);
 }
 
-std::vector<TokenBlock> QuantizedSlot::blocks(std::int64_t from, std::int64_t block) const {
+std::vector<TokenBlock> QuantizedSlot::blocks(std::int64_t from) const {
+  const std::int64_t block = std::max(m_q.block, 1);
   std::vector<TokenBlock> out;
   for (std::int64_t s = from; s < m_quantized; s += block) out.push_back({s, std::min(block, m_quantized - s)});
   const std::int64_t windowFrom = std::max(from, m_quantized);

@@ -36,8 +36,8 @@ class QuantizedSlot {
   // it is, or both side by side where b spans them.
   torch::Tensor tokens(const TokenBlock& b) const;
   // The blocks a reader visits from token `from` on: the quantized tokens
-  // `block` at a time, then the full-precision window as one block.
-  std::vector<TokenBlock> blocks(std::int64_t from, std::int64_t block) const;
+  // KvQuantSettings::block at a time, then the full-precision window as one block.
+  std::vector<TokenBlock> blocks(std::int64_t from) const;
   std::int64_t bytes() const;
   void repeatRows(std::int64_t n);
 

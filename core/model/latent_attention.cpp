@@ -247,7 +247,7 @@ torch::Tensor LatentAttentionLayer::forward(const torch::Tensor& x, AttentionCon
       if (first) {
         out = m_decode == MlaDecode::Absorbed ? absorbed(qNope, qRope, kRope, c) : naive(qNope, qRope, kRope, c);
       } else if (m_decode == MlaDecode::Absorbed) {
-        out = absorbedBlocks(qNope, qRope, cs.length(), cs.blocks(0, kLatentBlock), [&](const TokenBlock& b) {
+        out = absorbedBlocks(qNope, qRope, cs.length(), cs.blocks(0), [&](const TokenBlock& b) {
           return std::pair{kr.tokens(b), cs.tokens(b)};
         });
       } else {

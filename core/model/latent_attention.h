@@ -54,7 +54,6 @@ class LatentAttentionLayer : public AttentionModule {
   using CachedLatent = std::function<std::pair<torch::Tensor, torch::Tensor>(const TokenBlock&)>;
   torch::Tensor absorbedBlocks(const torch::Tensor& qNope, const torch::Tensor& qRope, std::int64_t Tk,
                                const std::vector<TokenBlock>& blocks, const CachedLatent& read);
-  static constexpr std::int64_t kLatentBlock = 1024;
 
   int m_heads, m_dNope, m_dRope, m_dV, m_dC, m_latentHeads, m_branches;
   int m_perBranch;  // P: latent heads per branch

@@ -446,8 +446,7 @@ torch::Tensor MlaAttention::forward(const torch::Tensor& x, AttentionContext& ct
     };
     if (m_decode == MlaDecode::Absorbed) {
       const std::int64_t from = firstVisible(Tk, T);
-      const auto blocks =
-          quantized ? cache.quantizedSlot(1).blocks(from, kLatentBlock) : std::vector<TokenBlock>{{from, Tk - from}};
+      const auto blocks = quantized ? cache.quantizedSlot(1).blocks(from) : std::vector<TokenBlock>{{from, Tk - from}};
       out = absorbed(qRope, qNope, Tk, blocks, read);
     } else {
       // K and V rebuilt from the cached latents (and, with QK norm, the cached

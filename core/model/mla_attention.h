@@ -73,10 +73,9 @@ class MlaAttention : public AttentionModule {
   using CachedLatent = std::function<CachedTokens(const TokenBlock&, bool keys)>;
   // Absorbed attention of the queries (the last Tq of Tk cached tokens) over
   // the cache read block by block: one block holding every visible token for
-  // a plain cache, blocks of kLatentBlock codes then the window for a quantized one.
+  // a plain cache, blocks of KvQuantSettings::block codes then the window for a quantized one.
   torch::Tensor absorbed(const torch::Tensor& qRope, const torch::Tensor& qNope, std::int64_t Tk,
                          const std::vector<TokenBlock>& blocks, const CachedLatent& read);
-  static constexpr std::int64_t kLatentBlock = 1024;
   // The first of Tk cached tokens any of the last Tq can see (0 but for a windowed layer).
   std::int64_t firstVisible(std::int64_t Tk, std::int64_t Tq) const;
   // RoPE on the kept dims of the query heads (B, nh, T, 2r) and KV heads (B, nkv, T, 2r).

@@ -17,6 +17,9 @@ struct KvQuantSettings {
   int bits = 0;        // 0: none; 8, 4 or 2
   int group = 64;      // values per scale and zero-point along a cached row
   int residual = 128;  // the newest tokens kept in full precision
+  // Tokens attention reads back (dequantizes) at a time: at most one block of
+  // one layer's slot is ever held in full precision beside the codes.
+  int block = 8192;
   bool on() const { return bits > 0; }
 };
 

@@ -110,12 +110,12 @@ TEST(MlaDecode, FullRopeAbsorbedDecodeEqualsOriginalDecode) {
 }
 
 // A quantized latent cache (docs/kv_quant.md): the absorbed decode reads the
-// codes a block of 1024 tokens at a time and must equal the naive path, which
+// codes a block of 512 tokens at a time and must equal the naive path, which
 // rebuilds K and V from the same cache dequantized whole (1e-9 of the
 // logits' scale in fp64: both read the same values, so any gap is the
 // blockwise reading itself), for joint and split latents, with attention biases
 // and with QK norms; a prompt of 1030 tokens, a chunk of 40 and single
-// tokens, the newest 8 tokens exact, so the codes span two blocks. The cache
+// tokens, the newest 8 tokens exact, so the codes span three blocks. The cache
 // holds the documented bytes, and fewer bits move the logits further.
 TEST(MlaDecode, AbsorbedDecodeOverAQuantizedLatentEqualsNaiveOverItsDequantizedCache) {
   ModelConfig qk = tinyConfig({.kvHeads = 2});
@@ -133,7 +133,7 @@ TEST(MlaDecode, AbsorbedDecodeOverAQuantizedLatentEqualsNaiveOverItsDequantizedC
       const double scale = plain.abs().max().item<double>();
       double previous = 0;
       for (const int bits : {8, 4, 2}) {
-        const KvQuantSettings q{bits, 8, 8};
+        const KvQuantSettings q{bits, 8, 8, 512};
         const std::string what = std::string(cfg.qkNorm ? "qk norm " : "biased ") +
                                  (svd == SvdMethod::Split ? "split " : "joint ") + kvQuantName(bits);
         KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);

@@ -241,7 +241,7 @@ TEST(KvQuant, AttentionOverCodesEqualsAttentionOverTheDequantizedCache) {
   // then one token, then a chunk of 5; the window of 40 and blocks of 64.
   for (const std::int64_t window : {std::int64_t{0}, std::int64_t{100}}) {
     LayerCache cache;
-    cache.setQuant({4, 16, 40});
+    cache.setQuant({4, 16, 40, 64});
     std::vector<torch::Tensor> ks, vs;
     for (const std::int64_t t : {300, 1, 5}) {
       ks.push_back(torch::randn({2, 2, t, 32}));
@@ -250,7 +250,7 @@ TEST(KvQuant, AttentionOverCodesEqualsAttentionOverTheDequantizedCache) {
       const QuantizedSlot& v = cache.appendQuantized(1, vs.back());
       if (t == 300) continue;  // a first chunk attends to itself in full precision
       const auto q = torch::randn({2, 8, t, 32});
-      const auto out = quantizedCausalAttention(q, k, v, 0.17, window, 64);
+      const auto out = quantizedCausalAttention(q, k, v, 0.17, window);
       // The reference: the cache as it reads back, dequantized whole, through causalAttention.
       const auto kAll = torch::cat({k.dequantized(0, k.quantizedLength()), k.fullView()}, 2);
       const auto vAll = torch::cat({v.dequantized(0, v.quantizedLength()), v.fullView()}, 2);

@@ -67,7 +67,7 @@ TEST(LatentAttention, AbsorbedDecodeEqualsNaiveAndFullForwardTokenByToken) {
 }
 
 // A quantized latent cache (docs/kv_quant.md): the absorbed decode reads the
-// latent heads and the RoPE key a block of 1024 tokens at a time and equals
+// latent heads and the RoPE key a block of 512 tokens at a time and equals
 // the naive path over the same cache dequantized whole (1e-9 of the logits'
 // scale, fp64), for every variant, with the newest 8 tokens exact; the cache
 // holds the documented bytes.
@@ -82,7 +82,7 @@ TEST(LatentAttention, AbsorbedDecodeOverAQuantizedCacheEqualsNaiveOverItsDequant
     int group = 8;
     while (cfg.latent->latentDim() % group != 0) group /= 2;
     for (const int bits : {8, 4}) {
-      const KvQuantSettings q{bits, group, 8};
+      const KvQuantSettings q{bits, group, 8, 512};
       const std::string what = variant + " " + kvQuantName(bits);
       ASSERT_FALSE(checkKvQuant(q, cfg, 2048)) << what;
       KvCache absorbedCache(cfg.numLayers), naiveCache(cfg.numLayers);
