@@ -125,12 +125,12 @@ torch::Tensor LatentAttentionLayer::naive(const torch::Tensor& qNope, const torc
 torch::Tensor LatentAttentionLayer::absorbed(const torch::Tensor& qNope, const torch::Tensor& qRope,
                                              const torch::Tensor& kRope, const torch::Tensor& c) {
   const auto B = qNope.size(0), Tq = qNope.size(2), Tk = c.size(2), dl = c.size(3);
-  const std::int64_t P = m_perBranch, G = m_group;
-  auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});  // (L, G, dn+dv, dl)
-  auto wk = w.narrow(2, 0, m_dNope);                                        // (L, G, dn, dl)
-  auto wv = w.narrow(2, m_dNope, m_dV);                                     // (L, G, dv, dl)
-  auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                          // heads of latent p contiguous
   if (fusedDecodeApplies(qNope, c, Tq)) {
+    const std::int64_t P = m_perBranch, G = m_group;
+    auto w = kv_b_proj->weight.view({m_latentHeads, G, m_dNope + m_dV, dl});  // (L, G, dn+dv, dl)
+    auto wk = w.narrow(2, 0, m_dNope);                                        // (L, G, dn, dl)
+    auto wv = w.narrow(2, m_dNope, m_dV);                                     // (L, G, dv, dl)
+    auto qn = qNope.reshape({B, P, G, Tq, m_dNope});                          // heads of latent p contiguous
     // One pass over each branch's latents (model/decode_attention.h); the one
     // shared RoPE key serves all n_h*Tq query rows of every branch.
     DecodeAttentionInputs in;
