@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "latentlab/error.h"
+#include "model/intra_op_threads.h"
 
 namespace latentlab {
 
@@ -15,23 +16,6 @@ torch::ScalarType computeType(const torch::Tensor& w) {
 double squaredNorm(const torch::Tensor& t) {
   return t.numel() == 0 ? 0.0 : t.to(torch::kFloat64).square().sum().item<double>();
 }
-// Runs a scope with at most `n` intra-op threads (CPU), restoring the count
-// after. SVDs of attention-sized matrices gain nothing from threads, and on a
-// busy machine the thread hand-offs made them ~20x slower.
-class IntraOpThreads {
- public:
-  explicit IntraOpThreads(int n) : m_saved(at::get_num_threads()) {
-    if (n < m_saved) at::set_num_threads(n);
-  }
-  ~IntraOpThreads() {
-    if (at::get_num_threads() != m_saved) at::set_num_threads(m_saved);
-  }
-  IntraOpThreads(const IntraOpThreads&) = delete;
-  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
-
- private:
-  int m_saved;
-};
 constexpr std::int64_t kThreadedSvdMinDim = 1024;
 void checkRank(const torch::Tensor& w, std::int64_t rank) {
   const auto m = w.size(0), n = w.size(1);

@@ -82,11 +82,18 @@ torch::Tensor quantizedCausalAttention(const torch::Tensor& q, const QuantizedSl
   const auto B = q.size(0), H = q.size(1), tq = q.size(2), D = q.size(3);
   const auto hk = k.fullView().size(1), G = H / hk;
   const std::int64_t total = k.length();
-  const auto qg = q.reshape({B, hk, G * tq, D}).to(torch::kFloat32);  // row j: query head g*G + j / tq, query j % tq
   // Keys before the first query's window are never read.
   const std::int64_t from = window > 0 ? std::max<std::int64_t>(0, total - tq - window + 1) : 0;
+  const std::vector<TokenBlock> blocks = k.blocks(from);
+  if (blocks.size() <= 2 && (blocks.size() == 1 || blocks.back().from >= k.quantizedLength())) {
+    // At most one block of codes and the window: read back as one block and
+    // attended to in one pass (the decode kernel on the CPU), no per-block softmax.
+    const TokenBlock all{from, total - from};
+    return causalAttention(q, k.tokens(all), v.tokens(all), scale, window);
+  }
+  const auto qg = q.reshape({B, hk, G * tq, D}).to(torch::kFloat32);  // row j: query head g*G + j / tq, query j % tq
   const auto out = blockwiseAttention(
-      k.blocks(from),
+      blocks,
       [&](const TokenBlock& b) {
         auto s = torch::matmul(qg, k.tokens(b).to(torch::kFloat32).transpose(2, 3)) * scale;  // (B, hk, G*tq, len)
         if (tq == 1) return s;  // one query: the blocks start at its window and end at itself

@@ -2,6 +2,7 @@
 #include "model/kv_cache.h"
 
 #include "latentlab/error.h"
+#include "model/intra_op_threads.h"
 #include "model/kv_quant.h"
 
 #include <algorithm>
@@ -49,6 +50,7 @@ torch::Tensor grownAlongTime(const torch::Tensor& t, std::int64_t from, std::int
 }  // namespace
 
 void QuantizedSlot::append(const torch::Tensor& chunk) {
+  const IntraOpThreads serial(chunk.device().is_cpu() ? 1 : at::get_num_threads());  // small operators
   const std::int64_t held = m_filled - m_start, T = chunk.size(2);
   // Room behind the held tokens; the buffer moves its tokens to the front
   // when it is full, so a decode loop copies the window rarely.
@@ -91,6 +93,7 @@ torch::Tensor QuantizedSlot::dequantized(std::int64_t start, std::int64_t len) c
 }
 
 torch::Tensor QuantizedSlot::tokens(const TokenBlock& b) const {
+  const IntraOpThreads serial(m_full.device().is_cpu() ? 1 : at::get_num_threads());  // small operators
   const std::int64_t coded = std::clamp<std::int64_t>(m_quantized - b.from, 0, b.len);
   if (coded == b.len) return dequantized(b.from, b.len);
   const std::int64_t windowFrom = std::max<std::int64_t>(b.from - m_quantized, 0);

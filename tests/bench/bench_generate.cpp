@@ -1,7 +1,8 @@
 // Benchmark of `latentlab-engine generate` against transformers `generate`
 // (peers/generate_hf_peer.py): batch 1, a prompt of about 512 tokens, 64
 // greedy tokens, on a SmolLM-135M-shaped model (random weights, fp32 on
-// disk, a BPE tokenizer trained on the Python tutorial), in fp32 and bf16.
+// disk, a BPE tokenizer trained on the Python tutorial), in fp32 and bf16,
+// and in fp32 over an int4 cache against transformers' QuantizedCache.
 // Each side is a process of its own, alternating, best of two; beside them
 // the bandwidth limit: the bytes a decode step reads (every weight once, the
 // embedding as the output layer) over a read bandwidth measured here.
@@ -114,6 +115,78 @@ void benchGenerate(BenchReport& report) {
     report.add({"generate", "prefill, latentlab-engine generate (" + dtype + ")", ourPrefill, "tok/s",
                 "engine " + fixed(ourPrefill / theirPrefill, 2) + "x transformers"});
     report.add({"generate", "prefill, transformers generate (" + dtype + ")", theirPrefill, "tok/s", "best of 2 runs"});
+  }
+  // A quantized cache against transformers' QuantizedCache (both backends it
+  // offers for int4: quanto and HQQ), the same groups of 64 and window of the
+  // newest 128 tokens; the plain caches beside them in the same rounds.
+  {
+    const std::vector<std::string> engine = {LATENTLAB_ENGINE_EXE,
+                                             "generate",
+                                             "--model",
+                                             dir.string(),
+                                             "--prompt-file",
+                                             prompt.string(),
+                                             "--max-new-tokens",
+                                             std::to_string(newTokens),
+                                             "--greedy",
+                                             "--json",
+                                             "--dtype",
+                                             "f32",
+                                             "--kv-quant",
+                                             "int4",
+                                             "--kv-group",
+                                             "64",
+                                             "--kv-residual",
+                                             "128"};
+    const auto peer = [&](const std::string& backend) {
+      return std::vector<std::string>{LATENTLAB_PYTHON, LATENTLAB_SOURCE_DIR "/tests/bench/peers/generate_hf_peer.py",
+                                      dir.string(),     prompt.string(),
+                                      "--new",          std::to_string(newTokens),
+                                      "--dtype",        "f32",
+                                      "--kv-quant",     "int4",
+                                      "--kv-group",     "64",
+                                      "--kv-residual",  "128",
+                                      "--backend",      backend};
+    };
+    double ours = 0, quanto = 0, hqq = 0;
+    std::int64_t bytes = 0;
+    bool peersRan = true;
+    for (int round = 0; round < 2; ++round) {
+      const ChildRun e = runChild(engine, log);
+      const nlohmann::json ej = lastJson(e.output);
+      if (e.status != 0 || !ej.is_object()) {
+        report.add({"generate", "decode, latentlab-engine generate (f32, int4 cache)", 0, "skipped",
+                    "the engine failed: " + e.output.substr(0, 200)});
+        peersRan = false;
+        break;
+      }
+      ours = std::max(ours, ej.value("decode_tokens_per_s", 0.0));
+      bytes = ej.value("kv_cache_bytes", std::int64_t{0});
+      for (auto [backend, best] : {std::pair{"quanto", &quanto}, std::pair{"hqq", &hqq}}) {
+        const ChildRun p = runChild(peer(backend), log);
+        const nlohmann::json pj = lastJson(p.output);
+        if (p.status != 0 || !pj.is_object()) {
+          peersRan = false;
+          continue;
+        }
+        *best = std::max(*best, pj.value("decode_tokens_per_s", 0.0));
+      }
+    }
+    if (ours > 0) {
+      report.add({"generate", "decode, latentlab-engine generate (f32, int4 cache)", ours, "tok/s",
+                  "groups of 64, the newest 128 tokens exact; cache " +
+                      fixed(static_cast<double>(bytes) / 1048576.0, 2) + " MiB at the end"});
+      for (auto [backend, best] : {std::pair{"quanto", quanto}, std::pair{"HQQ", hqq}}) {
+        if (best > 0) {
+          report.add({"generate", std::string("decode, transformers generate (f32, ") + backend + " int4 cache)", best,
+                      "tok/s", "QuantizedCache, the same groups and window; engine " + fixed(ours / best, 2) + "x"});
+        }
+      }
+      if (!peersRan) {
+        report.add({"generate", "transformers quantized cache", 0, "skipped",
+                    "a peer failed (are optimum-quanto and hqq installed in the test venv?)"});
+      }
+    }
   }
   std::error_code ec;
   fs::remove_all(root, ec);

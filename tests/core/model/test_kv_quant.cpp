@@ -238,10 +238,12 @@ TEST(KvQuant, CacheSlotKeepsTheWindowExactAndTheOlderTokensAsCodes) {
 TEST(KvQuant, AttentionOverCodesEqualsAttentionOverTheDequantizedCache) {
   torch::manual_seed(6);
   // GQA (8 query heads on 2 KV heads of 32 dims): a prompt of 300 tokens,
-  // then one token, then a chunk of 5; the window of 40 and blocks of 64.
-  for (const std::int64_t window : {std::int64_t{0}, std::int64_t{100}}) {
+  // then one token, then a chunk of 5; the window of 40 and blocks of 64
+  // (read block by block), or of 8,192 (the codes one block, read with the
+  // window in one pass).
+  for (const auto& [window, block] : {std::pair{0, 64}, std::pair{100, 64}, std::pair{0, 8192}, std::pair{100, 8192}}) {
     LayerCache cache;
-    cache.setQuant({4, 16, 40, 64});
+    cache.setQuant({4, 16, 40, block});
     std::vector<torch::Tensor> ks, vs;
     for (const std::int64_t t : {300, 1, 5}) {
       ks.push_back(torch::randn({2, 2, t, 32}));
@@ -255,7 +257,8 @@ TEST(KvQuant, AttentionOverCodesEqualsAttentionOverTheDequantizedCache) {
       const auto kAll = torch::cat({k.dequantized(0, k.quantizedLength()), k.fullView()}, 2);
       const auto vAll = torch::cat({v.dequantized(0, v.quantizedLength()), v.fullView()}, 2);
       const auto ref = causalAttention(q, kAll, vAll, 0.17, window);
-      EXPECT_LT((out - ref).abs().max().item<double>(), 1e-5) << "chunk of " << t << ", window " << window;
+      EXPECT_LT((out - ref).abs().max().item<double>(), 1e-5)
+          << "chunk of " << t << ", window " << window << ", blocks of " << block;
       EXPECT_EQ(k.quantizedLength(), k.length() - 40);
     }
   }
