@@ -101,7 +101,8 @@ void checkEvaluatedRun(RunStore& store, const RunSpec& spec, const fs::path& spe
     lastStep = 0;
   else if (stored.is_object() && stored.contains("steps") && stored["steps"].is_number_integer())
     lastStep = stored["steps"].get<std::int64_t>();
-  if (spec.evaluatesStep < 0 || spec.evaluatesStep > lastStep) {
+  // Omitted (-1): the run's newest checkpoint when the job starts.
+  if (spec.evaluatesStep < -1 || spec.evaluatesStep > lastStep) {
     throw Error(ErrorCode::BadSpec,
                 specPath.string() + ": evaluates.step " + std::to_string(spec.evaluatesStep) +
                     " is not a step of run " + std::to_string(spec.evaluatesRun) + " (0 to " +

@@ -492,10 +492,12 @@ bool MainWindow::loadPresetFile(const QString& path, const QString& scale) {
     const QString planNote = wantsGpu ? tr("Memory plan: %1; the runs are spread over the free GPUs")
                                             .arg(presetGpuPlan(p, gpus).join(QStringLiteral("; ")))
                                       : QString();
-    std::vector<std::int64_t> ids;
-    instantiatePreset(*m_store, p, &ids);
+    std::vector<std::int64_t> ids, waits;
+    instantiatePreset(*m_store, p, &ids, &waits);
     m_runModel->refresh();
-    for (std::int64_t id : ids) m_jobs->enqueue(id, waitFor);
+    // An evaluation of a run of the preset waits for that run (which itself
+    // waits for the demo base where it needs it).
+    for (std::size_t k = 0; k < ids.size(); ++k) m_jobs->enqueue(ids[k], waits[k] != 0 ? waits[k] : waitFor);
     if (!ids.empty()) {
       const QModelIndex exp = m_runModel->indexOfRun(ids.front()).parent();
       m_runs->view()->selectionModel()->select(exp, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include "latentlab/demo.h"
 #include "latentlab/error.h"
 #include "latentlab/run_store.h"
 
@@ -93,23 +94,48 @@ Preset loadPreset(const QString& path, const QString& scale, const QString& work
   if (runs.isEmpty())
     throw Error(ErrorCode::BadSpec, path.toStdString() + ": scale '" + scale.toStdString() + "' has no runs");
   for (qsizetype i = 0; i < runs.size(); ++i) {
-    QString json = QString::fromUtf8(QJsonDocument(runs[i].toObject()).toJson(QJsonDocument::Compact));
-    json.replace(QStringLiteral("<workspace>"), QDir(workspaceDir).absolutePath());
     const std::string source = path.toStdString() + " " + scale.toStdString() + " run " + std::to_string(i + 1);
+    QJsonObject run = runs[i].toObject();
+    // An evaluation of an earlier run of the preset, named: its id is known
+    // once the runs are created (a stand-in id until then).
+    int evaluates = -1;
+    QJsonObject target = run.value(QStringLiteral("evaluates")).toObject();
+    if (target.value(QStringLiteral("run")).isString()) {
+      const std::string name = target.value(QStringLiteral("run")).toString().toStdString();
+      for (std::size_t k = 0; k < p.runs.size(); ++k)
+        if (p.runs[k].name == name) evaluates = static_cast<int>(k);
+      if (evaluates < 0) {
+        throw Error(ErrorCode::BadSpec, source + ": evaluates.run '" + name + "' is not an earlier run of the preset",
+                    "Name a run listed before this one in the same scale.");
+      }
+      target.insert(QStringLiteral("run"), 1);
+      run.insert(QStringLiteral("evaluates"), target);
+    }
+    QString json = QString::fromUtf8(QJsonDocument(run).toJson(QJsonDocument::Compact));
+    json.replace(QStringLiteral("<workspace>"), QDir(workspaceDir).absolutePath());
+    json.replace(QStringLiteral("<demo-text>"), QString::fromStdString(demoTextFolder().string()));
     RunSpec spec = parseRunSpec(json.toStdString(), source);
     validateRunSpec(spec, source);
+    if (evaluates >= 0) spec.evaluatesRun = 0;
     p.runs.push_back(std::move(spec));
+    p.evaluates.push_back(evaluates);
   }
   return p;
 }
 
-std::int64_t instantiatePreset(RunStore& store, const Preset& preset, std::vector<std::int64_t>* runIds) {
+std::int64_t instantiatePreset(RunStore& store, const Preset& preset, std::vector<std::int64_t>* runIds,
+                               std::vector<std::int64_t>* waitsFor) {
   const QString name = QStringLiteral("%1 (%2)").arg(preset.title, preset.scale);
   const std::int64_t exp =
       store.createExperiment(name.toStdString(), preset.id.toStdString(), preset.description.toStdString());
-  for (const RunSpec& spec : preset.runs) {
-    const std::int64_t id = store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), spec.device);
-    if (runIds != nullptr) runIds->push_back(id);
+  std::vector<std::int64_t> ids;
+  for (std::size_t k = 0; k < preset.runs.size(); ++k) {
+    RunSpec spec = preset.runs[k];
+    const int evaluates = k < preset.evaluates.size() ? preset.evaluates[k] : -1;
+    if (evaluates >= 0) spec.evaluatesRun = ids[static_cast<std::size_t>(evaluates)];
+    ids.push_back(store.createRun(exp, spec.name, spec.kind, runSpecToJson(spec), spec.device));
+    if (runIds != nullptr) runIds->push_back(ids.back());
+    if (waitsFor != nullptr) waitsFor->push_back(evaluates >= 0 ? spec.evaluatesRun : 0);
   }
   return exp;
 }

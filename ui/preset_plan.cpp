@@ -27,6 +27,7 @@ QStringList presetGpuPlan(const Preset& preset, const std::vector<DeviceInfo>& g
   QStringList lines, seen;
   if (gpus.empty()) return lines;
   for (const RunSpec& s : preset.runs) {
+    if (s.kind == RunKind::Eval) continue;  // evaluations run where their model is, after it
     // Per model: where a run of it goes on these GPUs when they are free.
     const QString model =
         QFileInfo(QString::fromStdString(s.modelDir.empty() ? s.architecture : s.modelDir)).fileName();

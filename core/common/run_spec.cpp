@@ -193,18 +193,34 @@ void readEvaluation(Fields& f, RunSpec& s, const std::string& source) {
     g.get("seed", s.passkey.seed);
     g.rejectUnknown();
   }
-  if (const json* q = f.object("kv_quant")) {
-    Fields g(*q, source + ": spec.kv_quant");
-    std::string format = "none";
-    g.get("format", format);
-    try {
-      s.kvQuant.bits = parseKvQuantBits(format, "kv_quant.format");
-    } catch (const Error&) {
-      bad(source, "kv_quant.format", "must be none, int8, int4 or int2, got '" + format + "'");
-    }
-    g.get("group", s.kvQuant.group);
-    g.get("residual", s.kvQuant.residual);
+  if (const json* h = f.object("held_out")) {
+    Fields g(*h, source + ": spec.held_out");
+    g.get("text", s.heldOut.text);
+    g.get("seq_len", s.heldOut.seqLen);
+    g.get("batch", s.heldOut.batch);
+    g.get("max_tokens", s.heldOut.maxTokens);
+    g.get("chunk", s.heldOut.chunk);
     g.rejectUnknown();
+  }
+  if (const json* q = f.object("kv_quant")) {
+    // One cache (an object) or several in turn (an array of objects).
+    const bool several = q->is_array();
+    for (std::size_t k = 0; k < (several ? q->size() : 1); ++k) {
+      const std::string at = several ? "kv_quant[" + std::to_string(k) + "]" : "kv_quant";
+      Fields g(several ? (*q)[k] : *q, source + ": spec." + at);
+      KvQuantSettings c;
+      std::string format = "none";
+      g.get("format", format);
+      try {
+        c.bits = parseKvQuantBits(format, at + ".format");
+      } catch (const Error&) {
+        bad(source, at + ".format", "must be none, int8, int4 or int2, got '" + format + "'");
+      }
+      g.get("group", c.group);
+      g.get("residual", c.residual);
+      g.rejectUnknown();
+      if (several || c.on()) s.kvCaches.push_back(c);
+    }
   }
   if (const json* e = f.object("evaluates")) {
     Fields g(*e, source + ": spec.evaluates");
@@ -375,22 +391,42 @@ std::vector<std::string> deviceList(const std::string& device) {
   return out;
 }
 
+std::vector<KvQuantSettings> evalCaches(const RunSpec& s) {
+  return s.kvCaches.empty() ? std::vector<KvQuantSettings>{KvQuantSettings{}} : s.kvCaches;
+}
+
 void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.kind == RunKind::Eval) {
-    if (s.evalTasks.empty() && s.passkey.file.empty())
-      bad(source, "eval_tasks", "or passkey is required for kind eval (what to evaluate the model on)");
+    if (s.evalTasks.empty() && s.passkey.file.empty() && s.heldOut.text.empty())
+      bad(source, "eval_tasks", "passkey or held_out is required for kind eval (what to evaluate the model on)");
     if (s.conversion.enabled) bad(source, "conversion", "does not apply to kind eval");
-  } else if (!s.passkey.file.empty() || s.evaluatesRun != 0 || s.kvQuant.on()) {
+  } else if (!s.passkey.file.empty() || !s.heldOut.text.empty() || s.evaluatesRun != 0 || !s.kvCaches.empty()) {
     bad(source,
-        !s.passkey.file.empty() ? "passkey"
-        : s.kvQuant.on()        ? "kv_quant"
-                                : "evaluates",
+        !s.passkey.file.empty()   ? "passkey"
+        : !s.heldOut.text.empty() ? "held_out"
+        : !s.kvCaches.empty()     ? "kv_quant"
+                                  : "evaluates",
         "applies to kind eval only");
   }
-  if (s.kvQuant.group < 1) bad(source, "kv_quant.group", "must be at least 1");
-  if (s.kvQuant.residual < 0) bad(source, "kv_quant.residual", "must be 0 or more");
+  for (std::size_t k = 0; k < s.kvCaches.size(); ++k) {
+    const std::string at = s.kvCaches.size() > 1 ? "kv_quant[" + std::to_string(k) + "]" : "kv_quant";
+    if (s.kvCaches[k].group < 1) bad(source, at + ".group", "must be at least 1");
+    if (s.kvCaches[k].residual < 0) bad(source, at + ".residual", "must be 0 or more");
+    for (std::size_t i = 0; i < k; ++i) {
+      if (kvQuantLabel(s.kvCaches[i]) == kvQuantLabel(s.kvCaches[k]))
+        bad(source, at, "repeats kv_quant[" + std::to_string(i) + "]; each cache is scored once");
+    }
+  }
+  if (!s.heldOut.text.empty()) {
+    if (s.heldOut.seqLen < 1) bad(source, "held_out.seq_len", "must be at least 1");
+    if (s.heldOut.batch < 1) bad(source, "held_out.batch", "must be at least 1");
+    if (s.heldOut.maxTokens < 0) bad(source, "held_out.max_tokens", "must be 0 (all) or more");
+    if (s.heldOut.chunk < 1) bad(source, "held_out.chunk", "must be at least 1");
+    if (s.heldOut.text == "validation" && s.data.validationShare <= 0)
+      bad(source, "held_out.text", "is \"validation\" but data.validation_share is 0: there is no validation tail");
+  }
   if (s.evaluatesRun < 0) bad(source, "evaluates.run", "must be a run ID (>= 1)");
-  if (s.evaluatesStep < 0) bad(source, "evaluates.step", "must be >= 0");
+  if (s.evaluatesStep < -1) bad(source, "evaluates.step", "must be >= 0 (omit it for the run's newest checkpoint)");
   if (!s.passkey.file.empty()) {
     if (s.passkey.lengths.empty()) bad(source, "passkey.lengths", "must list at least one prompt length");
     for (int L : s.passkey.lengths)
@@ -403,7 +439,9 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   }
   if (s.kind == RunKind::Pretrain && s.architecture.empty())
     bad(source, "architecture", "is required for kind pretrain");
-  if (s.kind != RunKind::Pretrain && s.modelDir.empty())
+  // An evaluation of a run's checkpoint finds the model when it starts.
+  const bool modelFromRun = s.kind == RunKind::Eval && s.evaluatesRun > 0;
+  if (s.kind != RunKind::Pretrain && s.modelDir.empty() && !modelFromRun)
     bad(source, "model_dir", "is required for kind " + std::string(choiceName(s.kind)));
   if (s.steps < 1) bad(source, "steps", "must be at least 1");
   if (s.microBatch < 1) bad(source, "micro_batch", "must be at least 1");
@@ -560,11 +598,23 @@ std::string runSpecToJson(const RunSpec& s) {
                     {"trials", s.passkey.trials},
                     {"seed", s.passkey.seed}};
   }
-  if (s.kvQuant.on()) {
-    j["kv_quant"] = {
-        {"format", kvQuantName(s.kvQuant.bits)}, {"group", s.kvQuant.group}, {"residual", s.kvQuant.residual}};
+  if (!s.heldOut.text.empty()) {
+    j["held_out"] = {{"text", s.heldOut.text},
+                     {"seq_len", s.heldOut.seqLen},
+                     {"batch", s.heldOut.batch},
+                     {"max_tokens", s.heldOut.maxTokens},
+                     {"chunk", s.heldOut.chunk}};
   }
-  if (s.evaluatesRun > 0) j["evaluates"] = {{"run", s.evaluatesRun}, {"step", s.evaluatesStep}};
+  if (!s.kvCaches.empty()) {
+    json caches = json::array();
+    for (const KvQuantSettings& c : s.kvCaches)
+      caches.push_back({{"format", kvQuantName(c.bits)}, {"group", c.group}, {"residual", c.residual}});
+    j["kv_quant"] = caches.size() == 1 ? caches[0] : caches;
+  }
+  if (s.evaluatesRun > 0) {
+    j["evaluates"] = {{"run", s.evaluatesRun}};
+    if (s.evaluatesStep >= 0) j["evaluates"]["step"] = s.evaluatesStep;
+  }
   if (s.conversion.enabled) {
     // Each target's own fields only, so a config diff shows what differs.
     const ConversionSpec& c = s.conversion;

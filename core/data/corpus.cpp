@@ -1,6 +1,7 @@
 // Corpus discovery (files, recursive folders, extension filter), fingerprints
 // and the streaming document reader for text and JSONL.
 #include "data/corpus.h"
+#include "latentlab/demo.h"
 
 #include <algorithm>
 #include <chrono>
@@ -220,6 +221,10 @@ Corpus pythonDocsCorpus(const fs::path& sourcesDir) {
     throw Error(e.code(), e.message(),
                 "install python3.11-doc (sudo apt-get install python3.11-doc), or choose another corpus");
   }
+}
+
+fs::path demoTextFolder() {
+  return kDebianPythonDocs;
 }
 
 Corpus defaultDemoCorpus() {

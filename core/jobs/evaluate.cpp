@@ -36,7 +36,14 @@ EvalResult evaluate(const EvalOptions& opts, ProgressSink& progress, const Cance
     if (opts.kvQuant.on() && opts.kvChunk < 1) throw Error(ErrorCode::BadInput, "--kv-chunk must be at least 1");
     const int vocab = model->config().vocabSize;
     std::vector<std::int64_t> ids;
-    if (!opts.tokenFile.empty()) {
+    if (!opts.tokens.empty()) {
+      ids = opts.tokens;
+      for (const std::int64_t id : ids) {
+        if (id < 0 || id >= vocab)
+          throw Error(ErrorCode::BadData, "token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                                              std::to_string(vocab) + " (" + configJson.string() + ")");
+      }
+    } else if (!opts.tokenFile.empty()) {
       ids = readRawTokenIds(opts.tokenFile, rawLayout(opts.tokenFormat, "eval --token-format"),
                             static_cast<std::uint32_t>(vocab));
     } else if (!opts.textFile.empty()) {

@@ -9,8 +9,10 @@
 #include <QComboBox>
 #include <QFile>
 #include <QFont>
+#include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QScrollBar>
+#include <QSet>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTreeView>
@@ -23,6 +25,7 @@
 #include "charts/chart_canvas.h"
 #include "charts/chart_legend.h"
 #include "charts/chart_view.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
 #include "main_window.h"
@@ -527,6 +530,97 @@ class TestCompareView : public QObject {
     chart.setXAxis(ChartView::XAxis::WallTime);
     QCOMPARE(chart.visibleX(), (std::pair<double, double>{0.5, 50.0}));  // wall time = step / 2
     QCOMPARE(chart.crosshairLines(25.0).first(), QStringLiteral("25.0 s"));
+  }
+
+  // The quantized-cache preset's experiment, its runs scored: one row per
+  // model (the evaluation jobs' own rows left out, their figures are in the
+  // rows of the runs they evaluate), one column per task and cache from full
+  // precision down, a loss ranked lower-is-better and the passkey share as a
+  // percentage; clicking a column's header sorts the rows by it.
+  void quantizedCacheColumnsOneRowPerModel() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    std::vector<std::int64_t> ids;
+    {
+      RunStore store(ws.dbPath().toStdString());
+      instantiatePreset(
+          store, loadPreset(QStringLiteral(":/presets/quantized-cache.json"), QStringLiteral("demo"), ws.dir), &ids);
+      for (std::int64_t id : ids) {
+        store.setStatus(id, RunStatus::Running);
+        store.setStatus(id, RunStatus::Completed);
+      }
+      // What the two evaluation jobs store under the runs they evaluate.
+      const std::vector<KvQuantSettings> caches = {{0}, {8, 64, 128}, {4, 32, 64}};
+      const double losses[2][3] = {{4.8183, 4.8183, 4.8186}, {5.0850, 5.0847, 5.0881}};
+      for (int m = 0; m < 2; ++m) {
+        for (int c = 0; c < 3; ++c) {
+          EvaluationRecord e;
+          e.runId = ids[static_cast<std::size_t>(m)];
+          e.step = 60;
+          e.task = kvQuantTaskName("held-out", caches[static_cast<std::size_t>(c)]);
+          e.metric = "loss";
+          e.value = losses[m][c];
+          e.items = 16384;
+          store.addEvaluation(e);
+          for (const char* cell : {"len=256,depth=0", "len=256,depth=1", "len=512,depth=0", "len=512,depth=1"}) {
+            e.task = kvQuantTaskName("passkey", caches[static_cast<std::size_t>(c)]);
+            e.metric = cell;
+            e.value = m == 0 && std::string(cell) == "len=256,depth=0" ? 1.0 : 0.0;  // base: one cell of four
+            e.items = 2;
+            store.addEvaluation(e);
+          }
+        }
+      }
+    }
+    const MainWindowOptions options = uitest::quietWindowOptions();
+    MainWindow w(ws, options);
+    w.resize(1440, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTreeView* tree = w.runsPanel()->view();
+    const QModelIndex exp = w.runModel()->indexOfRun(ids[0]).parent();
+    tree->scrollTo(exp);
+    QTest::mouseClick(tree->viewport(), Qt::LeftButton, Qt::NoModifier, tree->visualRect(exp).center());
+    CompareTableModel* model = w.comparePanel()->tableModel();
+    QTRY_COMPARE(model->rowCount(), 2);
+    QCOMPARE(model->index(0, 0).data().toString(), QStringLiteral("demo-gqa base fine-tune"));
+    QCOMPARE(w.chart()->runs().size(), 2);  // nor do the evaluation jobs have curves or legend entries
+    // A group or window other than the default on a third line.
+    const QStringList expected = {QStringLiteral("held-out loss"),
+                                  QStringLiteral("held-out loss\nint8 cache"),
+                                  QStringLiteral("held-out loss\nint4 cache\ngroup 32, window 64"),
+                                  QStringLiteral("passkey"),
+                                  QStringLiteral("passkey\nint8 cache"),
+                                  QStringLiteral("passkey\nint4 cache\ngroup 32, window 64")};
+    const int first = model->columnOf(QStringLiteral("task:held-out"));
+    QVERIFY(first > 0);
+    for (int k = 0; k < expected.size(); ++k)
+      QCOMPARE(model->headerData(first + k, Qt::Horizontal).toString(), expected[k]);
+    const int int4 = first + 2, passkey = first + 3;
+    QCOMPARE(model->index(0, int4).data().toString(), QStringLiteral("4.8186"));
+    QCOMPARE(model->index(1, int4).data().toString(), QStringLiteral("5.0881"));
+    QVERIFY(model->index(0, int4).data(Qt::FontRole).value<QFont>().bold());  // the lower loss
+    QVERIFY(!model->index(1, int4).data(Qt::FontRole).value<QFont>().bold());
+    QCOMPARE(model->index(0, passkey).data().toString(), QStringLiteral("25%"));
+    QCOMPARE(model->index(1, passkey).data().toString(), QStringLiteral("0%"));
+    QVERIFY(model->index(0, passkey).data(Qt::FontRole).value<QFont>().bold());  // the higher share
+    QVERIFY(model->index(0, int4).data(Qt::ToolTipRole).toString().contains(QStringLiteral("over 16,384 tokens")));
+    QVERIFY(model->index(0, passkey).data(Qt::ToolTipRole).toString().contains(QStringLiteral("4 cells")));
+    // A click on the int4 loss's header sorts by it: once ascending, twice descending.
+    QTableView* table = w.comparePanel()->table();
+    QHeaderView* header = table->horizontalHeader();
+    auto clickHeader = [&](int column) {
+      table->scrollTo(table->model()->index(0, column));
+      const int x = header->sectionViewportPosition(column) + header->sectionSize(column) / 2;
+      QTest::mouseClick(header->viewport(), Qt::LeftButton, Qt::NoModifier, QPoint(x, header->height() / 2));
+    };
+    auto topRow = [&] { return table->model()->index(0, 0).data().toString(); };
+    clickHeader(int4);
+    const QString afterOne = topRow();
+    clickHeader(int4);
+    QVERIFY(topRow() != afterOne);
+    QCOMPARE(QSet<QString>({afterOne, topRow()}),
+             QSet<QString>({QStringLiteral("demo-gqa base fine-tune"), QStringLiteral("demo-gqa d_kv 8")}));
   }
 
   void eachPresetExperimentOpensOnItsFigure() {

@@ -8,10 +8,14 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
+#include "charts/chart_view.h"
 #include "charts/run_palette.h"
 #include "latentlab/error.h"
+#include "latentlab/kv_quant.h"
 #include "latentlab/run_store.h"
 #include "models/spec_diff.h"
 
@@ -62,6 +66,26 @@ std::optional<MetricPoint> newestRow(const RunStore& store, qint64 id, const cha
 
 }  // namespace
 
+QVector<ChartRun> withoutEvaluationsOfListed(const RunStore& store, const QVector<ChartRun>& runs) {
+  QSet<qint64> ids;
+  for (const ChartRun& r : runs) ids.insert(r.id);
+  QVector<ChartRun> out;
+  for (const ChartRun& r : runs) {
+    try {
+      const RunRecord rec = store.run(r.id);
+      if (rec.kind == "eval") {
+        const QMap<QString, QString> spec = flattenJson(QString::fromStdString(rec.specJson));
+        const auto it = spec.constFind(QStringLiteral("evaluates.run"));
+        if (it != spec.constEnd() && it->toLongLong() != r.id && ids.contains(it->toLongLong())) continue;
+      }
+    } catch (const Error&) {
+      // deleted meanwhile: the table and chart leave it out themselves
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 CompareTableModel::CompareTableModel(std::shared_ptr<RunStore> store, QObject* parent)
     : QAbstractTableModel(parent), m_store(std::move(store)) {}
 
@@ -91,9 +115,26 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
     r.tokensPerS = *v;
   else if (const auto row = newestRow(*m_store, id, "tokens_per_s"))
     r.tokensPerS = row->value;
-  // Each eval task's figures at the newest step it was scored.
+  // Each eval task's figures at the newest step it was scored; a passkey
+  // grid's cells averaged at its newest step.
+  struct Grid {
+    double sum = 0;
+    int cells = 0;
+    std::int64_t trials = 0;
+    bool partial = false;
+  };
+  QMap<QString, QMap<std::int64_t, Grid>> grids;
   for (const EvaluationRecord& e : m_store->listEvaluations(id)) {
-    Row::TaskScore& t = r.tasks[QString::fromStdString(e.task)];
+    const QString task = QString::fromStdString(e.task);
+    if (e.metric.rfind("len=", 0) == 0) {  // a passkey cell (passkeyMetricName)
+      Grid& g = grids[task][e.step];
+      g.sum += e.value;
+      g.cells += 1;
+      g.trials += e.items;
+      g.partial = g.partial || e.partial;
+      continue;
+    }
+    Row::TaskScore& t = r.tasks[task];
     if (e.step < t.step) continue;
     t.step = e.step;
     t.items = e.items;
@@ -103,7 +144,18 @@ CompareTableModel::Row CompareTableModel::load(qint64 id) const {
       t.accStderr = e.stderrValue;
     } else if (e.metric == "acc_norm") {
       t.accNorm = e.value;
+    } else if (e.metric == "loss") {
+      t.loss = e.value;
     }
+  }
+  for (auto it = grids.cbegin(); it != grids.cend(); ++it) {
+    const auto newest = std::prev(it.value().cend());
+    Row::TaskScore& t = r.tasks[it.key()];
+    t.step = newest.key();
+    t.passkey = newest.value().sum / newest.value().cells;
+    t.cells = newest.value().cells;
+    t.items = newest.value().trials;
+    t.partial = newest.value().partial;
   }
   if (const auto v = numberAt(summary, "kv_bytes_per_token")) r.kvBytes = static_cast<qint64>(*v);
   r.kvDtype = summary.value(QStringLiteral("kv_dtype")).toString();
@@ -133,6 +185,7 @@ void CompareTableModel::refresh() {
       qWarning("compare table: %s", e.message().c_str());  // deleted meanwhile: left out
     }
   }
+
   // Validation loss at the same tokens for every run: the fewest tokens any
   // of them reached, each run's curve interpolated there.
   m_matchedTokens.reset();
@@ -145,12 +198,22 @@ void CompareTableModel::refresh() {
     if (m_matchedTokens) r.matchedVal = interpolateAt(r.val, *m_matchedTokens);
   }
   QStringList tasks;
+  m_lossTasks.clear();
   for (const Row& r : rows) {
     for (auto it = r.tasks.cbegin(); it != r.tasks.cend(); ++it) {
       if (!tasks.contains(it.key())) tasks << it.key();
+      if (it->loss) m_lossTasks.insert(it.key());
     }
   }
-  tasks.sort();
+  // By task, each task's caches from full precision down (int8, int4, int2).
+  std::sort(tasks.begin(), tasks.end(), [](const QString& a, const QString& b) {
+    const auto [ta, qa] = splitKvQuantTaskName(a.toStdString());
+    const auto [tb, qb] = splitKvQuantTaskName(b.toStdString());
+    const auto rank = [](const KvQuantSettings& q) { return q.on() ? 16 - q.bits : 0; };
+    if (ta != tb) return ta < tb;
+    if (rank(qa) != rank(qb)) return rank(qa) < rank(qb);
+    return a < b;
+  });
   QVector<QMap<QString, QString>> specs;
   for (const Row& r : rows) specs.push_back(r.spec);
   const QStringList fields =
@@ -200,10 +263,11 @@ std::optional<double> CompareTableModel::bestOf(int column) const {
 std::optional<double> CompareTableModel::computeBest(int column) const {
   const int fixed = column - 1;
   const int nFixed = static_cast<int>(fixedKeys().size());
-  // Fixed metrics rank as betterDirection says; task accuracies higher is better.
+  // Fixed metrics rank as betterDirection says; task accuracies and passkey
+  // shares higher is better, held-out losses lower.
   const int direction = fixed < 0                         ? 0
                         : fixed < nFixed                  ? betterDirection(fixed)
-                        : fixed < nFixed + m_tasks.size() ? +1
+                        : fixed < nFixed + m_tasks.size() ? (m_lossTasks.contains(m_tasks[fixed - nFixed]) ? -1 : +1)
                                                           : 0;
   if (direction == 0 || m_rows.size() < 2) return std::nullopt;
   std::optional<double> best, worst;
@@ -231,11 +295,15 @@ QVariant CompareTableModel::value(const Row& r, int column, bool forSort) const 
   const int nFixed = static_cast<int>(fixedKeys().size());
   const int nTasks = static_cast<int>(m_tasks.size());
   if (column > nFixed && column <= nFixed + nTasks) {
-    // An eval task: its acc at the newest step scored.
+    // An eval task: its acc (loss, passkey share) at the newest step scored.
     const auto it = r.tasks.constFind(m_tasks[column - 1 - nFixed]);
-    if (it == r.tasks.constEnd() || !it->acc) return forSort ? QVariant() : QVariant(QStringLiteral("—"));
-    if (forSort) return *it->acc;
-    return QString::number(*it->acc, 'f', 3) + (it->partial ? QStringLiteral("*") : QString());
+    const std::optional<double> v = it == r.tasks.constEnd() ? std::nullopt : it->shown();
+    if (!v) return forSort ? QVariant() : QVariant(QStringLiteral("—"));
+    if (forSort) return *v;
+    const QString text = it->loss      ? QString::number(*v, 'f', 4)
+                         : it->passkey ? QStringLiteral("%1%").arg(*v * 100.0, 0, 'f', 0)
+                                       : QString::number(*v, 'f', 3);
+    return text + (it->partial ? QStringLiteral("*") : QString());
   }
   if (column > nFixed + nTasks) {
     const auto it = r.spec.constFind(m_fields[column - 1 - nFixed - nTasks]);
@@ -306,7 +374,9 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
       }
       break;
     case Qt::TextAlignmentRole:
-      if (index.column() > 0 && index.column() < columnOf(QStringLiteral("status")))
+      // Figures right-aligned: the fixed metrics before the status and the eval tasks after it.
+      if (index.column() > 0 && index.column() != columnOf(QStringLiteral("status")) &&
+          index.column() <= static_cast<int>(fixedKeys().size() + m_tasks.size()))
         return QVariant(static_cast<int>(Qt::AlignRight | Qt::AlignVCenter));
       break;
     case Qt::ToolTipRole: {
@@ -314,6 +384,22 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
       const int task = index.column() - 1 - static_cast<int>(fixedKeys().size());
       if (task >= 0 && task < m_tasks.size()) {
         const auto it = r.tasks.constFind(m_tasks[task]);
+        if (it != r.tasks.constEnd() && it->loss) {
+          return tr("%1 at step %2: mean next-token loss %3 over %4 tokens")
+              .arg(m_tasks[task])
+              .arg(it->step)
+              .arg(*it->loss, 0, 'f', 6)
+              .arg(QLocale().toString(it->items));
+        }
+        if (it != r.tasks.constEnd() && it->passkey) {
+          return tr("%1 at step %2: %3% of %4 trials over %5 cells (length x depth)%6")
+              .arg(m_tasks[task])
+              .arg(it->step)
+              .arg(*it->passkey * 100.0, 0, 'f', 1)
+              .arg(it->items)
+              .arg(it->cells)
+              .arg(it->partial ? tr(" (cut short)") : QString());
+        }
         if (it != r.tasks.constEnd() && it->acc) {
           return tr("%1 at step %2: acc %3 ± %4, acc_norm %5, %6 items%7")
               .arg(m_tasks[task])
@@ -350,7 +436,20 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
   if (role == Qt::DisplayRole) {
     if (section == 0) return tr("Run");
     if (section > nFixed + nTasks) return m_fields[section - 1 - nFixed - nTasks];
-    if (section > nFixed) return tr("%1 acc").arg(m_tasks[section - 1 - nFixed]);
+    if (section > nFixed) {
+      // "arc acc", "held-out loss", "passkey"; a quantized cache on a second line.
+      const QString& stored = m_tasks[section - 1 - nFixed];
+      const auto [task, cache] = splitKvQuantTaskName(stored.toStdString());
+      const QString name = QString::fromStdString(task);
+      const bool passkey = name == QLatin1String("passkey");
+      const QString title = passkey                        ? name
+                            : m_lossTasks.contains(stored) ? tr("%1 loss").arg(name)
+                                                           : tr("%1 acc").arg(name);
+      // "int4 cache" on the second line, a group or window other than the default on a third.
+      QString label = QString::fromStdString(kvQuantLabel(cache));
+      if (const qsizetype cut = label.indexOf(QStringLiteral(", ")); cut >= 0) label.replace(cut, 2, QLatin1Char('\n'));
+      return cache.on() ? title + QLatin1Char('\n') + label : title;
+    }
     // Two-line titles keep the columns narrow (the losses and the KV figures
     // fit beside each other at 1280 px).
     const QString& key = fixedKeys()[section - 1];
@@ -376,8 +475,13 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
           .arg(m_fields[section - 1 - nFixed - nTasks]);
     }
     if (section > nFixed) {
-      return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)")
-          .arg(m_tasks[section - 1 - nFixed]);
+      const QString& task = m_tasks[section - 1 - nFixed];
+      if (m_lossTasks.contains(task))
+        return tr("%1: the mean next-token loss over the held-out text at the newest step it was scored").arg(task);
+      if (splitKvQuantTaskName(task.toStdString()).first == "passkey")
+        return tr("%1: the share of passkey trials answered over the whole grid at the newest step it was scored")
+            .arg(task);
+      return tr("Accuracy on the eval task %1 at the newest step it was scored (* : a --limit subset)").arg(task);
     }
     if (section == columnOf(QStringLiteral("kv_saving"))) {
       return tr(

@@ -11,6 +11,7 @@
 
 #include <QAbstractTableModel>
 #include <QMap>
+#include <QSet>
 #include <QStringList>
 #include <QVector>
 #include <memory>
@@ -24,6 +25,12 @@ class RunStore;
 }
 
 namespace latentlab::ui {
+
+struct ChartRun;
+
+// `runs` less the evaluation jobs whose figures are stored under another run
+// of the list (they have no rows or curves of their own to show).
+QVector<ChartRun> withoutEvaluationsOfListed(const RunStore& store, const QVector<ChartRun>& runs);
 
 class CompareTableModel : public QAbstractTableModel {
   Q_OBJECT
@@ -61,12 +68,17 @@ class CompareTableModel : public QAbstractTableModel {
     QMap<QString, QString> spec;  // flattened
     std::optional<double> finalVal, bestVal, matchedVal, kvSaving, tokensPerS;
     std::vector<CurvePoint> val;  // (tokens, validation loss)
+    // A multiple-choice task's acc, a held-out text's loss ("loss"), or the
+    // passkey grid's share of trials answered over all its cells.
     struct TaskScore {
       std::int64_t step = -1;
-      std::optional<double> acc, accNorm;
+      std::optional<double> acc, accNorm, loss, passkey;
       double accStderr = 0;
       std::int64_t items = 0;
+      int cells = 0;  // passkey: the grid's cells at that step
       bool partial = false;
+      // The figure the column shows, and whether lower is better.
+      std::optional<double> shown() const { return acc ? acc : loss ? loss : passkey; }
     };
     QMap<QString, TaskScore> tasks;  // eval task -> its figures at the newest step scored
     std::optional<qint64> tokens, kvBytes, parameters;
@@ -81,7 +93,8 @@ class CompareTableModel : public QAbstractTableModel {
   QVector<qint64> m_ids;
   QVector<Row> m_rows;
   QStringList m_fields;
-  QStringList m_tasks;  // eval tasks any selected run was scored on
+  QStringList m_tasks;        // eval tasks any selected run was scored on
+  QSet<QString> m_lossTasks;  // those whose figure is a loss (lower is better)
   std::optional<double> m_matchedTokens;
   QVector<std::optional<double>> m_best;  // per column, from the last refresh
   QString m_sharedKvDtype;                // computed with the best marks, once per refresh

@@ -45,7 +45,7 @@ class CompareSortProxy : public QSortFilterProxyModel {
   QFont m_font;
 };
 
-ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent) {
+ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : QWidget(parent), m_store(store) {
   m_chart = new ChartView(store);
   m_model = new CompareTableModel(store, this);
   auto* proxy = new CompareSortProxy(this);
@@ -130,7 +130,9 @@ ComparePanel::ComparePanel(std::shared_ptr<RunStore> store, QWidget* parent) : Q
   syncControls();
 }
 
-void ComparePanel::setRuns(const QVector<ChartRun>& runs) {
+void ComparePanel::setRuns(const QVector<ChartRun>& selected) {
+  // An evaluation job of a selected run: its figures are in that run's row.
+  const QVector<ChartRun> runs = withoutEvaluationsOfListed(*m_store, selected);
   m_note.clear();  // a preset's note comes back with applyPresetChart
   m_chart->setRuns(runs);
   // A compare mode with nothing to draw for this selection falls back to the overlay.

@@ -54,6 +54,7 @@ class ComparePanel : public QWidget {
   CompareSortProxy* m_proxy = nullptr;
   void syncControls();
 
+  std::shared_ptr<RunStore> m_store;
   ChartView* m_chart = nullptr;
   CompareTableModel* m_model = nullptr;
   QTableView* m_table = nullptr;

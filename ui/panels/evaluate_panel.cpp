@@ -336,7 +336,7 @@ RunSpec EvaluatePanel::spec() const {
   s.device = m_device->currentText().toStdString();
   s.evaluatesRun = c.run;
   s.evaluatesStep = c.step;
-  s.kvQuant = kvCacheChoice(m_kvCache);
+  if (const KvQuantSettings cache = kvCacheChoice(m_kvCache); cache.on()) s.kvCaches = {cache};
   for (int i = 0; i < m_tasks->count(); ++i) {
     const QListWidgetItem* item = m_tasks->item(i);
     if (item->checkState() != Qt::Checked) continue;
@@ -359,7 +359,7 @@ RunSpec EvaluatePanel::spec() const {
     s.passkey.trials = m_trials->value();
   }
   s.name = "evaluate " + c.label.toStdString();
-  if (s.kvQuant.on()) s.name += ", " + kvQuantLabel(s.kvQuant);
+  if (!s.kvCaches.empty()) s.name += ", " + kvQuantLabel(s.kvCaches.front());
   return s;
 }
 

@@ -13,6 +13,10 @@
 
 namespace latentlab {
 
+// The folder of the demo corpus's text files (Debian's python3.11-doc
+// sources): where presets find their haystacks and held-out texts.
+std::filesystem::path demoTextFolder();
+
 // The spec that pre-trains the demo base `arch` ("demo-gqa" or "demo-mha").
 RunSpec demoPretrainSpec(const std::string& arch);
 

@@ -35,9 +35,10 @@ ModelSummary inspectModel(const std::filesystem::path& dir, int tpDegree = 1);
 
 struct EvalOptions {
   std::filesystem::path model;
-  std::filesystem::path textFile;   // tokenized with the model's tokenizer.json
-  std::filesystem::path tokenFile;  // or: raw token ids
-  std::string tokenFormat = "u16";  // "u16" | "u32" (raw little-endian ids)
+  std::filesystem::path textFile;    // tokenized with the model's tokenizer.json
+  std::filesystem::path tokenFile;   // or: raw token ids
+  std::vector<std::int64_t> tokens;  // or: the ids themselves
+  std::string tokenFormat = "u16";   // "u16" | "u32" (raw little-endian ids)
   int seqLen = 256;
   int batchSize = 4;
   std::int64_t maxTokens = 0;  // 0 = the whole stream

@@ -100,6 +100,20 @@ struct PasskeySpec {
   std::uint64_t seed = 0;
 };
 
+// Kind eval: the mean next-token loss of the model over held-out text, as
+// `eval --text` computes it (docs/evaluation.md), stored as task "held-out"
+// with metric "loss".
+struct HeldOutSpec {
+  // A text file tokenized with the model's tokenizer, or "validation": the
+  // validation tail of the spec's `data` corpus (its validation_share), the
+  // tokens a run's val/loss is measured on. Empty: no held-out loss.
+  std::string text;
+  int seqLen = 512;
+  int batch = 4;
+  std::int64_t maxTokens = 0;  // 0: the whole text
+  int chunk = 64;              // over a quantized cache: tokens fed through it at a time
+};
+
 struct RunSpec {
   int version = kRunSpecVersion;
   std::string name;
@@ -133,18 +147,26 @@ struct RunSpec {
   std::string device = "cpu";
   std::string outDir;                   // checkpoints; empty = <workspace>/runs/<run id>
   std::vector<EvalTaskSpec> evalTasks;  // scored on every checkpoint's model; results in the store
-  // Kind eval: the model in model_dir is scored on eval_tasks and the passkey
-  // grid, no training. Its results are stored under the run it evaluates (a
-  // checkpoint of run `evaluates_run` at step `evaluates_step`), else under
-  // the evaluation job itself at step 0.
+  // Kind eval: the model in model_dir is scored on eval_tasks, the passkey
+  // grid and held-out text, no training. Its results are stored under the run
+  // it evaluates (a checkpoint of run `evaluates_run` at step
+  // `evaluates_step`), else under the evaluation job itself at step 0. With
+  // evaluates_run and no model_dir, the model is that run's checkpoint at
+  // evaluates_step, or its newest when the job starts (step omitted: -1).
   PasskeySpec passkey;
-  // Kind eval: the tasks and the passkey answers scored over a quantized
-  // cache ("kv_quant": {"format": "int4", "group": 64, "residual": 128};
-  // docs/kv_quant.md), their results stored as "<task> (int4 cache)".
-  KvQuantSettings kvQuant;
+  HeldOutSpec heldOut;
+  // Kind eval: the caches everything is scored over, in turn ("kv_quant":
+  // {"format": "int4", "group": 64, "residual": 128}, or an array of such
+  // objects, "none" for the plain cache; docs/kv_quant.md), each result
+  // stored as "<task> (int4 cache)". Empty: the plain cache only.
+  std::vector<KvQuantSettings> kvCaches;
   std::int64_t evaluatesRun = 0;
-  std::int64_t evaluatesStep = 0;
+  std::int64_t evaluatesStep = -1;
 };
+
+// The caches an eval spec scores over: its kv_quant entries, or the plain
+// cache alone.
+std::vector<KvQuantSettings> evalCaches(const RunSpec& s);
 
 // The devices of a job, one per rank: "cuda:0,cuda:1" -> {"cuda:0", "cuda:1"};
 // empty parts are kept (validation rejects them).

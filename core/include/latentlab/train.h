@@ -63,6 +63,9 @@ struct RunResult {
 // out_dir that belongs to no other run. Throws Error naming the field and file.
 // `workspace` places a relative out_dir and bounds where out_dir may be.
 void preflightRunSpec(const RunSpec& spec, const std::string& source, const std::filesystem::path& workspace);
+// An eval spec's model folder against the spec: a folder with a tokenizer
+// whose context holds the passkey lengths and held-out windows.
+void preflightEvalModel(const std::filesystem::path& modelDir, const RunSpec& spec, const std::string& source);
 
 // Empty when the memory plan (latentlab/memory_plan.h) fits `device` or its
 // free memory is unknown; else what the plan needs against what is free and

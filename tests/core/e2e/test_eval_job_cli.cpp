@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "data/token_shard.h"
 #include "engine_test_util.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
@@ -267,6 +268,115 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
   EXPECT_NE(out.find("inference"), std::string::npos) << out;
   EXPECT_EQ(out.find("optimizer"), std::string::npos) << out;
   EXPECT_EQ(out.find("micro"), std::string::npos) << out;  // no training words for an inference plan
+}
+
+// Held-out loss over several caches in one job, of a run's newest checkpoint
+// found when the job starts: one "held-out" row per cache under that run at
+// that checkpoint's step, each equal to `eval --text` with the same cache.
+// The validation tail of a corpus is the other text a job can read.
+TEST(EvalJob, HeldOutLossOverSeveralCachesOfARunsNewestCheckpoint) {
+  const fs::path dir = scratchDir("eval-job-held-out");
+  const fs::path db = dir / "runs.db";
+  std::int64_t trained = 0;
+  {
+    RunStore store(db);
+    RunSpec pre;
+    pre.kind = RunKind::Pretrain;
+    pre.architecture = "demo-gqa";
+    trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
+    // An older checkpoint whose folder is gone: choosing it would fail the job.
+    store.addArtifact(trained, "checkpoint", (dir / "gone").string(), 10, 0);
+    store.addArtifact(trained, "checkpoint", textModel().parent_path().string(), 20, 0);  // a checkpoint's model/
+  }
+  RunSpec spec;
+  spec.name = "held-out over three caches";
+  spec.kind = RunKind::Eval;
+  spec.evaluatesRun = trained;
+  spec.heldOut.text = kHaystack;
+  spec.heldOut.seqLen = 128;
+  spec.heldOut.maxTokens = 600;
+  spec.heldOut.chunk = 32;
+  for (const int bits : {0, 8, 4}) spec.kvCaches.push_back(KvQuantSettings{bits, 16, 32});
+  writeFile(dir / "eval.json", runSpecToJson(spec));
+  std::string out;
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "eval.json").string()) + " --quiet --db " +
+                           shellQuote(db.string()),
+                       &out),
+            0)
+      << out;
+  RunStore store(db);
+  const auto rows = store.listEvaluations(trained);
+  ASSERT_EQ(rows.size(), 3u);
+  std::map<std::string, double> loss;
+  for (const auto& e : rows) {
+    EXPECT_EQ(e.step, 20);
+    EXPECT_EQ(e.metric, "loss");
+    EXPECT_EQ(e.items, 600);
+    EXPECT_FALSE(e.partial);
+    loss[e.task] = e.value;
+  }
+  const std::map<std::string, std::string> flags = {
+      {"held-out", ""},
+      {"held-out (int8 cache, group 16, window 32)", " --kv-quant int8 --kv-group 16 --kv-residual 32 --kv-chunk 32"},
+      {"held-out (int4 cache, group 16, window 32)", " --kv-quant int4 --kv-group 16 --kv-residual 32 --kv-chunk 32"}};
+  for (const auto& [task, extra] : flags) {
+    ASSERT_TRUE(loss.count(task)) << task;
+    ASSERT_EQ(runCommand(shellQuote(kEngine) + " eval " + shellQuote(textModel().string()) + " --quiet --json --text " +
+                             shellQuote(kHaystack) + " --seq-len 128 --max-tokens 600" + extra,
+                         &out),
+              0)
+        << out;
+    EXPECT_DOUBLE_EQ(loss[task], nlohmann::json::parse(out.substr(out.find('{'))).at("loss").get<double>()) << task;
+  }
+  EXPECT_NE(loss["held-out"], loss["held-out (int4 cache, group 16, window 32)"]);
+  const std::int64_t job =
+      store.listRuns().front().id == trained ? store.listRuns().back().id : store.listRuns().front().id;
+  const auto summary = nlohmann::json::parse(store.run(job).summaryJson);
+  EXPECT_EQ(summary.at("evaluates").at("step"), 20);
+  EXPECT_EQ(summary.at("model"), textModel().string());
+  EXPECT_EQ(summary.at("kv_caches").size(), 3u);
+
+  // The validation tail of a corpus (the tutorial folder), tokenized with the model's tokenizer.
+  RunSpec val;
+  val.name = "held-out on the validation tail";
+  val.kind = RunKind::Eval;
+  val.modelDir = textModel().string();
+  val.data.corpus = fs::path(kHaystack).parent_path().string();
+  val.data.validationShare = 0.05;
+  val.heldOut.text = "validation";
+  val.heldOut.seqLen = 256;
+  writeFile(dir / "val.json", runSpecToJson(val));
+  ASSERT_EQ(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "val.json").string()) + " --quiet --db " +
+                           shellQuote(db.string()),
+                       &out),
+            0)
+      << out;
+  std::int64_t valJob = 0;
+  for (const auto& r : store.listRuns())
+    if (r.name == val.name) valJob = r.id;
+  const auto tail = store.listEvaluations(valJob);
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].task, "held-out");
+  EXPECT_TRUE(std::isfinite(tail[0].value));
+  // Every token of the tail after its first is predicted once: 5% of the corpus's tokens.
+  std::uint64_t corpusTokens = 0;
+  for (const auto& f : fs::directory_iterator(dir / "cache"))
+    if (f.path().filename().string().rfind("tokens-", 0) == 0) corpusTokens = TokenShard::open(f.path()).size();
+  ASSERT_GT(corpusTokens, 0u);
+  EXPECT_EQ(tail[0].items, static_cast<std::int64_t>(std::floor(corpusTokens * 0.05)) - 1);
+
+  // A run with no checkpoint: refused, naming the run.
+  RunSpec none = spec;
+  {
+    RunStore s(db);
+    none.evaluatesRun = s.createRun(std::nullopt, "never saved", "pretrain", runSpecToJson(RunSpec{}), "cpu");
+  }
+  writeFile(dir / "none.json", runSpecToJson(none));
+  EXPECT_NE(runCommand(shellQuote(kEngine) + " run " + shellQuote((dir / "none.json").string()) + " --quiet --db " +
+                           shellQuote(db.string()),
+                       &out),
+            0);
+  EXPECT_NE(out.find("('never saved') has no checkpoint to evaluate"), std::string::npos) << out;
 }
 
 // Stopped and resumed, and stopped again sooner: the stored partial figures

@@ -99,15 +99,16 @@ TEST(RunSpec, DistillBlockRoundTripsAndBadValuesNameTheField) {
 TEST(RunSpec, KvQuantBlockOfAnEvaluation) {
   const std::string eval = R"({"kind":"eval","model_dir":"m","passkey":{"file":"h.txt"},"kv_quant":)";
   const RunSpec s = parseRunSpec(eval + R"({"format":"int4"}})", "x");
-  EXPECT_EQ(s.kvQuant.bits, 4);
-  EXPECT_EQ(s.kvQuant.group, 64);
-  EXPECT_EQ(s.kvQuant.residual, 128);
+  ASSERT_EQ(s.kvCaches.size(), 1u);
+  EXPECT_EQ(s.kvCaches[0].bits, 4);
+  EXPECT_EQ(s.kvCaches[0].group, 64);
+  EXPECT_EQ(s.kvCaches[0].residual, 128);
   EXPECT_EQ(runSpecToJson(parseRunSpec(runSpecToJson(s), "x")), runSpecToJson(s));
-  EXPECT_EQ(kvQuantTaskName("passkey", s.kvQuant), "passkey (int4 cache)");
+  EXPECT_EQ(kvQuantTaskName("passkey", s.kvCaches[0]), "passkey (int4 cache)");
   const RunSpec g = parseRunSpec(eval + R"({"format":"int2","group":32,"residual":0}})", "x");
-  EXPECT_EQ(kvQuantTaskName("arc", g.kvQuant), "arc (int2 cache, group 32, window 0)");
+  EXPECT_EQ(kvQuantTaskName("arc", g.kvCaches[0]), "arc (int2 cache, group 32, window 0)");
   EXPECT_EQ(kvQuantTaskName("arc", {}), "arc");
-  for (const KvQuantSettings& q : {s.kvQuant, g.kvQuant, KvQuantSettings{}}) {
+  for (const KvQuantSettings& q : {s.kvCaches[0], g.kvCaches[0], KvQuantSettings{}}) {
     const auto [task, back] = splitKvQuantTaskName(kvQuantTaskName("arc (easy)", q));
     EXPECT_EQ(task, "arc (easy)");
     EXPECT_EQ(kvQuantTaskName(task, back), kvQuantTaskName("arc (easy)", q));
@@ -118,10 +119,54 @@ TEST(RunSpec, KvQuantBlockOfAnEvaluation) {
   EXPECT_NE(errorOf(eval + R"({"format":"int8","group":0}})").find("kv_quant.group"), std::string::npos);
   EXPECT_NE(errorOf(eval + R"({"format":"int8","residual":-1}})").find("kv_quant.residual"), std::string::npos);
   EXPECT_NE(errorOf(eval + R"({"bits":8}})").find("bits"), std::string::npos);
+  // Several caches in turn: "none" is the plain cache; each scored once.
+  const RunSpec list = parseRunSpec(eval + R"([{"format":"none"},{"format":"int8"},{"format":"int4"}]})", "x");
+  ASSERT_EQ(list.kvCaches.size(), 3u);
+  EXPECT_FALSE(list.kvCaches[0].on());
+  EXPECT_EQ(list.kvCaches[2].bits, 4);
+  EXPECT_EQ(runSpecToJson(parseRunSpec(runSpecToJson(list), "x")), runSpecToJson(list));
+  EXPECT_EQ(evalCaches(list).size(), 3u);
+  EXPECT_EQ(evalCaches(parseRunSpec(eval + R"({"format":"none"}})", "x")).size(), 1u);
+  EXPECT_NE(
+      errorOf(eval + R"([{"format":"int8"},{"format":"int8","group":64}]})").find("kv_quant[1] repeats kv_quant[0]"),
+      std::string::npos);
+  EXPECT_NE(errorOf(eval + R"([{"format":"int8"},{"format":"int4","group":0}]})").find("kv_quant[1].group"),
+            std::string::npos);
+  EXPECT_NE(errorOf(eval + R"([{"format":"int8"},{"format":"int9"}]})").find("kv_quant[1].format"), std::string::npos);
   EXPECT_NE(errorOf(R"({"kind":"finetune","model_dir":"m","kv_quant":{"format":"int8"}})")
                 .find("kv_quant applies to kind eval only"),
             std::string::npos)
       << errorOf(R"({"kind":"finetune","model_dir":"m","kv_quant":{"format":"int8"}})");
+}
+
+// "held_out" (kind eval): the loss over a text or the data's validation tail;
+// "evaluates" without model_dir evaluates that run's checkpoint.
+TEST(RunSpec, HeldOutAndEvaluatesARunsNewestCheckpoint) {
+  const RunSpec s = parseRunSpec(R"({"kind":"eval","evaluates":{"run":3},"held_out":{"text":"validation"}})", "x");
+  EXPECT_TRUE(s.modelDir.empty());
+  EXPECT_EQ(s.evaluatesRun, 3);
+  EXPECT_EQ(s.evaluatesStep, -1);
+  EXPECT_EQ(s.heldOut.text, "validation");
+  EXPECT_EQ(s.heldOut.seqLen, 512);
+  EXPECT_EQ(runSpecToJson(parseRunSpec(runSpecToJson(s), "x")), runSpecToJson(s));
+  EXPECT_EQ(runSpecToJson(s).find("\"step\""), std::string::npos);
+  const RunSpec at =
+      parseRunSpec(R"({"kind":"eval","evaluates":{"run":3,"step":40},"held_out":{"text":"t.txt"}})", "x");
+  EXPECT_EQ(at.evaluatesStep, 40);
+  EXPECT_EQ(parseRunSpec(runSpecToJson(at), "x").evaluatesStep, 40);
+  const std::string eval = R"({"kind":"eval","model_dir":"m","held_out":)";
+  EXPECT_NE(errorOf(eval + R"({"text":"t.txt","seq_len":0}})").find("held_out.seq_len"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"text":"t.txt","batch":0}})").find("held_out.batch"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"text":"t.txt","chunk":0}})").find("held_out.chunk"), std::string::npos);
+  EXPECT_NE(errorOf(eval + R"({"text":"t.txt","stride":4}})").find("stride"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"eval","model_dir":"m","data":{"validation_share":0},"held_out":{"text":"validation"}})")
+                .find("no validation tail"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"eval","held_out":{"text":"t.txt"}})").find("model_dir is required"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"finetune","model_dir":"m","held_out":{"text":"t.txt"}})")
+                .find("held_out applies to kind eval only"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"kind":"eval","model_dir":"m"})").find("passkey or held_out is required"), std::string::npos);
 }
 
 // precision replaces dtype; specs stored with dtype read as the same policy
