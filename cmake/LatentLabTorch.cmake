@@ -41,6 +41,7 @@ if(Torch_DIR)
   target_compile_options(latentlab_torch INTERFACE ${TORCH_CXX_FLAGS})
   add_library(latentlab::torch ALIAS latentlab_torch)
   set(LATENTLAB_TORCH_ROOT "${Torch_DIR}/../../..")
+  set(LATENTLAB_INSTALL_TORCH_LIB "${LATENTLAB_TORCH_ROOT}/lib")
   latentlab_torch_openmp("${LATENTLAB_TORCH_ROOT}/lib")
   return()
 endif()
@@ -82,9 +83,13 @@ if(EXISTS "${_ll_lib}/libtorch_cuda.so")
 endif()
 target_link_libraries(latentlab_torch INTERFACE ${_ll_libs})
 # The wheel's libraries find their CUDA peers through their own RUNPATH; ours
-# only needs torch/lib.
-target_link_options(latentlab_torch INTERFACE "LINKER:-rpath,${_ll_lib}")
+# only needs torch/lib: in the build tree CMake's own RUNPATH (the folder of
+# the libraries linked by path), once installed $ORIGIN/../lib/latentlab/torch/lib
+# (cmake/LatentLabInstallTorch.cmake puts the libraries there).
 add_library(latentlab::torch ALIAS latentlab_torch)
+set(LATENTLAB_INSTALL_TORCH_LIB "${_ll_lib}")
+get_filename_component(_ll_site_dir "${LATENTLAB_TORCH_ROOT}" DIRECTORY)
+set(LATENTLAB_INSTALL_NVIDIA "${_ll_site_dir}/nvidia")
 latentlab_torch_openmp("${_ll_lib}")
 
 # NCCL data parallelism: ProcessGroupNCCL.hpp needs the CUDA and NCCL headers
