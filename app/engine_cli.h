@@ -38,6 +38,7 @@ void printAllocation(const KvAllocation& a, bool asJson);
 int cmdRun(int argc, char** argv);
 int cmdRuns(int argc, char** argv);
 int cmdDemo(int argc, char** argv);
+int cmdSubmit(int argc, char** argv);
 int cmdConvert(int argc, char** argv);
 int cmdExport(int argc, char** argv);
 int cmdGenerate(int argc, char** argv);

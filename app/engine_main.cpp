@@ -42,6 +42,7 @@ const char* kMainHelp = "latentlab-engine " LATENTLAB_VERSION
                         "  init               write a randomly initialised built-in architecture\n"
                         "  run                run a training job (a spec file, or a run in a workspace DB)\n"
                         "  runs               list, show or export the runs of a workspace DB\n"
+                        "  submit             register a run and submit it to Slurm (a cluster profile)\n"
                         "  demo               pre-train the demo base models and run the demo experiment\n"
                         "  devices            devices LibTorch can use here\n"
                         "  version            versions of LatentLab and LibTorch\n"
@@ -516,6 +517,7 @@ int main(int argc, char** argv) {
       {"run", cmdRun},
       {"runs", cmdRuns},
       {"demo", cmdDemo},
+      {"submit", cmdSubmit},
       {"convert", cmdConvert},
       {"export", cmdExport},
       {"generate", cmdGenerate},

@@ -12,6 +12,7 @@ packages=(
   libgloo-dev           # headers of the Gloo library inside LibTorch (c10d CPU data parallelism)
   xvfb xauth
   python3.11-doc        # the demo corpus: the Python documentation's reST sources
+  slurmctld slurmd slurm-client munge sqlite3  # the real Slurm the cluster test starts (tests/slurm)
 )
 
 missing=()

@@ -79,7 +79,7 @@ DistEnv readDistEnv(const EnvLookup& env) {
                 "environment variable MASTER_ADDR is not set for a " + std::to_string(d.worldSize) + "-process " +
                     d.launcher + " job",
                 d.launcher == "slurm" ? "Export MASTER_ADDR (the first host of the allocation) in the batch script; "
-                                        "see packaging/slurm/latentlab.sbatch."
+                                        "`latentlab-engine submit --print` writes one."
                                       : "Set MASTER_ADDR to rank 0's host.");
   }
   d.masterAddr = *addr;

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "latentlab/error.h"
 #include "latentlab/run_spec.h"
+#include "latentlab/slurm.h"
+#include "test_support.h"
 
 namespace latentlab::test {
 
@@ -217,6 +220,60 @@ TEST(Schedule, CosineReachesItsFloor) {
   EXPECT_NEAR(learningRateAt(o, s, 100, 100), 2e-4, 1e-15);
   s.kind = ScheduleKind::Constant;
   EXPECT_DOUBLE_EQ(learningRateAt(o, s, 77, 100), 2e-3);
+}
+
+// A cluster profile (<workspace>/clusters/NAME.json): its fields reach the
+// batch script; a bad one is refused naming the file and the field.
+TEST(ClusterProfile, FieldsReachTheScriptAndBadOnesNameTheFileAndField) {
+  const std::filesystem::path ws = scratchDir("cluster-profile");
+  std::filesystem::create_directories(ws / "clusters");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(ws / "clusters" / (name + ".json")) << text;
+  };
+  write("gpu8", R"({"partition": "gpu", "account": "mla", "nodes": 2, "tasks_per_node": 8, "gpus_per_node": 8,
+                    "cpus_per_task": 12, "time": "12:00:00", "prefix": "/sw/latentlab", "port": 29600,
+                    "sbatch": ["--exclusive"]})");
+  const ClusterProfile p = readClusterProfile("gpu8", ws);
+  EXPECT_EQ(p.nodes, 2);
+  EXPECT_EQ(p.device, "cuda");
+  const std::string script = slurmBatchScript(p, "/ws/runs.db", 7, "/sw/latentlab/bin/latentlab-engine", "/ws/runs/7");
+  for (const char* line : {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=8\n", "#SBATCH --gpus-per-node=8\n",
+                           "#SBATCH --cpus-per-task=12\n", "#SBATCH --partition=gpu\n", "#SBATCH --account=mla\n",
+                           "#SBATCH --time=12:00:00\n", "#SBATCH --output=/ws/runs/7/slurm-%j.out\n",
+                           "#SBATCH --requeue\n", "#SBATCH --exclusive\n", "export MASTER_PORT=29600\n",
+                           "srun --kill-on-bad-exit=1 '/sw/latentlab/bin/latentlab-engine' run --db '/ws/runs.db' "
+                           "--run 7 --device cuda --quiet\n"})
+    EXPECT_NE(script.find(line), std::string::npos) << line << " missing from:\n" << script;
+  const auto errorOfProfile = [&](const std::string& text) {
+    write("bad", text);
+    try {
+      readClusterProfile("bad", ws);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"nodes": 0})", "nodes"},
+           {R"({"tasks_per_node": "8"})", "tasks_per_node"},
+           {R"({"device": "tpu"})", "device"},
+           {R"({"gpus_per_node": 4, "tasks_per_node": 8})", "tasks_per_node exceeds gpus_per_node"},
+           {R"({"sbatch": ["exclusive"]})", "sbatch"},
+           {R"({"queue": "gpu"})", "queue is not a field"},
+           {R"({"port": 70000})", "port"},
+           {R"([1, 2])", "one JSON object"},
+           {R"({"nodes": )", "not JSON"}}) {
+    const std::string message = errorOfProfile(text);
+    EXPECT_NE(message.find("bad.json"), std::string::npos) << message;
+    EXPECT_NE(message.find(field), std::string::npos) << text << " -> " << message;
+  }
+  EXPECT_NE(errorOfProfile("{}").find("no error"), std::string::npos);  // every field has a default
+  try {
+    readClusterProfile("absent", ws);
+    FAIL() << "a missing profile was read";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("absent.json: no such cluster profile"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace latentlab::test

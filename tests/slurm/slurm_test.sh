@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Runs on a real Slurm started here: munged, slurmctld and slurmd (Debian's
+# slurm-wlm and munge) in a private folder, one node of 2 CPUs. A data-parallel
+# run of 2 Gloo ranks is submitted with `latentlab-engine submit --cluster`,
+# followed to completion through the store, and its losses equal those of the
+# same spec run locally as 2 ranks (1e-6); a second, longer run is cancelled
+# with scancel and ends cancelled with a checkpoint. Prints the timings
+# (submit to first metric, scancel to stopped). Exit 77 (skipped) only where
+# the Slurm or munge programs are not installed.
+#   slurm_test.sh ENGINE
+set -euo pipefail
+engine="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+for program in munged slurmctld slurmd sbatch squeue scancel scontrol sqlite3; do
+  if ! command -v "$program" > /dev/null && [ ! -x "/usr/sbin/$program" ]; then
+    echo "SKIP: $program is not installed (Debian packages slurm-wlm, munge and sqlite3; packaging/deps-debian.sh)"
+    exit 77
+  fi
+done
+export PATH="$PATH:/usr/sbin"
+work="$(mktemp -d "${TMPDIR:-/tmp}/latentlab-slurm-XXXXXX")"
+export SLURM_CONF="$work/slurm.conf"
+host="$(hostname -s)"
+base=$(( 20000 + ($$ % 2000) * 4 ))
+cleanup() {
+  [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2> /dev/null || true
+  [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2> /dev/null || true
+  [ -f "$work/munged.pid" ] && kill "$(cat "$work/munged.pid")" 2> /dev/null || true
+  sleep 1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  for log in "$work"/log/*.log; do echo "--- $log"; tail -20 "$log"; done
+  exit 1
+}
+
+mkdir -p "$work/state" "$work/spool" "$work/log"
+head -c 1024 /dev/urandom > "$work/munge.key"
+chmod 400 "$work/munge.key"
+munged --force --socket="$work/munge.socket" --key-file="$work/munge.key" --log-file="$work/log/munged.log" \
+  --pid-file="$work/munged.pid" --seed-file="$work/munge.seed"
+cat > "$SLURM_CONF" << CONF
+ClusterName=latentlab-test
+SlurmctldHost=$host
+SlurmctldPort=$base
+SlurmdPort=$(( base + 1 ))
+SlurmUser=$(id -un)
+SlurmdUser=$(id -un)
+AuthType=auth/munge
+AuthInfo=socket=$work/munge.socket
+CredType=cred/munge
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+KillWait=60
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+NodeName=$host CPUs=2 State=UNKNOWN
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
+slurmd -f "$SLURM_CONF" || fail "slurmd did not start"
+for _ in $(seq 60); do
+  sinfo -h -o %t 2> /dev/null | grep -q idle && break
+  sleep 1
+done
+sinfo -h -o %t | grep -q idle || fail "the node never became idle: $(sinfo 2>&1)"
+echo "slurm: $(sinfo -h -o '%P %D node(s) %c CPUs %t')"
+
+ws="$work/ws"
+mkdir -p "$ws/clusters" "$work/local"
+cat > "$ws/clusters/local.json" << JSON
+{"tasks_per_node": 2, "cpus_per_task": 1, "device": "cpu", "time": "00:20:00", "port": $(( base + 2 ))}
+JSON
+spec() {  # spec NAME STEPS CHECKPOINT_EVERY
+  cat << JSON
+{"version": 1, "name": "$1", "kind": "pretrain", "architecture": "demo-gqa",
+ "data": {"corpus": "/usr/share/doc/python3.11/html/_sources/tutorial", "tokenizer_vocab": 512, "seq_len": 64,
+          "validation_share": 0.05},
+ "steps": $2, "micro_batch": 2, "eval_every": 4, "eval_batches": 2, "checkpoint_every": $3, "seed": 3, "device": "cpu"}
+JSON
+}
+spec "two ranks on slurm" 8 4 > "$work/spec.json"
+db="$ws/runs.db"
+status() { sqlite3 "$db" "select status from runs where id=$1"; }
+metrics() { sqlite3 "$db" "select count(*) from metrics where run_id=$1 and name='train/loss'" 2> /dev/null || echo 0; }
+now() { date +%s.%N; }
+
+# 1. Submitted, followed to completion, the same losses as a local 2-rank run.
+t0=$(now)
+out="$("$engine" submit "$work/spec.json" --db "$db" --cluster local)" || fail "submit: $out"
+echo "submit: $out"
+run=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
+job=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
+grep -q "srun --kill-on-bad-exit=1" "$ws/runs/$run/slurm.sbatch" || fail "the batch script has no srun line"
+first=""
+for _ in $(seq 600); do
+  [ -z "$first" ] && [ "$(metrics "$run")" -gt 0 ] && first=$(now)
+  st="$(status "$run")"
+  [ "$st" = completed ] || [ "$st" = failed ] && break
+  sleep 0.2
+done
+[ "$(status "$run")" = completed ] || fail "run $run (job $job) ended $(status "$run"): $(tail -5 "$ws/runs/$run/slurm-$job.out")"
+[ -n "$first" ] || first=$(now)
+echo "submit to first metric: $(awk "BEGIN { printf \"%.1f\", $first - $t0 }") s; submit to completed: $(awk "BEGIN { printf \"%.1f\", $(now) - $t0 }") s"
+grep -q "2 ranks over gloo (slurm)" "$ws/runs/$run/slurm-$job.out" || fail "the job did not run 2 ranks: $(head "$ws/runs/$run/slurm-$job.out")"
+port=$(( base + 3 ))
+for r in 0 1; do
+  env -u SLURM_CONF RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$engine" run "$work/spec.json" --db "$work/local/runs.db" --quiet > "$work/local/rank$r.log" 2>&1 &
+done
+wait || fail "the local 2-rank run failed: $(tail -3 "$work/local/rank0.log")"
+sqlite3 "$db" "select step, value from metrics where run_id=$run and name in ('train/loss','val/loss') order by name, step" > "$work/slurm.txt"
+sqlite3 "$work/local/runs.db" "select step, value from metrics where run_id=1 and name in ('train/loss','val/loss') order by name, step" > "$work/local.txt"
+[ "$(wc -l < "$work/slurm.txt")" -ge 10 ] || fail "the Slurm run stored $(wc -l < "$work/slurm.txt") loss rows"
+paste -d'|' "$work/slurm.txt" "$work/local.txt" | awk -F'|' '
+  { if ($1 != $3) { print "step " $1 " against " $3; bad = 1 }
+    d = $2 - $4; if (d < 0) d = -d; if (d > 1e-6) { print "step " $1 ": " $2 " against " $4; bad = 1 } }
+  END { exit bad }' || fail "the Slurm run's losses differ from the local 2-rank run's"
+echo "losses: $(wc -l < "$work/slurm.txt") rows equal to the local 2-rank run's within 1e-6"
+
+# 2. Cancelled with scancel: the ranks stop after a step, checkpoint, and the run ends cancelled.
+spec "cancelled on slurm" 100000 0 > "$work/long.json"
+out="$("$engine" submit "$work/long.json" --db "$db" --cluster local)" || fail "submit: $out"
+run2=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
+job2=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
+for _ in $(seq 600); do
+  [ "$(metrics "$run2")" -gt 2 ] && break
+  sleep 0.2
+done
+[ "$(metrics "$run2")" -gt 2 ] || fail "run $run2 never trained: $(tail -5 "$ws/runs/$run2/slurm-$job2.out" 2> /dev/null)"
+t1=$(now)
+scancel "$job2"
+for _ in $(seq 600); do
+  st="$(status "$run2")"
+  [ "$st" != running ] && [ "$st" != queued ] && break
+  sleep 0.2
+done
+echo "scancel to stopped: $(awk "BEGIN { printf \"%.1f\", $(now) - $t1 }") s"
+[ "$(status "$run2")" = cancelled ] || fail "run $run2 ended $(status "$run2") after scancel"
+checkpoints=$(sqlite3 "$db" "select count(*) from artifacts where run_id=$run2 and kind='checkpoint'")
+[ "$checkpoints" -ge 1 ] || fail "the cancelled run kept no checkpoint"
+echo "cancelled at step $(sqlite3 "$db" "select max(step) from artifacts where run_id=$run2 and kind='checkpoint'") with its checkpoint"
+echo PASS
