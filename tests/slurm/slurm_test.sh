@@ -22,6 +22,11 @@ export SLURM_CONF="$work/slurm.conf"
 host="$(hostname -s)"
 base=$(( 20000 + ($$ % 2000) * 4 ))
 cleanup() {
+  # Jobs leave the queue first, so that no step daemon outlives its slurmd.
+  for _ in $(seq 60); do
+    [ -z "$(squeue -h 2> /dev/null)" ] && break
+    sleep 0.5
+  done
   [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2> /dev/null || true
   [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2> /dev/null || true
   [ -f "$work/munged.pid" ] && kill "$(cat "$work/munged.pid")" 2> /dev/null || true
