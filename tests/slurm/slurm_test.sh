@@ -4,8 +4,10 @@
 # run of 2 Gloo ranks is submitted with `latentlab-engine submit --cluster`,
 # followed to completion through the store, and its losses equal those of the
 # same spec run locally as 2 ranks (1e-6); a second, longer run is cancelled
-# with scancel and ends cancelled with a checkpoint. Prints the timings
-# (submit to first metric, scancel to stopped). Exit 77 (skipped) only where
+# with scancel and ends cancelled with a checkpoint; a third is requeued
+# mid-run with scontrol and completes with one loss per step, equal to an
+# uninterrupted run's. Prints the timings (submit to first metric, scancel to
+# stopped, requeue to resumed). Exit 77 (skipped) only where
 # the Slurm or munge programs are not installed.
 #   slurm_test.sh ENGINE
 set -euo pipefail
@@ -20,7 +22,7 @@ export PATH="$PATH:/usr/sbin"
 work="$(mktemp -d "${TMPDIR:-/tmp}/latentlab-slurm-XXXXXX")"
 export SLURM_CONF="$work/slurm.conf"
 host="$(hostname -s)"
-base=$(( 20000 + ($$ % 2000) * 4 ))
+base=$(( 20000 + ($$ % 2000) * 8 ))
 cleanup() {
   # Jobs leave the queue first, so that no step daemon outlives its slurmd.
   for _ in $(seq 60); do
@@ -53,7 +55,7 @@ SlurmdPort=$(( base + 1 ))
 SlurmUser=$(id -un)
 SlurmdUser=$(id -un)
 AuthType=auth/munge
-AuthInfo=socket=$work/munge.socket
+AuthInfo=socket=$work/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$work/state
 SlurmdSpoolDir=$work/spool
@@ -85,7 +87,7 @@ sinfo -h -o %t | grep -q idle || fail "the node never became idle: $(sinfo 2>&1)
 echo "slurm: $(sinfo -h -o '%P %D node(s) %c CPUs %t')"
 
 ws="$work/ws"
-mkdir -p "$ws/clusters" "$work/local"
+mkdir -p "$ws/clusters" "$work/local" "$work/straight"
 cat > "$ws/clusters/local.json" << JSON
 {"tasks_per_node": 2, "cpus_per_task": 1, "device": "cpu", "time": "00:20:00", "port": $(( base + 2 ))}
 JSON
@@ -158,4 +160,45 @@ echo "scancel to stopped: $(awk "BEGIN { printf \"%.1f\", $(now) - $t1 }") s"
 checkpoints=$(sqlite3 "$db" "select count(*) from artifacts where run_id=$run2 and kind='checkpoint'")
 [ "$checkpoints" -ge 1 ] || fail "the cancelled run kept no checkpoint"
 echo "cancelled at step $(sqlite3 "$db" "select max(step) from artifacts where run_id=$run2 and kind='checkpoint'") with its checkpoint"
+
+# 3. Requeued mid-run (scontrol requeue): Slurm stops the ranks and runs the
+# script again; they resume from the last checkpoint, and the run completes
+# with one loss per step, equal to an uninterrupted run's.
+spec "requeued on slurm" 40 10 > "$work/requeue.json"
+out="$("$engine" submit "$work/requeue.json" --db "$db" --cluster local)" || fail "submit: $out"
+run3=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
+job3=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
+for _ in $(seq 600); do
+  [ "$(metrics "$run3")" -ge 15 ] && break
+  sleep 0.1
+done
+[ "$(metrics "$run3")" -ge 15 ] || fail "run $run3 never reached step 15"
+stepAtRequeue=$(metrics "$run3")
+t2=$(now)
+scontrol requeue "$job3" || fail "scontrol requeue $job3 refused"
+
+resumed=""
+for _ in $(seq 1500); do
+  [ -z "$resumed" ] && [ "$(sqlite3 "$db" "select count(*) from events where run_id=$run3 and kind='resume'")" -gt 0 ] &&
+    resumed=$(now)
+  [ "$(status "$run3")" = completed ] && break
+  sleep 0.2
+done
+[ "$(status "$run3")" = completed ] || fail "the requeued run $run3 ended $(status "$run3"): $(squeue -h -j "$job3" 2>&1)"
+[ -n "$resumed" ] || fail "the requeued run never resumed from a checkpoint"
+echo "requeued at step $stepAtRequeue: requeue to resumed $(awk "BEGIN { printf \"%.1f\", $resumed - $t2 }") s;" \
+  "$(sqlite3 "$db" "select message from events where run_id=$run3 and kind='resume'")"
+[ "$(sqlite3 "$db" "select count(*) || ' ' || min(step) || ' ' || max(step) from metrics where run_id=$run3 and name='train/loss'")" = "40 1 40" ] ||
+  fail "the requeued run's losses are not one per step 1..40"
+for r in 0 1; do
+  env -u SLURM_CONF RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(( base + 4 )) \
+    "$engine" run "$work/requeue.json" --db "$work/straight/runs.db" --quiet > "$work/straight/rank$r.log" 2>&1 &
+done
+wait || fail "the uninterrupted local run failed: $(tail -3 "$work/straight/rank0.log")"
+sqlite3 "$db" "select step, value from metrics where run_id=$run3 and name='train/loss' order by step" > "$work/requeued.txt"
+sqlite3 "$work/straight/runs.db" "select step, value from metrics where run_id=1 and name='train/loss' order by step" > "$work/straight.txt"
+paste -d'|' "$work/requeued.txt" "$work/straight.txt" | awk -F'|' '
+  { d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-6) { print "step " $1 ": " $2 " against " $4; bad = 1 } }
+  END { exit bad }' || fail "the requeued run's losses differ from an uninterrupted run's"
+echo "the requeued run's 40 losses equal an uninterrupted run's within 1e-6"
 echo PASS
