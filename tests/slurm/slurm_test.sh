@@ -104,13 +104,26 @@ db="$ws/runs.db"
 status() { sqlite3 "$db" "select status from runs where id=$1"; }
 metrics() { sqlite3 "$db" "select count(*) from metrics where run_id=$1 and name='train/loss'" 2> /dev/null || echo 0; }
 now() { date +%s.%N; }
+# submit SPEC: submits it with the local profile; sets $run and $job.
+submit() {
+  local out
+  out="$("$engine" submit "$1" --db "$db" --cluster local)" || fail "submit: $out"
+  echo "submit: $out"
+  run=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
+  job=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
+}
+# trainsPast RUN N: waits (up to a minute) until the run has stored more than N train losses.
+trainsPast() {
+  for _ in $(seq 300); do
+    [ "$(metrics "$1")" -gt "$2" ] && return 0
+    sleep 0.2
+  done
+  fail "run $1 never trained past step $2: $(tail -5 "$ws/runs/$1"/slurm-*.out 2> /dev/null)"
+}
 
 # 1. Submitted, followed to completion, the same losses as a local 2-rank run.
 t0=$(now)
-out="$("$engine" submit "$work/spec.json" --db "$db" --cluster local)" || fail "submit: $out"
-echo "submit: $out"
-run=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
-job=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
+submit "$work/spec.json"
 grep -q "srun --kill-on-bad-exit=1" "$ws/runs/$run/slurm.sbatch" || fail "the batch script has no srun line"
 first=""
 for _ in $(seq 600); do
@@ -140,14 +153,9 @@ echo "losses: $(wc -l < "$work/slurm.txt") rows equal to the local 2-rank run's 
 
 # 2. Cancelled with scancel: the ranks stop after a step, checkpoint, and the run ends cancelled.
 spec "cancelled on slurm" 100000 0 > "$work/long.json"
-out="$("$engine" submit "$work/long.json" --db "$db" --cluster local)" || fail "submit: $out"
-run2=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
-job2=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
-for _ in $(seq 600); do
-  [ "$(metrics "$run2")" -gt 2 ] && break
-  sleep 0.2
-done
-[ "$(metrics "$run2")" -gt 2 ] || fail "run $run2 never trained: $(tail -5 "$ws/runs/$run2/slurm-$job2.out" 2> /dev/null)"
+submit "$work/long.json"
+run2=$run job2=$job
+trainsPast "$run2" 2
 t1=$(now)
 scancel "$job2"
 for _ in $(seq 600); do
@@ -165,14 +173,9 @@ echo "cancelled at step $(sqlite3 "$db" "select max(step) from artifacts where r
 # script again; they resume from the last checkpoint, and the run completes
 # with one loss per step, equal to an uninterrupted run's.
 spec "requeued on slurm" 40 10 > "$work/requeue.json"
-out="$("$engine" submit "$work/requeue.json" --db "$db" --cluster local)" || fail "submit: $out"
-run3=$(echo "$out" | sed 's/.*"run":\([0-9]*\).*/\1/')
-job3=$(echo "$out" | sed 's/.*"slurm_job":\([0-9]*\).*/\1/')
-for _ in $(seq 600); do
-  [ "$(metrics "$run3")" -ge 15 ] && break
-  sleep 0.1
-done
-[ "$(metrics "$run3")" -ge 15 ] || fail "run $run3 never reached step 15"
+submit "$work/requeue.json"
+run3=$run job3=$job
+trainsPast "$run3" 14
 stepAtRequeue=$(metrics "$run3")
 t2=$(now)
 scontrol requeue "$job3" || fail "scontrol requeue $job3 refused"

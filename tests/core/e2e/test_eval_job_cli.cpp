@@ -59,6 +59,17 @@ RunSpec evalSpec(const fs::path& task) {
   return s;
 }
 
+// A pre-training run of `steps` steps registered in the store at `db` (the
+// run an evaluation job stores its figures under).
+std::int64_t registerTrainedRun(const fs::path& db, int steps) {
+  RunStore store(db);
+  RunSpec pre;
+  pre.kind = RunKind::Pretrain;
+  pre.architecture = "demo-gqa";
+  pre.steps = steps;
+  return store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
+}
+
 std::vector<EvaluationRecord> rowsOf(const fs::path& db, std::int64_t run, const std::string& task) {
   RunStore store(db);
   std::vector<EvaluationRecord> out;
@@ -96,15 +107,7 @@ TEST(EvalJob, ScoresTasksAndThePasskeyGridIntoTheStoreUnderTheEvaluatedRun) {
   const fs::path dir = scratchDir("eval-job");
   writeTask(dir / "toy.jsonl", 40);
   const fs::path db = dir / "runs.db";
-  std::int64_t trained = 0;
-  {
-    RunStore store(db);
-    RunSpec pre;
-    pre.kind = RunKind::Pretrain;
-    pre.architecture = "demo-gqa";
-    pre.steps = 300;  // the step evaluated below is one it has
-    trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
-  }
+  const std::int64_t trained = registerTrainedRun(db, 300);  // the step evaluated below is one it has
   RunSpec spec = evalSpec(dir / "toy.jsonl");
   spec.passkey.file = kHaystack;
   spec.passkey.lengths = {128, 256};
@@ -277,13 +280,9 @@ TEST(EvalJob, BadSpecsAndTaskFilesRegisterNoRun) {
 TEST(EvalJob, HeldOutLossOverSeveralCachesOfARunsNewestCheckpoint) {
   const fs::path dir = scratchDir("eval-job-held-out");
   const fs::path db = dir / "runs.db";
-  std::int64_t trained = 0;
+  const std::int64_t trained = registerTrainedRun(db, 100);
   {
     RunStore store(db);
-    RunSpec pre;
-    pre.kind = RunKind::Pretrain;
-    pre.architecture = "demo-gqa";
-    trained = store.createRun(std::nullopt, "a trained run", "pretrain", runSpecToJson(pre), "cpu");
     // An older checkpoint whose folder is gone: choosing it would fail the job.
     store.addArtifact(trained, "checkpoint", (dir / "gone").string(), 10, 0);
     store.addArtifact(trained, "checkpoint", textModel().parent_path().string(), 20, 0);  // a checkpoint's model/
