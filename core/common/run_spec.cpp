@@ -395,7 +395,11 @@ std::vector<KvQuantSettings> evalCaches(const RunSpec& s) {
   return s.kvCaches.empty() ? std::vector<KvQuantSettings>{KvQuantSettings{}} : s.kvCaches;
 }
 
-void validateRunSpec(const RunSpec& s, const std::string& source) {
+namespace {
+
+// What an evaluation scores (kind eval): tasks, passkey, held-out text, the
+// caches, the evaluated run; and the eval tasks any run scores.
+void validateEvaluation(const RunSpec& s, const std::string& source) {
   if (s.kind == RunKind::Eval) {
     if (s.evalTasks.empty() && s.passkey.file.empty() && s.heldOut.text.empty())
       bad(source, "eval_tasks", "passkey or held_out is required for kind eval (what to evaluate the model on)");
@@ -437,12 +441,23 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.passkey.trials < 1 || s.passkey.trials > kMaxPasskeyTrials)
       bad(source, "passkey.trials", "must be in [1, " + std::to_string(kMaxPasskeyTrials) + "]");
   }
-  if (s.kind == RunKind::Pretrain && s.architecture.empty())
-    bad(source, "architecture", "is required for kind pretrain");
-  // An evaluation of a run's checkpoint finds the model when it starts.
-  const bool modelFromRun = s.kind == RunKind::Eval && s.evaluatesRun > 0;
-  if (s.kind != RunKind::Pretrain && s.modelDir.empty() && !modelFromRun)
-    bad(source, "model_dir", "is required for kind " + std::string(choiceName(s.kind)));
+  std::set<std::string> taskNames;
+  for (std::size_t k = 0; k < s.evalTasks.size(); ++k) {
+    const std::string field = "eval_tasks[" + std::to_string(k) + "]";
+    const EvalTaskSpec& t = s.evalTasks[k];
+    if (t.name.empty()) bad(source, field + ".name", "must not be empty");
+    if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
+    if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
+    if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
+    if (t.shots < 0) bad(source, field + ".shots", "must be >= 0");
+    if (t.shots > 0 && (t.format != TaskFormat::Mmlu || t.dev.empty()))
+      bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
+    if (t.format == TaskFormat::Piqa && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
+  }
+}
+
+// The length, batches, devices, data, optimiser and schedule of a run.
+void validateTraining(const RunSpec& s, const std::string& source) {
   if (s.steps < 1) bad(source, "steps", "must be at least 1");
   if (s.microBatch < 1) bad(source, "micro_batch", "must be at least 1");
   if (s.gradAccum < 1) bad(source, "grad_accum", "must be at least 1");
@@ -475,20 +490,10 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
   if (s.schedule.decaySteps < 0 || s.schedule.warmupSteps + s.schedule.decaySteps > s.steps)
     bad(source, "schedule.decay_steps", "must be >= 0 with warmup_steps + decay_steps <= steps");
   if (s.schedule.minLrRatio < 0 || s.schedule.minLrRatio > 1) bad(source, "schedule.min_lr_ratio", "must be in [0, 1]");
-  validateAttention(s, source);
-  std::set<std::string> taskNames;
-  for (std::size_t k = 0; k < s.evalTasks.size(); ++k) {
-    const std::string field = "eval_tasks[" + std::to_string(k) + "]";
-    const EvalTaskSpec& t = s.evalTasks[k];
-    if (t.name.empty()) bad(source, field + ".name", "must not be empty");
-    if (!taskNames.insert(t.name).second) bad(source, field + ".name", "'" + t.name + "' is used twice");
-    if (t.file.empty()) bad(source, field + ".file", "must name a JSONL task file");
-    if (t.limit < 0) bad(source, field + ".limit", "must be >= 0 (0: every item)");
-    if (t.shots < 0) bad(source, field + ".shots", "must be >= 0");
-    if (t.shots > 0 && (t.format != TaskFormat::Mmlu || t.dev.empty()))
-      bad(source, field + ".shots", "needs format mmlu and its dev CSV (dev)");
-    if (t.format == TaskFormat::Piqa && t.labels.empty()) bad(source, field + ".labels", "is required for piqa");
-  }
+}
+
+// Distillation and conversion settings.
+void validateDistillAndConversion(const RunSpec& s, const std::string& source) {
   if (s.distill.enabled) {
     if (s.kind != RunKind::Finetune && s.kind != RunKind::ConvertFinetune)
       bad(source, "distill",
@@ -522,6 +527,92 @@ void validateRunSpec(const RunSpec& s, const std::string& source) {
     if (s.conversion.calibSeqLen < 2) bad(source, "conversion.calib_seq_len", "must be at least 2");
   }
 }
+
+}  // namespace
+
+void validateRunSpec(const RunSpec& s, const std::string& source) {
+  validateEvaluation(s, source);
+  if (s.kind == RunKind::Pretrain && s.architecture.empty())
+    bad(source, "architecture", "is required for kind pretrain");
+  // An evaluation of a run's checkpoint finds the model when it starts.
+  const bool modelFromRun = s.kind == RunKind::Eval && s.evaluatesRun > 0;
+  if (s.kind != RunKind::Pretrain && s.modelDir.empty() && !modelFromRun)
+    bad(source, "model_dir", "is required for kind " + std::string(choiceName(s.kind)));
+  validateTraining(s, source);
+  validateAttention(s, source);
+  validateDistillAndConversion(s, source);
+}
+
+namespace {
+
+// eval_tasks, passkey, held_out, kv_quant and evaluates, where set.
+void writeEvaluation(json& j, const RunSpec& s) {
+  if (!s.evalTasks.empty()) {
+    json tasks = json::array();
+    for (const auto& t : s.evalTasks) {
+      tasks.push_back({{"name", t.name},
+                       {"file", t.file},
+                       {"format", std::string(choiceName(t.format))},
+                       {"labels", t.labels},
+                       {"dev", t.dev},
+                       {"shots", t.shots},
+                       {"limit", t.limit}});
+    }
+    j["eval_tasks"] = tasks;
+  }
+  if (!s.passkey.file.empty()) {
+    j["passkey"] = {{"file", s.passkey.file},
+                    {"lengths", s.passkey.lengths},
+                    {"depths", s.passkey.depths},
+                    {"trials", s.passkey.trials},
+                    {"seed", s.passkey.seed}};
+  }
+  if (!s.heldOut.text.empty()) {
+    j["held_out"] = {{"text", s.heldOut.text},
+                     {"seq_len", s.heldOut.seqLen},
+                     {"batch", s.heldOut.batch},
+                     {"max_tokens", s.heldOut.maxTokens},
+                     {"chunk", s.heldOut.chunk}};
+  }
+  if (!s.kvCaches.empty()) {
+    json caches = json::array();
+    for (const KvQuantSettings& c : s.kvCaches)
+      caches.push_back({{"format", kvQuantName(c.bits)}, {"group", c.group}, {"residual", c.residual}});
+    j["kv_quant"] = caches.size() == 1 ? caches[0] : caches;
+  }
+  if (s.evaluatesRun > 0) {
+    j["evaluates"] = {{"run", s.evaluatesRun}};
+    if (s.evaluatesStep >= 0) j["evaluates"]["step"] = s.evaluatesStep;
+  }
+}
+
+// The conversion block: each target's own fields only.
+void writeConversion(json& j, const RunSpec& s) {
+  if (s.conversion.enabled) {
+    // Each target's own fields only, so a config diff shows what differs.
+    const ConversionSpec& c = s.conversion;
+    json conv = {{"enabled", true},
+                 {"target", std::string(choiceName(c.target))},
+                 {"factorise", std::string(choiceName(c.factorisation()))}};
+    if (c.deepseek()) {
+      conv["rope_width"] = c.ropeWidth;
+      conv["freq_fold"] = c.freqFold;
+    } else {
+      conv["rope_strategy"] = std::string(choiceName(c.ropeStrategy));
+      conv["svd"] = std::string(choiceName(c.svd));
+      if (c.layers != "all") conv["layers"] = c.layers;
+      if (!c.kvBudget.empty()) conv["kv_budget"] = c.kvBudget;
+      conv["two_norm_score"] = std::string(choiceName(c.twoNormScore));
+    }
+    conv["rope_pairs"] = c.ropePairs;
+    conv["d_kv"] = c.dKv;
+    conv["calib_sequences"] = c.calibSequences;
+    conv["calib_seq_len"] = c.calibSeqLen;
+    j["conversion"] = conv;
+  }
+}
+
+}  // namespace
 
 std::string runSpecToJson(const RunSpec& s) {
   json j = {{"version", s.version},
@@ -578,65 +669,8 @@ std::string runSpecToJson(const RunSpec& s) {
                               {"target_parameters", o.targetParameters},
                               {"match_multiple", o.matchMultiple}};
   }
-  if (!s.evalTasks.empty()) {
-    json tasks = json::array();
-    for (const auto& t : s.evalTasks) {
-      tasks.push_back({{"name", t.name},
-                       {"file", t.file},
-                       {"format", std::string(choiceName(t.format))},
-                       {"labels", t.labels},
-                       {"dev", t.dev},
-                       {"shots", t.shots},
-                       {"limit", t.limit}});
-    }
-    j["eval_tasks"] = tasks;
-  }
-  if (!s.passkey.file.empty()) {
-    j["passkey"] = {{"file", s.passkey.file},
-                    {"lengths", s.passkey.lengths},
-                    {"depths", s.passkey.depths},
-                    {"trials", s.passkey.trials},
-                    {"seed", s.passkey.seed}};
-  }
-  if (!s.heldOut.text.empty()) {
-    j["held_out"] = {{"text", s.heldOut.text},
-                     {"seq_len", s.heldOut.seqLen},
-                     {"batch", s.heldOut.batch},
-                     {"max_tokens", s.heldOut.maxTokens},
-                     {"chunk", s.heldOut.chunk}};
-  }
-  if (!s.kvCaches.empty()) {
-    json caches = json::array();
-    for (const KvQuantSettings& c : s.kvCaches)
-      caches.push_back({{"format", kvQuantName(c.bits)}, {"group", c.group}, {"residual", c.residual}});
-    j["kv_quant"] = caches.size() == 1 ? caches[0] : caches;
-  }
-  if (s.evaluatesRun > 0) {
-    j["evaluates"] = {{"run", s.evaluatesRun}};
-    if (s.evaluatesStep >= 0) j["evaluates"]["step"] = s.evaluatesStep;
-  }
-  if (s.conversion.enabled) {
-    // Each target's own fields only, so a config diff shows what differs.
-    const ConversionSpec& c = s.conversion;
-    json conv = {{"enabled", true},
-                 {"target", std::string(choiceName(c.target))},
-                 {"factorise", std::string(choiceName(c.factorisation()))}};
-    if (c.deepseek()) {
-      conv["rope_width"] = c.ropeWidth;
-      conv["freq_fold"] = c.freqFold;
-    } else {
-      conv["rope_strategy"] = std::string(choiceName(c.ropeStrategy));
-      conv["svd"] = std::string(choiceName(c.svd));
-      if (c.layers != "all") conv["layers"] = c.layers;
-      if (!c.kvBudget.empty()) conv["kv_budget"] = c.kvBudget;
-      conv["two_norm_score"] = std::string(choiceName(c.twoNormScore));
-    }
-    conv["rope_pairs"] = c.ropePairs;
-    conv["d_kv"] = c.dKv;
-    conv["calib_sequences"] = c.calibSequences;
-    conv["calib_seq_len"] = c.calibSeqLen;
-    j["conversion"] = conv;
-  }
+  writeEvaluation(j, s);
+  writeConversion(j, s);
   // Written for every fine-tune (off, or its settings), so that a config diff
   // of a distilled run against a plain one shows the difference.
   if (s.distill.enabled) {

@@ -32,6 +32,7 @@ class JobProgress final : public ProgressSink {
  public:
   JobProgress(const JobEnvironment& env, ProgressSink& inner, std::int64_t total)
       : m_env(env), m_inner(inner), m_total(total) {}
+  void setTotal(std::int64_t units) { m_total = units; }
   void beginPart(std::int64_t units) {
     m_base += m_part;
     m_part = units;
@@ -108,159 +109,198 @@ std::vector<std::int64_t> validationTokens(const RunSpec& spec, const fs::path& 
   return ids;
 }
 
-}  // namespace
-
-RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
-                           ProgressSink& progress, const CancelToken& cancel) {
-  const EvaluatedModel model = evaluatedModel(store, runId, spec);
-  if (model.dir != spec.modelDir)
-    preflightEvalModel(model.dir, spec, "the model of run " + std::to_string(model.target));
-  const std::int64_t target = model.target;
-  const std::int64_t step = model.step;
-  const std::string device = env.device.empty() ? spec.device : env.device;
-  const std::vector<KvQuantSettings> caches = evalCaches(spec);
-  // Every task file is read before the model loads: a bad line fails the job
-  // before anything is stored.
-  std::vector<std::vector<ChoiceItem>> taskItems;
-  std::int64_t unitsPerCache = 0;
-  for (const EvalTaskSpec& t : spec.evalTasks) {
-    taskItems.push_back(readTaskFile(t));
-    const auto n = static_cast<std::int64_t>(taskItems.back().size());
-    unitsPerCache += t.limit > 0 ? std::min(t.limit, n) : n;
+// One evaluation job: what it scores over each cache in turn, each part
+// stored as it is produced under the evaluated run at its step.
+class EvaluationJob {
+ public:
+  EvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
+                ProgressSink& progress, const CancelToken& cancel)
+      : m_store(store),
+        m_env(env),
+        m_spec(spec),
+        m_progress(progress),
+        m_cancel(cancel),
+        m_model(evaluatedModel(store, runId, spec)),
+        m_device(env.device.empty() ? spec.device : env.device),
+        m_jobProgress(env, progress, 0) {
+    if (m_model.dir != spec.modelDir)
+      preflightEvalModel(m_model.dir, spec, "the model of run " + std::to_string(m_model.target));
   }
-  const std::int64_t passkeyUnits =
-      static_cast<std::int64_t>(spec.passkey.lengths.size() * spec.passkey.depths.size()) * spec.passkey.trials;
-  if (!spec.passkey.file.empty()) unitsPerCache += passkeyUnits;
-  // Held-out loss counts as one unit per window it reads.
-  std::vector<std::int64_t> heldOutIds;
-  if (spec.heldOut.text == "validation") heldOutIds = validationTokens(spec, model.dir, env, progress, cancel);
-  const std::int64_t heldOutUnits =
-      spec.heldOut.text.empty() ? 0
-      : heldOutIds.empty()
-          ? 16
-          : std::max<std::int64_t>(
-                1, static_cast<std::int64_t>(spec.heldOut.maxTokens > 0
-                                                 ? std::min<std::size_t>(heldOutIds.size(), spec.heldOut.maxTokens)
-                                                 : heldOutIds.size()) /
-                       spec.heldOut.seqLen);
-  unitsPerCache += heldOutUnits;
-  JobProgress jobProgress(env, progress, unitsPerCache * static_cast<std::int64_t>(caches.size()));
-  // Resuming: what is already stored complete at this step is not scored again.
-  std::set<std::string> done;
-  if (env.resume) {
-    for (const auto& e : store.listEvaluations(target)) {
-      if (e.step == step && !e.partial) done.insert(e.task + "/" + e.metric);
+
+  // Reads everything that can be wrong before the model loads (a bad task
+  // line fails the job before anything is stored), then scores each cache.
+  json run() {
+    const std::vector<KvQuantSettings> caches = evalCaches(m_spec);
+    std::int64_t unitsPerCache = 0;
+    for (const EvalTaskSpec& t : m_spec.evalTasks) {
+      m_taskItems.push_back(readTaskFile(t));
+      unitsPerCache += itemsScored(t, m_taskItems.back());
     }
+    if (!m_spec.passkey.file.empty()) unitsPerCache += passkeyUnits();
+    if (m_spec.heldOut.text == "validation")
+      m_heldOutIds = validationTokens(m_spec, m_model.dir, m_env, m_progress, m_cancel);
+    unitsPerCache += heldOutUnits();
+    m_jobProgress.setTotal(unitsPerCache * static_cast<std::int64_t>(caches.size()));
+    // Resuming: what is already stored complete at this step is not scored again.
+    if (m_env.resume) {
+      for (const auto& e : m_store.listEvaluations(m_model.target))
+        if (e.step == m_model.step && !e.partial) m_done.insert(e.task + "/" + e.metric);
+    }
+    for (const KvQuantSettings& cache : caches) {
+      if (m_cancel.requested()) break;
+      m_labels.push_back(cache.on() ? kvQuantLabel(cache) : "full precision");
+      if (!m_spec.evalTasks.empty()) scoreTasks(cache);
+      if (!m_spec.passkey.file.empty() && !m_cancel.requested()) scorePasskey(cache);
+      if (!m_spec.heldOut.text.empty() && !m_cancel.requested()) scoreHeldOut(cache);
+    }
+    json summary = {{"model", m_model.dir},
+                    {"evaluates", {{"run", m_model.target}, {"step", m_model.step}}},
+                    {"device", m_device},
+                    {"kv_caches", m_labels}};
+    if (!m_spec.evalTasks.empty()) summary["eval_tasks"] = m_tasks;
+    if (!m_spec.passkey.file.empty()) summary["passkey"] = m_cells;
+    if (!m_spec.heldOut.text.empty()) summary["held_out"] = m_heldOut;
+    return summary;
   }
-  const auto complete = [&](const std::string& task, const std::string& metric) {
-    return done.count(task + "/" + metric) > 0;
-  };
 
-  json summary = {{"model", model.dir}, {"evaluates", {{"run", target}, {"step", step}}}, {"device", device}};
-  json labels = json::array(), tasks = json::object(), cells = json::array(), heldOut = json::object();
-  for (const KvQuantSettings& cache : caches) {
-    if (cancel.requested()) break;
-    labels.push_back(cache.on() ? kvQuantLabel(cache) : "full precision");
-    // Results over a quantized cache are stored under their own task names.
-    if (!spec.evalTasks.empty()) {
-      ChoiceEvalOptions o;
-      o.model = model.dir;
-      o.device = device;
-      o.kvQuant = cache;
-      ChoiceScorer scorer(o);  // the model, loaded once for every task
-      for (std::size_t k = 0; k < spec.evalTasks.size(); ++k) {
-        EvalTaskSpec t = spec.evalTasks[k];
-        t.name = kvQuantTaskName(t.name, cache);
-        const auto n = static_cast<std::int64_t>(taskItems[k].size());
-        jobProgress.beginPart(t.limit > 0 ? std::min(t.limit, n) : n);
-        if (complete(t.name, "acc") && complete(t.name, "acc_norm")) {
-          progress.log(LogLevel::Info, t.name + ": already scored, kept");
-          tasks[t.name] = {{"resumed", true}};
-          continue;
-        }
-        const TaskScoreTarget into{store, target, step, env.lines, std::chrono::seconds(2)};
-        const ChoiceEvalResult r = scoreTaskIntoStore(scorer, t, taskItems[k], into, jobProgress, progress, cancel);
-        tasks[t.name] = choiceScoresJson(r, static_cast<std::int64_t>(taskItems[k].size()));
-        if (r.cancelled) break;
+ private:
+  static std::int64_t itemsScored(const EvalTaskSpec& t, const std::vector<ChoiceItem>& items) {
+    const auto n = static_cast<std::int64_t>(items.size());
+    return t.limit > 0 ? std::min(t.limit, n) : n;
+  }
+  std::int64_t passkeyUnits() const {
+    return static_cast<std::int64_t>(m_spec.passkey.lengths.size() * m_spec.passkey.depths.size()) *
+           m_spec.passkey.trials;
+  }
+  // Held-out loss counts as one unit per window it reads (a text file's length is not known yet).
+  std::int64_t heldOutUnits() const {
+    if (m_spec.heldOut.text.empty()) return 0;
+    if (m_heldOutIds.empty()) return 16;
+    std::size_t tokens = m_heldOutIds.size();
+    if (m_spec.heldOut.maxTokens > 0) tokens = std::min<std::size_t>(tokens, m_spec.heldOut.maxTokens);
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(tokens) / m_spec.heldOut.seqLen);
+  }
+  bool complete(const std::string& task, const std::string& metric) const {
+    return m_done.count(task + "/" + metric) > 0;
+  }
+  void store(const std::string& task, const std::string& metric, double value, std::int64_t items, bool partial) {
+    EvaluationRecord e;
+    e.runId = m_model.target;
+    e.step = m_model.step;
+    e.task = task;
+    e.metric = metric;
+    e.value = value;
+    e.items = items;
+    e.partial = partial;
+    m_store.addEvaluation(e);
+  }
+
+  // The multiple-choice tasks, the model loaded once for all of them.
+  void scoreTasks(const KvQuantSettings& cache) {
+    ChoiceEvalOptions o;
+    o.model = m_model.dir;
+    o.device = m_device;
+    o.kvQuant = cache;
+    ChoiceScorer scorer(o);
+    for (std::size_t k = 0; k < m_spec.evalTasks.size(); ++k) {
+      EvalTaskSpec t = m_spec.evalTasks[k];
+      t.name = kvQuantTaskName(t.name, cache);  // results over a quantized cache under their own names
+      m_jobProgress.beginPart(itemsScored(t, m_taskItems[k]));
+      if (complete(t.name, "acc") && complete(t.name, "acc_norm")) {
+        m_progress.log(LogLevel::Info, t.name + ": already scored, kept");
+        m_tasks[t.name] = {{"resumed", true}};
+        continue;
       }
+      const TaskScoreTarget into{m_store, m_model.target, m_model.step, m_env.lines, std::chrono::seconds(2)};
+      const ChoiceEvalResult r =
+          scoreTaskIntoStore(scorer, t, m_taskItems[k], into, m_jobProgress, m_progress, m_cancel);
+      m_tasks[t.name] = choiceScoresJson(r, static_cast<std::int64_t>(m_taskItems[k].size()));
+      if (r.cancelled) break;
     }
-    if (!spec.passkey.file.empty() && !cancel.requested()) {
-      const std::string passkeyTask = kvQuantTaskName("passkey", cache);
-      PasskeyOptions p;
-      p.model = model.dir;
-      p.haystack = spec.passkey.file;
-      p.lengths = spec.passkey.lengths;
-      p.depths = spec.passkey.depths;
-      p.trials = spec.passkey.trials;
-      p.seed = spec.passkey.seed;
-      p.device = device;
-      p.kvQuant = cache;
-      p.skipCell = [&](int length, double depth) { return complete(passkeyTask, passkeyMetricName(length, depth)); };
-      p.onCell = [&](const PasskeyCell& c) {
-        EvaluationRecord e;
-        e.runId = target;
-        e.step = step;
-        e.task = passkeyTask;
-        e.metric = passkeyMetricName(c.length, c.depth);
-        e.value = static_cast<double>(c.correct()) / static_cast<double>(c.trials.size());
-        e.items = static_cast<std::int64_t>(c.trials.size());
-        e.partial = c.partial;
-        store.addEvaluation(e);
-        cells.push_back({{"cache", labels.back()},
+  }
+
+  // The passkey grid, each cell stored when its trials are done.
+  void scorePasskey(const KvQuantSettings& cache) {
+    const std::string task = kvQuantTaskName("passkey", cache);
+    PasskeyOptions p;
+    p.model = m_model.dir;
+    p.haystack = m_spec.passkey.file;
+    p.lengths = m_spec.passkey.lengths;
+    p.depths = m_spec.passkey.depths;
+    p.trials = m_spec.passkey.trials;
+    p.seed = m_spec.passkey.seed;
+    p.device = m_device;
+    p.kvQuant = cache;
+    p.skipCell = [&](int length, double depth) { return complete(task, passkeyMetricName(length, depth)); };
+    p.onCell = [&](const PasskeyCell& c) {
+      store(task, passkeyMetricName(c.length, c.depth),
+            static_cast<double>(c.correct()) / static_cast<double>(c.trials.size()),
+            static_cast<std::int64_t>(c.trials.size()), c.partial);
+      m_cells.push_back({{"cache", m_labels.back()},
                          {"length", c.length},
                          {"depth", c.depth},
                          {"correct", c.correct()},
                          {"trials", c.trials.size()},
                          {"partial", c.partial}});
-      };
-      jobProgress.beginPart(passkeyUnits);
-      try {
-        runPasskey(p, jobProgress, cancel);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::Cancelled) throw;
-      }
-    }
-    if (!spec.heldOut.text.empty() && !cancel.requested()) {
-      const std::string heldOutTask = kvQuantTaskName("held-out", cache);
-      jobProgress.beginPart(heldOutUnits);
-      if (complete(heldOutTask, "loss")) {
-        progress.log(LogLevel::Info, heldOutTask + ": already scored, kept");
-        heldOut[heldOutTask] = {{"resumed", true}};
-      } else {
-        EvalOptions o;
-        o.model = model.dir;
-        if (heldOutIds.empty())
-          o.textFile = spec.heldOut.text;
-        else
-          o.tokens = heldOutIds;
-        o.seqLen = spec.heldOut.seqLen;
-        o.batchSize = spec.heldOut.batch;
-        o.maxTokens = spec.heldOut.maxTokens;
-        o.device = device;
-        o.kvQuant = cache;
-        o.kvChunk = spec.heldOut.chunk;
-        try {
-          const EvalResult r = evaluate(o, jobProgress, cancel);
-          EvaluationRecord e;
-          e.runId = target;
-          e.step = step;
-          e.task = heldOutTask;
-          e.metric = "loss";
-          e.value = r.meanLoss;
-          e.items = r.tokens;
-          store.addEvaluation(e);
-          heldOut[heldOutTask] = {{"loss", r.meanLoss}, {"tokens", r.tokens}};
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::Cancelled) throw;
-        }
-      }
+    };
+    m_jobProgress.beginPart(passkeyUnits());
+    try {
+      runPasskey(p, m_jobProgress, m_cancel);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Cancelled) throw;
     }
   }
-  summary["kv_caches"] = labels;
-  if (!spec.evalTasks.empty()) summary["eval_tasks"] = tasks;
-  if (!spec.passkey.file.empty()) summary["passkey"] = cells;
-  if (!spec.heldOut.text.empty()) summary["held_out"] = heldOut;
-  store.setSummary(runId, summary.dump());
+
+  // The mean loss over the held-out text, as `eval --text` computes it.
+  void scoreHeldOut(const KvQuantSettings& cache) {
+    const std::string task = kvQuantTaskName("held-out", cache);
+    m_jobProgress.beginPart(heldOutUnits());
+    if (complete(task, "loss")) {
+      m_progress.log(LogLevel::Info, task + ": already scored, kept");
+      m_heldOut[task] = {{"resumed", true}};
+      return;
+    }
+    EvalOptions o;
+    o.model = m_model.dir;
+    if (m_heldOutIds.empty())
+      o.textFile = m_spec.heldOut.text;
+    else
+      o.tokens = m_heldOutIds;
+    o.seqLen = m_spec.heldOut.seqLen;
+    o.batchSize = m_spec.heldOut.batch;
+    o.maxTokens = m_spec.heldOut.maxTokens;
+    o.device = m_device;
+    o.kvQuant = cache;
+    o.kvChunk = m_spec.heldOut.chunk;
+    try {
+      const EvalResult r = evaluate(o, m_jobProgress, m_cancel);
+      store(task, "loss", r.meanLoss, r.tokens, false);
+      m_heldOut[task] = {{"loss", r.meanLoss}, {"tokens", r.tokens}};
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Cancelled) throw;
+    }
+  }
+
+  RunStore& m_store;
+  const JobEnvironment& m_env;
+  const RunSpec& m_spec;
+  ProgressSink& m_progress;
+  const CancelToken& m_cancel;
+  const EvaluatedModel m_model;
+  const std::string m_device;
+  JobProgress m_jobProgress;
+  std::vector<std::vector<ChoiceItem>> m_taskItems;
+  std::vector<std::int64_t> m_heldOutIds;
+  std::set<std::string> m_done;
+  json m_labels = json::array(), m_tasks = json::object(), m_cells = json::array(), m_heldOut = json::object();
+};
+
+}  // namespace
+
+RunResult runEvaluationJob(RunStore& store, std::int64_t runId, const JobEnvironment& env, const RunSpec& spec,
+                           ProgressSink& progress, const CancelToken& cancel) {
+  EvaluationJob job(store, runId, env, spec, progress, cancel);
+  store.setSummary(runId, job.run().dump());
   RunResult result(RunStatus::Completed);
   if (cancel.requested()) {
     result.status = RunStatus::Cancelled;
