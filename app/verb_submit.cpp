@@ -4,7 +4,6 @@
 
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
@@ -53,8 +52,7 @@ int cmdSubmit(int argc, char** argv) {
   spec.device = profile.device;  // every rank's device comes from the profile
   validateRunSpec(spec, specPath.string());
   preflightRunSpec(spec, specPath.string(), workspace);
-  const fs::path engine =
-      profile.prefix.empty() ? ownExecutable() : fs::path(profile.prefix) / "bin" / "latentlab-engine";
+  const fs::path engine = engineOnNodes(profile, ownExecutable());
   if (args.flag("print")) {
     std::fputs(slurmBatchScript(profile, db, 0, engine, workspace / "runs" / "ID").c_str(), stdout);
     return 0;
@@ -62,23 +60,16 @@ int cmdSubmit(int argc, char** argv) {
   RunStore store(db, StoreOpen::CreateIfMissing);
   const std::int64_t runId = store.createRun(std::nullopt, spec.name.empty() ? specPath.stem().string() : spec.name,
                                              spec.kind, runSpecToJson(spec), spec.device);
-  const fs::path runDir = workspace / "runs" / std::to_string(runId);
-  fs::create_directories(runDir);
-  const fs::path script = runDir / "slurm.sbatch";
-  {
-    std::ofstream out(script);
-    out << slurmBatchScript(profile, db, runId, engine, runDir);
-    if (!out) throw Error(ErrorCode::Io, script.string() + ": cannot write the batch script");
-  }
   std::int64_t job = 0;
+  fs::path script;
   try {
+    script = writeBatchScript(profile, db, runId, engine, workspace);
     job = submitBatchScript(script);
   } catch (const Error& e) {
     store.setStatus(runId, RunStatus::Failed, e.message());
     throw;
   }
-  const nlohmann::json data = {{"job", job}, {"cluster", profile.name}, {"script", script.string()}};
-  store.addEvent(runId, "slurm", "submitted to Slurm as job " + std::to_string(job), data.dump());
+  recordSlurmSubmission(store, runId, job, profile.name, script);
   std::printf("%s\n", nlohmann::json({{"run", runId}, {"slurm_job", job}, {"script", script.string()}}).dump().c_str());
   return 0;
 }

@@ -162,6 +162,7 @@ MainWindow::MainWindow(const Workspace& workspace, MainWindowOptions options, QW
   resize(size);
 
   probeDevices();
+  watchClusterProfiles();
   m_training->setSpecContributor([this](RunSpec& s) {
     m_model->applyTo(s);
     m_conversion->applyTo(s);
@@ -335,7 +336,8 @@ void MainWindow::wire() {
     m_model->loadFrom(s);
     m_conversion->loadFrom(s);
   });
-  connect(m_training, &TrainingPanel::runRequested, this, [this](const RunSpec& s) { submitRun(s); });
+  connect(m_training, &TrainingPanel::runRequested, this,
+          [this](const RunSpec& s) { submitRun(s, m_training->cluster()); });
   connect(m_runs, &RunsPanel::selectionChanged, this, &MainWindow::showSelection);
   auto chooseColor = [this](qint64 runId) {
     const QColor c = QColorDialog::getColor(runColor(runId), this, tr("Colour of %1").arg(m_runModel->runName(runId)));
@@ -405,12 +407,18 @@ void MainWindow::wire() {
   });
 }
 
-qint64 MainWindow::submitRun(const RunSpec& spec) {
+qint64 MainWindow::submitRun(const RunSpec& given, const QString& cluster) {
   try {
+    RunSpec spec = given;
+    if (!cluster.isEmpty()) {
+      // Every rank's device comes from the profile, as `latentlab-engine submit` does.
+      spec.device = readClusterProfile(cluster.toStdString(), m_ws.dir.toStdString()).device;
+    }
     validateRunSpec(spec, "the run spec");
     const std::int64_t exp = findOrCreateExperiment(*m_store, "workbench", "", "Runs started from the workbench");
     const std::string name = spec.name.empty() ? "run" : spec.name;
     const std::int64_t id = m_store->createRun(exp, name, spec.kind, runSpecToJson(spec), spec.device);
+    if (!cluster.isEmpty()) m_store->addTag(id, "cluster:" + cluster.toStdString());
     m_runModel->refresh();
     m_runs->selectRun(id);
     m_jobs->enqueue(id);

@@ -14,6 +14,7 @@
 #include "charts/chart_view.h"
 #include "workspace.h"
 
+class QFileSystemWatcher;
 class QSplitter;
 class QTabWidget;
 class QLabel;
@@ -77,8 +78,9 @@ class MainWindow : public QMainWindow {
   EvaluatePanel* evaluatePanel() const { return m_evaluate; }
   TryPanel* tryPanel() const { return m_try; }
 
-  // Registers the spec as a queued run and hands it to the job controller.
-  qint64 submitRun(const RunSpec& spec);
+  // Registers the spec as a queued run and hands it to the job controller;
+  // with a cluster profile, the run is placed on that Slurm cluster.
+  qint64 submitRun(const RunSpec& spec, const QString& cluster = {});
   // Registers an evaluation job (kind eval) in the "evaluations" experiment and queues it.
   qint64 submitEvaluation(const RunSpec& spec);
   // Loads a preset file at a scale: the experiment and its runs, queued.
@@ -108,12 +110,17 @@ class MainWindow : public QMainWindow {
   // Run is disabled while the Model tab holds no usable model or the conversion is impossible.
   void updateRunBlock();
   void probeDevices();
+  // The workspace's cluster profiles, read again whenever clusters/ changes.
+  void watchClusterProfiles();
+  void readClusterProfiles();
   void applyDevices(const std::vector<DeviceInfo>& devices);
   // A path a preset names that is not here: the user's choice, asked once
   // and remembered per workspace. Empty when the user declines.
   QString presetPath(const QString& presetTitle, const QString& original, bool folder);
   std::vector<DeviceInfo> m_devices;
   QProcess* m_deviceProbe = nullptr;  // `devices --json` while it runs
+  QFileSystemWatcher* m_clusterWatch = nullptr;
+  QStringList m_clustersOffered;
   void saveLayout();
   void restoreLayout();
   void keepPlotShare();  // the plot keeps at least 40% of the window's height

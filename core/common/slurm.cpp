@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "latentlab/error.h"
+#include "latentlab/run_store.h"
 
 namespace latentlab {
 namespace fs = std::filesystem;
@@ -108,6 +110,20 @@ ClusterProfile readClusterProfile(const std::string& nameOrPath, const fs::path&
   return p;
 }
 
+std::vector<std::string> clusterProfileNames(const fs::path& workspace) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(workspace / "clusters", ec)) {
+    if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+fs::path engineOnNodes(const ClusterProfile& profile, const fs::path& local) {
+  return profile.prefix.empty() ? local : fs::path(profile.prefix) / "bin" / "latentlab-engine";
+}
+
 std::string slurmBatchScript(const ClusterProfile& p, const fs::path& db, std::int64_t runId, const fs::path& engine,
                              const fs::path& logDir) {
   std::ostringstream s;
@@ -140,6 +156,27 @@ std::string slurmBatchScript(const ClusterProfile& p, const fs::path& db, std::i
   return s.str();
 }
 
+fs::path writeBatchScript(const ClusterProfile& profile, const fs::path& db, std::int64_t runId, const fs::path& engine,
+                          const fs::path& workspace) {
+  const fs::path runDir = workspace / "runs" / std::to_string(runId);
+  std::error_code ec;
+  fs::create_directories(runDir, ec);
+  const fs::path script = runDir / "slurm.sbatch";
+  std::ofstream out(script);
+  out << slurmBatchScript(profile, db, runId, engine, runDir);
+  out.close();
+  if (!out) throw Error(ErrorCode::Io, script.string() + ": cannot write the batch script");
+  return script;
+}
+
+std::optional<std::int64_t> parseSbatchAnswer(const std::string& answer) {
+  std::string out = answer;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::smatch m;
+  if (!std::regex_match(out, m, std::regex(R"((\d{1,18})(;.*)?)"))) return std::nullopt;
+  return std::stoll(m[1].str());
+}
+
 std::int64_t submitBatchScript(const fs::path& script) {
   const std::string command = "sbatch --parsable " + quoted(script.string()) + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -149,16 +186,62 @@ std::int64_t submitBatchScript(const fs::path& script) {
   while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) out += buf.data();
   const int status = ::pclose(pipe);
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  std::smatch m;
-  // --parsable prints "<job id>" or "<job id>;<cluster>".
-  if (status != 0 || !std::regex_match(out, m, std::regex(R"((\d+)(;.*)?)"))) {
+  const std::optional<std::int64_t> job = parseSbatchAnswer(out);
+  if (status != 0 || !job) {
     throw Error(ErrorCode::BadInput,
                 "sbatch refused " + script.string() + (out.empty() ? std::string(" (no output)") : ": " + out),
                 WIFEXITED(status) && WEXITSTATUS(status) == 127
                     ? "sbatch is not on PATH: submit from a Slurm login node."
                     : "");
   }
-  return std::stoll(m[1].str());
+  return *job;
+}
+
+void recordSlurmSubmission(RunStore& store, std::int64_t runId, std::int64_t job, const std::string& profile,
+                           const fs::path& script) {
+  store.addTag(runId, "cluster:" + profile);
+  const json data = {{"job", job}, {"cluster", profile}, {"script", script.string()}};
+  store.addEvent(runId, "slurm", "submitted to Slurm as job " + std::to_string(job), data.dump());
+}
+
+std::string runCluster(const RunStore& store, std::int64_t runId) {
+  for (const std::string& tag : store.tags(runId)) {
+    if (tag.rfind("cluster:", 0) == 0) return tag.substr(8);
+  }
+  return {};
+}
+
+std::optional<std::int64_t> lastSlurmJob(const RunStore& store, std::int64_t runId) {
+  std::optional<std::int64_t> job;
+  for (const EventRecord& e : store.listEvents(runId)) {
+    if (e.kind != "slurm" || e.dataJson.empty()) continue;
+    const json data = json::parse(e.dataJson, nullptr, false);
+    if (data.is_object() && data.contains("job") && data["job"].is_number_integer())
+      job = data["job"].get<std::int64_t>();
+  }
+  return job;
+}
+
+std::vector<SlurmJobState> parseSqueue(const std::string& out) {
+  std::vector<SlurmJobState> jobs;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> fields;
+    std::size_t from = 0;
+    for (int k = 0; k < 3; ++k) {
+      const std::size_t bar = line.find('|', from);
+      if (bar == std::string::npos) break;
+      fields.push_back(line.substr(from, bar - from));
+      from = bar + 1;
+    }
+    if (fields.size() != 3) continue;
+    fields.push_back(line.substr(from));
+    // An array or heterogeneous job's id ("12_3", "12+0") is not one of ours.
+    if (fields[0].empty() || fields[0].find_first_not_of("0123456789") != std::string::npos) continue;
+    jobs.push_back({std::stoll(fields[0]), fields[1], fields[2], fields[3]});
+  }
+  return jobs;
 }
 
 }  // namespace latentlab

@@ -270,6 +270,38 @@ class TestJobController : public QObject {
     QCOMPARE(jobs.job(id)->status, RunStatus::Crashed);
   }
 
+  // A run whose engine holds it from another host (a cluster node sharing the
+  // workspace) is followed by its heartbeat; Cancel signals nothing here,
+  // where its pid names some other process, and says where it runs.
+  void cancellingARunOwnedOnAnotherHostSignalsNothingHere() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath(QStringLiteral("runs.db"));
+    auto store = std::make_shared<RunStore>(db.toStdString());
+    const qint64 id = addRun(*store, uitest::tinySpec("owned on a node"));
+    store->acquireRun(id);
+    store->setStatus(id, RunStatus::Running);
+    QProcess bystander;  // a process of this host whose pid the remote engine happens to have
+    bystander.start(QStringLiteral("sleep"), {QStringLiteral("60")});
+    QVERIFY(bystander.waitForStarted());
+    QCOMPARE(QProcess::execute(QStringLiteral("sqlite3"),
+                               {db, QStringLiteral("update runs set owner_host='node-elsewhere', pid=%1 where id=%2")
+                                        .arg(bystander.processId())
+                                        .arg(id)}),
+             0);
+    store->heartbeat(id);
+    JobController jobs(store, dir.path(), engineExecutablePath());
+    jobs.reattach(false);
+    QVERIFY(jobs.job(id) != nullptr);
+    QCOMPARE(jobs.job(id)->status, RunStatus::Running);
+    jobs.cancel(id);
+    QVERIFY(!bystander.waitForFinished(500));
+    QCOMPARE(bystander.state(), QProcess::Running);
+    QCOMPARE(jobs.job(id)->log.back(), QStringLiteral("the engine runs on host node-elsewhere: stop it there"));
+    QVERIFY(!jobs.job(id)->cancelRequested);
+    bystander.kill();
+    bystander.waitForFinished();
+  }
+
   // A job followed from the store (started by an earlier session) shows what
   // a launched one shows: progress, step, speed and an ETA at the pace of its
   // newest rows (wall time of training, not since the run was first started).

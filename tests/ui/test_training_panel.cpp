@@ -4,6 +4,7 @@
 // cost shown live and impossible settings blocking Run.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QGroupBox>
@@ -15,6 +16,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStyleOptionGroupBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -31,6 +33,7 @@
 #include "latentlab/memory_plan.h"
 #include "latentlab/run_spec.h"
 #include "latentlab/run_store.h"
+#include "latentlab/slurm.h"
 #include "main_window.h"
 #include "panels/attention_panel.h"
 #include "panels/conversion_panel.h"
@@ -106,6 +109,81 @@ class TestTrainingPanel : public QObject {
     const RunSpec stored = parseRunSpec(store.listRuns().back().specJson, "stored");
     QCOMPARE(stored.attention, std::string("gqa"));
     QCOMPARE(stored.attentionOptions.gqaGroup, 2);
+  }
+
+  // "Run on" offers the workspace's cluster profiles after this machine (one
+  // that cannot be read listed, not selectable, with why), a profile added
+  // while the window is open too; a cluster sets the device to the profile's
+  // and this machine gives it back. Run on a cluster from a host without
+  // Slurm's commands fails the job with the reason, the run kept and tagged.
+  void runOnOffersTheWorkspacesClusterProfiles() {
+    QTemporaryDir dir;
+    const Workspace ws = openWorkspace(dir.path());
+    QVERIFY(QDir(dir.path()).mkpath(QStringLiteral("clusters")));
+    const auto writeProfile = [&](const QString& name, const QByteArray& text) {
+      QFile f(dir.path() + QStringLiteral("/clusters/") + name + QStringLiteral(".json"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(text);
+    };
+    writeProfile(QStringLiteral("gpu"), R"({"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4})");
+    writeProfile(QStringLiteral("bad"), R"({"nodes": 0})");
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TrainingPanel* training = w.trainingPanel();
+    w.rightTabs()->setCurrentWidget(training);
+    QComboBox* on = training->placementBox();
+    QCOMPARE(on->count(), 3);
+    QCOMPARE(on->itemText(0), QStringLiteral("this machine"));
+    QCOMPARE(on->itemText(1), QStringLiteral("Slurm: gpu · 2 nodes × 4 GPU ranks"));
+    QVERIFY2(
+        on->itemText(2).startsWith(QStringLiteral("Slurm: bad (")) && on->itemText(2).contains(QStringLiteral("nodes")),
+        qPrintable(on->itemText(2)));
+    const auto* items = qobject_cast<QStandardItemModel*>(on->model());
+    QVERIFY(items != nullptr && !items->item(2)->isEnabled());
+    QCOMPARE(training->spec().device, std::string("cpu"));
+    uitest::reveal(on);
+    on->setFocus();
+    QTest::keyClick(on, Qt::Key_Down);
+    QCOMPARE(training->cluster(), QStringLiteral("gpu"));
+    QCOMPARE(training->spec().device, std::string("cuda"));
+    // The plan has no verdict from this machine's free memory.
+    training->updateMemoryPlan();
+    QVERIFY2(
+        training->memoryLabel()->text().contains(QStringLiteral("the free memory of gpu's nodes is not known here")),
+        qPrintable(training->memoryLabel()->text()));
+    QTest::keyClick(on, Qt::Key_Down);  // the unreadable profile is skipped
+    QCOMPARE(training->cluster(), QStringLiteral("gpu"));
+    // A spec loaded meanwhile keeps the cluster's device; its own comes back with this machine.
+    RunSpec loaded = training->spec();
+    loaded.device = "cpu,cpu";
+    training->setSpec(loaded);
+    QCOMPARE(training->spec().device, std::string("cuda"));
+    on->setFocus();
+    QTest::keyClick(on, Qt::Key_Up);
+    QCOMPARE(training->cluster(), QString());
+    QCOMPARE(training->spec().device, std::string("cpu,cpu"));
+    writeProfile(QStringLiteral("cpu8"), R"({"tasks_per_node": 8, "device": "cpu"})");
+    QTRY_COMPARE_WITH_TIMEOUT(on->count(), 4, 5000);
+    QCOMPARE(on->itemText(1), QStringLiteral("Slurm: cpu8 · 8 CPU ranks"));
+    // Placed on "cpu8" from a host whose PATH has no sbatch.
+    QTest::keyClick(on, Qt::Key_Down);
+    QCOMPARE(training->cluster(), QStringLiteral("cpu8"));
+    const QByteArray path = qgetenv("PATH");
+    qputenv("PATH", dir.path().toUtf8());
+    QVERIFY(training->runButton()->isEnabled());
+    uitest::reveal(training->runButton());
+    QTest::mouseClick(training->runButton(), Qt::LeftButton);
+    RunStore store(ws.dbPath().toStdString());
+    const std::int64_t run = store.listRuns().back().id;
+    QTRY_VERIFY_WITH_TIMEOUT(w.jobs()->job(run) != nullptr && w.jobs()->job(run)->status == RunStatus::Failed, 10000);
+    qputenv("PATH", path);
+    QVERIFY2(w.jobs()->job(run)->error.contains(QStringLiteral("sbatch is not on PATH")),
+             qPrintable(w.jobs()->job(run)->error));
+    QCOMPARE(w.jobs()->job(run)->placement(), QStringLiteral("Slurm (cpu8)"));
+    QCOMPARE(store.run(run).status, RunStatus::Failed);
+    QCOMPARE(runCluster(store, run), std::string("cpu8"));
+    QVERIFY(QFile::exists(QStringLiteral("%1/runs/%2/slurm.sbatch").arg(dir.path()).arg(run)));
   }
 
   // Every built-in shape, and each latent variant of the demo shape, gets a

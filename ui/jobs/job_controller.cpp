@@ -59,6 +59,8 @@ JobController::JobController(std::shared_ptr<RunStore> store, QString workspaceD
   qRegisterMetaType<latentlab::RunStatus>("latentlab::RunStatus");  // statusChanged's argument, queued and spied
   m_externalTimer.setInterval(2000);
   connect(&m_externalTimer, &QTimer::timeout, this, &JobController::pollExternal);
+  m_clusterTimer.setInterval(5000);
+  connect(&m_clusterTimer, &QTimer::timeout, this, &JobController::pollCluster);
 }
 
 JobController::~JobController() {
@@ -142,17 +144,16 @@ bool JobController::markInStore(qint64 runId, RunStatus target, const QString& e
 void JobController::enqueue(qint64 runId, qint64 after) {
   m_logs.close(runId);  // a retry writes to the log as it is now (its folder may have been removed)
   RunRecord rec;
+  QString cluster;
   try {
     rec = m_store->run(runId);
     if (m_jobs.contains(runId) && m_jobs[runId].isActive()) return;
     if (rec.status == RunStatus::Running) return;  // someone else runs it (reattach() follows those)
     if (rec.status != RunStatus::Queued) m_store->setStatus(runId, RunStatus::Queued);
-    if (after != 0) {
-      m_store->addTag(runId, "after:" + std::to_string(after));
-    } else {
-      for (const std::string& tag : m_store->tags(runId)) {
-        if (tag.rfind("after:", 0) == 0) after = QString::fromStdString(tag.substr(6)).toLongLong();
-      }
+    if (after != 0) m_store->addTag(runId, "after:" + std::to_string(after));
+    for (const std::string& tag : m_store->tags(runId)) {
+      if (after == 0 && tag.rfind("after:", 0) == 0) after = QString::fromStdString(tag.substr(6)).toLongLong();
+      if (tag.rfind("cluster:", 0) == 0) cluster = QString::fromStdString(tag.substr(8));
     }
   } catch (const Error& e) {
     qWarning("cannot queue run %lld: %s", static_cast<long long>(runId), e.message().c_str());
@@ -167,6 +168,8 @@ void JobController::enqueue(qint64 runId, qint64 after) {
   job.device = QString::fromStdString(rec.device.empty() ? std::string("cpu") : rec.device);
   job.log = oldLog;
   job.after = after;
+  job.cluster = cluster;
+  if (job.onCluster()) job.steps = specSteps(QString::fromStdString(rec.specJson));  // no progress events from Slurm
   if (isNew) {
     m_order.push_back(runId);
     Q_EMIT jobsChanged();
@@ -181,6 +184,10 @@ void JobController::cancel(qint64 runId) {
   auto it = m_jobs.find(runId);
   if (it == m_jobs.end() || !it->isActive()) return;
   JobInfo& job = it.value();
+  if (job.onCluster() && (job.slurmJob != 0 || job.slurmState == QLatin1String("submitting"))) {
+    cancelOnCluster(job);
+    return;
+  }
   if (job.status == RunStatus::Queued) {
     markInStore(runId, RunStatus::Cancelled, {});
     setJobStatus(job, RunStatus::Cancelled);
@@ -191,6 +198,18 @@ void JobController::cancel(qint64 runId) {
   job.cancelRequested = true;
   appendLog(job, QStringLiteral("cancel requested"));
   if (job.external) {
+    std::string host;
+    try {
+      host = m_store->run(runId).ownerHost;
+    } catch (const Error&) {
+    }
+    if (!host.empty() && host != ProcessIdentity::current().host) {
+      // Its pid means another process here: nothing is signalled.
+      appendLog(job, QStringLiteral("the engine runs on host %1: stop it there").arg(QString::fromStdString(host)));
+      job.cancelRequested = false;
+      Q_EMIT jobUpdated(runId);
+      return;
+    }
     if (job.pid > 0) ::kill(static_cast<pid_t>(job.pid), SIGTERM);  // the engine treats SIGTERM like "cancel"
     return;
   }
@@ -231,11 +250,15 @@ bool JobController::prerequisiteMet(JobInfo& job) {
 void JobController::schedule() {
   SlotPool pool(m_cpuSlots);
   for (const auto& j : m_jobs)
-    if (j.status == RunStatus::Running) pool.hold(j.device);
+    if (j.status == RunStatus::Running && !j.onCluster()) pool.hold(j.device);
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
     if (j.status != RunStatus::Queued) continue;
     if (j.after != 0 && !prerequisiteMet(j)) continue;
+    if (j.onCluster()) {
+      if (j.slurmJob == 0 && j.slurmState.isEmpty()) submitToCluster(j);  // Slurm places it
+      continue;
+    }
     if (j.device == QLatin1String("cuda") && !m_devices.empty()) {
       // "cuda": the free GPU with the most memory that the plan says holds the run.
       std::string chosen = "cuda";

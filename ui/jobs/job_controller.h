@@ -6,6 +6,9 @@
 // A job whose device lists several devices ("cuda:0,cuda:1", "cpu,cpu") is a
 // data-parallel job: one engine per device with RANK / WORLD_SIZE / LOCAL_RANK /
 // MASTER_ADDR / MASTER_PORT set as torchrun would; rank 0 reports.
+// A run tagged "cluster:<profile>" is placed on a Slurm cluster instead
+// (jobs/job_cluster.cpp): sbatch'ed with the profile's batch script, followed
+// by squeue and the store, cancelled with scancel, resubmitted on retry.
 #pragma once
 
 #include <QDateTime>
@@ -25,10 +28,7 @@
 #include "jobs/line_protocol_parser.h"
 #include "latentlab/engine.h"
 #include "latentlab/run_store.h"
-
-namespace latentlab {
-class RunStore;
-}
+#include "latentlab/slurm.h"
 
 namespace latentlab::ui {
 
@@ -52,6 +52,16 @@ struct JobInfo {
   QString error;
   QDateTime startedAt;
   QStringList log;  // engine events and stderr, newest last (capped)
+  // On a Slurm cluster: the profile, the job id once sbatch answered, and
+  // what squeue says of it (state "ended" once squeue no longer lists it).
+  QString cluster;
+  qint64 slurmJob = 0;
+  QString slurmState;
+  QString slurmNodes;
+  QString slurmReason;
+  bool onCluster() const { return !cluster.isEmpty(); }
+  // Where the job runs: its device here, or "Slurm <job> · <state> · <nodes>".
+  QString placement() const;
   // Pace: (ms since epoch, step) as progress was seen, the last 60 s of it;
   // the store's steps/s (from its rows' wall times) for a reattached job.
   QVector<QPair<qint64, qint64>> pace;
@@ -78,8 +88,10 @@ class JobController : public QObject {
   // that run fails, crashes or is cancelled.
   void enqueue(qint64 runId, qint64 after = 0);
   // Queued: removed and marked cancelled. Running: "cancel\n" on stdin, then
-  // killed after cancelTimeout() and marked cancelled.
+  // killed after cancelTimeout() and marked cancelled. On a cluster: scancel
+  // (the engine checkpoints on the SIGTERM Slurm sends).
   void cancel(qint64 runId);
+  // A run on a cluster is submitted anew (a new Slurm job that resumes it).
   void retry(qint64 runId) { enqueue(runId); }
   // Runs left `running` by an earlier session: alive pid -> followed through
   // the store; dead -> marked crashed. Queued runs of the store are enqueued.
@@ -102,6 +114,8 @@ class JobController : public QObject {
   void setDevices(const std::vector<DeviceInfo>& devices, const QString& runOn = {});
   int cpuSlots() const { return m_cpuSlots; }
   void setCancelTimeout(int ms) { m_cancelTimeoutMs = ms; }
+  // How often squeue is asked about the jobs on a cluster (default 5 s).
+  void setClusterPollInterval(int ms) { m_clusterTimer.setInterval(ms); }
   int cancelTimeout() const { return m_cancelTimeoutMs; }
 
   const QVector<qint64>& jobOrder() const { return m_order; }
@@ -145,6 +159,17 @@ class JobController : public QObject {
   // running; a run that ended otherwise cancels the job (and false).
   bool prerequisiteMet(JobInfo& job);
   bool markInStore(qint64 runId, RunStatus status, const QString& error);
+  // The newest train/loss and speed rows of a run another process writes.
+  void readStoreProgress(JobInfo& job);
+  // Slurm (jobs/job_cluster.cpp).
+  void submitToCluster(JobInfo& job);
+  void followOnCluster(const RunRecord& run, const QString& cluster, qint64 slurmJob);
+  void cancelOnCluster(JobInfo& job);
+  void pollCluster();
+  void onSqueue(int exitCode, const QByteArray& out);
+  void updateFromCluster(JobInfo& job, const SlurmJobState* listed);
+  void endClusterJob(JobInfo& job, RunStatus status, const QString& why);
+  void failCluster(JobInfo& job, const QString& why);
   void onFollowerFinished(qint64 runId, int rank, int exitCode, QProcess::ExitStatus exitStatus);
   QProcess* spawnEngine(qint64 runId, const QString& device, int rank, int worldSize, int port);
 
@@ -162,6 +187,17 @@ class JobController : public QObject {
   QHash<qint64, JobInfo> m_jobs;
   QHash<qint64, std::shared_ptr<Child>> m_children;
   QTimer m_externalTimer;
+  QTimer m_clusterTimer;
+  QPointer<QProcess> m_squeue;
+  // Runs on a cluster that the store says ended but whose Slurm job may run
+  // them again (a requeue or preemption stops the engine, which records
+  // cancelled, and starts it anew): followed if squeue still lists the job.
+  struct ClusterCandidate {
+    QString cluster;
+    qint64 slurmJob = 0;
+  };
+  QHash<qint64, ClusterCandidate> m_clusterCandidates;
+  QString m_squeueError;  // the last refusal, logged once
   std::vector<DeviceInfo> m_devices;
   QString m_runOn;
   JobLogFiles m_logs;

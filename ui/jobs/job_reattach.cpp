@@ -39,6 +39,22 @@ void JobController::reattach(bool enqueueQueued) {
   }
   for (const RunRecord& r : runs) {
     if (m_jobs.contains(r.id)) continue;
+    if (r.status != RunStatus::Completed) {
+      // Submitted to Slurm: squeue says how it goes, not a pid on this host.
+      try {
+        const std::string cluster = runCluster(*m_store, r.id);
+        const std::optional<std::int64_t> slurmJob = lastSlurmJob(*m_store, r.id);
+        if (!cluster.empty() && slurmJob) {
+          if (r.status == RunStatus::Running || r.status == RunStatus::Queued)
+            followOnCluster(r, QString::fromStdString(cluster), *slurmJob);
+          else
+            m_clusterCandidates.insert(r.id, {QString::fromStdString(cluster), *slurmJob});
+          continue;
+        }
+      } catch (const Error& e) {
+        qWarning("reattach: %s", e.message().c_str());
+      }
+    }
     if (r.status == RunStatus::Running) {
       // The same lease rule as `latentlab-engine runs list`: live owner or crashed.
       if (checkLease(r, storeNow()).state == LeaseState::Live && r.pid) {
@@ -66,35 +82,56 @@ void JobController::reattach(bool enqueueQueued) {
   }
   if (enqueueQueued) {
     for (const RunRecord& r : runs) {
-      if (r.status == RunStatus::Queued) enqueue(r.id);
+      if (r.status == RunStatus::Queued && !m_jobs.contains(r.id)) enqueue(r.id);
     }
   }
   if (!m_externalTimer.isActive()) m_externalTimer.start();
   pollExternal();
+  if (!m_clusterCandidates.isEmpty()) pollCluster();
+}
+
+void JobController::readStoreProgress(JobInfo& j) {
+  const qint64 id = j.runId;
+  const auto last = m_store->lastStep(id, "train/loss");
+  if (!last) return;
+  // The newest rows: step, loss, tokens, and the pace of this stretch.
+  auto pts = m_store->rowsSince(id, "train/loss", std::max<std::int64_t>(-1, *last - 64));
+  j.step = *last;
+  if (!pts.empty()) {
+    j.loss = pts.back().value;
+    j.hasLoss = true;
+    j.tokens = pts.back().tokens;
+    j.storeStepsPerSec = storePace(pts);
+  }
+  if (auto speedStep = m_store->lastStep(id, "tokens_per_s")) {
+    const auto speed = m_store->rowsSince(id, "tokens_per_s", *speedStep - 1);
+    if (!speed.empty()) j.tokensPerSec = speed.back().value;
+  }
+  j.observe(j.step, QDateTime::currentMSecsSinceEpoch());
+  Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
 }
 
 void JobController::pollExternal() {
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
+    if (j.onCluster() && j.isActive() && j.slurmJob != 0) {
+      // Between squeue's answers, the store: progress, and running once an engine holds the run.
+      try {
+        readStoreProgress(j);
+        if (observedStatus(m_store->run(id), storeNow()) == RunStatus::Running) {
+          setJobStatus(j, RunStatus::Running);
+          // Started since squeue last answered: ask again for its state and nodes.
+          if (j.slurmState != QLatin1String("RUNNING")) pollCluster();
+        }
+      } catch (const Error& e) {
+        qWarning("run %lld: %s", static_cast<long long>(id), e.message().c_str());
+      }
+      Q_EMIT jobUpdated(id);
+      continue;
+    }
     if (!j.external || j.status != RunStatus::Running) continue;
     try {
-      if (auto last = m_store->lastStep(id, "train/loss")) {
-        // The newest rows: step, loss, tokens, and the pace of this stretch.
-        auto pts = m_store->rowsSince(id, "train/loss", std::max<std::int64_t>(-1, *last - 64));
-        j.step = *last;
-        if (!pts.empty()) {
-          j.loss = pts.back().value;
-          j.hasLoss = true;
-          j.tokens = pts.back().tokens;
-          j.storeStepsPerSec = storePace(pts);
-        }
-        if (auto speedStep = m_store->lastStep(id, "tokens_per_s")) {
-          const auto speed = m_store->rowsSince(id, "tokens_per_s", *speedStep - 1);
-          if (!speed.empty()) j.tokensPerSec = speed.back().value;
-        }
-        j.observe(j.step, QDateTime::currentMSecsSinceEpoch());
-        Q_EMIT progress(id, j.step, j.steps, j.tokens, j.loss, j.tokensPerSec);
-      }
+      readStoreProgress(j);
       const RunRecord r = m_store->run(id);
       if (observedStatus(r, storeNow()) != RunStatus::Running) {
         if (r.status == RunStatus::Running) {

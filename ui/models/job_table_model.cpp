@@ -72,6 +72,8 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
             if (before != nullptr && before->isActive()) return tr("waits for #%1").arg(j->after);
           }
           return QString::fromLatin1(runStatusName(j->status));
+        case PlacementColumn:
+          return j->placement();
         case ProgressColumn:
           return percent;
         case StepColumn:
@@ -88,7 +90,12 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
     case Qt::ForegroundRole:
       return idx.column() == StatusColumn ? QVariant(statusColor(j->status)) : QVariant();
     case Qt::ToolTipRole:
-      return j->error.isEmpty() ? QVariant(j->device) : QVariant(j->error);
+      if (!j->error.isEmpty()) return j->error;
+      if (j->onCluster()) {
+        return tr("cluster profile %1, device %2; the batch script and Slurm's output are in the run's folder")
+            .arg(j->cluster, j->device);
+      }
+      return j->device;
     case Qt::TextAlignmentRole:
       return idx.column() >= StepColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
     default:
@@ -98,7 +105,7 @@ QVariant JobTableModel::data(const QModelIndex& idx, int role) const {
 
 QVariant JobTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const kNames[] = {"Run", "Status", "Progress", "Step", "Speed", "ETA", "Loss"};
+  static const char* const kNames[] = {"Run", "Status", "Where", "Progress", "Step", "Speed", "ETA", "Loss"};
   return section >= 0 && section < ColumnCount ? tr(kNames[section]) : QVariant();
 }
 

@@ -1,6 +1,6 @@
 // The jobs of this session (queued, running, finished) as a table over the
-// job controller: run, status, progress (0-100, drawn as a bar), step,
-// tokens/s, ETA, loss.
+// job controller: run, status, where it runs (device, or Slurm job, state and
+// nodes), progress (0-100, drawn as a bar), step, tokens/s, ETA, loss.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -12,7 +12,17 @@ class JobController;
 class JobTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { RunColumn, StatusColumn, ProgressColumn, StepColumn, SpeedColumn, EtaColumn, LossColumn, ColumnCount };
+  enum Column {
+    RunColumn,
+    StatusColumn,
+    PlacementColumn,
+    ProgressColumn,
+    StepColumn,
+    SpeedColumn,
+    EtaColumn,
+    LossColumn,
+    ColumnCount
+  };
   enum Role { RunIdRole = Qt::UserRole + 1, ProgressRole };
 
   explicit JobTableModel(JobController* jobs, QObject* parent = nullptr);

@@ -59,8 +59,8 @@ JobsPanel::JobsPanel(JobController* jobs, JobTableModel* model, QWidget* parent)
   m_view->horizontalHeader()->setSectionResizeMode(JobTableModel::RunColumn, QHeaderView::Stretch);
   m_view->horizontalHeader()->setSectionResizeMode(JobTableModel::ProgressColumn, QHeaderView::Fixed);
   m_view->setColumnWidth(JobTableModel::ProgressColumn, 180);
-  for (int c : {JobTableModel::StatusColumn, JobTableModel::StepColumn, JobTableModel::SpeedColumn,
-                JobTableModel::EtaColumn, JobTableModel::LossColumn}) {
+  for (int c : {JobTableModel::StatusColumn, JobTableModel::PlacementColumn, JobTableModel::StepColumn,
+                JobTableModel::SpeedColumn, JobTableModel::EtaColumn, JobTableModel::LossColumn}) {
     m_view->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   }
   m_cancel = new QPushButton(tr("Cancel"));

@@ -16,7 +16,9 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 
 #include "charts/lr_curve_view.h"
@@ -122,6 +124,12 @@ void TrainingPanel::createFields() {
   m_ckptEvery->setSpecialValueText(tr("only at the end"));
   m_device = new QComboBox;
   m_device->setEditable(true);
+  m_placement = new QComboBox;
+  m_placement->setObjectName(QStringLiteral("placement"));
+  m_placement->addItem(tr("this machine"), QString());
+  m_placement->setToolTip(
+      tr("Where the run's engine runs: here, or on a Slurm cluster through a profile in the workspace's "
+         "clusters/ folder (docs/distributed.md); the workbench submits it with sbatch and follows it"));
   m_precision = new QComboBox;
   for (const std::string& d : choiceNames<Precision>()) m_precision->addItem(QString::fromStdString(d));
   m_precision->setToolTip(
@@ -237,6 +245,7 @@ QGroupBox* TrainingPanel::buildEvalBox() {
 QGroupBox* TrainingPanel::buildDeviceBox() {
   auto* devBox = new QGroupBox(tr("Device"));
   auto* vf = form(devBox);
+  vf->addRow(tr("Run on:"), m_placement);
   vf->addRow(tr("Device:"), m_device);
   vf->addRow(tr("Precision:"), m_precision);
   vf->addRow(tr("Sharding:"), m_zero);
@@ -356,6 +365,63 @@ void TrainingPanel::connectSignals() {
   auto cacheDType = [this] { updateCacheDType(); };
   connect(m_precision, &QComboBox::currentTextChanged, this, cacheDType);
   connect(m_device, &QComboBox::currentTextChanged, this, cacheDType);
+  connect(m_placement, &QComboBox::currentIndexChanged, this, [this] { applyPlacement(); });
+}
+
+namespace {
+
+// "2 CPU ranks", "2 nodes × 4 GPU ranks": the ranks a profile runs.
+QString profileShape(const ClusterProfile& p) {
+  const QString kind = p.device == "cuda" ? QStringLiteral("GPU") : QStringLiteral("CPU");
+  const QString ranks =
+      QStringLiteral("%1 %2 rank%3").arg(p.tasksPerNode).arg(kind).arg(p.tasksPerNode == 1 ? "" : "s");
+  return p.nodes == 1 ? ranks : QStringLiteral("%1 nodes × %2").arg(p.nodes).arg(ranks);
+}
+
+}  // namespace
+
+// A cluster sets the device (the profile's, one per rank) and locks the
+// field; this machine gives the field back as it was.
+void TrainingPanel::applyPlacement() {
+  const QString name = cluster();
+  if (name.isEmpty()) {
+    if (!m_device->isEnabled() && !m_localDevice.isEmpty()) m_device->setCurrentText(m_localDevice);
+    m_device->setEnabled(true);
+    m_device->setToolTip({});
+    scheduleMemoryPlan();
+    return;
+  }
+  if (m_device->isEnabled()) m_localDevice = m_device->currentText();
+  for (const ClusterProfile& p : m_clusters) {
+    if (QString::fromStdString(p.name) != name) continue;
+    m_device->setCurrentText(QString::fromStdString(p.device));
+    m_device->setToolTip(tr("%1, from the cluster profile %2").arg(profileShape(p), name));
+  }
+  m_device->setEnabled(false);
+  scheduleMemoryPlan();
+}
+
+void TrainingPanel::setClusterProfiles(const std::vector<ClusterProfile>& profiles, const QStringList& problems) {
+  const QString current = cluster();
+  m_clusters = profiles;
+  const QSignalBlocker block(m_placement);
+  while (m_placement->count() > 1) m_placement->removeItem(1);
+  for (const ClusterProfile& p : profiles) {
+    const QString name = QString::fromStdString(p.name);
+    m_placement->addItem(tr("Slurm: %1 · %2").arg(name, profileShape(p)), name);
+  }
+  for (const QString& problem : problems) {
+    m_placement->addItem(tr("Slurm: %1").arg(problem), QString());
+    auto* model = qobject_cast<QStandardItemModel*>(m_placement->model());
+    if (model != nullptr) model->item(m_placement->count() - 1)->setEnabled(false);
+  }
+  const int at = current.isEmpty() ? 0 : m_placement->findData(current);
+  m_placement->setCurrentIndex(at < 0 ? 0 : at);
+  applyPlacement();
+}
+
+QString TrainingPanel::cluster() const {
+  return m_placement->currentData().toString();
 }
 
 void TrainingPanel::updateCacheDType() {
@@ -379,10 +445,16 @@ void TrainingPanel::updateMemoryPlan() {
   try {
     std::int64_t sourceParameters = 0;
     const ModelConfig cfg = plannedModelConfig(s, &sourceParameters);
-    const MemoryPlan p = planMemory(cfg, s, availableBytesOn(s.device, m_deviceMemory), sourceParameters);
+    // On a cluster, this machine's free memory says nothing about the nodes'.
+    const QString remote = cluster();
+    const MemoryPlan p =
+        planMemory(cfg, s, remote.isEmpty() ? availableBytesOn(s.device, m_deviceMemory) : 0, sourceParameters);
     auto bytes = [](std::int64_t b) { return QString::fromStdString(formatBytes(b)); };
     const QString device = QString::fromStdString(s.device);
-    if (!p.known()) {
+    if (!remote.isEmpty()) {
+      text = tr("<b>%1</b> per rank at its peak (%2); the free memory of %3's nodes is not known here")
+                 .arg(bytes(p.peakBytes), QString::fromStdString(p.peakPhase), remote.toHtmlEscaped());
+    } else if (!p.known()) {
       text = tr("<b>%1</b> per device at its peak (%2); free memory of %3 unknown")
                  .arg(bytes(p.peakBytes), QString::fromStdString(p.peakPhase), device.toHtmlEscaped());
     } else if (p.fits()) {
@@ -499,6 +571,11 @@ void TrainingPanel::setSpec(const RunSpec& s) {
   m_ckptEvery->setValue(s.checkpointEvery);
   if (m_device->findText(QString::fromStdString(s.device)) < 0) m_device->addItem(QString::fromStdString(s.device));
   m_device->setCurrentText(QString::fromStdString(s.device));
+  if (!cluster().isEmpty()) {
+    // The spec's device is this machine's choice; the cluster's stays in the field.
+    m_localDevice = QString::fromStdString(s.device);
+    applyPlacement();
+  }
   m_precision->setCurrentText(choiceText(s.precision));
   m_zeroInit->setChecked(s.zeroInitOutput);
   m_recompute->setChecked(s.recompute);

@@ -13,6 +13,7 @@
 
 #include "latentlab/engine.h"
 #include "latentlab/run_spec.h"
+#include "latentlab/slurm.h"
 
 class QCheckBox;
 class QComboBox;
@@ -41,6 +42,13 @@ class TrainingPanel : public QWidget {
   void setSpec(const RunSpec& spec);
   void setSpecContributor(std::function<void(RunSpec&)> contributor) { m_contributor = std::move(contributor); }
   void setDevices(const QStringList& devices);
+  // The workspace's Slurm cluster profiles, offered under "Run on" after this
+  // machine; `problems` are the profiles that cannot be read (name: why),
+  // listed but not selectable.
+  void setClusterProfiles(const std::vector<ClusterProfile>& profiles, const QStringList& problems = {});
+  // The profile chosen under "Run on"; empty: this machine.
+  QString cluster() const;
+  QComboBox* placementBox() const { return m_placement; }
   // Total and free memory per device (from `latentlab-engine devices --json`),
   // for the memory plan's verdict; without it the plan has none.
   void setDeviceMemory(const std::vector<DeviceInfo>& devices);
@@ -90,6 +98,7 @@ class TrainingPanel : public QWidget {
   void connectSignals();
   // The attention panel's KV figure follows the dtype the run trains in.
   void updateCacheDType();
+  void applyPlacement();
   void updateLrCurve();
   void updateRunState();
   void scheduleMemoryPlan();
@@ -125,6 +134,9 @@ class TrainingPanel : public QWidget {
   QSpinBox* m_evalBatches = nullptr;
   QSpinBox* m_ckptEvery = nullptr;
   QComboBox* m_device = nullptr;
+  QComboBox* m_placement = nullptr;
+  std::vector<ClusterProfile> m_clusters;
+  QString m_localDevice;  // the device chosen before a cluster took the field
   QComboBox* m_precision = nullptr;
   QComboBox* m_zero = nullptr;
   QCheckBox* m_zeroInit = nullptr;

@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace latentlab {
+
+class RunStore;
 
 // <workspace>/clusters/<name>.json: where and how a run is placed.
 struct ClusterProfile {
@@ -29,6 +32,13 @@ struct ClusterProfile {
 // file). Throws Error naming the file and the field.
 ClusterProfile readClusterProfile(const std::string& nameOrPath, const std::filesystem::path& workspace);
 
+// The names of a workspace's profiles (<workspace>/clusters/*.json), sorted.
+std::vector<std::string> clusterProfileNames(const std::filesystem::path& workspace);
+
+// The engine's path on the nodes: <prefix>/bin/latentlab-engine, or `local`
+// (this engine's own path) where the profile names no prefix.
+std::filesystem::path engineOnNodes(const ClusterProfile& profile, const std::filesystem::path& local);
+
 // The batch script that runs run `runId` of `db` under `profile`: one srun
 // task per rank, the rendezvous on the allocation's first node, every rank
 // `latentlab-engine run --db DB --run ID`, which starts the run or resumes it
@@ -37,8 +47,37 @@ ClusterProfile readClusterProfile(const std::string& nameOrPath, const std::file
 std::string slurmBatchScript(const ClusterProfile& profile, const std::filesystem::path& db, std::int64_t runId,
                              const std::filesystem::path& engine, const std::filesystem::path& logDir);
 
+// Writes the batch script of run `runId` to <workspace>/runs/<id>/slurm.sbatch
+// (output beside it) and returns its path. Throws Error naming the file.
+std::filesystem::path writeBatchScript(const ClusterProfile& profile, const std::filesystem::path& db,
+                                       std::int64_t runId, const std::filesystem::path& engine,
+                                       const std::filesystem::path& workspace);
+
+// sbatch --parsable's answer ("<job id>" or "<job id>;<cluster>"): the job id.
+std::optional<std::int64_t> parseSbatchAnswer(const std::string& answer);
+
 // `sbatch --parsable SCRIPT`; returns the job id. Throws Error with sbatch's
 // own message when it refuses.
 std::int64_t submitBatchScript(const std::filesystem::path& script);
+
+// A run's submission, kept in the store: the tag "cluster:<profile>" (the
+// workbench follows the run through Slurm, also after it is reopened) and the
+// event "slurm" with {job, cluster, script}.
+void recordSlurmSubmission(RunStore& store, std::int64_t runId, std::int64_t job, const std::string& profile,
+                           const std::filesystem::path& script);
+// The profile a run is placed on (its "cluster:" tag), empty for this machine.
+std::string runCluster(const RunStore& store, std::int64_t runId);
+// The Slurm job the run was last submitted as (its newest "slurm" event).
+std::optional<std::int64_t> lastSlurmJob(const RunStore& store, std::int64_t runId);
+
+// One line of `squeue --noheader --format=<kSqueueFormat>`.
+struct SlurmJobState {
+  std::int64_t job = 0;
+  std::string state;   // PENDING, RUNNING, COMPLETING, ...
+  std::string nodes;   // the node list ("" while pending)
+  std::string reason;  // why it pends ("None" while it runs)
+};
+inline constexpr const char* kSqueueFormat = "%i|%T|%N|%r";
+std::vector<SlurmJobState> parseSqueue(const std::string& out);
 
 }  // namespace latentlab

@@ -6,6 +6,7 @@
 
 #include "latentlab/error.h"
 #include "latentlab/run_spec.h"
+#include "latentlab/run_store.h"
 #include "latentlab/slurm.h"
 #include "test_support.h"
 
@@ -274,6 +275,54 @@ TEST(ClusterProfile, FieldsReachTheScriptAndBadOnesNameTheFileAndField) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("absent.json: no such cluster profile"), std::string::npos) << e.message();
   }
+}
+
+// What the workbench reads back from Slurm and the store to follow a run:
+// sbatch's and squeue's answers, the profiles on offer, the run's placement.
+TEST(ClusterProfile, SubmissionsAndSlurmAnswersAsTheWorkbenchReadsThem) {
+  EXPECT_EQ(parseSbatchAnswer("42\n"), std::optional<std::int64_t>(42));
+  EXPECT_EQ(parseSbatchAnswer("42;cluster-a"), std::optional<std::int64_t>(42));
+  EXPECT_EQ(parseSbatchAnswer("sbatch: error: Batch job submission failed: Invalid partition name specified"),
+            std::nullopt);
+  EXPECT_EQ(parseSbatchAnswer(""), std::nullopt);
+  const std::vector<SlurmJobState> jobs = parseSqueue(
+      "17|RUNNING|node[01-02]|None\n"
+      "18|PENDING||Priority\n"
+      "19_3|RUNNING|node03|None\n"  // an array task: not a job of ours
+      "garbage\n"
+      "20|COMPLETING|node01|None");
+  ASSERT_EQ(jobs.size(), 3U);
+  EXPECT_EQ(jobs[0].job, 17);
+  EXPECT_EQ(jobs[0].state, "RUNNING");
+  EXPECT_EQ(jobs[0].nodes, "node[01-02]");
+  EXPECT_EQ(jobs[1].nodes, "");
+  EXPECT_EQ(jobs[1].reason, "Priority");
+  EXPECT_EQ(jobs[2].job, 20);
+  EXPECT_EQ(jobs[2].state, "COMPLETING");
+
+  const std::filesystem::path ws = scratchDir("cluster-submission");
+  EXPECT_TRUE(clusterProfileNames(ws).empty());  // no clusters/ folder
+  std::filesystem::create_directories(ws / "clusters");
+  for (const char* name : {"b.json", "a.json", "notes.txt"}) std::ofstream(ws / "clusters" / name) << "{}";
+  EXPECT_EQ(clusterProfileNames(ws), (std::vector<std::string>{"a", "b"}));
+  ClusterProfile profile = readClusterProfile("a", ws);
+  EXPECT_EQ(engineOnNodes(profile, "/here/latentlab-engine"), "/here/latentlab-engine");
+  profile.prefix = "/sw/latentlab";
+  EXPECT_EQ(engineOnNodes(profile, "/here/latentlab-engine"), "/sw/latentlab/bin/latentlab-engine");
+
+  RunStore store(ws / "runs.db", StoreOpen::CreateIfMissing);
+  const std::int64_t run = store.createRun(std::nullopt, "r", "pretrain", "{}", "cpu");
+  EXPECT_EQ(runCluster(store, run), "");
+  EXPECT_EQ(lastSlurmJob(store, run), std::nullopt);
+  const std::filesystem::path script = writeBatchScript(profile, ws / "runs.db", run, "/e", ws);
+  EXPECT_EQ(script, ws / "runs" / std::to_string(run) / "slurm.sbatch");
+  std::ifstream in(script);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("--run " + std::to_string(run) + " "), std::string::npos) << text;
+  recordSlurmSubmission(store, run, 41, "a", script);
+  recordSlurmSubmission(store, run, 57, "a", script);  // resubmitted: the newest job counts
+  EXPECT_EQ(runCluster(store, run), "a");
+  EXPECT_EQ(lastSlurmJob(store, run), std::optional<std::int64_t>(57));
 }
 
 }  // namespace latentlab::test
