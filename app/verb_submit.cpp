@@ -69,7 +69,10 @@ int cmdSubmit(int argc, char** argv) {
     store.setStatus(runId, RunStatus::Failed, e.message());
     throw;
   }
-  recordSlurmSubmission(store, runId, job, profile.name, script);
+  // A profile given by path is kept as that path: the workbench resubmits with the same file.
+  const std::string given = *args.get("cluster");
+  const bool byPath = given.find('/') != std::string::npos || fs::path(given).extension() == ".json";
+  recordSlurmSubmission(store, runId, job, byPath ? fs::absolute(given).string() : given, script);
   std::printf("%s\n", nlohmann::json({{"run", runId}, {"slurm_job", job}, {"script", script.string()}}).dump().c_str());
   return 0;
 }

@@ -29,6 +29,13 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
+// A folder in sbatch's --output: '%' doubled (Slurm reads %j, %N, ... there).
+std::string outputPattern(const fs::path& dir) {
+  std::string out;
+  for (const char c : (dir / "").string()) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return out;
+}
+
 }  // namespace
 
 ClusterProfile readClusterProfile(const std::string& nameOrPath, const fs::path& workspace) {
@@ -92,6 +99,9 @@ ClusterProfile readClusterProfile(const std::string& nameOrPath, const fs::path&
         if (!o.is_string() || o.get<std::string>().rfind("--", 0) != 0)
           bad(k, "must list options such as \"--exclusive\"");
         if (o.get<std::string>().find('\n') != std::string::npos) bad(k, "options cannot span lines");
+        const std::string option = o.get<std::string>();
+        if (option.rfind("--clusters", 0) == 0 || option.rfind("-M", 0) == 0)
+          bad(k, "cannot name other clusters (--clusters): the workbench follows jobs on the cluster it submits to");
         p.sbatch.push_back(o.get<std::string>());
       }
     } else {
@@ -124,13 +134,17 @@ fs::path engineOnNodes(const ClusterProfile& profile, const fs::path& local) {
   return profile.prefix.empty() ? local : fs::path(profile.prefix) / "bin" / "latentlab-engine";
 }
 
+std::string slurmJobName(std::int64_t runId) {
+  return "latentlab-" + std::to_string(runId);
+}
+
 std::string slurmBatchScript(const ClusterProfile& p, const fs::path& db, std::int64_t runId, const fs::path& engine,
                              const fs::path& logDir) {
   std::ostringstream s;
   s << "#!/usr/bin/env bash\n"
     << "# Run " << runId << " of " << db.string() << " on the cluster profile '" << p.name
     << "', written by latentlab-engine submit.\n"
-    << "#SBATCH --job-name=latentlab-" << runId << "\n"
+    << "#SBATCH --job-name=" << slurmJobName(runId) << "\n"
     << "#SBATCH --nodes=" << p.nodes << "\n"
     << "#SBATCH --ntasks-per-node=" << p.tasksPerNode << "\n"
     << "#SBATCH --cpus-per-task=" << p.cpusPerTask << "\n";
@@ -138,8 +152,8 @@ std::string slurmBatchScript(const ClusterProfile& p, const fs::path& db, std::i
   if (!p.partition.empty()) s << "#SBATCH --partition=" << p.partition << "\n";
   if (!p.account.empty()) s << "#SBATCH --account=" << p.account << "\n";
   s << "#SBATCH --time=" << p.time << "\n"
-    << "#SBATCH --output=" << (logDir / "slurm-%j.out").string()
-    << "\n"
+    << "#SBATCH --output=\"" << outputPattern(logDir)
+    << "slurm-%j.out\"\n"
     // A preempted or requeued job runs this script again: every rank resumes
     // the run from its last checkpoint.
     << "#SBATCH --requeue\n";
@@ -159,6 +173,11 @@ std::string slurmBatchScript(const ClusterProfile& p, const fs::path& db, std::i
 fs::path writeBatchScript(const ClusterProfile& profile, const fs::path& db, std::int64_t runId, const fs::path& engine,
                           const fs::path& workspace) {
   const fs::path runDir = workspace / "runs" / std::to_string(runId);
+  if (runDir.string().find_first_of("\"\n") != std::string::npos) {
+    throw Error(ErrorCode::BadInput, workspace.string() +
+                                         ": a workspace whose path holds a double quote or a newline cannot be "
+                                         "named in a batch script; move it");
+  }
   std::error_code ec;
   fs::create_directories(runDir, ec);
   const fs::path script = runDir / "slurm.sbatch";
@@ -229,17 +248,19 @@ std::vector<SlurmJobState> parseSqueue(const std::string& out) {
   while (std::getline(lines, line)) {
     std::vector<std::string> fields;
     std::size_t from = 0;
-    for (int k = 0; k < 3; ++k) {
+    // The name last: a user's job name may hold any character.
+    for (int k = 0; k < 4; ++k) {
       const std::size_t bar = line.find('|', from);
       if (bar == std::string::npos) break;
       fields.push_back(line.substr(from, bar - from));
       from = bar + 1;
     }
-    if (fields.size() != 3) continue;
+    if (fields.size() != 4) continue;
     fields.push_back(line.substr(from));
     // An array or heterogeneous job's id ("12_3", "12+0") is not one of ours.
-    if (fields[0].empty() || fields[0].find_first_not_of("0123456789") != std::string::npos) continue;
-    jobs.push_back({std::stoll(fields[0]), fields[1], fields[2], fields[3]});
+    if (fields[0].empty() || fields[0].size() > 18 || fields[0].find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    jobs.push_back({std::stoll(fields[0]), fields[1], fields[2], fields[3], fields[4]});
   }
   return jobs;
 }

@@ -162,7 +162,7 @@ echo "losses: $(wc -l < "$work/slurm.txt") rows equal to the local 2-rank run's 
 # resubmitted; a run requeued mid-run. Same losses, one per step.
 spec "cancelled and resubmitted" 40 0 > "$work/long.json"
 spec "requeued on slurm" 40 10 > "$work/requeue.json"
-wb="$work/wb"
+wb="$work/work bench 100%"  # a space and a per cent sign, which sbatch's --output reads as a pattern
 mkdir -p "$wb/clusters"
 cp "$ws/clusters/local.json" "$wb/clusters/"
 t1=$(now)

@@ -40,6 +40,7 @@ QString lastOutputLine(const QString& workspace, qint64 runId, qint64 slurmJob) 
 void runSlurmCommand(QObject* owner, const QString& program, const QStringList& args,
                      std::function<void(int code, const QString& output)> done) {
   auto* proc = new QProcess(owner);
+  proc->setObjectName(program);  // the controller's destructor waits for an sbatch
   proc->setProcessChannelMode(QProcess::MergedChannels);
   QObject::connect(proc, &QProcess::finished, owner, [proc, done](int code, QProcess::ExitStatus status) {
     proc->deleteLater();
@@ -102,11 +103,18 @@ void JobController::submitToCluster(JobInfo& job) {
                     JobInfo& j = it.value();
                     const auto id = code == 0 ? parseSbatchAnswer(answer.toStdString()) : std::nullopt;
                     if (!id) {
-                      failCluster(j, QStringLiteral("sbatch refused %1: %2")
-                                         .arg(script, answer.isEmpty() ? QStringLiteral("(no output)") : answer));
+                      const QString why = QStringLiteral("sbatch refused %1: %2")
+                                              .arg(script, answer.isEmpty() ? QStringLiteral("(no output)") : answer);
+                      if (!j.cancelRequested) {
+                        failCluster(j, why);
+                        return;
+                      }
+                      markInStore(runId, RunStatus::Cancelled, why);  // cancelled meanwhile: as asked
+                      endClusterJob(j, RunStatus::Cancelled, why);
                       return;
                     }
                     j.slurmJob = *id;
+                    j.slurmSubmittedMs = QDateTime::currentMSecsSinceEpoch();
                     j.slurmState = QStringLiteral("submitted");  // squeue's first answer says more
                     try {
                       recordSlurmSubmission(*m_store, runId, *id, profileName, script.toStdString());
@@ -118,6 +126,7 @@ void JobController::submitToCluster(JobInfo& job) {
                                      .arg(QString::fromStdString(profileName)));
                     if (j.cancelRequested) cancelOnCluster(j);  // cancelled while sbatch ran
                     Q_EMIT jobUpdated(runId);
+                    if (m_closing) return;
                     if (!m_clusterTimer.isActive()) m_clusterTimer.start();
                     if (!m_externalTimer.isActive()) m_externalTimer.start();  // the store, between squeue's answers
                     pollCluster();
@@ -161,7 +170,11 @@ void JobController::cancelOnCluster(JobInfo& job) {
 }
 
 void JobController::pollCluster() {
-  if (m_squeue != nullptr) return;  // the last answer is still to come
+  if (m_closing) return;
+  if (m_squeue != nullptr) {  // the last answer is still to come: ask again after it
+    m_pollAgain = true;
+    return;
+  }
   bool any = !m_clusterCandidates.isEmpty();
   for (const JobInfo& j : m_jobs) any = any || (j.onCluster() && j.slurmJob != 0 && j.slurmState != kEnded);
   if (!any) {
@@ -172,22 +185,33 @@ void JobController::pollCluster() {
   // make `squeue --jobs` refuse the whole list.
   auto* proc = new QProcess(this);
   m_squeue = proc;
-  connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus status) {
+  const qint64 askedMs = QDateTime::currentMSecsSinceEpoch();
+  connect(proc, &QProcess::finished, this, [this, proc, askedMs](int code, QProcess::ExitStatus status) {
     proc->deleteLater();
     m_squeue = nullptr;
-    onSqueue(status == QProcess::NormalExit ? code : -1, proc->readAllStandardOutput() + proc->readAllStandardError());
+    const QByteArray out = proc->readAllStandardOutput() + proc->readAllStandardError();
+    if (status != QProcess::NormalExit) {
+      onSqueue(-1, QByteArrayLiteral("no answer within 30 s"), askedMs);
+    } else {
+      onSqueue(code, out, askedMs);
+    }
+    if (m_pollAgain) {
+      m_pollAgain = false;
+      pollCluster();
+    }
   });
-  connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError e) {
+  connect(proc, &QProcess::errorOccurred, this, [this, proc, askedMs](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;
     proc->deleteLater();
     m_squeue = nullptr;
-    onSqueue(-1, QByteArrayLiteral("squeue is not on PATH"));
+    onSqueue(-1, QByteArrayLiteral("squeue is not on PATH"), askedMs);
   });
+  QTimer::singleShot(30000, proc, [proc] { proc->kill(); });  // a controller that does not answer
   proc->start(QStringLiteral("squeue"),
               {QStringLiteral("--noheader"), QStringLiteral("--me"), QStringLiteral("--format=%1").arg(kSqueueFormat)});
 }
 
-void JobController::onSqueue(int exitCode, const QByteArray& out) {
+void JobController::onSqueue(int exitCode, const QByteArray& out, qint64 askedMs) {
   if (exitCode != 0) {
     // Slurm's controller unreachable: the jobs keep their last state, and say why once.
     const QString why = QStringLiteral("squeue: %1").arg(QString::fromUtf8(out).trimmed());
@@ -200,10 +224,15 @@ void JobController::onSqueue(int exitCode, const QByteArray& out) {
     return;
   }
   m_squeueError.clear();
+  // Only jobs named for their run: a job id Slurm has given again to another job is not the run's.
   QHash<qint64, SlurmJobState> listed;
   for (const SlurmJobState& s : parseSqueue(out.toStdString())) listed.insert(s.job, s);
+  const auto ours = [&](qint64 job, qint64 runId) {
+    auto it = listed.constFind(job);
+    return it != listed.constEnd() && it->name == slurmJobName(runId) ? &it.value() : nullptr;
+  };
   for (auto c = m_clusterCandidates.constBegin(); c != m_clusterCandidates.constEnd(); ++c) {
-    if (!listed.contains(c->slurmJob) || m_jobs.contains(c.key())) continue;
+    if (ours(c->slurmJob, c.key()) == nullptr || m_jobs.contains(c.key())) continue;
     try {
       followOnCluster(m_store->run(c.key()), c->cluster, c->slurmJob);
     } catch (const Error& e) {
@@ -214,9 +243,11 @@ void JobController::onSqueue(int exitCode, const QByteArray& out) {
   for (qint64 id : m_order) {
     JobInfo& j = m_jobs[id];
     if (!j.onCluster() || j.slurmJob == 0 || j.slurmState == kEnded || !j.isActive()) continue;
-    auto it = listed.constFind(j.slurmJob);
+    const SlurmJobState* state = ours(j.slurmJob, id);
+    // An answer asked for before sbatch answered cannot list the job: the next one says.
+    if (state == nullptr && j.slurmSubmittedMs >= askedMs) continue;
     try {
-      updateFromCluster(j, it == listed.constEnd() ? nullptr : &it.value());
+      updateFromCluster(j, state);
     } catch (const Error& e) {
       qWarning("run %lld: %s", static_cast<long long>(id), e.message().c_str());
     }

@@ -75,6 +75,12 @@ JobController::~JobController() {
       markInStore(it.key(), RunStatus::Cancelled, QStringLiteral("stopped when LatentLab closed"));
     }
   }
+  // An sbatch still to answer: its job id is recorded, or a reopened
+  // workbench would not know the job and submit the run again.
+  m_closing = true;
+  for (QProcess* p : findChildren<QProcess*>()) {
+    if (p->objectName() == QLatin1String("sbatch") && p->state() != QProcess::NotRunning) p->waitForFinished(15000);
+  }
   // Ranks 1.. of data-parallel jobs whose rank 0 has finished: they end by
   // themselves right after it; give them a moment before the hard stop.
   for (QProcess* p : findChildren<QProcess*>()) {

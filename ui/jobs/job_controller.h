@@ -59,6 +59,7 @@ struct JobInfo {
   QString slurmState;
   QString slurmNodes;
   QString slurmReason;
+  qint64 slurmSubmittedMs = 0;  // when sbatch answered: an older squeue answer cannot know the job
   bool onCluster() const { return !cluster.isEmpty(); }
   // Where the job runs: its device here, or "Slurm <job> · <state> · <nodes>".
   QString placement() const;
@@ -166,7 +167,7 @@ class JobController : public QObject {
   void followOnCluster(const RunRecord& run, const QString& cluster, qint64 slurmJob);
   void cancelOnCluster(JobInfo& job);
   void pollCluster();
-  void onSqueue(int exitCode, const QByteArray& out);
+  void onSqueue(int exitCode, const QByteArray& out, qint64 askedMs);
   void updateFromCluster(JobInfo& job, const SlurmJobState* listed);
   void endClusterJob(JobInfo& job, RunStatus status, const QString& why);
   void failCluster(JobInfo& job, const QString& why);
@@ -189,6 +190,8 @@ class JobController : public QObject {
   QTimer m_externalTimer;
   QTimer m_clusterTimer;
   QPointer<QProcess> m_squeue;
+  bool m_pollAgain = false;  // a job was submitted while squeue was being asked
+  bool m_closing = false;    // the destructor waits for sbatch's answers, and asks nothing more
   // Runs on a cluster that the store says ended but whose Slurm job may run
   // them again (a requeue or preemption stops the engine, which records
   // cancelled, and starts it anew): followed if squeue still lists the job.

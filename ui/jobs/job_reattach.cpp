@@ -43,8 +43,8 @@ void JobController::reattach(bool enqueueQueued) {
       // Submitted to Slurm: squeue says how it goes, not a pid on this host.
       try {
         const std::string cluster = runCluster(*m_store, r.id);
-        const std::optional<std::int64_t> slurmJob = lastSlurmJob(*m_store, r.id);
-        if (!cluster.empty() && slurmJob) {
+        const std::optional<std::int64_t> slurmJob = cluster.empty() ? std::nullopt : lastSlurmJob(*m_store, r.id);
+        if (slurmJob) {
           if (r.status == RunStatus::Running || r.status == RunStatus::Queued)
             followOnCluster(r, QString::fromStdString(cluster), *slurmJob);
           else
@@ -87,7 +87,10 @@ void JobController::reattach(bool enqueueQueued) {
   }
   if (!m_externalTimer.isActive()) m_externalTimer.start();
   pollExternal();
-  if (!m_clusterCandidates.isEmpty()) pollCluster();
+  if (!m_clusterCandidates.isEmpty()) {
+    if (!m_clusterTimer.isActive()) m_clusterTimer.start();  // asked again if squeue fails now
+    pollCluster();
+  }
 }
 
 void JobController::readStoreProgress(JobInfo& j) {

@@ -76,8 +76,11 @@ struct SlurmJobState {
   std::string state;   // PENDING, RUNNING, COMPLETING, ...
   std::string nodes;   // the node list ("" while pending)
   std::string reason;  // why it pends ("None" while it runs)
+  std::string name;    // the job's name: latentlab-<run id> for the runs of a batch script
 };
-inline constexpr const char* kSqueueFormat = "%i|%T|%N|%r";
+inline constexpr const char* kSqueueFormat = "%i|%T|%N|%r|%j";
+// The job name a run's batch script gives its Slurm job.
+std::string slurmJobName(std::int64_t runId);
 std::vector<SlurmJobState> parseSqueue(const std::string& out);
 
 }  // namespace latentlab

@@ -240,7 +240,7 @@ TEST(ClusterProfile, FieldsReachTheScriptAndBadOnesNameTheFileAndField) {
   const std::string script = slurmBatchScript(p, "/ws/runs.db", 7, "/sw/latentlab/bin/latentlab-engine", "/ws/runs/7");
   for (const char* line : {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=8\n", "#SBATCH --gpus-per-node=8\n",
                            "#SBATCH --cpus-per-task=12\n", "#SBATCH --partition=gpu\n", "#SBATCH --account=mla\n",
-                           "#SBATCH --time=12:00:00\n", "#SBATCH --output=/ws/runs/7/slurm-%j.out\n",
+                           "#SBATCH --time=12:00:00\n", "#SBATCH --output=\"/ws/runs/7/slurm-%j.out\"\n",
                            "#SBATCH --requeue\n", "#SBATCH --exclusive\n", "export MASTER_PORT=29600\n",
                            "srun --kill-on-bad-exit=1 '/sw/latentlab/bin/latentlab-engine' run --db '/ws/runs.db' "
                            "--run 7 --device cuda --quiet\n"})
@@ -260,6 +260,7 @@ TEST(ClusterProfile, FieldsReachTheScriptAndBadOnesNameTheFileAndField) {
            {R"({"device": "tpu"})", "device"},
            {R"({"gpus_per_node": 4, "tasks_per_node": 8})", "tasks_per_node exceeds gpus_per_node"},
            {R"({"sbatch": ["exclusive"]})", "sbatch"},
+           {R"({"sbatch": ["--clusters=other"]})", "cannot name other clusters"},
            {R"({"queue": "gpu"})", "queue is not a field"},
            {R"({"port": 70000})", "port"},
            {R"([1, 2])", "one JSON object"},
@@ -286,17 +287,19 @@ TEST(ClusterProfile, SubmissionsAndSlurmAnswersAsTheWorkbenchReadsThem) {
             std::nullopt);
   EXPECT_EQ(parseSbatchAnswer(""), std::nullopt);
   const std::vector<SlurmJobState> jobs = parseSqueue(
-      "17|RUNNING|node[01-02]|None\n"
-      "18|PENDING||Priority\n"
-      "19_3|RUNNING|node03|None\n"  // an array task: not a job of ours
+      "17|RUNNING|node[01-02]|None|latentlab-3\n"
+      "18|PENDING||Priority|a|job|named|with|bars\n"
+      "19_3|RUNNING|node03|None|array\n"  // an array task: not a job of ours
       "garbage\n"
-      "20|COMPLETING|node01|None");
+      "20|COMPLETING|node01|None|latentlab-5");
   ASSERT_EQ(jobs.size(), 3U);
   EXPECT_EQ(jobs[0].job, 17);
   EXPECT_EQ(jobs[0].state, "RUNNING");
   EXPECT_EQ(jobs[0].nodes, "node[01-02]");
   EXPECT_EQ(jobs[1].nodes, "");
   EXPECT_EQ(jobs[1].reason, "Priority");
+  EXPECT_EQ(jobs[0].name, slurmJobName(3));
+  EXPECT_EQ(jobs[1].name, "a|job|named|with|bars");
   EXPECT_EQ(jobs[2].job, 20);
   EXPECT_EQ(jobs[2].state, "COMPLETING");
 
@@ -319,6 +322,17 @@ TEST(ClusterProfile, SubmissionsAndSlurmAnswersAsTheWorkbenchReadsThem) {
   std::ifstream in(script);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("--run " + std::to_string(run) + " "), std::string::npos) << text;
+  EXPECT_NE(text.find("#SBATCH --job-name=" + slurmJobName(run) + "\n"), std::string::npos) << text;
+  // sbatch reads %j, %N, ... in --output: a '%' of the folder is doubled.
+  const std::filesystem::path odd = scratchDir("cluster 100% odd");
+  const std::filesystem::path oddScript = writeBatchScript(profile, odd / "runs.db", 1, "/e", odd);
+  std::ifstream oddIn(oddScript);
+  const std::string oddText((std::istreambuf_iterator<char>(oddIn)), std::istreambuf_iterator<char>());
+  std::string folder = (odd / "runs" / "1").string();
+  folder.replace(folder.find('%'), 1, "%%");
+  EXPECT_NE(oddText.find("#SBATCH --output=\"" + folder + "/slurm-%j.out\"\n"), std::string::npos)
+      << "expected the '%' doubled in:\n"
+      << oddText;
   recordSlurmSubmission(store, run, 41, "a", script);
   recordSlurmSubmission(store, run, 57, "a", script);  // resubmitted: the newest job counts
   EXPECT_EQ(runCluster(store, run), "a");
