@@ -3,7 +3,8 @@
 // clusters/local.json profile: one node, 2 CPU ranks) and the specs, and
 // afterwards compares the runs' losses with local runs of the same specs.
 // Everything is done as a user does it: "Run on" chosen with the keyboard,
-// Run, Cancel and Retry clicked, the Jobs table's cells read as shown.
+// Run, Cancel and Retry clicked, the Jobs table's cells read as shown. The
+// last test adds a profile whose engine the node does not have.
 #include <QComboBox>
 #include <QHeaderView>
 #include <QProcess>
@@ -245,6 +246,46 @@ class TestSlurmJobs : public QObject {
     QVERIFY2(anyMatches(after, QStringLiteral("^Slurm %1 · RUNNING · ").arg(slurmJob)),
              qPrintable(after.join(QStringLiteral(" | "))));
     QCOMPARE(lossRows(ws, run), 40);
+  }
+
+  // A profile whose install prefix the nodes do not have: the job ends
+  // before any engine starts, the run fails saying so with the job's own
+  // last words, and the log has the end of its output file.
+  void aJobThatEndsBeforeTheEngineStartsFailsWithItsOutput() {
+    const Workspace ws = openWorkspace(env("LATENTLAB_SLURM_WORKSPACE"));
+    QFile profile(ws.dir + QStringLiteral("/clusters/no-engine.json"));
+    QVERIFY(profile.open(QIODevice::WriteOnly));
+    profile.write(R"({"tasks_per_node": 2, "device": "cpu", "time": "00:05:00", "prefix": "/no/such/prefix"})");
+    profile.close();
+    MainWindow w(ws, uitest::quietWindowOptions());
+    w.jobs()->setClusterPollInterval(250);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TrainingPanel* training = w.trainingPanel();
+    w.rightTabs()->setCurrentWidget(training);
+    QVERIFY(training->loadSpecFile(env("LATENTLAB_SLURM_SPEC")));
+    QComboBox* on = training->placementBox();
+    uitest::reveal(on);
+    on->setFocus();
+    while (training->cluster() != QLatin1String("no-engine") && on->currentIndex() + 1 < on->count())
+      QTest::keyClick(on, Qt::Key_Down);
+    QCOMPARE(training->cluster(), QStringLiteral("no-engine"));
+    uitest::reveal(training->runButton());
+    QTest::mouseClick(training->runButton(), Qt::LeftButton);
+    const qint64 run = newestRun(ws);
+    QTRY_COMPARE_WITH_TIMEOUT(cell(w, run, JobTableModel::StatusColumn), QStringLiteral("failed"), 60000);
+    const JobInfo* job = w.jobs()->job(run);
+    QVERIFY2(job->error.startsWith(QStringLiteral("Slurm job %1 ended before the run started: ").arg(job->slurmJob)) &&
+                 job->error.contains(QStringLiteral("/no/such/prefix/bin/latentlab-engine")),
+             qPrintable(job->error));
+    const QString log = job->log.join(QLatin1Char('\n'));
+    qInfo("%s", qPrintable(job->error));
+    QVERIFY2(log.contains(QStringLiteral("slurm-%1.out ends:").arg(job->slurmJob)) &&
+                 log.contains(QStringLiteral("/no/such/prefix/bin/latentlab-engine")),
+             qPrintable(log));
+    RunStore store(ws.dbPath().toStdString());
+    QCOMPARE(store.run(run).status, RunStatus::Failed);
+    QCOMPARE(store.run(run).error, job->error.toStdString());
   }
 };
 

@@ -9,6 +9,7 @@
 #include <QFile>
 #include <QHash>
 #include <QProcess>
+#include <algorithm>
 #include <functional>
 
 #include "jobs/job_controller.h"
@@ -26,13 +27,28 @@ namespace fs = std::filesystem;
 const QString kSubmitting = QStringLiteral("submitting");
 const QString kEnded = QStringLiteral("ended");
 
-// The last line a job's output file holds: what the engine or srun said last.
-QString lastOutputLine(const QString& workspace, qint64 runId, qint64 slurmJob) {
+// The last lines of a job's output file (at most `count`, from its last 16 KiB):
+// what the engine, srun or the batch script said last.
+QStringList outputTail(const QString& workspace, qint64 runId, qint64 slurmJob, int count) {
   QFile out(QStringLiteral("%1/runs/%2/slurm-%3.out").arg(workspace).arg(runId).arg(slurmJob));
   if (!out.open(QIODevice::ReadOnly)) return {};
-  if (out.size() > 4096) out.seek(out.size() - 4096);
-  const QList<QByteArray> lines = out.readAll().trimmed().split('\n');
-  return lines.isEmpty() ? QString() : QString::fromUtf8(lines.back()).trimmed();
+  if (out.size() > 16384) out.seek(out.size() - 16384);
+  QStringList lines;
+  for (const QByteArray& line : out.readAll().split('\n')) {
+    if (!line.trimmed().isEmpty()) lines << QString::fromUtf8(line).trimmed();
+  }
+  return lines.mid(std::max<qsizetype>(0, lines.size() - count));
+}
+
+// The cause, as the output's end tells it: the first of its last lines that
+// says "error:" (the engine's own, or slurmstepd's execve; srun's "tasks
+// exited" follows them), else its last line.
+QString causeInOutput(const QString& workspace, qint64 runId, qint64 slurmJob) {
+  const QStringList tail = outputTail(workspace, runId, slurmJob, 20);
+  for (const QString& line : tail) {
+    if (line.contains(QLatin1String("error:"), Qt::CaseInsensitive)) return line;
+  }
+  return tail.isEmpty() ? QString() : tail.back();
 }
 
 // A Slurm command started for the controller: its merged output and exit
@@ -291,7 +307,7 @@ void JobController::updateFromCluster(JobInfo& job, const SlurmJobState* listed)
     if (checkLease(run, storeNow()).state == LeaseState::Live) return;  // its last rows are still coming
     const QString why = QStringLiteral("Slurm job %1 ended while the run was running: %2")
                             .arg(job.slurmJob)
-                            .arg(lastOutputLine(m_workspaceDir, job.runId, job.slurmJob));
+                            .arg(causeInOutput(m_workspaceDir, job.runId, job.slurmJob));
     markInStore(job.runId, RunStatus::Crashed, why);
     endClusterJob(job, RunStatus::Crashed, why);
     return;
@@ -302,7 +318,7 @@ void JobController::updateFromCluster(JobInfo& job, const SlurmJobState* listed)
     endClusterJob(job, RunStatus::Cancelled, why);
     return;
   }
-  const QString last = lastOutputLine(m_workspaceDir, job.runId, job.slurmJob);
+  const QString last = causeInOutput(m_workspaceDir, job.runId, job.slurmJob);
   failCluster(job, QStringLiteral("Slurm job %1 ended before the run started%2")
                        .arg(job.slurmJob)
                        .arg(last.isEmpty() ? QString() : QStringLiteral(": ") + last));
@@ -310,6 +326,12 @@ void JobController::updateFromCluster(JobInfo& job, const SlurmJobState* listed)
 
 void JobController::endClusterJob(JobInfo& job, RunStatus status, const QString& why) {
   job.slurmState = job.slurmJob != 0 ? kEnded : QString();
+  if ((status == RunStatus::Failed || status == RunStatus::Crashed) && job.slurmJob != 0) {
+    // The engine's own messages went to the job's output file, not to this log: its end, here.
+    const QStringList tail = outputTail(m_workspaceDir, job.runId, job.slurmJob, 20);
+    if (!tail.isEmpty()) appendLog(job, QStringLiteral("slurm-%1.out ends:").arg(job.slurmJob));
+    for (const QString& line : tail) appendLog(job, QStringLiteral("  ") + line);
+  }
   if (!why.isEmpty()) {
     job.error = why;
     appendLog(job, why);
