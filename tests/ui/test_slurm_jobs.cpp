@@ -88,19 +88,26 @@ qint64 newestRun(const Workspace& ws) {
 
 // Runs the spec from the Training tab on the profile "local": "Run on" set
 // with the keyboard, Run clicked. Returns the run's id.
-qint64 runOnCluster(MainWindow& w, const Workspace& ws, const QString& specFile) {
+qint64 runOnCluster(MainWindow& w, const Workspace& ws, const QString& specFile,
+                    const QString& profile = QStringLiteral("local")) {
   TrainingPanel* training = w.trainingPanel();
   w.rightTabs()->setCurrentWidget(training);
   if (!training->loadSpecFile(specFile)) return 0;
   QComboBox* on = training->placementBox();
   uitest::reveal(on);
   on->setFocus();
-  while (training->cluster() != QLatin1String("local") && on->currentIndex() + 1 < on->count())
-    QTest::keyClick(on, Qt::Key_Down);
-  if (training->cluster() != QLatin1String("local")) return 0;
+  while (training->cluster() != profile && on->currentIndex() + 1 < on->count()) QTest::keyClick(on, Qt::Key_Down);
+  if (training->cluster() != profile) return 0;
   uitest::reveal(training->runButton());
   QTest::mouseClick(training->runButton(), Qt::LeftButton);
   return newestRun(ws);
+}
+
+// Shows the window, squeue asked every 250 ms; false if it never appeared.
+bool showFollowing(MainWindow& w) {
+  w.jobs()->setClusterPollInterval(250);
+  w.show();
+  return QTest::qWaitForWindowExposed(&w);
 }
 
 std::int64_t lossRows(const Workspace& ws, qint64 runId) {
@@ -124,9 +131,7 @@ class TestSlurmJobs : public QObject {
   void aRunPlacedOnTheClusterIsFollowedToCompletion() {
     const Workspace ws = openWorkspace(env("LATENTLAB_SLURM_WORKSPACE"));
     MainWindow w(ws, uitest::quietWindowOptions());
-    w.jobs()->setClusterPollInterval(250);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(showFollowing(w));
     QComboBox* on = w.trainingPanel()->placementBox();
     QCOMPARE(on->count(), 2);  // this machine, then the profile
     QCOMPARE(on->itemText(1), QStringLiteral("Slurm: local · 2 CPU ranks"));
@@ -162,9 +167,7 @@ class TestSlurmJobs : public QObject {
   void cancelledByScancelThenResubmittedAndResumed() {
     const Workspace ws = openWorkspace(env("LATENTLAB_SLURM_WORKSPACE"));
     MainWindow w(ws, uitest::quietWindowOptions());
-    w.jobs()->setClusterPollInterval(250);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(showFollowing(w));
     const qint64 run = runOnCluster(w, ws, env("LATENTLAB_SLURM_LONG_SPEC"));
     QVERIFY(run > 0);
     QTRY_VERIFY_WITH_TIMEOUT(w.jobs()->job(run)->step >= 3, 90000);
@@ -213,9 +216,7 @@ class TestSlurmJobs : public QObject {
   void requeuedMidRunAndFollowedByAReopenedWorkbench() {
     const Workspace ws = openWorkspace(env("LATENTLAB_SLURM_WORKSPACE"));
     auto w = std::make_unique<MainWindow>(ws, uitest::quietWindowOptions());
-    w->jobs()->setClusterPollInterval(250);
-    w->show();
-    QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+    QVERIFY(showFollowing(*w));
     const qint64 run = runOnCluster(*w, ws, env("LATENTLAB_SLURM_REQUEUE_SPEC"));
     QVERIFY(run > 0);
     QTRY_VERIFY_WITH_TIMEOUT(w->jobs()->job(run)->step >= 14, 90000);
@@ -232,9 +233,7 @@ class TestSlurmJobs : public QObject {
     // The window closes; another opens on the workspace and follows the job.
     w.reset();
     MainWindow again(ws, uitest::quietWindowOptions());
-    again.jobs()->setClusterPollInterval(250);
-    again.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&again));
+    QVERIFY(showFollowing(again));
     // Its run says cancelled (the engine stopped), but squeue lists its job: followed.
     QTRY_VERIFY_WITH_TIMEOUT(again.jobs()->job(run) != nullptr, 10000);
     QCOMPARE(again.jobs()->job(run)->slurmJob, slurmJob);
@@ -258,21 +257,10 @@ class TestSlurmJobs : public QObject {
     profile.write(R"({"tasks_per_node": 2, "device": "cpu", "time": "00:05:00", "prefix": "/no/such/prefix"})");
     profile.close();
     MainWindow w(ws, uitest::quietWindowOptions());
-    w.jobs()->setClusterPollInterval(250);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
-    TrainingPanel* training = w.trainingPanel();
-    w.rightTabs()->setCurrentWidget(training);
-    QVERIFY(training->loadSpecFile(env("LATENTLAB_SLURM_SPEC")));
-    QComboBox* on = training->placementBox();
-    uitest::reveal(on);
-    on->setFocus();
-    while (training->cluster() != QLatin1String("no-engine") && on->currentIndex() + 1 < on->count())
-      QTest::keyClick(on, Qt::Key_Down);
-    QCOMPARE(training->cluster(), QStringLiteral("no-engine"));
-    uitest::reveal(training->runButton());
-    QTest::mouseClick(training->runButton(), Qt::LeftButton);
-    const qint64 run = newestRun(ws);
+    QVERIFY(showFollowing(w));
+    const qint64 run = runOnCluster(w, ws, env("LATENTLAB_SLURM_SPEC"), QStringLiteral("no-engine"));
+    QVERIFY(run > 0);
+    QCOMPARE(w.trainingPanel()->cluster(), QStringLiteral("no-engine"));
     QTRY_COMPARE_WITH_TIMEOUT(cell(w, run, JobTableModel::StatusColumn), QStringLiteral("failed"), 60000);
     const JobInfo* job = w.jobs()->job(run);
     // The cause is the output's first error line: slurmstepd's execve error
