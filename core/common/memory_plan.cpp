@@ -39,20 +39,26 @@ Widths widthsFor(const std::string& precision) {
   return {4, 4, 8, 0, 4, 4, 12, 12};  // fp32
 }
 
-// Elements autograd keeps per token for one decoder layer in training.
-double layerElements(const ModelConfig& c) {
+// Elements autograd keeps per token for one decoder layer in training. With
+// the fp32 norm and activation kernels (fp32 on the CPU, model/fused_ops.h) a
+// norm keeps its input and each row's 1/rms rather than its input and the
+// normalised rows, and the gated activation its two inputs rather than those
+// and act(gate): one element fewer per norm output and per MLP element.
+double layerElements(const ModelConfig& c, bool normKernels) {
   const double h = c.hiddenSize, I = c.intermediateSize;
-  double e = 5 * h + 4 * I;  // two norms with the residual stream, the gated MLP
-  if (c.moe) {               // Qwen3-MoE: each token through top-k experts, the router's probabilities
+  const double perNorm = normKernels ? 1.0 : 2.0;  // norm elements beyond the input its caller already keeps
+  const double perMlp = normKernels ? 3.0 : 4.0;   // gate, up, (act(gate),) the product
+  double e = (1 + 2 * perNorm) * h + perMlp * I;   // two norms with the residual stream, the gated MLP
+  if (c.moe) {  // Qwen3-MoE: each token through top-k experts, the router's probabilities
     int sparse = 0;
     for (int l = 0; l < c.numLayers; ++l) sparse += c.sparseLayer(l) ? 1 : 0;
     const double share = c.numLayers > 0 ? static_cast<double>(sparse) / c.numLayers : 0.0;  // of the layers
-    e += share * (-4 * I + c.moe->topK * (4.0 * c.moe->intermediate + 2 * h) + 2.0 * c.moe->experts);
+    e += share * (-perMlp * I + c.moe->topK * (perMlp * c.moe->intermediate + 2 * h) + 2.0 * c.moe->experts);
   }
   if (c.latent) {
     const LatentAttention& a = *c.latent;
     const double nh = c.numHeads, dn = a.dNope, dv = a.dV, dr = a.dRope;
-    e += 3.25 * h + 3.0 * a.dC + (2 * nh + 2) * dr + 2 * nh * (dn + dv) + 3.0 * a.qLoraRank;
+    e += 3.25 * h + (1 + perNorm) * a.dC + (2 * nh + 2) * dr + 2 * nh * (dn + dv) + (1 + perNorm) * a.qLoraRank;
     e += (a.branches - 1) * nh * (2 * (dn + dv) + (dn + dr) + 2 * dv);  // each further branch's attention
     if (a.latentHeads > 1 && a.branches == 1) e += 1.25 * nh * (dn + dv);
   } else if (c.mla) {
@@ -63,8 +69,8 @@ double layerElements(const ModelConfig& c) {
   }
   // QK norms (Qwen3, Gemma-3) keep the raw and the normalised query and key;
   // Gemma's two further norms per layer their inputs and outputs.
-  if (c.qkNorm && !c.latent) e += 2.0 * (c.numHeads + c.numKvHeads) * c.headDim;
-  if (c.sandwichNorms) e += 4 * h;
+  if (c.qkNorm && !c.latent) e += perNorm * (c.numHeads + c.numKvHeads) * c.headDim;
+  if (c.sandwichNorms) e += 2 * perNorm * h;
   return e;
 }
 
@@ -121,7 +127,8 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double optimizer = P * w.optimizer / shards;
   const double slices = zero ? P * full / shards : 0;
   const double grads = P * w.grad;
-  const double layer = layerElements(c) * w.activation * N;                  // one layer's saved activations
+  const bool normKernels = !p.cuda && p.precision == "fp32";                 // model/fused_ops.h
+  const double layer = layerElements(c, normKernels) * w.activation * N;     // one layer's saved activations
   const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
   // Distilling: the teacher's log-probabilities and the student's at T, fp32,
   // held until the micro-batch's backward (train/distillation.h).

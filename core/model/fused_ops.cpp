@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -29,6 +30,21 @@ bool fusedApplies(std::initializer_list<const torch::Tensor*> tensors) {
   return std::all_of(tensors.begin(), tensors.end(), [&](const torch::Tensor* t) {
     return t->defined() && t->device().is_cpu() && t->scalar_type() == dtype && t->numel() > 0;
   });
+}
+
+// fp32 on the CPU, no autocast, the kernels on: the kernels run in every
+// grad mode, with their own backward where a graph is built, so a forward, a
+// recomputed forward and an evaluation all give one value.
+bool fp32KernelsApply(std::initializer_list<const torch::Tensor*> tensors) {
+  if (!fusedDecodeEnabled() || at::autocast::is_autocast_enabled(at::kCPU)) return false;
+  return std::all_of(tensors.begin(), tensors.end(), [](const torch::Tensor* t) {
+    return t->defined() && t->device().is_cpu() && t->scalar_type() == torch::kFloat32 && t->numel() > 0;
+  });
+}
+
+bool buildsGraph(std::initializer_list<const torch::Tensor*> tensors) {
+  return torch::GradMode::is_enabled() &&
+         std::any_of(tensors.begin(), tensors.end(), [](const torch::Tensor* t) { return t->requires_grad(); });
 }
 
 template <class T>
@@ -61,11 +77,14 @@ void forRanges(std::int64_t n, std::int64_t perItem, const Fn& fn) {
 }
 
 template <class T>
-torch::Tensor fusedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool plusOne) {
+torch::Tensor fusedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool plusOne,
+                           torch::Tensor* rstd = nullptr) {
   const auto xc = x.contiguous();
   const auto wc = weight.contiguous();
   auto y = torch::empty_like(xc);
+  if (rstd != nullptr) *rstd = torch::empty({xc.numel() / x.size(-1)}, xc.options().dtype(torch::kFloat32));
   kernels::RmsNormArgs<T> a;
+  if (rstd != nullptr) a.rstd = rstd->data_ptr<float>();
   a.x = dataOf<T>(xc);
   a.w = dataOf<T>(wc);
   a.y = dataOf<T>(y);
@@ -119,6 +138,72 @@ torch::Tensor runRope(const torch::Tensor& x, const torch::Tensor& cos, const to
   return y;
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// fp32 RMSNorm whose backward is the kernel's: the rows' r kept from the forward.
+struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                               bool plusOne) {
+    torch::Tensor rstd;
+    auto y = fusedRmsNorm<float>(x, weight, eps, plusOne, &rstd);
+    ctx->save_for_backward({x.contiguous(), weight.contiguous(), rstd});
+    ctx->saved_data["plus_one"] = plusOne;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto gy = grads[0].contiguous();
+    kernels::RmsNormBackwardArgs a;
+    a.x = x.data_ptr<float>();
+    a.w = saved[1].data_ptr<float>();
+    a.rstd = saved[2].data_ptr<float>();
+    a.gy = gy.data_ptr<float>();
+    a.dim = x.size(-1);
+    a.plusOne = ctx->saved_data["plus_one"].toBool();
+    auto gx = torch::empty_like(x);
+    a.gx = gx.data_ptr<float>();
+    // One gw buffer per thread, summed after: no two threads add to one.
+    auto partial = torch::zeros({at::get_num_threads(), a.dim}, x.options());
+    const auto kernel = kernels::cpuKernels().rmsNormBackwardF32;
+    forRanges(x.numel() / a.dim, 2 * a.dim, [&](std::int64_t b, std::int64_t e) {
+      kernels::RmsNormBackwardArgs mine = a;
+      mine.gw = partial[at::get_thread_num()].data_ptr<float>();
+      kernel(mine, b, e);
+    });
+    return {gx.view(grads[0].sizes()), partial.sum(0), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// fp32 act(gate) * up whose backward is the kernel's.
+struct GatedFn : torch::autograd::Function<GatedFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up, bool gelu) {
+    auto y = fusedGated<float>(gate, up, gelu);
+    ctx->save_for_backward({gate.contiguous(), up.contiguous()});
+    ctx->saved_data["gelu"] = gelu;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto gy = grads[0].contiguous();
+    auto ggate = torch::empty_like(saved[0]), gup = torch::empty_like(saved[1]);
+    kernels::GatedBackwardArgs a;
+    a.gate = saved[0].data_ptr<float>();
+    a.up = saved[1].data_ptr<float>();
+    a.gy = gy.data_ptr<float>();
+    a.ggate = ggate.data_ptr<float>();
+    a.gup = gup.data_ptr<float>();
+    a.gelu = ctx->saved_data["gelu"].toBool();
+    const auto kernel = kernels::cpuKernels().gatedBackwardF32;
+    const std::int64_t vectors = (gy.numel() + 15) / 16, n = gy.numel();
+    forRanges(vectors, 16, [&](std::int64_t b, std::int64_t e) { kernel(a, b * 16, std::min(n, e * 16)); });
+    return {ggate, gup, torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
@@ -128,6 +213,10 @@ torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const 
 }
 
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool plusOne) {
+  if (fp32KernelsApply({&x, &weight}) && x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1)) {
+    if (buildsGraph({&x, &weight})) return RmsNormFn::apply(x, weight, eps, plusOne);
+    return fusedRmsNorm<float>(x, weight, eps, plusOne);
+  }
   if (fusedApplies({&x, &weight}) && x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1)) {
     return x.scalar_type() == torch::kFloat32 ? fusedRmsNorm<float>(x, weight, eps, plusOne)
                                               : fusedRmsNorm<std::uint16_t>(x, weight, eps, plusOne);
@@ -141,6 +230,10 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 }
 
 torch::Tensor gatedActivation(const torch::Tensor& gate, const torch::Tensor& up, bool geluTanh) {
+  if (fp32KernelsApply({&gate, &up}) && gate.sizes() == up.sizes()) {
+    if (buildsGraph({&gate, &up})) return GatedFn::apply(gate, up, geluTanh);
+    return fusedGated<float>(gate, up, geluTanh);
+  }
   if (fusedApplies({&gate, &up}) && gate.sizes() == up.sizes()) {
     return gate.scalar_type() == torch::kFloat32 ? fusedGated<float>(gate, up, geluTanh)
                                                  : fusedGated<std::uint16_t>(gate, up, geluTanh);

@@ -1,11 +1,16 @@
-// RMSNorm, the gated MLP activation and rotary embeddings for inference on
-// the CPU, each one pass over the activations (model/kernels/fused_kernel.cpp)
-// instead of the five, two and five LibTorch operators of their autograd forms: with the weights
-// read by the decode kernels, those operators were most of what a decode
-// step spent outside its matrix products, and on a prompt each one woke the
-// OpenMP threads. Used where no autograd graph is being built (grad mode
-// off), fp32 or bf16 on the CPU, no autocast, and the decode kernels switched
-// on (model/decode_attention.h); everything else runs the operators.
+// RMSNorm, the gated MLP activation and rotary embeddings on the CPU, each
+// one pass over the activations (model/kernels/fused_kernel.cpp) instead of
+// the five, two and five LibTorch operators of their autograd forms: with the
+// weights read by the decode kernels, those operators were most of what a
+// decode step spent outside its matrix products, and on a prompt each one woke
+// the OpenMP threads. In fp32 (no autocast) the norm and the activation run
+// the kernels in every grad mode, with backward kernels of their own where a
+// graph is built (one pass for each gradient instead of the operators' chain
+// of products and sums), so training, a recomputed layer and an evaluation all
+// get one value. RoPE, and the bf16 norm and activation, run the kernels only
+// where no graph is built (inference), else the operators. Everything runs the
+// operators on other devices, in fp64, under autocast, or with the decode
+// kernels switched off (model/decode_attention.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -27,8 +32,10 @@ torch::Tensor gatedActivation(const torch::Tensor& gate, const torch::Tensor& up
 // apply (other shapes, autograd, ...), for the caller to run the operators.
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
-// While one is alive on a thread, these run the operators there: a layer
-// recomputed for its backward must give the values its forward gave.
+// While one is alive on a thread, the inference-only kernels (RoPE, the
+// bf16 norm and activation) run the operators there: a layer recomputed for
+// its backward must give the values its forward gave. The fp32 norm and
+// activation keep their kernels, which give one value in every grad mode.
 class UnfusedOpsScope {
  public:
   UnfusedOpsScope();

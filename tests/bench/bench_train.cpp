@@ -23,6 +23,7 @@
 #include "data/batch_loader.h"
 #include "latentlab/architectures.h"
 #include "model/cpu_block_cache.h"
+#include "model/decode_attention.h"
 #include "model/llama.h"
 #include "train/distillation.h"
 #include "train/model_builder.h"
@@ -275,6 +276,19 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     keptStep = (first + keptStep) / 2;  // off timed before and after on: drift biases neither
     model->setRecompute(false);
   }
+  // The fp32 norm and activation kernels with their backward (model/fused_ops.h)
+  // against LibTorch's operators and autograd (the kernels' switch off), timed
+  // on, off, on.
+  double kernelsOnStep = 0, kernelsOffStep = 0;
+  if (device.is_cpu() && !bf16 && cpuBlockCacheInstalled()) {
+    double first = 0, peak = 0;
+    measureSteps(&first, &peak);
+    setFusedDecodeEnabled(false);
+    measureSteps(&kernelsOffStep, &peak);
+    setFusedDecodeEnabled(true);
+    measureSteps(&kernelsOnStep, &peak);
+    kernelsOnStep = (first + kernelsOnStep) / 2;
+  }
   // Distillation (train/distillation.h) from a teacher of the same shape, alpha
   // 0.5 at T 2: the step and its peak as the recompute figures are measured,
   // plain timed before and after distilled.
@@ -345,6 +359,11 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
               "before " + fixed(gemmFlops / gemmBefore / 1e9) + ", after " + fixed(gemmFlops / gemmAfter / 1e9) +
                   "; the faster is the reference"});
   report.add({"train", shape + " MFU vs same-process GEMM", 100.0 * flops / gemmRate, "%", ""});
+  if (kernelsOffStep > 0) {
+    report.add({"train", shape + " step, fused norm and activation on / off", kernelsOffStep / kernelsOnStep, "x",
+                fixed(kernelsOnStep * 1e3, 0) + " / " + fixed(kernelsOffStep * 1e3, 0) +
+                    " ms per step (off: LibTorch's operators and autograd; timed on, off, on)"});
+  }
   if (uncachedStep > 0) {
     report.add({"train", shape + " step, CPU block cache on / off", uncachedStep / cachedStep, "x",
                 fixed(cachedStep * 1e3, 0) + " / " + fixed(uncachedStep * 1e3, 0) +

@@ -61,6 +61,34 @@ struct RmsNormArgs {
   std::int64_t xs = 0, ys = 0, dim = 0;
   float eps = 0;
   bool plusOne = false;
+  float* rstd = nullptr;  // (rows) or null: each row's r, kept for the backward
+};
+
+// The backward of fp32 RMSNorm over rows m in [begin, end) (x, gy, gx
+// contiguous (rows, dim)): with x^ = x r and v = w (or w + 1),
+// gx = r (gy v - x^ mean(gy v x^)), and gy x^ summed over the rows into gw
+// (a buffer of dim values the range adds to). A row whose r is 0 (its sum of
+// squares overflowed fp32) gets NaN: no finite gradient exists.
+struct RmsNormBackwardArgs {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const float* rstd = nullptr;
+  const float* gy = nullptr;
+  float* gx = nullptr;
+  float* gw = nullptr;
+  std::int64_t dim = 0;
+  bool plusOne = false;
+};
+
+// The backward of fp32 y = act(gate) * up over [begin, end):
+// ggate = gy up act'(gate), gup = gy act(gate).
+struct GatedBackwardArgs {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* gy = nullptr;
+  float* ggate = nullptr;
+  float* gup = nullptr;
+  bool gelu = false;
 };
 
 // y[i] = T(act(gate[i])) * up[i] for i in [begin, end), act SiLU or (gelu)
@@ -100,6 +128,8 @@ using GatedF32 = void (*)(const GatedArgs<float>&, std::int64_t begin, std::int6
 using GatedBF16 = void (*)(const GatedArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
 using RopeF32 = void (*)(const RopeArgs<float>&, std::int64_t begin, std::int64_t end);
 using RopeBF16 = void (*)(const RopeArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
+using RmsNormBackwardF32 = void (*)(const RmsNormBackwardArgs&, std::int64_t begin, std::int64_t end);
+using GatedBackwardF32 = void (*)(const GatedBackwardArgs&, std::int64_t begin, std::int64_t end);
 
 // One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
 struct CpuKernels {
@@ -114,6 +144,8 @@ struct CpuKernels {
   GatedBF16 gatedBF16;
   RopeF32 ropeF32;
   RopeBF16 ropeBF16;
+  RmsNormBackwardF32 rmsNormBackwardF32;
+  GatedBackwardF32 gatedBackwardF32;
   bool supported;
 };
 

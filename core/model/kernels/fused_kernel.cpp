@@ -1,5 +1,6 @@
 // RMSNorm, the gated MLP activation and rotary embeddings as one pass each,
-// for inference: the unfused forms run five, two and five LibTorch
+// and (fp32, for training) the backward of the first two: the unfused forms
+// run five, two and five LibTorch
 // operators, each a pass over the activations and (on a prompt's rows) a
 // wake-up of the OpenMP threads. The roundings are the unfused forms' own, so
 // that a bf16 result differs from them only where the fp32 sum of squares or
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "model/kernels/cpu_kernels.h"
@@ -72,6 +74,7 @@ void rmsNormRows(const RmsNormArgs<T>& args, std::int64_t begin, std::int64_t en
     const float sum = sumLanes((acc[0] + acc[1]) + (acc[2] + acc[3]));
     // As LibTorch's rsqrt: a correctly rounded square root, then 1 / it.
     const float r = 1.0f / std::sqrt(sum / static_cast<float>(d) + a.eps);
+    if (a.rstd != nullptr) a.rstd[m] = r;
     const F16 rv = splat(r);
     // (1 + w) scaling in fp32 before the one rounding; w scaling after
     // rounding the normalised row to T, in T's arithmetic.
@@ -158,7 +161,83 @@ void ropeRows(const RopeArgs<T>& args, std::int64_t begin, std::int64_t end) {
   }
 }
 
+// RMSNorm's backward, fp32 (RmsNormBackwardArgs): per row, one pass for the
+// mean of gy v x^ (and gw's share), one for gx.
+void rmsNormBackwardRows(const RmsNormBackwardArgs& args, std::int64_t begin, std::int64_t end) {
+  const RmsNormBackwardArgs a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t d = a.dim;
+  const auto at = [](const float* p, std::int64_t c, std::int64_t n) {
+    return n == 16 ? loadAs<F16>(p + c) : loadPartial(p + c, n);
+  };
+  for (std::int64_t m = begin; m < end; ++m) {
+    const float* x = a.x + m * d;
+    const float* gy = a.gy + m * d;
+    float* gx = a.gx + m * d;
+    if (!(a.rstd[m] > 0.0f)) {
+      // The sum of squares overflowed fp32: no finite normalisation. The
+      // gradient is NaN, so that the step's finite check stops the run
+      // instead of training on zeros (the operators' chain gets there through
+      // inf x 0 once the incoming gradient is large).
+      std::fill(gx, gx + d, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const F16 rv = splat(a.rstd[m]);
+    F16 dot0 = {}, dot1 = {};
+    for (std::int64_t c = 0; c < d; c += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, d - c);
+      const F16 xh = at(x, c, n) * rv, g = at(gy, c, n);
+      const F16 w = a.plusOne ? at(a.w, c, n) + 1.0f : at(a.w, c, n);
+      (c / 16 % 2 == 0 ? dot0 : dot1) += g * w * xh;
+      storeAs(a.gw + c, at(a.gw, c, n) + g * xh, n);
+    }
+    const F16 mean = splat(sumLanes(dot0 + dot1) / static_cast<float>(d));
+    for (std::int64_t c = 0; c < d; c += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, d - c);
+      const F16 xh = at(x, c, n) * rv, g = at(gy, c, n);
+      const F16 w = a.plusOne ? at(a.w, c, n) + 1.0f : at(a.w, c, n);
+      storeAs(gx + c, rv * (g * w - xh * mean), n);
+    }
+  }
+}
+
+// The gated activation's backward, fp32: act and its derivative from one
+// sigmoid, sigma(s), s = g (SiLU) or 2z (GELU); act = g sigma, act' = sigma
+// + g sigma (1 - sigma) ds/dg.
+inline void gatedBackward(F16 g, F16 u, F16 gy, bool gelu, F16& gg, F16& gu) {
+  F16 s = g, ds = splat(1.0f);
+  if (gelu) {
+    constexpr float k2c = 2.0f * 0.7978845608028654f;
+    s = k2c * (g + 0.044715f * g * g * g);
+    ds = k2c * (1.0f + 3.0f * 0.044715f * g * g);
+  }
+  const I16 negative = s < 0.0f;
+  const F16 e = expNonPositive(select(negative, s, -s));
+  const F16 sigma = select(negative, e, splat(1.0f)) / (1.0f + e);
+  const F16 act = g * sigma;
+  gu = gy * act;
+  gg = gy * u * (sigma + act * (1.0f - sigma) * ds);
+}
+
+void gatedBackwardRange(const GatedBackwardArgs& args, std::int64_t begin, std::int64_t end) {
+  const GatedBackwardArgs a = args;  // a local copy: the stores cannot alias it
+  for (std::int64_t i = begin; i < end; i += 16) {
+    const std::int64_t n = std::min<std::int64_t>(16, end - i);
+    const auto at = [&](const float* p) { return n == 16 ? loadAs<F16>(p + i) : loadPartial(p + i, n); };
+    F16 gg, gu;
+    gatedBackward(at(a.gate), at(a.up), at(a.gy), a.gelu, gg, gu);
+    storeAs(a.ggate + i, gg, n);
+    storeAs(a.gup + i, gu, n);
+  }
+}
+
 }  // namespace
+
+void rmsNormBackwardF32(const RmsNormBackwardArgs& a, std::int64_t begin, std::int64_t end) {
+  rmsNormBackwardRows(a, begin, end);
+}
+void gatedBackwardF32(const GatedBackwardArgs& a, std::int64_t begin, std::int64_t end) {
+  gatedBackwardRange(a, begin, end);
+}
 
 void rmsNormF32(const RmsNormArgs<float>& a, std::int64_t begin, std::int64_t end) {
   rmsNormRows(a, begin, end);

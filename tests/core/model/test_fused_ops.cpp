@@ -1,8 +1,8 @@
 // The fused inference kernels of model/fused_ops.h (RMSNorm, the gated MLP
 // activation, rotary embeddings) against the LibTorch operators they replace: every kernel
 // build the CPU runs, fp32 and bf16, dims off the 16-lane grid, Gemma's
-// (1 + w) norm, GELU as well as SiLU, inputs far into exp's tails; and the
-// routing (autograd keeps the operators, a recomputed layer too).
+// (1 + w) norm, GELU as well as SiLU, inputs far into exp's tails; the fp32
+// backward kernels' gradients against the operators'; and the routing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,13 +19,25 @@
 namespace latentlab::test {
 namespace {
 
-// The operators' results: the routing switched off.
+// The kernels switched off (the switch the benchmarks use) while one lives.
+class KernelsOff {
+ public:
+  KernelsOff() { setFusedDecodeEnabled(false); }
+  ~KernelsOff() { setFusedDecodeEnabled(m_was); }
+  KernelsOff(const KernelsOff&) = delete;
+  KernelsOff& operator=(const KernelsOff&) = delete;
+
+ private:
+  bool m_was = fusedDecodeEnabled();
+};
+
+// The operators' results, and their graph where one is built.
 torch::Tensor operatorsRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool plusOne) {
-  UnfusedOpsScope unfused;
+  KernelsOff off;
   return rmsNorm(x, w, eps, plusOne);
 }
 torch::Tensor operatorsGated(const torch::Tensor& g, const torch::Tensor& u, bool gelu) {
-  UnfusedOpsScope unfused;
+  KernelsOff off;
   return gatedActivation(g, u, gelu);
 }
 
@@ -254,6 +266,67 @@ TEST(FusedOps, InferenceUsesTheKernelsAndAutogradTheOperators) {
   const auto w32 = w.to(torch::kFloat32);
   EXPECT_TRUE(torch::equal(rmsNorm(view, w32, 1e-6, false), rmsNorm(view.contiguous(), w32, 1e-6, false)));
   expectClose(rmsNorm(view, w32, 1e-6, false), operatorsRmsNorm(view, w32, 1e-6, false), 1e-6, "fp32 view");
+}
+
+// fp32 training: the norm and the activation build their own graph node,
+// whose gradients are the operators' within fp32 roundings, for inputs and
+// weights alike, dims off the 16-lane grid, (1 + w) norms, SiLU and GELU, and
+// a frozen weight or input; recomputing a layer's forward (grad off) gives
+// the very values of the graph's forward.
+TEST(FusedOps, Fp32TrainingKernelsGiveTheOperatorsGradients) {
+  torch::manual_seed(11);
+  const auto relErr = [](const torch::Tensor& got, const torch::Tensor& want) {
+    return (got - want).abs().max().item<double>() / (want.abs().max().item<double>() + 1e-30);
+  };
+  for (const std::int64_t d : {96, 100, 576}) {
+    for (const bool plusOne : {false, true}) {
+      const auto x = torch::randn({3, 7, d}).requires_grad_(true);
+      const auto w = (plusOne ? torch::randn({d}) * 0.1 : torch::randn({d}) + 1).requires_grad_(true);
+      const auto gy = torch::randn({3, 7, d});
+      const auto y = rmsNorm(x, w, 1e-6, plusOne);
+      ASSERT_TRUE(y.requires_grad());
+      EXPECT_NE(y.grad_fn()->name(), "MulBackward0") << "the operators ran";
+      y.backward(gy);
+      const auto x2 = x.detach().clone().requires_grad_(true), w2 = w.detach().clone().requires_grad_(true);
+      const auto want = operatorsRmsNorm(x2, w2, 1e-6, plusOne);
+      want.backward(gy);
+      const std::string what = "RMSNorm d " + std::to_string(d) + (plusOne ? " (1 + w)" : "");
+      EXPECT_LE(relErr(y.detach(), want.detach()), 1e-6) << what;
+      EXPECT_LE(relErr(x.grad(), x2.grad()), 1e-5) << what << " input gradient";
+      EXPECT_LE(relErr(w.grad(), w2.grad()), 1e-5) << what << " weight gradient";
+      torch::NoGradGuard noGrad;
+      EXPECT_TRUE(torch::equal(rmsNorm(x.detach(), w.detach(), 1e-6, plusOne), y.detach())) << what;
+    }
+  }
+  for (const bool gelu : {false, true}) {
+    // Values into exp's tails and around 0.
+    const auto g = (torch::randn({5, 37}) * 4).requires_grad_(true), u = torch::randn({5, 37}).requires_grad_(true);
+    const auto gy = torch::randn({5, 37});
+    const auto y = gatedActivation(g, u, gelu);
+    y.backward(gy);
+    const auto g2 = g.detach().clone().requires_grad_(true), u2 = u.detach().clone().requires_grad_(true);
+    operatorsGated(g2, u2, gelu).backward(gy);
+    const std::string what = gelu ? "GELU" : "SiLU";
+    EXPECT_LE(relErr(g.grad(), g2.grad()), 1e-5) << what << " gate gradient";
+    EXPECT_LE(relErr(u.grad(), u2.grad()), 1e-5) << what << " up gradient";
+    torch::NoGradGuard noGrad;
+    EXPECT_TRUE(torch::equal(gatedActivation(g.detach(), u.detach(), gelu), y.detach())) << what;
+  }
+  // A row whose sum of squares overflows fp32 has no finite normalisation:
+  // NaN gradients (the trainer's finite check then stops the run), not zeros.
+  {
+    const auto huge = (torch::randn({2, 64}) * 1e30).requires_grad_(true);
+    rmsNorm(huge, torch::ones({64}), 1e-6, false).sum().backward();
+    EXPECT_TRUE(huge.grad().isnan().all().item<bool>());
+  }
+  // A frozen weight: only the input's gradient; a frozen input: only the weight's.
+  const auto w = torch::randn({64});
+  const auto x = torch::randn({4, 64}).requires_grad_(true);
+  rmsNorm(x, w, 1e-6, false).sum().backward();
+  EXPECT_TRUE(x.grad().defined());
+  const auto wp = torch::randn({64}).requires_grad_(true);
+  rmsNorm(torch::randn({4, 64}), wp, 1e-6, false).sum().backward();
+  EXPECT_TRUE(wp.grad().defined());
 }
 
 }  // namespace
