@@ -539,13 +539,13 @@ class TestTrainingPanel : public QObject {
     };
     QVERIFY2(memory->text().contains(QStringLiteral("<b>%1</b>").arg(planned())), qPrintable(memory->text()));
 
-    // Six micro-batches of 1024 tokens, typed: too much for 8 GiB.
+    // Eight micro-batches of 1024 tokens, typed: too much for 8 GiB.
     QSpinBox* mb = panel.microBatchBox();
     mb->setFocus();
     QTest::keyClick(mb, Qt::Key_A, Qt::ControlModifier);
-    QTest::keyClicks(mb, QStringLiteral("6"));
+    QTest::keyClicks(mb, QStringLiteral("8"));
     QTest::keyClick(mb, Qt::Key_Tab);
-    QCOMPARE(panel.spec().microBatch, 6);
+    QCOMPARE(panel.spec().microBatch, 8);
     QTRY_VERIFY2(memory->text().contains(QStringLiteral("does not fit")), qPrintable(memory->text()));
     QVERIFY(!panel.runButton()->isEnabled());
     QVERIFY(panel.blockedLabel()->isVisible());
