@@ -204,11 +204,42 @@ struct GatedFn : torch::autograd::Function<GatedFn> {
   }
 };
 
+// fp32 RoPE whose backward is the kernel's. With y1 = x1 c1 - x2 s1 and
+// y2 = x2 c2 + x1 s2 on the two halves, gx1 = g1 c1 + g2 s2 and
+// gx2 = g2 c2 - g1 s1: the same rotation of the gradient with sin's halves
+// swapped and negated, exact for any tables; the pass-through dims copy the
+// gradient.
+struct RopeFn : torch::autograd::Function<RopeFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+    ctx->save_for_backward({cos, sin});
+    return runRope<float>(x, cos, sin);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& sin = saved[1];
+    const auto half = sin.size(1) / 2;
+    const auto sinBack = torch::cat({sin.narrow(1, half, half), sin.narrow(1, 0, half)}, 1).neg_();
+    const auto gy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
+    return {runRope<float>(gy, saved[0], sinBack), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  if (!fusedApplies({&x, &cos, &sin}) || x.dim() != 4 || cos.dim() != 2 || sin.sizes() != cos.sizes()) return {};
+  if (!x.defined() || !cos.defined() || !sin.defined()) return {};
+  if (x.dim() != 4 || cos.dim() != 2 || sin.sizes() != cos.sizes()) return {};
   if (cos.size(0) != x.size(2) || cos.size(1) > x.size(3) || cos.size(1) % 2 != 0 || x.stride(3) != 1) return {};
+  if (fp32KernelsApply({&x, &cos, &sin})) {
+    if (buildsGraph({&x, &cos, &sin})) {
+      if (cos.requires_grad() || sin.requires_grad()) return {};  // tables being learned: the operators
+      return RopeFn::apply(x, cos, sin);
+    }
+    return runRope<float>(x, cos, sin);
+  }
+  if (!fusedApplies({&x, &cos, &sin})) return {};
   return x.scalar_type() == torch::kFloat32 ? runRope<float>(x, cos, sin) : runRope<std::uint16_t>(x, cos, sin);
 }
 

@@ -6,9 +6,10 @@
 // the OpenMP threads. In fp32 (no autocast) the norm and the activation run
 // the kernels in every grad mode, with backward kernels of their own where a
 // graph is built (one pass for each gradient instead of the operators' chain
-// of products and sums), so training, a recomputed layer and an evaluation all
-// get one value. RoPE, and the bf16 norm and activation, run the kernels only
-// where no graph is built (inference), else the operators. Everything runs the
+// of products, slices and sums), and so does RoPE, so training, a recomputed
+// layer and an evaluation all get one value. The bf16 norm, activation and
+// RoPE run the kernels only where no graph is built (inference), else the
+// operators. Everything runs the
 // operators on other devices, in fp64, under autocast, or with the decode
 // kernels switched off (model/decode_attention.h).
 #pragma once
@@ -29,13 +30,14 @@ torch::Tensor gatedActivation(const torch::Tensor& gate, const torch::Tensor& up
 // x cos + rotate_half(x) sin (model/rope.h's applyRope) for x (B, H, T, d)
 // with its last dim contiguous and cos, sin (T, rd), rd <= d, even: the dims
 // from rd on pass through. An undefined tensor where the kernel does not
-// apply (other shapes, autograd, ...), for the caller to run the operators.
+// apply (other shapes, bf16 autograd, ...), for the caller to run the operators.
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
-// While one is alive on a thread, the inference-only kernels (RoPE, the
-// bf16 norm and activation) run the operators there: a layer recomputed for
-// its backward must give the values its forward gave. The fp32 norm and
-// activation keep their kernels, which give one value in every grad mode.
+// While one is alive on a thread, the inference-only kernels (the bf16
+// norm, activation and RoPE) run the operators there: a layer recomputed for
+// its backward must give the values its forward gave. The fp32 norm,
+// activation and RoPE keep their kernels, which give one value in every grad
+// mode.
 class UnfusedOpsScope {
  public:
   UnfusedOpsScope();

@@ -5,6 +5,7 @@
 // backward kernels' gradients against the operators'; and the routing.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -181,7 +182,7 @@ TEST(FusedOps, RopeOfEveryBuildMatchesTheOperators) {
         const auto cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
         torch::Tensor want;
         {
-          UnfusedOpsScope unfused;
+          KernelsOff off;
           want = applyRope(x, cos, sin);
         }
         auto got = torch::empty_like(x);
@@ -268,7 +269,7 @@ TEST(FusedOps, InferenceUsesTheKernelsAndAutogradTheOperators) {
   expectClose(rmsNorm(view, w32, 1e-6, false), operatorsRmsNorm(view, w32, 1e-6, false), 1e-6, "fp32 view");
 }
 
-// fp32 training: the norm and the activation build their own graph node,
+// fp32 training: the norm, the activation and RoPE build their own graph node,
 // whose gradients are the operators' within fp32 roundings, for inputs and
 // weights alike, dims off the 16-lane grid, (1 + w) norms, SiLU and GELU, and
 // a frozen weight or input; recomputing a layer's forward (grad off) gives
@@ -311,6 +312,33 @@ TEST(FusedOps, Fp32TrainingKernelsGiveTheOperatorsGradients) {
     EXPECT_LE(relErr(u.grad(), u2.grad()), 1e-5) << what << " up gradient";
     torch::NoGradGuard noGrad;
     EXPECT_TRUE(torch::equal(gatedActivation(g.detach(), u.detach(), gelu), y.detach())) << what;
+  }
+  // RoPE on (B, T, H, d) projections viewed as (B, H, T, d), whole and
+  // partial rotation, halves off the 16-lane grid, a gradient in another
+  // layout than the output's; tables of unequal halves (the backward's
+  // rotation holds for any).
+  for (const auto& [B, H, T, d, rd] :
+       std::vector<std::array<std::int64_t, 5>>{{2, 3, 9, 64, 64}, {1, 4, 7, 40, 16}, {2, 2, 5, 37, 20}}) {
+    const auto x = torch::randn({B, T, H, d}).transpose(1, 2).requires_grad_(true);
+    const auto angles = torch::randn({T, rd}) * 3;
+    const auto cos = angles.cos(), sin = angles.sin();
+    const auto gy = torch::randn({B, H, d, T}).transpose(2, 3);
+    const auto y = applyRope(x, cos, sin);
+    ASSERT_TRUE(y.requires_grad());
+    EXPECT_NE(y.grad_fn()->name(), "AddBackward0") << "the operators ran";
+    y.backward(gy);
+    const auto x2 = x.detach().clone().requires_grad_(true);
+    torch::Tensor want;
+    {
+      KernelsOff off;
+      want = applyRope(x2, cos, sin);
+    }
+    want.backward(gy);
+    const std::string what = "RoPE " + std::to_string(rd) + " of " + std::to_string(d);
+    EXPECT_LE(relErr(y.detach(), want.detach()), 1e-6) << what;
+    EXPECT_LE(relErr(x.grad(), x2.grad()), 1e-6) << what << " input gradient";
+    torch::NoGradGuard noGrad;
+    EXPECT_TRUE(torch::equal(applyRope(x.detach(), cos, sin), y.detach())) << what;
   }
   // A row whose sum of squares overflows fp32 has no finite normalisation:
   // NaN gradients (the trainer's finite check then stops the run), not zeros.
