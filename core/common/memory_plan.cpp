@@ -44,11 +44,11 @@ Widths widthsFor(const std::string& precision) {
 // norm keeps its input and each row's 1/rms rather than its input and the
 // normalised rows, and the gated activation its two inputs rather than those
 // and act(gate): one element fewer per norm output and per MLP element.
-double layerElements(const ModelConfig& c, bool normKernels) {
+double layerElements(const ModelConfig& c, bool fusedKernels) {
   const double h = c.hiddenSize, I = c.intermediateSize;
-  const double perNorm = normKernels ? 1.0 : 2.0;  // norm elements beyond the input its caller already keeps
-  const double perMlp = normKernels ? 3.0 : 4.0;   // gate, up, (act(gate),) the product
-  double e = (1 + 2 * perNorm) * h + perMlp * I;   // two norms with the residual stream, the gated MLP
+  const double perNorm = fusedKernels ? 1.0 : 2.0;  // norm elements beyond the input its caller already keeps
+  const double perMlp = fusedKernels ? 3.0 : 4.0;   // gate, up, (act(gate),) the product
+  double e = (1 + 2 * perNorm) * h + perMlp * I;    // two norms with the residual stream, the gated MLP
   if (c.moe) {  // Qwen3-MoE: each token through top-k experts, the router's probabilities
     int sparse = 0;
     for (int l = 0; l < c.numLayers; ++l) sparse += c.sparseLayer(l) ? 1 : 0;
@@ -127,13 +127,19 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double optimizer = P * w.optimizer / shards;
   const double slices = zero ? P * full / shards : 0;
   const double grads = P * w.grad;
-  const bool normKernels = !p.cuda && p.precision == "fp32";                 // model/fused_ops.h
-  const double layer = layerElements(c, normKernels) * w.activation * N;     // one layer's saved activations
+  const bool fusedKernels = !p.cuda && p.precision == "fp32";                // model/fused_ops.h
+  const double layer = layerElements(c, fusedKernels) * w.activation * N;    // one layer's saved activations
   const double saved = spec.recompute ? L * h * w.residual * N : L * layer;  // what the forward keeps
   // Distilling: the teacher's log-probabilities and the student's at T, fp32,
   // held until the micro-batch's backward (train/distillation.h).
   const double distillLogits = spec.distill.enabled ? 2 * 4 * V * N : 0;
-  const double logits = (w.logitsPerVocab * V + w.logitsPerHidden * h) * N + distillLogits;
+  // The fused cross-entropy (fp32 logits on the CPU, so also bf16 without
+  // autocast, whose loss runs in fp32) keeps the logits and writes their
+  // gradient where LibTorch's keeps the log-probabilities and, in backward,
+  // fills a zero gradient beside the result: 4 B a vocabulary entry fewer.
+  const bool fusedLoss = !p.cuda && (p.precision == "fp32" || p.precision == "bf16");
+  const double perVocab = fusedLoss ? w.logitsPerVocab - 4 : w.logitsPerVocab;
+  const double logits = (perVocab * V + w.logitsPerHidden * h) * N + distillLogits;
   const double headGrad = V * h * w.grad;                     // the first gradient backward makes
   const double accumulated = spec.gradAccum > 1 ? grads : 0;  // gradients kept between micro-batches
   // Tied embeddings: the input and output uses' gradients (each V x h) are
@@ -153,7 +159,9 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double stepGrads = masterGrads || spec.zeroStage == 2 ? 0 : grads;
   const Phase phases[] = {
       {"start of backward", std::max(accumulated, headGrad), saved, logits, 0, ""},
-      {"end of backward", grads, (spec.recompute ? saved : 0) + layer, 0, 0, ""},
+      // With recompute: the layer being recomputed, and the gradients its
+      // backward makes (0.75 of its activations: measured, GQA to MLA).
+      {"end of backward", grads, (spec.recompute ? saved + 0.75 * layer : 0) + layer, 0, 0, ""},
       {"embedding's gradient", grads, 0, 0, tiedSum, "tied embedding's gradient sum"},
       {"optimizer step", stepGrads, 0, 0, movedGrads + bucket,
        masterGrads ? "fp32 gradients of the masters" : "gradient bucket"},

@@ -226,7 +226,70 @@ struct RopeFn : torch::autograd::Function<RopeFn> {
   }
 };
 
+// Each row's log-sum-exp and loss (lse, loss: (N)) from the kernel.
+void crossEntropyForward(const torch::Tensor& x, const torch::Tensor& targets, torch::Tensor& lse,
+                         torch::Tensor& loss) {
+  lse = torch::empty({x.size(0)}, x.options());
+  loss = torch::empty({x.size(0)}, x.options());
+  kernels::CrossEntropyArgs a;
+  a.logits = x.data_ptr<float>();
+  a.targets = targets.data_ptr<std::int64_t>();
+  a.lse = lse.data_ptr<float>();
+  a.loss = loss.data_ptr<float>();
+  a.vocab = x.size(1);
+  const auto kernel = kernels::cpuKernels().crossEntropyF32;
+  forRanges(x.size(0), 2 * a.vocab, [&](std::int64_t b, std::int64_t e) { kernel(a, b, e); });
+}
+
+// The rows' mean, summed in fp64 as LibTorch's reduction of a float tensor does not.
+torch::Tensor meanOf(const torch::Tensor& rowLoss) {
+  return rowLoss.to(torch::kFloat64).mean().to(torch::kFloat32);
+}
+
+// Mean cross-entropy whose backward is the kernel's: softmax minus the
+// target, scaled by the loss's gradient over the rows, in one pass per row.
+struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets) {
+    const auto x = logits.contiguous(), t = targets.contiguous();
+    torch::Tensor lse, loss;
+    crossEntropyForward(x, t, lse, loss);
+    ctx->save_for_backward({x, t, lse});
+    return meanOf(loss);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    auto gx = torch::empty_like(x);
+    kernels::CrossEntropyArgs a;
+    a.logits = x.data_ptr<float>();
+    a.targets = saved[1].data_ptr<std::int64_t>();
+    a.lse = saved[2].data_ptr<float>();
+    a.grad = gx.data_ptr<float>();
+    a.vocab = x.size(1);
+    a.scale = static_cast<float>(grads[0].item<double>() / static_cast<double>(x.size(0)));
+    const auto kernel = kernels::cpuKernels().crossEntropyBackwardF32;
+    forRanges(x.size(0), 2 * a.vocab, [&](std::int64_t b, std::int64_t e) { kernel(a, b, e); });
+    return {gx, torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor crossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const bool shapes = logits.dim() == 2 && targets.dim() == 1 && targets.scalar_type() == torch::kLong &&
+                      targets.device().is_cpu() && targets.size(0) == logits.size(0) && logits.size(0) > 0;
+  if (shapes && fp32KernelsApply({&logits}) && !targets.requires_grad()) {
+    const auto [lo, hi] = torch::aminmax(targets);
+    if (lo.item<std::int64_t>() >= 0 && hi.item<std::int64_t>() < logits.size(1)) {
+      if (buildsGraph({&logits})) return CrossEntropyFn::apply(logits, targets);
+      torch::Tensor lse, loss;
+      crossEntropyForward(logits.contiguous(), targets.contiguous(), lse, loss);
+      return meanOf(loss);
+    }
+  }
+  return torch::nn::functional::cross_entropy(logits, targets);
+}
 
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   if (!x.defined() || !cos.defined() || !sin.defined()) return {};

@@ -33,6 +33,15 @@ torch::Tensor gatedActivation(const torch::Tensor& gate, const torch::Tensor& up
 // apply (other shapes, bf16 autograd, ...), for the caller to run the operators.
 torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
+// The mean cross-entropy of logits (N, V) against targets (N): in fp32 on
+// the CPU (no autocast, the kernels on, every target in [0, V)) one kernel
+// pass per row forward (the log-sum-exp) and one backward (softmax minus the
+// target), keeping the logits and each row's log-sum-exp where LibTorch keeps
+// the log-probabilities and, in backward, fills a zero gradient and runs two
+// more passes; LibTorch's cross_entropy elsewhere. A row holding NaN or an
+// infinity makes the loss and that row's gradient NaN.
+torch::Tensor crossEntropy(const torch::Tensor& logits, const torch::Tensor& targets);
+
 // While one is alive on a thread, the inference-only kernels (the bf16
 // norm, activation and RoPE) run the operators there: a layer recomputed for
 // its backward must give the values its forward gave. The fp32 norm,

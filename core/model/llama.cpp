@@ -272,7 +272,7 @@ torch::Tensor languageModelLoss(CausalLm& model, const torch::Tensor& windows) {
   auto targets = windows.narrow(1, 1, T);
   auto logits = model.forward(inputs);                                               // (B, T, V)
   if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);  // loss in fp32 under bf16
-  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return crossEntropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 }  // namespace latentlab

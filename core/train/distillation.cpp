@@ -1,6 +1,8 @@
 // The distillation loss (see distillation.h).
 #include "train/distillation.h"
 
+#include "model/fused_ops.h"
+
 namespace latentlab {
 
 namespace F = torch::nn::functional;
@@ -28,7 +30,7 @@ DistillationLoss distillationLoss(CausalLm& student, const Distillation& d, cons
   };
   DistillationLoss out;
   if (d.alpha == 0) {  // the plain loss exactly; the KL as a reading
-    out.total = F::cross_entropy(logits, targets);
+    out.total = crossEntropy(logits, targets);
     torch::NoGradGuard noGrad;
     out.kd = kdOf(logits.detach());
     out.ce = out.total.detach();
@@ -39,9 +41,9 @@ DistillationLoss distillationLoss(CausalLm& student, const Distillation& d, cons
   if (d.alpha == 1) {
     out.total = kd * kdWeight;
     torch::NoGradGuard noGrad;
-    out.ce = F::cross_entropy(logits.detach(), targets);
+    out.ce = crossEntropy(logits.detach(), targets);
   } else {
-    const auto ce = F::cross_entropy(logits, targets);
+    const auto ce = crossEntropy(logits, targets);
     out.total = kd * kdWeight + ce * (1 - d.alpha);
     out.ce = ce.detach();
   }

@@ -360,7 +360,8 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
                   "; the faster is the reference"});
   report.add({"train", shape + " MFU vs same-process GEMM", 100.0 * flops / gemmRate, "%", ""});
   if (kernelsOffStep > 0) {
-    report.add({"train", shape + " step, fused norm, activation and RoPE on / off", kernelsOffStep / kernelsOnStep, "x",
+    report.add({"train", shape + " step, fused norm, activation, RoPE and loss on / off",
+                kernelsOffStep / kernelsOnStep, "x",
                 fixed(kernelsOnStep * 1e3, 0) + " / " + fixed(kernelsOffStep * 1e3, 0) +
                     " ms per step (off: LibTorch's operators and autograd; timed on, off, on)"});
   }

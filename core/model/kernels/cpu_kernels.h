@@ -91,6 +91,21 @@ struct GatedBackwardArgs {
   bool gelu = false;
 };
 
+// Cross-entropy over rows [begin, end) of fp32 logits (rows, vocab),
+// contiguous. Forward (crossEntropyF32): lse[r] = log sum_j exp(x[r][j]) and
+// loss[r] = lse[r] - x[r][target[r]]; a row holding NaN or an infinity gets
+// NaN for both. Backward (crossEntropyBackwardF32): grad[r][j] = scale *
+// (exp(x[r][j] - lse[r]) - [j == target[r]]), NaN across a row whose lse is NaN.
+struct CrossEntropyArgs {
+  const float* logits = nullptr;
+  const std::int64_t* targets = nullptr;  // each in [0, vocab)
+  float* lse = nullptr;                   // forward: written; backward: read
+  float* loss = nullptr;                  // forward
+  float* grad = nullptr;                  // backward
+  float scale = 0.0f;                     // backward: the loss's gradient over the rows
+  std::int64_t vocab = 0;
+};
+
 // y[i] = T(act(gate[i])) * up[i] for i in [begin, end), act SiLU or (gelu)
 // tanh-approximated GELU, computed in fp32: the gated MLP's activation.
 template <class T>
@@ -130,6 +145,7 @@ using RopeF32 = void (*)(const RopeArgs<float>&, std::int64_t begin, std::int64_
 using RopeBF16 = void (*)(const RopeArgs<std::uint16_t>&, std::int64_t begin, std::int64_t end);
 using RmsNormBackwardF32 = void (*)(const RmsNormBackwardArgs&, std::int64_t begin, std::int64_t end);
 using GatedBackwardF32 = void (*)(const GatedBackwardArgs&, std::int64_t begin, std::int64_t end);
+using CrossEntropyF32 = void (*)(const CrossEntropyArgs&, std::int64_t begin, std::int64_t end);
 
 // One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
 struct CpuKernels {
@@ -146,6 +162,7 @@ struct CpuKernels {
   RopeBF16 ropeBF16;
   RmsNormBackwardF32 rmsNormBackwardF32;
   GatedBackwardF32 gatedBackwardF32;
+  CrossEntropyF32 crossEntropyF32, crossEntropyBackwardF32;
   bool supported;
 };
 

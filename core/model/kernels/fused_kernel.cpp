@@ -1,5 +1,6 @@
 // RMSNorm, the gated MLP activation and rotary embeddings as one pass each,
-// and (fp32, for training) the backward of the first two: the unfused forms
+// and (fp32, for training) the backward of the first two and the
+// cross-entropy loss with its gradient: the unfused forms
 // run five, two and five LibTorch
 // operators, each a pass over the activations and (on a prompt's rows) a
 // wake-up of the OpenMP threads. The roundings are the unfused forms' own, so
@@ -230,7 +231,66 @@ void gatedBackwardRange(const GatedBackwardArgs& args, std::int64_t begin, std::
   }
 }
 
+// Cross-entropy (CrossEntropyArgs): the row's max, then the sum of
+// exp(x - max) from four accumulators; the row is read twice (it stays in
+// the second-level cache between the passes at vocabularies up to a few
+// hundred thousand). x * 0 summed on the way flags NaN and infinities, which
+// expNonPositive's clamp would otherwise hide.
+void crossEntropyRows(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
+  const CrossEntropyArgs a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t V = a.vocab, whole = V / 16 * 16;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const float* x = a.logits + r * V;
+    F16 mx = splat(-std::numeric_limits<float>::infinity()), flags = splat(0.0f);
+    for (std::int64_t j = 0; j < whole; j += 16) {
+      const F16 v = loadAs<F16>(x + j);
+      mx = vmax(mx, v);
+      flags += v * 0.0f;
+    }
+    float m = maxLanes(mx), bad = sumLanes(flags);
+    for (std::int64_t j = whole; j < V; ++j) m = std::max(m, x[j]), bad += x[j] * 0.0f;
+    if (!std::isfinite(bad) || !std::isfinite(m)) {
+      a.lse[r] = a.loss[r] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    F16 acc[4] = {splat(0.0f), splat(0.0f), splat(0.0f), splat(0.0f)};
+    std::int64_t j = 0;
+    for (; j + 64 <= whole; j += 64)
+      for (int k = 0; k < 4; ++k) acc[k] += expNonPositive(loadAs<F16>(x + j + 16 * k) - m);
+    for (; j < whole; j += 16) acc[0] += expNonPositive(loadAs<F16>(x + j) - m);
+    float sum = sumLanes((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    for (; j < V; ++j) sum += std::exp(x[j] - m);
+    const float lse = m + std::log(sum);
+    a.lse[r] = lse;
+    a.loss[r] = lse - x[a.targets[r]];
+  }
+}
+
+void crossEntropyBackwardRows(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
+  const CrossEntropyArgs a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t V = a.vocab, whole = V / 16 * 16;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const float* x = a.logits + r * V;
+    float* g = a.grad + r * V;
+    const float lse = a.lse[r];
+    if (std::isnan(lse)) {
+      std::fill(g, g + V, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    for (std::int64_t j = 0; j < whole; j += 16) store(g + j, a.scale * expNonPositive(loadAs<F16>(x + j) - lse));
+    for (std::int64_t j = whole; j < V; ++j) g[j] = a.scale * std::exp(x[j] - lse);
+    g[a.targets[r]] -= a.scale;
+  }
+}
+
 }  // namespace
+
+void crossEntropyF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end) {
+  crossEntropyRows(a, begin, end);
+}
+void crossEntropyBackwardF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end) {
+  crossEntropyBackwardRows(a, begin, end);
+}
 
 void rmsNormBackwardF32(const RmsNormBackwardArgs& a, std::int64_t begin, std::int64_t end) {
   rmsNormBackwardRows(a, begin, end);

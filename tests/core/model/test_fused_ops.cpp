@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <limits>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "model/decode_attention.h"
 #include "model/fused_ops.h"
@@ -355,6 +357,51 @@ TEST(FusedOps, Fp32TrainingKernelsGiveTheOperatorsGradients) {
   const auto wp = torch::randn({64}).requires_grad_(true);
   rmsNorm(torch::randn({4, 64}), wp, 1e-6, false).sum().backward();
   EXPECT_TRUE(wp.grad().defined());
+}
+
+// The training loss: the mean cross-entropy is LibTorch's within fp32
+// roundings and its gradient as near the fp64 one as LibTorch's, vocabularies on and off the 16-lane grid, wide
+// logits; a row with NaN or an infinity makes the loss and that row's
+// gradient NaN (the trainer's finite check then stops the run); a target
+// outside the vocabulary goes to LibTorch, which refuses it.
+TEST(FusedOps, CrossEntropyAndItsGradientAreLibTorchsWithinFp32Rounding) {
+  torch::manual_seed(12);
+  const auto relErr = [](const torch::Tensor& got, const torch::Tensor& want) {
+    return (got - want).abs().max().item<double>() / (want.abs().max().item<double>() + 1e-30);
+  };
+  for (const auto& [rows, vocab] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{7, 100}, {33, 4096}, {5, 49152}, {3, 13}}) {
+    const auto x = (torch::randn({rows, vocab}) * 6).requires_grad_(true);
+    const auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
+    const auto loss = crossEntropy(x, targets);
+    EXPECT_NE(loss.grad_fn()->name(), "NllLossBackward0") << "the operators ran";
+    (loss * 3).backward();
+    const auto x2 = x.detach().clone().requires_grad_(true);
+    const auto want = torch::nn::functional::cross_entropy(x2, targets);
+    (want * 3).backward();
+    // The gradient in fp64: ours within 1e-6 of it, or of LibTorch's own distance from it.
+    const auto x64 = x.detach().to(torch::kFloat64).requires_grad_(true);
+    (torch::nn::functional::cross_entropy(x64, targets) * 3).backward();
+    const std::string what = std::to_string(rows) + " x " + std::to_string(vocab);
+    EXPECT_LE(relErr(loss.detach(), want.detach()), 1e-6) << what;
+    const double ours = relErr(x.grad().to(torch::kFloat64), x64.grad()),
+                 theirs = relErr(x2.grad().to(torch::kFloat64), x64.grad());
+    std::printf("%s: gradient from fp64 %.2e, LibTorch's %.2e\n", what.c_str(), ours, theirs);
+    EXPECT_LE(ours, std::max(1e-6, 1.5 * theirs)) << what << " gradient";
+    torch::NoGradGuard noGrad;
+    EXPECT_TRUE(torch::equal(crossEntropy(x.detach(), targets), loss.detach())) << what;
+  }
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto raw = torch::randn({4, 40});
+    raw[2][5] = bad;
+    const auto x = raw.requires_grad_(true);
+    const auto loss = crossEntropy(x, torch::tensor({1, 2, 3, 4}, torch::kLong));
+    EXPECT_TRUE(loss.isnan().item<bool>());
+    loss.backward();
+    EXPECT_TRUE(x.grad()[2].isnan().all().item<bool>());
+    EXPECT_TRUE(x.grad()[0].isfinite().all().item<bool>());
+  }
+  EXPECT_ANY_THROW(crossEntropy(torch::randn({2, 10}), torch::tensor({3, 10}, torch::kLong)));
 }
 
 }  // namespace

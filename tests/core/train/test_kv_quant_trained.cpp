@@ -1,11 +1,16 @@
 // A quantized K/V cache on a trained base of the demo's shape (original GQA
 // attention): int8 generates the same 32 greedy tokens as the plain cache
-// while decoding from codes, holds exactly the documented bytes, and moves
-// the held-out loss by less than 2e-3; int4 and int2 cost strictly more;
+// while decoding from codes (or parts from it only at a near-tie), holds
+// exactly the documented bytes, and moves the held-out loss by less than
+// 2e-3, int4 by less than 1e-2, while int2 costs several times more;
 // impossible settings name the flag; multiple-choice contexts read from
 // codes move the log-likelihoods little at int8, more at int2. The same for
 // the base converted by MHA2MLA, whose latent cache and RoPE key are quantized.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "../model/model_test_util.h"
 #include "common/file_util.h"
@@ -15,6 +20,8 @@
 #include "latentlab/generate.h"
 #include "latentlab/multiple_choice.h"
 #include "latentlab/train.h"
+#include "model/llama.h"
+#include "model/weights.h"
 #include "test_support.h"
 #include "train_test_util.h"
 
@@ -36,6 +43,41 @@ GenerateResult greedyWith(const fs::path& model, KvQuantSettings q) {
   Generator g(o);
   CancelToken cancel;
   return g.generate(prompt, {}, cancel);
+}
+
+// int8's greedy tokens against the plain cache's: the same, or the same up to
+// a step where the full-precision model's two best next tokens are a
+// near-tie (logits within 0.05, the size of int8's rounding of the cache)
+// and int8 took the second. A trained base's roundings decide where such
+// ties fall, so the test names the step and the gap rather than hoping for none.
+void expectSameGreedyTokens(const fs::path& model, const GenerateResult& plain, const GenerateResult& int8) {
+  const auto& a = plain.generatedIds;
+  const auto& b = int8.generatedIds;
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < a.size() && a[i] == b[i]) ++i;
+  if (i == a.size()) return;
+  const auto m = loadModel(model, torch::kCPU, torch::kFloat32);
+  torch::NoGradGuard noGrad;
+  std::vector<std::int64_t> ids(plain.promptIds.begin(), plain.promptIds.end());
+  ids.insert(ids.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(i));
+  const auto [top, which] = m->forward(torch::tensor(ids).unsqueeze(0))[0][-1].topk(2);
+  const double gap = (top[0] - top[1]).item<double>();
+  std::printf("greedy tokens part at step %zu of %zu: the model's two best, %lld and %lld, %.4f apart; int8 took %d\n",
+              i, a.size(), static_cast<long long>(which[0].item<std::int64_t>()),
+              static_cast<long long>(which[1].item<std::int64_t>()), gap, b[i]);
+  EXPECT_EQ(which[0].item<std::int64_t>(), a[i]);
+  EXPECT_EQ(which[1].item<std::int64_t>(), b[i]);
+  EXPECT_LT(gap, 0.05) << "int8 changed a choice that was not a near-tie";
+}
+
+// int8 moves the held-out loss by less than 2e-3 and int4 by less than 1e-2
+// (either may land a little under the plain cache's: rounding noise); int2
+// costs at least five times what either of them moves it.
+void expectCostsGrowAsBitsFall(double none, double l8, double l4, double l2) {
+  EXPECT_LT(std::abs(l8 - none), 2e-3);
+  EXPECT_LT(std::abs(l4 - none), 1e-2);
+  EXPECT_GT(l2 - none, 5 * std::max(std::abs(l8 - none), std::abs(l4 - none)));
 }
 
 // Held-out loss on functions.rst through a cache of `bits`, each window fed
@@ -87,7 +129,7 @@ TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
   // A window of 8 tokens: all but the newest 8 of the prompt are read back from codes at every step.
   const GenerateResult int8 = generateWith({8, 64, 8});
   ASSERT_GT(plain.promptIds.size(), 16U);
-  EXPECT_EQ(int8.generatedIds, plain.generatedIds);
+  expectSameGreedyTokens(trained.finalModel, plain, int8);
   const GenerateResult wide = generateWith({2, 64, 1000});
   EXPECT_EQ(wide.generatedIds, plain.generatedIds) << "everything inside the window: nothing quantized";
 
@@ -103,9 +145,7 @@ TEST(KvQuantTrained, Int8DecodesLikeThePlainCacheAndCostsTheDocumentedBytes) {
   const auto lossWith = [&](int bits) { return heldOutLossWith(trained.finalModel, bits); };
   const double none = lossWith(0), l8 = lossWith(8), l4 = lossWith(4), l2 = lossWith(2);
   std::printf("held-out loss: none %.6f  int8 %.6f  int4 %.6f  int2 %.6f\n", none, l8, l4, l2);
-  EXPECT_LT(std::abs(l8 - none), 2e-3);
-  EXPECT_GT(l4, l8);
-  EXPECT_GT(l2, l4);
+  expectCostsGrowAsBitsFall(none, l8, l4, l2);
 
   // Multiple choice: each context (sentences of the tutorial, a few hundred
   // tokens) goes into the cache, the newest 16 tokens exact, and its choices
@@ -159,8 +199,8 @@ TEST(KvQuantTrained, ImpossibleSettingsNameTheFlag) {
 
 // The demo base trained on the tutorial and converted at d_kv 8 (r = 2):
 // its latent cache quantized. int8 generates the same 32 greedy tokens as the
-// plain latent cache and moves the held-out loss by less than 2e-3; int4 and
-// int2 cost strictly more; the cache holds the documented bytes.
+// plain latent cache (or parts from it only at a near-tie) and moves the
+// held-out loss as the base's does; the cache holds the documented bytes.
 TEST(KvQuantTrained, ConvertedLatentCacheQuantizes) {
   const fs::path root = scratchDir("kv-quant-converted");
   const RunResult trained = trainTinyBase(root, 500);
@@ -169,7 +209,7 @@ TEST(KvQuantTrained, ConvertedLatentCacheQuantizes) {
   convertAtDkv8(trained.finalModel, converted);
   const GenerateResult plain = greedyWith(converted, {});
   const GenerateResult int8 = greedyWith(converted, {8, 64, 8});
-  EXPECT_EQ(int8.generatedIds, plain.generatedIds);
+  expectSameGreedyTokens(converted, plain, int8);
   const ModelConfig cfg = readHfConfig(converted / "config.json");
   const std::int64_t tokens = static_cast<std::int64_t>(plain.promptIds.size()) + 31;
   const KvQuantBudget q8 = kvQuantBudget(cfg, {8, 64, 8}, DType::F32);
@@ -182,9 +222,7 @@ TEST(KvQuantTrained, ConvertedLatentCacheQuantizes) {
   const auto lossWith = [&](int bits) { return heldOutLossWith(converted, bits); };
   const double none = lossWith(0), l8 = lossWith(8), l4 = lossWith(4), l2 = lossWith(2);
   std::printf("converted, held-out loss: none %.6f  int8 %.6f  int4 %.6f  int2 %.6f\n", none, l8, l4, l2);
-  EXPECT_LT(std::abs(l8 - none), 2e-3);
-  EXPECT_GT(l4, l8);
-  EXPECT_GT(l2, l4);
+  expectCostsGrowAsBitsFall(none, l8, l4, l2);
 }
 
 }  // namespace latentlab::test
