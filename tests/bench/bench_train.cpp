@@ -137,7 +137,7 @@ double StepSplit::*kindOf(const std::string& name) {
       has("MmBackward") || has("AddmmBackward") || has("BmmBackward"))
     return &StepSplit::matmul;
   if (has("cross_entropy") || has("log_softmax") || has("nll_loss") || has("LogSoftmaxBackward") ||
-      has("NllLossBackward"))
+      has("NllLossBackward") || has("CrossEntropyFn"))
     return &StepSplit::loss;
   return &StepSplit::other;
 }
@@ -402,7 +402,7 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
   if (split.total() > 0) {
     auto share = [&](double part) { return fixed(100.0 * part / split.total(), 1) + "%"; };
     report.add({"train", shape + " step split: matmuls", 100.0 * split.matmul / split.total(), "%",
-                "one profiled step: attention " + share(split.attention) + ", loss (log-softmax, NLL) " +
+                "one profiled step: attention " + share(split.attention) + ", loss (cross-entropy) " +
                     share(split.loss) + ", other operators (norms, activations, RoPE, copies) " + share(split.other) +
                     " (most: " + split.topOthers(3) + "), outside operators " + share(split.untraced) +
                     ", clip + AdamW " + share(split.optimizer)});
