@@ -276,9 +276,9 @@ void benchTrainStep(BenchReport& report, const std::string& arch, int vocab, int
     keptStep = (first + keptStep) / 2;  // off timed before and after on: drift biases neither
     model->setRecompute(false);
   }
-  // The fp32 norm and activation kernels with their backward (model/fused_ops.h)
-  // against LibTorch's operators and autograd (the kernels' switch off), timed
-  // on, off, on.
+  // The fp32 norm, activation, RoPE and loss kernels with their backward
+  // (model/fused_ops.h) against LibTorch's operators and autograd (the
+  // kernels' switch off), each through trainStep, timed on, off, on.
   double kernelsOnStep = 0, kernelsOffStep = 0;
   if (device.is_cpu() && !bf16 && cpuBlockCacheInstalled()) {
     double first = 0, peak = 0;
