@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "model/decode_attention.h"
+#include "model/fused_attention.h"
 
 namespace latentlab {
 
@@ -25,6 +26,7 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
   }
   const bool gqa = q.size(1) != k.size(1);
   if (tq == tk) {
+    if (auto out = fusedCausalAttention(q, k, v, scale); out.defined()) return out;  // fp32 on the CPU
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                             /*is_causal=*/true, scale, gqa);
   }

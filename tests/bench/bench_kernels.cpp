@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "bench_util.h"
+#include "model/attention.h"
 #include "model/decode_attention.h"
 #include "model/decode_linear.h"
 
@@ -122,6 +123,35 @@ void benchKernels(BenchReport& report) {
                   fixed(s * 1e3, 2) + " ms per layer of " + fixed(bytes / (1 << 20), 1) + " MiB (" +
                       std::to_string(layers) + " distinct layers); LibTorch ops " + fixed(atenS * 1e3, 2) + " ms (" +
                       fixed(atenS / s, 2) + "x); " + isa});
+    }
+  }
+
+  // Training's causal self-attention, forward and backward, of SmolLM-135M's
+  // layer (9 query heads on 3 key heads of 64 dims, the projections' layout)
+  // through causalAttention: the fp32 kernel (model/fused_attention.h), and
+  // LibTorch's SDPA with the kernels off. FLOPs: the causal half's products,
+  // twice as many backward (6 T d_h n_h per token, the training benchmark's count).
+  {
+    torch::AutoGradMode grad(true);
+    const std::int64_t B = 4, H = 9, Hk = 3, D = 64;
+    for (const std::int64_t T : {256, 1024}) {
+      const auto q = torch::randn({B, T, H, D}).transpose(1, 2).requires_grad_(true);
+      const auto k = torch::randn({B, T, Hk, D}).transpose(1, 2).requires_grad_(true);
+      const auto v = torch::randn({B, T, Hk, D}).transpose(1, 2).requires_grad_(true);
+      const auto gy = torch::randn({B, T, H, D}).transpose(1, 2);
+      auto pass = [&] {
+        for (const auto* t : {&q, &k, &v}) const_cast<torch::Tensor*>(t)->mutable_grad().reset();
+        causalAttention(q, k, v, 0.125).backward(gy);
+      };
+      setFusedDecodeEnabled(false);
+      const double aten = bestOf(cpu, rounds, pass);
+      setFusedDecodeEnabled(true);
+      const double fused = bestOf(cpu, rounds, pass);
+      const double flops = 6.0 * static_cast<double>(B * T) * static_cast<double>(T * D * H);
+      report.add({"kernels", "training attention, SmolLM-135M layer, B4 T" + std::to_string(T), flops / fused / 1e9,
+                  "GFLOP/s",
+                  "forward + backward " + fixed(fused * 1e3, 2) + " ms; LibTorch SDPA " + fixed(aten * 1e3, 2) +
+                      " ms (" + fixed(aten / fused, 2) + "x); " + isa});
     }
   }
 }

@@ -106,6 +106,26 @@ struct CrossEntropyArgs {
   std::int64_t vocab = 0;
 };
 
+// The softmax rows of causal self-attention over one block of queries (fp32,
+// row r at s + r * ld, ld a multiple of 16 at least width: the columns past
+// width are scratch): row r holds query t0 + r's scores against keys
+// [0, width) and sees keys [0, t0 + r], `first` = t0 + 1 of them for row 0.
+// Forward (attentionSoftmaxF32): s <- softmax(scale * s) over the seen keys
+// and 0 past them; lse[r] = log sum exp(scale * s) over the seen keys.
+// Backward (attentionSoftmaxBackwardF32), with di = dOut[r] . out[r] (dv
+// wide) and p = exp(scale * s - lse[r]) on the seen keys, 0 past them:
+// s <- p, dp <- p (dp - di). A row holding NaN or an infinity gets NaN
+// throughout, and NaN for its lse.
+struct AttentionRowsArgs {
+  float* s = nullptr;
+  float* dp = nullptr;          // backward: dO V^T in, the scores' gradient (before the scale) out
+  const float* dOut = nullptr;  // backward: the rows' output gradients, row stride ldDOut
+  const float* out = nullptr;   // backward: the rows' outputs, row stride ldOut
+  float* lse = nullptr;         // forward: written; backward: read
+  std::int64_t ld = 0, width = 0, first = 1, dv = 0, ldDOut = 0, ldOut = 0;
+  float scale = 1.0f;
+};
+
 // y[i] = T(act(gate[i])) * up[i] for i in [begin, end), act SiLU or (gelu)
 // tanh-approximated GELU, computed in fp32: the gated MLP's activation.
 template <class T>
@@ -146,6 +166,7 @@ using RopeBF16 = void (*)(const RopeArgs<std::uint16_t>&, std::int64_t begin, st
 using RmsNormBackwardF32 = void (*)(const RmsNormBackwardArgs&, std::int64_t begin, std::int64_t end);
 using GatedBackwardF32 = void (*)(const GatedBackwardArgs&, std::int64_t begin, std::int64_t end);
 using CrossEntropyF32 = void (*)(const CrossEntropyArgs&, std::int64_t begin, std::int64_t end);
+using AttentionRowsF32 = void (*)(const AttentionRowsArgs&, std::int64_t begin, std::int64_t end);
 
 // One build of the kernels: its instruction set, entry points, and whether the running CPU has that set.
 struct CpuKernels {
@@ -163,6 +184,7 @@ struct CpuKernels {
   RmsNormBackwardF32 rmsNormBackwardF32;
   GatedBackwardF32 gatedBackwardF32;
   CrossEntropyF32 crossEntropyF32, crossEntropyBackwardF32;
+  AttentionRowsF32 attentionSoftmaxF32, attentionSoftmaxBackwardF32;
   bool supported;
 };
 

@@ -22,6 +22,8 @@ namespace latentlab::kernels {
   void gatedBackwardF32(const GatedBackwardArgs& a, std::int64_t begin, std::int64_t end);             \
   void crossEntropyF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end);               \
   void crossEntropyBackwardF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end);       \
+  void attentionSoftmaxF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end);          \
+  void attentionSoftmaxBackwardF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end);  \
   }
 LATENTLAB_DECLARE_KERNEL(isa_base)
 #if LATENTLAB_KERNEL_X86
@@ -46,21 +48,24 @@ const std::vector<CpuKernels>& cpuKernelBuilds() {
     v.push_back({"avx512bf16", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512bf16::linearOutsF32,
                  isa_avx512bf16::linearOutsBF16, isa_avx512::rmsNormF32, isa_avx512::rmsNormBF16, isa_avx512::gatedF32,
                  isa_avx512::gatedBF16, isa_avx512::ropeF32, isa_avx512::ropeBF16, isa_avx512::rmsNormBackwardF32,
-                 isa_avx512::gatedBackwardF32, isa_avx512::crossEntropyF32, isa_avx512::crossEntropyBackwardF32, bf16});
+                 isa_avx512::gatedBackwardF32, isa_avx512::crossEntropyF32, isa_avx512::crossEntropyBackwardF32,
+                 isa_avx512::attentionSoftmaxF32, isa_avx512::attentionSoftmaxBackwardF32, bf16});
     v.push_back({"avx512", isa_avx512::decodeItemsF32, isa_avx512::decodeItemsF64, isa_avx512::linearOutsF32,
                  isa_avx512::linearOutsBF16, isa_avx512::rmsNormF32, isa_avx512::rmsNormBF16, isa_avx512::gatedF32,
                  isa_avx512::gatedBF16, isa_avx512::ropeF32, isa_avx512::ropeBF16, isa_avx512::rmsNormBackwardF32,
                  isa_avx512::gatedBackwardF32, isa_avx512::crossEntropyF32, isa_avx512::crossEntropyBackwardF32,
-                 avx512});
+                 isa_avx512::attentionSoftmaxF32, isa_avx512::attentionSoftmaxBackwardF32, avx512});
     v.push_back({"avx2", isa_avx2::decodeItemsF32, isa_avx2::decodeItemsF64, isa_avx2::linearOutsF32,
                  isa_avx2::linearOutsBF16, isa_avx2::rmsNormF32, isa_avx2::rmsNormBF16, isa_avx2::gatedF32,
                  isa_avx2::gatedBF16, isa_avx2::ropeF32, isa_avx2::ropeBF16, isa_avx2::rmsNormBackwardF32,
-                 isa_avx2::gatedBackwardF32, isa_avx2::crossEntropyF32, isa_avx2::crossEntropyBackwardF32, avx2});
+                 isa_avx2::gatedBackwardF32, isa_avx2::crossEntropyF32, isa_avx2::crossEntropyBackwardF32,
+                 isa_avx2::attentionSoftmaxF32, isa_avx2::attentionSoftmaxBackwardF32, avx2});
 #endif
     v.push_back({"baseline", isa_base::decodeItemsF32, isa_base::decodeItemsF64, isa_base::linearOutsF32,
                  isa_base::linearOutsBF16, isa_base::rmsNormF32, isa_base::rmsNormBF16, isa_base::gatedF32,
                  isa_base::gatedBF16, isa_base::ropeF32, isa_base::ropeBF16, isa_base::rmsNormBackwardF32,
-                 isa_base::gatedBackwardF32, isa_base::crossEntropyF32, isa_base::crossEntropyBackwardF32, true});
+                 isa_base::gatedBackwardF32, isa_base::crossEntropyF32, isa_base::crossEntropyBackwardF32,
+                 isa_base::attentionSoftmaxF32, isa_base::attentionSoftmaxBackwardF32, true});
     return v;
   }();
   return variants;

@@ -283,7 +283,98 @@ void crossEntropyBackwardRows(const CrossEntropyArgs& args, std::int64_t begin, 
   }
 }
 
+// Causal attention's softmax rows (AttentionRowsArgs), whole vectors up to
+// the seen keys' next multiple of 16 (the row's scratch room), the lanes past
+// them masked. Forward: the scaled scores written back with their max and a
+// NaN/infinity flag (x * 0) found on the way, then exp(z - max) and its sum,
+// then the normalisation, each pass over a row that stays in the
+// first-level cache.
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline I16 lanesBelow(std::int64_t j, std::int64_t n) {
+  const I16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return (iota + static_cast<std::int32_t>(j)) < static_cast<std::int32_t>(n);
+}
+
+void attentionSoftmaxRows(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
+  const AttentionRowsArgs a = args;  // a local copy: the stores cannot alias it
+  for (std::int64_t r = begin; r < end; ++r) {
+    float* s = a.s + r * a.ld;
+    const std::int64_t n = std::min(a.width, a.first + r), last = (n - 1) / 16 * 16;
+    F16 mx = splat(kNegInf), flags = splat(0.0f);
+    for (std::int64_t j = 0; j <= last; j += 16) {
+      F16 z = loadAs<F16>(s + j) * a.scale;
+      if (j == last) z = select(lanesBelow(j, n), z, splat(kNegInf));
+      store(s + j, z);
+      mx = vmax(mx, z);
+      flags += select(lanesBelow(j, n), z * 0.0f, splat(0.0f));
+    }
+    const float m = maxLanes(mx);
+    if (!std::isfinite(sumLanes(flags)) || !std::isfinite(m)) {
+      std::fill(s, s + a.width, std::numeric_limits<float>::quiet_NaN());
+      a.lse[r] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    F16 acc = splat(0.0f);
+    for (std::int64_t j = 0; j <= last; j += 16) {
+      F16 e = expNonPositive(loadAs<F16>(s + j) - m);
+      if (j == last) e = select(lanesBelow(j, n), e, splat(0.0f));
+      store(s + j, e);
+      acc += e;
+    }
+    const float sum = sumLanes(acc), inv = 1.0f / sum;
+    for (std::int64_t j = 0; j <= last; j += 16) store(s + j, loadAs<F16>(s + j) * inv);
+    if (last + 16 < a.width) std::fill(s + last + 16, s + a.width, 0.0f);
+    a.lse[r] = m + std::log(sum);
+  }
+}
+
+// Backward: the row's sum of dO * O, then the probabilities again from the
+// scores and the row's lse, and the scores' gradient p (dp - di), in one pass.
+void attentionSoftmaxBackwardRows(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
+  const AttentionRowsArgs a = args;  // a local copy: the stores cannot alias it
+  const std::int64_t dv = a.dv, dvWhole = dv / 16 * 16;
+  for (std::int64_t r = begin; r < end; ++r) {
+    float* s = a.s + r * a.ld;
+    float* dp = a.dp + r * a.ld;
+    const float* dOut = a.dOut + r * a.ldDOut;
+    const float* out = a.out + r * a.ldOut;
+    F16 dot = splat(0.0f);
+    for (std::int64_t c = 0; c < dvWhole; c += 16) dot += loadAs<F16>(dOut + c) * loadAs<F16>(out + c);
+    if (dvWhole < dv) dot += loadPartial(dOut + dvWhole, dv - dvWhole) * loadPartial(out + dvWhole, dv - dvWhole);
+    const float lse = a.lse[r], di = sumLanes(dot);
+    const std::int64_t n = std::min(a.width, a.first + r), last = (n - 1) / 16 * 16;
+    if (!std::isfinite(lse) || !std::isfinite(di)) {
+      std::fill(s, s + a.width, std::numeric_limits<float>::quiet_NaN());
+      std::fill(dp, dp + a.width, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    for (std::int64_t j = 0; j <= last; j += 16) {
+      F16 p = expNonPositive(loadAs<F16>(s + j) * a.scale - lse);
+      F16 g = p * (loadAs<F16>(dp + j) - di);
+      if (j == last) {
+        const I16 seen = lanesBelow(j, n);
+        p = select(seen, p, splat(0.0f));
+        g = select(seen, g, splat(0.0f));
+      }
+      store(s + j, p);
+      store(dp + j, g);
+    }
+    if (last + 16 < a.width) {
+      std::fill(s + last + 16, s + a.width, 0.0f);
+      std::fill(dp + last + 16, dp + a.width, 0.0f);
+    }
+  }
+}
+
 }  // namespace
+
+void attentionSoftmaxF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end) {
+  attentionSoftmaxRows(a, begin, end);
+}
+void attentionSoftmaxBackwardF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end) {
+  attentionSoftmaxBackwardRows(a, begin, end);
+}
 
 void crossEntropyF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end) {
   crossEntropyRows(a, begin, end);

@@ -2,9 +2,13 @@
 // near-ties as a random model's are) generating greedily in bf16 through its
 // cache and the CPU decode kernels picks, token for token, what its full
 // forward over the whole sequence picks (no cache; LibTorch's GEMM on every
-// row), and the same with the kernels switched off.
+// row), and the same with the kernels switched off; fed a real text one token
+// at a time, it predicts what the full forward predicts, parting at most once,
+// at a near-tie of the full forward's logits.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "latentlab/generate.h"
@@ -65,14 +69,30 @@ TEST(TrainedDecode, Bf16DecodeEqualsTheFullForwardTokenForToken) {
   const auto textIds = torch::tensor(std::vector<std::int64_t>(text.promptIds.begin(), text.promptIds.end()));
   const std::int64_t n = textIds.size(0);
   ASSERT_GE(n, 32);
-  const auto wholeArgmax = model->forward(textIds.unsqueeze(0))[0].argmax(-1);  // (n)
+  const auto wholeLogits = model->forward(textIds.unsqueeze(0))[0].to(torch::kFloat32);  // (n, V)
+  const auto wholeArgmax = wholeLogits.argmax(-1);                                       // (n)
   KvCache cache(model->config().numLayers);
   std::vector<std::int64_t> stepArgmax;
   for (std::int64_t t = 0; t < n; ++t)
     stepArgmax.push_back(
         model->forward(textIds.narrow(0, t, 1).unsqueeze(0), &cache)[0][-1].argmax().item<std::int64_t>());
   const std::vector<std::int64_t> want(wholeArgmax.data_ptr<std::int64_t>(), wholeArgmax.data_ptr<std::int64_t>() + n);
-  EXPECT_EQ(stepArgmax, want);
+  // Each position's choice is the full forward's, or (one position at most)
+  // its runner-up where the full forward's two logits are within two bf16
+  // steps: one bf16 rounding elsewhere in the layers decides such a near-tie,
+  // and where it falls moves with every retraining of the base.
+  int parted = 0;
+  for (std::int64_t t = 0; t < n; ++t) {
+    if (stepArgmax[t] == want[t]) continue;
+    ++parted;
+    const double top = wholeLogits[t][want[t]].item<double>(), other = wholeLogits[t][stepArgmax[t]].item<double>();
+    const double bf16Step = std::ldexp(1.0, static_cast<int>(std::floor(std::log2(std::abs(top)))) - 7);
+    std::printf("position %ld of %ld: step decode %ld, full forward %ld, logits %.4f against %.4f (bf16 step %.4f)\n",
+                static_cast<long>(t), static_cast<long>(n), static_cast<long>(stepArgmax[t]),
+                static_cast<long>(want[t]), other, top, bf16Step);
+    EXPECT_LE(top - other, 2 * bf16Step) << "position " << t << ": not a near-tie";
+  }
+  EXPECT_LE(parted, 1) << "positions where the step decode and the full forward part";
   EXPECT_GE(std::set<std::int64_t>(want.begin(), want.end()).size(), 8u) << "the predictions vary along the text";
 }
 
