@@ -143,8 +143,9 @@ MemoryPlan planOnce(const ModelConfig& c, const RunSpec& spec, std::int64_t avai
   const double headGrad = V * h * w.grad;                     // the first gradient backward makes
   const double accumulated = spec.gradAccum > 1 ? grads : 0;  // gradients kept between micro-batches
   // Tied embeddings: the input and output uses' gradients (each V x h) are
-  // summed into the weight's at the end of backward.
-  const double tiedSum = c.tieWordEmbeddings ? 2 * V * h * w.grad : 0;
+  // summed into the weight's at the end of backward; in fp32 on the CPU the
+  // lookup's gradient is the batch's rows alone (sparse), added in place.
+  const double tiedSum = c.tieWordEmbeddings && !fusedKernels ? 2 * V * h * w.grad : 0;
 
   // Four moments compete for the peak.
   struct Phase {

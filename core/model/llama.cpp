@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "model/autocast_scope.h"
+#include "model/decode_attention.h"
 #include "model/decode_linear.h"
 #include "model/fused_ops.h"
 
@@ -245,8 +246,43 @@ torch::Tensor CausalLm::hidden(const torch::Tensor& ids, KvCache* cache) {
   return model->norm(x);
 }
 
+namespace {
+
+// The lookup of an embedding the output layer shares, whose backward gives
+// the looked-up rows' gradient as a sparse tensor: autograd adds it in place
+// to the output layer's dense gradient of the same weight (the batch's token
+// rows), where the dense lookup's backward fills a vocabulary-sized zero
+// gradient, scatters the rows into it and then adds the two whole tables.
+struct TiedEmbeddingFn : torch::autograd::Function<TiedEmbeddingFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
+                               const torch::Tensor& ids) {
+    const auto flat = ids.reshape({-1});
+    ctx->save_for_backward({flat});
+    ctx->saved_data["vocab"] = weight.size(0);
+    auto sizes = ids.sizes().vec();
+    sizes.push_back(weight.size(1));
+    return weight.index_select(0, flat).view(sizes);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto flat = ctx->get_saved_variables()[0];
+    const auto d = grads[0].size(-1);
+    const auto rows = grads[0].reshape({-1, d}).contiguous();
+    return {torch::sparse_coo_tensor(flat.unsqueeze(0), rows, {ctx->saved_data["vocab"].toInt(), d}), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 torch::Tensor CausalLm::embed(const torch::Tensor& ids) {
-  auto x = model->embed_tokens(ids);
+  const auto& w = model->embed_tokens->weight;
+  // fp32 on the CPU with the kernels on (model/decode_attention.h's switch),
+  // training a tied embedding: the sparse lookup gradient above.
+  const bool sparseGradient = !lm_head && fusedDecodeEnabled() && torch::GradMode::is_enabled() && w.requires_grad() &&
+                              w.device().is_cpu() && w.scalar_type() == torch::kFloat32 &&
+                              !at::autocast::is_autocast_enabled(at::kCPU);
+  auto x = sparseGradient ? TiedEmbeddingFn::apply(w, ids) : model->embed_tokens(ids);
   if (m_cfg.scaleEmbeddings) {  // Gemma: sqrt(d), rounded to the weights' dtype first
     x = x * torch::tensor(std::sqrt(static_cast<double>(m_cfg.hiddenSize)), torch::kFloat32).to(x.scalar_type());
   }

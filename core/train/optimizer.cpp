@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace latentlab {
@@ -14,9 +15,19 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     torch::AutoGradMode enable(true);
     loss = closure();
   }
+  const torch::Tensor factor = std::exchange(m_gradFactor, torch::Tensor());
+  for (auto& group : param_groups()) {
+    if (!static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) continue;
+    // amsgrad: LibTorch's step, on gradients scaled first.
+    if (factor.defined()) {
+      for (auto& g : param_groups())
+        for (auto& p : g.params())
+          if (p.grad().defined()) p.mutable_grad().mul_(factor.to(p.grad().device()));
+    }
+    return torch::optim::AdamW::step(nullptr);
+  }
   for (auto& group : param_groups()) {
     auto& opts = static_cast<torch::optim::AdamWOptions&>(group.options());
-    if (opts.amsgrad()) return torch::optim::AdamW::step(nullptr);
     // The kernel takes lists of one device, dtype and step count each.
     struct Bucket {
       std::vector<torch::Tensor> params, grads, expAvg, expAvgSq;
@@ -47,8 +58,18 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       auto stepCount = torch::full({}, static_cast<double>(std::get<2>(key)),
                                    torch::TensorOptions().dtype(torch::kFloat32).device(b.params.front().device()));
       std::vector<torch::Tensor> steps(b.params.size(), stepCount);
+      // fp32: the kernel divides the gradients by grad_scale (a float) and
+      // stores them so; other dtypes are scaled first, by the factor as it is.
+      std::optional<torch::Tensor> gradScale;
+      if (factor.defined()) {
+        const auto device = b.params.front().device();
+        if (b.grads.front().scalar_type() == torch::kFloat32)
+          gradScale = torch::reciprocal(factor.to(device, torch::kFloat32));
+        else
+          at::_foreach_mul_(b.grads, factor.to(device));
+      }
       at::_fused_adamw_(b.params, b.grads, b.expAvg, b.expAvgSq, /*max_exp_avg_sqs=*/{}, steps, opts.lr(), beta1, beta2,
-                        opts.weight_decay(), opts.eps(), /*amsgrad=*/false, /*maximize=*/false);
+                        opts.weight_decay(), opts.eps(), /*amsgrad=*/false, /*maximize=*/false, gradScale);
     }
   }
   return loss;
@@ -67,19 +88,38 @@ std::vector<torch::optim::OptimizerParamGroup> adamWParamGroups(const std::vecto
   return groups;
 }
 
-torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxNorm) {
-  torch::NoGradGuard noGrad;
+namespace {
+
+std::vector<torch::Tensor> gradsOf(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  if (grads.empty()) return torch::zeros({});
-  // Per-tensor norms in one foreach launch, then the norm of the norms.
-  auto total = torch::stack(at::_foreach_norm(grads, 2)).norm(2);
-  if (std::isfinite(maxNorm)) {
-    auto coef = torch::clamp(maxNorm / (total + 1e-6), std::nullopt, 1.0);  // 0-dim, on device
-    at::_foreach_mul_(grads, coef);
-  }
+  return grads;
+}
+
+// Per-tensor norms in one foreach launch, then the norm of the norms.
+torch::Tensor normOf(const std::vector<torch::Tensor>& grads) {
+  return grads.empty() ? torch::zeros({}) : torch::stack(at::_foreach_norm(grads, 2)).norm(2);
+}
+
+}  // namespace
+
+torch::Tensor gradNorm(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard noGrad;
+  return normOf(gradsOf(params));
+}
+
+torch::Tensor clipCoefficient(const torch::Tensor& norm, double maxNorm) {
+  torch::NoGradGuard noGrad;
+  return torch::clamp(maxNorm / (norm + 1e-6), std::nullopt, 1.0);  // 0-dim, on the norm's device
+}
+
+torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxNorm) {
+  torch::NoGradGuard noGrad;
+  const auto grads = gradsOf(params);
+  auto total = normOf(grads);
+  if (!grads.empty() && std::isfinite(maxNorm)) at::_foreach_mul_(grads, clipCoefficient(total, maxNorm));
   return total;
 }
 

@@ -21,6 +21,14 @@ class FusedAdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // The next step() first multiplies every gradient by `factor` (0-dim, on
+  // the gradients' device: a clip coefficient) inside the fused kernel and
+  // leaves the gradients so scaled, as scaling them before the step would,
+  // with one pass over them fewer. An undefined tensor cancels it.
+  void scaleGradientsInStep(torch::Tensor factor) { m_gradFactor = std::move(factor); }
+
+ private:
+  torch::Tensor m_gradFactor;
 };
 
 // The trainer's AdamW parameter groups, each with every option of `base`:
@@ -34,6 +42,10 @@ std::vector<torch::optim::OptimizerParamGroup> adamWParamGroups(const std::vecto
 // scaling as a 0-dim tensor on the gradients' device (no host sync). Matches
 // torch::nn::utils::clip_grad_norm_ up to float reassociation.
 torch::Tensor clipGradNorm(const std::vector<torch::Tensor>& params, double maxNorm);
+// The same norm without scaling (zero without gradients), and the factor
+// clipping to `maxNorm` scales the gradients by: maxNorm / (norm + 1e-6), at most 1.
+torch::Tensor gradNorm(const std::vector<torch::Tensor>& params);
+torch::Tensor clipCoefficient(const torch::Tensor& norm, double maxNorm);
 
 // fp32 master copies of a model's low-precision (bf16) parameters, the usual
 // mixed-precision recipe: the optimiser steps the masters, its AdamW state is

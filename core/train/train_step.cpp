@@ -92,6 +92,14 @@ StepOutcome settle(const LossSums& sums, const torch::Tensor& norm, const StepSe
   return out;
 }
 
+// A tied embedding's lookup gives a sparse gradient, which autograd adds to
+// the output layer's dense one (model/llama.cpp); should a loss reach the
+// lookup alone, the clip and the optimizers get it dense.
+void densifyGradients(CausalLm& model) {
+  for (auto& p : model.parameters())
+    if (p.grad().defined() && p.grad().is_sparse()) p.mutable_grad() = p.grad().to_dense();
+}
+
 }  // namespace
 
 StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
@@ -101,12 +109,22 @@ StepOutcome trainStep(CausalLm& model, torch::optim::Optimizer& optimizer, const
   optimizer.zero_grad();
   if (settings.master != nullptr) settings.master->zeroModelGradients();
   const LossSums sums = forwardBackward(model, nextWindows, settings, clock);
+  densifyGradients(model);
   if (settings.master != nullptr) settings.master->gradientsToMasters();
   if (dp != nullptr) dp->averageGradients(params);
-  const auto norm = clipGradNorm(params, settings.clip > 0 ? settings.clip : std::numeric_limits<double>::infinity());
+  // The fused AdamW scales the gradients inside its own pass over them.
+  auto* fused = dynamic_cast<FusedAdamW*>(&optimizer);
+  torch::Tensor norm;
+  if (fused != nullptr && settings.clip > 0) {
+    norm = gradNorm(params);
+    fused->scaleGradientsInStep(clipCoefficient(norm, settings.clip));
+  } else {
+    norm = clipGradNorm(params, settings.clip > 0 ? settings.clip : std::numeric_limits<double>::infinity());
+  }
   clock.lap(&StepPhases::optimizer);
   const StepOutcome out = settle(sums, norm, settings, dp);
   clock.lap(&StepPhases::sync);
+  if (!out.finite && fused != nullptr) fused->scaleGradientsInStep({});
   if (out.finite) {
     optimizer.step();
     if (settings.master != nullptr) settings.master->mastersToModel();
@@ -120,6 +138,7 @@ StepOutcome trainStep(CausalLm& model, ShardedAdamW& optimizer, const std::funct
   PhaseClock clock{model.parameters().front().device(), phases};
   optimizer.zeroGrad();
   const LossSums sums = forwardBackward(model, nextWindows, settings, clock);
+  densifyGradients(model);
   optimizer.reduceGradients();
   const torch::Tensor norm = optimizer.gradNorm();
   if (settings.clip > 0) {

@@ -85,6 +85,45 @@ TEST(Optimizer, FusedAdamWAndClippingEqualLibTorchOverFiveSteps) {
   }
 }
 
+// Clipping inside the fused step (the trainer's way with FusedAdamW): the
+// same parameters, state and clipped gradients as clipping first, over five
+// steps with the clip biting on every other one.
+TEST(Optimizer, ClippingInsideTheFusedStepEqualsClippingFirst) {
+  auto inside = smallModel(torch::kFloat32), first = smallModel(torch::kFloat32);
+  FusedAdamW insideOpt(adamWParamGroups(inside->parameters(), options()), options());
+  FusedAdamW firstOpt(adamWParamGroups(first->parameters(), options()), options());
+  for (int step = 0; step < 5; ++step) {
+    SCOPED_TRACE(step);
+    for (auto* m : {&inside, &first}) {
+      (*m)->zero_grad();
+      languageModelLoss(**m, windowsFor(step)).backward();
+    }
+    const double clip = step % 2 == 0 ? 0.05 : 1e9;
+    const auto norm = gradNorm(inside->parameters());
+    insideOpt.scaleGradientsInStep(clipCoefficient(norm, clip));
+    EXPECT_NEAR(norm.item<double>(), clipGradNorm(first->parameters(), clip).item<double>(),
+                1e-6 * norm.item<double>());
+    if (step % 2 == 0) {
+      EXPECT_GT(norm.item<double>(), clip) << "the clip must bite";
+    }
+    insideOpt.step();
+    firstOpt.step();
+    std::vector<torch::Tensor> g1, g2;
+    for (auto& p : inside->parameters()) g1.push_back(p.grad());
+    for (auto& p : first->parameters()) g2.push_back(p.grad());
+    EXPECT_LT(maxDiff(g1, g2), 1e-7) << "the gradients are left clipped";
+    EXPECT_LT(maxDiff(inside->parameters(), first->parameters()), 1e-6);
+  }
+  // A factor set and cancelled scales nothing.
+  inside->zero_grad();
+  languageModelLoss(*inside, windowsFor(7)).backward();
+  const auto before = inside->parameters().front().grad().clone();
+  insideOpt.scaleGradientsInStep(torch::tensor(0.5));
+  insideOpt.scaleGradientsInStep({});
+  insideOpt.step();
+  EXPECT_TRUE(torch::equal(inside->parameters().front().grad(), before));
+}
+
 // bf16 weights with fp32 masters: one step through trainStep equals an fp32
 // AdamW step on the masters with the bf16 gradients, and the model receives
 // the masters rounded. Updates far below bf16's resolution accumulate in the
