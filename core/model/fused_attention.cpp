@@ -2,7 +2,6 @@
 #include "model/fused_attention.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <dlfcn.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -12,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "model/decode_attention.h"
+#include "model/fused_ops.h"
 #include "model/kernels/cpu_kernels.h"
 
 namespace latentlab {
@@ -255,12 +254,8 @@ struct CausalAttentionFn : torch::autograd::Function<CausalAttentionFn> {
 };
 
 bool applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (!fusedDecodeEnabled() || at::autocast::is_autocast_enabled(at::kCPU) || blasSgemm() == nullptr) return false;
-  for (const auto* t : {&q, &k, &v}) {
-    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != torch::kFloat32 || t->dim() != 4 ||
-        t->numel() == 0)
-      return false;
-  }
+  if (!fp32KernelsApply({&q, &k, &v}) || blasSgemm() == nullptr) return false;
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
   const auto T = q.size(2);
   if (k.size(2) != T || v.size(2) != T || k.size(0) != q.size(0) || v.size(0) != q.size(0)) return false;
   if (k.size(1) != v.size(1) || q.size(1) % k.size(1) != 0 || k.size(3) != q.size(3)) return false;

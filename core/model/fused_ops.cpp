@@ -32,16 +32,6 @@ bool fusedApplies(std::initializer_list<const torch::Tensor*> tensors) {
   });
 }
 
-// fp32 on the CPU, no autocast, the kernels on: the kernels run in every
-// grad mode, with their own backward where a graph is built, so a forward, a
-// recomputed forward and an evaluation all give one value.
-bool fp32KernelsApply(std::initializer_list<const torch::Tensor*> tensors) {
-  if (!fusedDecodeEnabled() || at::autocast::is_autocast_enabled(at::kCPU)) return false;
-  return std::all_of(tensors.begin(), tensors.end(), [](const torch::Tensor* t) {
-    return t->defined() && t->device().is_cpu() && t->scalar_type() == torch::kFloat32 && t->numel() > 0;
-  });
-}
-
 bool buildsGraph(std::initializer_list<const torch::Tensor*> tensors) {
   return torch::GradMode::is_enabled() &&
          std::any_of(tensors.begin(), tensors.end(), [](const torch::Tensor* t) { return t->requires_grad(); });
@@ -335,6 +325,13 @@ torch::Tensor gatedActivation(const torch::Tensor& gate, const torch::Tensor& up
   namespace F = torch::nn::functional;
   const auto act = geluTanh ? F::gelu(gate, F::GELUFuncOptions().approximate("tanh")) : F::silu(gate);
   return act * up;
+}
+
+bool fp32KernelsApply(std::initializer_list<const torch::Tensor*> tensors) {
+  if (!fusedDecodeEnabled() || at::autocast::is_autocast_enabled(at::kCPU)) return false;
+  return std::all_of(tensors.begin(), tensors.end(), [](const torch::Tensor* t) {
+    return t->defined() && t->device().is_cpu() && t->scalar_type() == torch::kFloat32 && t->numel() > 0;
+  });
 }
 
 UnfusedOpsScope::UnfusedOpsScope() {

@@ -16,6 +16,8 @@
 
 #include <torch/torch.h>
 
+#include <initializer_list>
+
 namespace latentlab {
 
 // x / sqrt(mean(x^2, -1) + eps) in fp32 (fp64 stays fp64), then scaled by
@@ -41,6 +43,14 @@ torch::Tensor fusedRope(const torch::Tensor& x, const torch::Tensor& cos, const 
 // more passes; LibTorch's cross_entropy elsewhere. A row holding NaN or an
 // infinity makes the loss and that row's gradient NaN.
 torch::Tensor crossEntropy(const torch::Tensor& logits, const torch::Tensor& targets);
+
+// Whether the fp32 training kernels run on these tensors (every one defined,
+// fp32, on the CPU, not empty), with the kernels on and no autocast: then
+// they run in every grad mode, with their own backward where a graph is
+// built, so a forward, a recomputed forward and an evaluation all give one
+// value (this file's norm, activation, RoPE and loss, model/fused_attention.h,
+// a tied embedding's lookup).
+bool fp32KernelsApply(std::initializer_list<const torch::Tensor*> tensors);
 
 // While one is alive on a thread, the inference-only kernels (the bf16
 // norm, activation and RoPE) run the operators there: a layer recomputed for

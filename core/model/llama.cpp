@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "model/autocast_scope.h"
-#include "model/decode_attention.h"
 #include "model/decode_linear.h"
 #include "model/fused_ops.h"
 
@@ -277,11 +276,8 @@ struct TiedEmbeddingFn : torch::autograd::Function<TiedEmbeddingFn> {
 
 torch::Tensor CausalLm::embed(const torch::Tensor& ids) {
   const auto& w = model->embed_tokens->weight;
-  // fp32 on the CPU with the kernels on (model/decode_attention.h's switch),
-  // training a tied embedding: the sparse lookup gradient above.
-  const bool sparseGradient = !lm_head && fusedDecodeEnabled() && torch::GradMode::is_enabled() && w.requires_grad() &&
-                              w.device().is_cpu() && w.scalar_type() == torch::kFloat32 &&
-                              !at::autocast::is_autocast_enabled(at::kCPU);
+  // Training a tied embedding where the fp32 kernels run: the sparse lookup gradient above.
+  const bool sparseGradient = !lm_head && torch::GradMode::is_enabled() && w.requires_grad() && fp32KernelsApply({&w});
   auto x = sparseGradient ? TiedEmbeddingFn::apply(w, ids) : model->embed_tokens(ids);
   if (m_cfg.scaleEmbeddings) {  // Gemma: sqrt(d), rounded to the weights' dtype first
     x = x * torch::tensor(std::sqrt(static_cast<double>(m_cfg.hiddenSize)), torch::kFloat32).to(x.scalar_type());

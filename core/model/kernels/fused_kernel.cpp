@@ -231,12 +231,14 @@ void gatedBackwardRange(const GatedBackwardArgs& args, std::int64_t begin, std::
   }
 }
 
+}  // namespace
+
 // Cross-entropy (CrossEntropyArgs): the row's max, then the sum of
 // exp(x - max) from four accumulators; the row is read twice (it stays in
 // the second-level cache between the passes at vocabularies up to a few
 // hundred thousand). x * 0 summed on the way flags NaN and infinities, which
 // expNonPositive's clamp would otherwise hide.
-void crossEntropyRows(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
+void crossEntropyF32(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
   const CrossEntropyArgs a = args;  // a local copy: the stores cannot alias it
   const std::int64_t V = a.vocab, whole = V / 16 * 16;
   for (std::int64_t r = begin; r < end; ++r) {
@@ -266,7 +268,7 @@ void crossEntropyRows(const CrossEntropyArgs& args, std::int64_t begin, std::int
   }
 }
 
-void crossEntropyBackwardRows(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
+void crossEntropyBackwardF32(const CrossEntropyArgs& args, std::int64_t begin, std::int64_t end) {
   const CrossEntropyArgs a = args;  // a local copy: the stores cannot alias it
   const std::int64_t V = a.vocab, whole = V / 16 * 16;
   for (std::int64_t r = begin; r < end; ++r) {
@@ -296,7 +298,7 @@ inline I16 lanesBelow(std::int64_t j, std::int64_t n) {
   return (iota + static_cast<std::int32_t>(j)) < static_cast<std::int32_t>(n);
 }
 
-void attentionSoftmaxRows(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
+void attentionSoftmaxF32(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
   const AttentionRowsArgs a = args;  // a local copy: the stores cannot alias it
   for (std::int64_t r = begin; r < end; ++r) {
     float* s = a.s + r * a.ld;
@@ -331,7 +333,7 @@ void attentionSoftmaxRows(const AttentionRowsArgs& args, std::int64_t begin, std
 
 // Backward: the row's sum of dO * O, then the probabilities again from the
 // scores and the row's lse, and the scores' gradient p (dp - di), in one pass.
-void attentionSoftmaxBackwardRows(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
+void attentionSoftmaxBackwardF32(const AttentionRowsArgs& args, std::int64_t begin, std::int64_t end) {
   const AttentionRowsArgs a = args;  // a local copy: the stores cannot alias it
   const std::int64_t dv = a.dv, dvWhole = dv / 16 * 16;
   for (std::int64_t r = begin; r < end; ++r) {
@@ -365,22 +367,6 @@ void attentionSoftmaxBackwardRows(const AttentionRowsArgs& args, std::int64_t be
       std::fill(dp + last + 16, dp + a.width, 0.0f);
     }
   }
-}
-
-}  // namespace
-
-void attentionSoftmaxF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end) {
-  attentionSoftmaxRows(a, begin, end);
-}
-void attentionSoftmaxBackwardF32(const AttentionRowsArgs& a, std::int64_t begin, std::int64_t end) {
-  attentionSoftmaxBackwardRows(a, begin, end);
-}
-
-void crossEntropyF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end) {
-  crossEntropyRows(a, begin, end);
-}
-void crossEntropyBackwardF32(const CrossEntropyArgs& a, std::int64_t begin, std::int64_t end) {
-  crossEntropyBackwardRows(a, begin, end);
 }
 
 void rmsNormBackwardF32(const RmsNormBackwardArgs& a, std::int64_t begin, std::int64_t end) {
